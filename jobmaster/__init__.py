@@ -1,0 +1,1 @@
+"""The JobMaster daemon: dispatcher, resource manager, scheduler and execution graph."""

@@ -1,0 +1,348 @@
+"""The JobMaster daemon: gRPC service, dispatcher of jobs, resource manager, heartbeats.
+
+Every piece of coordination state lives on the main thread (see ``main_thread``); RPC
+handlers only hand work to it, except the collect path, whose buffer is thread-safe so
+that a slow client never blocks the main thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+import grpc
+from prometheus_client import CollectorRegistry
+
+from jobmaster import options as jm_options
+from jobmaster.main_thread import MainThreadExecutor
+from jobmaster.resource_manager import ResourceManager
+from jobmaster.scheduler import JobScheduler
+from proto import common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from shuffle.loader import load_shuffle_service_factory
+from weir import options
+from weir.config import Configuration
+from weir.ids import JobId
+from weir.metrics import CallbackCollector, MetricsServer, gauge
+from weir.rpc import create_server
+
+log = logging.getLogger(__name__)
+
+
+class JobMaster:
+    """The JobMaster process (or an in-process instance in a mini cluster).
+
+    Example:
+        >>> jm = JobMaster(Configuration.from_pairs({"jobmaster.rpc.port": "0"}))
+        >>> jm.address   # known after start()
+        ''
+    """
+
+    def __init__(self, configuration: Configuration) -> None:
+        self.configuration = configuration
+        self.jobmaster_id = secrets.token_hex(8)
+        self._token = configuration.get(options.AUTH_TOKEN)
+        self._interval = configuration.get(options.HEARTBEAT_INTERVAL)
+        self._timeout = configuration.get(options.HEARTBEAT_TIMEOUT)
+        self.main = MainThreadExecutor("jobmaster-main")
+        self.resources = ResourceManager(self._token, self._timeout, self._on_te_lost,
+                                         self._on_slots_available)
+        self.shuffle_master = load_shuffle_service_factory(configuration).create_shuffle_master(
+            configuration)
+        self.jobs: OrderedDict[str, JobScheduler] = OrderedDict()
+        self._stream_ids = iter(range(1, 1 << 62))
+        self._stopped = threading.Event()
+        self._server: grpc.Server | None = None
+        self._metrics: MetricsServer | None = None
+        self._started = time.monotonic()
+        self.address = ""
+        self.metrics_url = ""
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.main.start()
+        host = self.configuration.get(jm_options.RPC_BIND_HOST)
+        self._server, port = create_server(
+            host, self.configuration.get(jm_options.RPC_PORT), self._token,
+            lambda s: jobmaster_pb2_grpc.add_JobMasterServiceServicer_to_server(
+                _Servicer(self), s), max_workers=64)
+        self.address = f"{host}:{port}"
+        registry = CollectorRegistry()
+        registry.register(CallbackCollector(self._collect_metrics))
+        self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
+                                      self.configuration.get(options.METRICS_PORT), registry)
+        self.metrics_url = self._metrics.url
+        self._schedule_heartbeat_check()
+        log.info("JobMaster started at %s (metrics %s)", self.address, self.metrics_url)
+
+    def _schedule_heartbeat_check(self) -> None:
+        def check() -> None:
+            if not self._stopped.is_set():
+                self.resources.check_heartbeats()
+                self.main.schedule(self._interval / 2, check)
+
+        self.main.schedule(self._interval / 2, check)
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        try:
+            self.main.call(self._cancel_all_jobs, timeout=10)
+        except Exception:  # shutting down: log and go on stopping
+            log.exception("cancelling jobs at shutdown failed")
+        if self._server is not None:
+            self._server.stop(grace=1).wait(5)
+        if self._metrics is not None:
+            self._metrics.stop()
+        self.main.call(self.resources.close, timeout=10)
+        self.main.stop()
+        log.info("JobMaster stopped")
+
+    def _cancel_all_jobs(self) -> None:
+        for job in self.jobs.values():
+            job.cancel()
+
+    @property
+    def stopped(self) -> threading.Event:
+        return self._stopped
+
+    # -- callbacks (main thread) ------------------------------------------------------------
+
+    def _on_te_lost(self, resource_id: str, reason: int, message: str) -> None:
+        self.shuffle_master.on_producer_lost(resource_id)
+        for job in list(self.jobs.values()):
+            job.on_task_executor_lost(resource_id, reason, message)
+
+    def _on_slots_available(self) -> None:
+        for job in list(self.jobs.values()):
+            job.try_allocate()
+
+    def _on_job_terminal(self, job: JobScheduler) -> None:
+        retained = self.configuration.get(jm_options.JOBS_RETAINED)
+        finished = [j for j in self.jobs.values() if j.graph.is_terminal()]
+        for old in finished[:-retained] if len(finished) > retained else []:
+            del self.jobs[old.job_id]
+
+    # -- jobs (main thread) -----------------------------------------------------------------
+
+    def submit(self, graph: Any) -> str:
+        if graph.job_id in self.jobs:
+            msg = f"a job with id {graph.job_id} exists already"
+            raise ValueError(msg)
+        job = JobScheduler(graph, self.resources, self.shuffle_master, self.main,
+                           self.configuration.merged(dict(graph.config)),
+                           self._on_job_terminal)
+        self.jobs[graph.job_id] = job
+        log.info("job %s (%s) submitted: %d vertices, %d slots needed", graph.job_id,
+                 graph.name, len(graph.vertices), job.required_slots)
+        job.start()
+        return graph.job_id
+
+    def job(self, job_id: str) -> JobScheduler | None:
+        return self.jobs.get(job_id)
+
+    def overview(self) -> jobmaster_pb2.ClusterOverview:
+        overview = jobmaster_pb2.ClusterOverview(
+            slots_total=self.resources.total_slots(), slots_free=self.resources.free_slots(),
+            metrics_url=self.metrics_url, pid=os.getpid())
+        for record in self.resources.task_executors.values():
+            overview.task_executors.append(record.to_info())
+        return overview
+
+    def _collect_metrics(self) -> list[Any]:
+        def snapshot() -> tuple[int, int, int, dict[str, int]]:
+            by_state: dict[str, int] = {}
+            for job in self.jobs.values():
+                name = common_pb2.JobStatus.Name(job.graph.status).removeprefix("JOB_")
+                by_state[name] = by_state.get(name, 0) + 1
+            return (len(self.resources.task_executors), self.resources.total_slots(),
+                    self.resources.free_slots(), by_state)
+
+        registered, total, free, by_state = self.main.call(snapshot, timeout=5)
+        tes = gauge("jobmaster_taskexecutors_registered", "Registered TaskExecutors.")
+        tes.add_metric([], registered)
+        slots_total = gauge("jobmaster_slots_total", "Slots offered by all TaskExecutors.")
+        slots_total.add_metric([], total)
+        slots_free = gauge("jobmaster_slots_free", "Slots not allocated to a job.")
+        slots_free.add_metric([], free)
+        jobs = gauge("jobmaster_jobs", "Jobs known to the JobMaster, by status.", ["status"])
+        for name in ("RUNNING", "FINISHED", "FAILED", "CANCELED", "FAILING", "CANCELLING"):
+            jobs.add_metric([name], by_state.get(name, 0))
+        uptime = gauge("jobmaster_uptime_seconds", "Seconds since start.")
+        uptime.add_metric([], time.monotonic() - self._started)
+        return [tes, slots_total, slots_free, jobs, uptime]
+
+
+class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
+    """Thin RPC layer: validates, hands over to the main thread, translates errors."""
+
+    def __init__(self, jm: JobMaster) -> None:
+        self._jm = jm
+        self._main = jm.main
+
+    def _job(self, job_id: str, context: grpc.ServicerContext) -> JobScheduler:
+        job = self._main.call(lambda: self._jm.job(job_id))
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"no job with id {job_id!r} (`weir list` shows the known jobs)")
+        return job
+
+    # -- TaskExecutors ----------------------------------------------------------------------
+
+    def RegisterTaskExecutor(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._main.call(lambda: self._jm.resources.register(request))
+        return jobmaster_pb2.RegisterTaskExecutorResponse(
+            jobmaster_id=self._jm.jobmaster_id,
+            heartbeat_interval_ms=int(self._jm._interval * 1000),
+            heartbeat_timeout_ms=int(self._jm._timeout * 1000))
+
+    def Heartbeat(self, request_iterator: Iterator[Any],  # noqa: N802
+                  context: grpc.ServicerContext) -> Iterator[Any]:
+        jm = self._jm
+        try:
+            first = next(request_iterator)
+        except (StopIteration, grpc.RpcError):
+            return
+        resource_id = first.resource_id
+        stream_id = next(jm._stream_ids)
+
+        def attach() -> bool:
+            record = jm.resources.get(resource_id)
+            if record is None:
+                return False
+            record.stream_id = stream_id
+            jm.resources.heartbeat(resource_id, first)
+            return True
+
+        if not self._main.call(attach):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"TaskExecutor {resource_id} is not registered: register first")
+
+        def ended() -> None:
+            def check() -> None:
+                record = jm.resources.get(resource_id)
+                if record is not None and record.stream_id == stream_id:
+                    jm.resources.remove(resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                                        "its connection closed (process exited or network "
+                                        "failure)")
+            if not jm.stopped.is_set():
+                try:
+                    self._main.submit(check)
+                except Exception:  # the JobMaster is stopping
+                    log.debug("ignoring the end of a heartbeat stream during shutdown")
+
+        context.add_callback(ended)
+        done = threading.Event()
+        unknown: list[list[str]] = [[]]
+
+        def read() -> None:
+            try:
+                for message in request_iterator:
+                    def handle(m: Any = message) -> list[str]:
+                        jm.resources.heartbeat(resource_id, m)
+                        known = {a for job in jm.jobs.values() for a in job.graph.by_attempt}
+                        return [a for a in m.running_attempts if a not in known]
+                    unknown[0] = self._main.call(handle, timeout=10)
+            except Exception:  # the stream ended or broke: ended() handles it
+                log.debug("heartbeat stream of %s ended", resource_id)
+            finally:
+                done.set()
+
+        reader = threading.Thread(target=read, name=f"heartbeat-{resource_id}", daemon=True)
+        reader.start()
+        while context.is_active() and not done.is_set() and not jm.stopped.is_set():
+            attempts, unknown[0] = unknown[0], []
+            yield jobmaster_pb2.JobMasterHeartbeat(jobmaster_id=jm.jobmaster_id,
+                                                   unknown_attempts=attempts)
+            done.wait(jm._interval)
+
+    def UpdateTaskExecutionState(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def update() -> None:
+            job = self._jm.job(request.job_id)
+            if job is not None:
+                job.on_task_state(request)
+
+        self._main.call(update)
+        return jobmaster_pb2.Ack()
+
+    def RequestSplits(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+
+        def answer() -> Any:
+            try:
+                return job.sources.request_splits(request.vertex_id, request.subtask_index)
+            except Exception as err:  # user code of the enumerator
+                job.fail(common_pb2.ErrorInfo(
+                    reason=common_pb2.SOURCE_ERROR,
+                    message=f"the split enumerator failed: {type(err).__name__}: {err}"))
+                return None
+
+        response = self._main.call(answer)
+        if response is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the split enumerator failed")
+        return response
+
+    def PushCollectBatch(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._jm.jobs.get(request.job_id)  # read-only dict lookup off the main thread
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id}")
+        if not job.collect.push(request.arrow_ipc, wait=5.0):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "collect buffer full")
+        return jobmaster_pb2.Ack()
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def SubmitJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        graph = request.job_graph
+        if not JobId.is_valid(graph.job_id):  # type: ignore[attr-defined]
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"job id {graph.job_id!r} is not 32 hex digits")
+        if not graph.vertices:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the job graph has no vertices")
+        for vertex in graph.vertices:
+            if vertex.source:
+                try:
+                    cloudpickle.loads(vertex.source)
+                except Exception as err:  # whatever unpickling user objects raises
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"the source of '{vertex.name}' cannot be loaded on the "
+                                  f"JobMaster: {type(err).__name__}: {err}")
+        try:
+            job_id = self._main.call(lambda: self._jm.submit(graph))
+        except ValueError as err:
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
+        return jobmaster_pb2.SubmitJobResponse(job_id=job_id)
+
+    def ListJobs(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._main.call(lambda: jobmaster_pb2.ListJobsResponse(
+            jobs=[j.graph.summary() for j in self._jm.jobs.values()]))
+
+    def GetJobDetails(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+        return self._main.call(job.details)
+
+    def CancelJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+        self._main.call(job.cancel)
+        return jobmaster_pb2.Ack()
+
+    def FetchCollectResults(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+        wait = min(max(request.wait_ms, 0), 30_000) / 1000
+        batches, end = job.collect.fetch(request.max_batches or 16, wait)
+        response = jobmaster_pb2.FetchCollectResponse(arrow_ipc=batches, end_of_results=end,
+                                                      status=job.graph.status)
+        if job.graph.failure is not None:
+            response.failure.CopyFrom(job.graph.failure)
+        return response
+
+    def GetClusterOverview(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._main.call(self._jm.overview)

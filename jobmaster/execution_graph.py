@@ -1,0 +1,91 @@
+"""The execution graph: one ExecutionVertex per subtask, with its current attempt and state.
+
+Pure data with Flink's job and task states; the scheduler drives the transitions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from proto import common_pb2, jobgraph_pb2, jobmaster_pb2
+from weir.ids import new_attempt_id
+
+TERMINAL_TASK_STATES = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
+TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}
+
+
+@dataclass
+class ExecutionVertex:
+    """One subtask of a job vertex."""
+
+    job_vertex: jobgraph_pb2.JobVertex
+    subtask_index: int
+    attempt_id: str = field(default_factory=new_attempt_id)
+    attempt_number: int = 0
+    state: int = common_pb2.CREATED
+    resource_id: str = ""
+    allocation_id: str = ""
+    metrics: jobmaster_pb2.TaskMetrics = field(default_factory=jobmaster_pb2.TaskMetrics)
+    failure: common_pb2.ErrorInfo | None = None
+
+    @property
+    def name(self) -> str:
+        p = self.job_vertex.parallelism
+        return f"{self.job_vertex.name} ({self.subtask_index + 1}/{p})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_TASK_STATES
+
+
+class ExecutionGraph:
+    """All subtasks of a job and the job's status."""
+
+    def __init__(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+        self.job_graph = job_graph
+        self.job_id = job_graph.job_id
+        self.status = common_pb2.JOB_CREATED
+        self.vertices: dict[int, list[ExecutionVertex]] = {
+            v.id: [ExecutionVertex(v, i) for i in range(v.parallelism)]
+            for v in job_graph.vertices}
+        self.by_attempt = {ev.attempt_id: ev for evs in self.vertices.values() for ev in evs}
+        self.failure: common_pb2.ErrorInfo | None = None
+        self.start_time = time.time()
+        self.end_time: float | None = None
+
+    def all(self) -> list[ExecutionVertex]:
+        return [ev for evs in self.vertices.values() for ev in evs]
+
+    def job_vertex(self, vertex_id: int) -> jobgraph_pb2.JobVertex:
+        return next(v for v in self.job_graph.vertices if v.id == vertex_id)
+
+    def consumers_of(self, vertex_id: int) -> list[tuple[jobgraph_pb2.JobVertex,
+                                                         jobgraph_pb2.JobEdge]]:
+        return [(v, e) for v in self.job_graph.vertices for e in v.inputs
+                if e.source_vertex == vertex_id]
+
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_JOB_STATES
+
+    def summary(self) -> jobmaster_pb2.JobSummary:
+        evs = self.all()
+        return jobmaster_pb2.JobSummary(
+            job_id=self.job_id, name=self.job_graph.name, status=self.status,
+            start_time_ms=int(self.start_time * 1000),
+            end_time_ms=int(self.end_time * 1000) if self.end_time else 0,
+            tasks_total=len(evs),
+            tasks_running=sum(ev.state == common_pb2.RUNNING for ev in evs),
+            tasks_finished=sum(ev.state == common_pb2.FINISHED for ev in evs))
+
+    def details(self) -> jobmaster_pb2.JobDetails:
+        details = jobmaster_pb2.JobDetails(summary=self.summary())
+        for v in self.job_graph.vertices:
+            vd = details.vertices.add(vertex_id=v.id, name=v.name, parallelism=v.parallelism)
+            for ev in self.vertices[v.id]:
+                vd.subtasks.add(subtask_index=ev.subtask_index, state=ev.state,
+                                attempt_id=ev.attempt_id, resource_id=ev.resource_id,
+                                metrics=ev.metrics)
+        if self.failure is not None:
+            details.failure.CopyFrom(self.failure)
+        return details

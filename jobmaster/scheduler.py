@@ -1,0 +1,288 @@
+"""Schedules one job: slots, deployment, state transitions, failure and cancellation.
+
+Runs on the JobMaster's main thread only. All subtasks are deployed at once (streaming,
+pipelined exchanges), one slot per parallel pipeline (slot sharing: subtask i of every
+vertex goes to slot i). A failed task fails the job (restart strategies come with
+checkpointing): the other tasks are cancelled and the job ends FAILED with the first
+failure as its cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jobmaster import options as jm_options
+from jobmaster.collect import CollectBuffer
+from jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
+from jobmaster.main_thread import MainThreadExecutor
+from jobmaster.resource_manager import ResourceManager, Slot
+from jobmaster.source_coordinator import SourceCoordinator
+from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
+from shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
+from taskexecutor import options as te_options
+from weir.config import Configuration
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 30.0
+
+
+class JobScheduler:
+    """Drives one job's ExecutionGraph. ``on_terminal`` is called once when the job ends."""
+
+    def __init__(self, job_graph: jobgraph_pb2.JobGraph, resources: ResourceManager,
+                 shuffle_master: ShuffleMaster, main: MainThreadExecutor,
+                 configuration: Configuration, on_terminal: Callable[[JobScheduler], None]) -> None:
+        self.graph = ExecutionGraph(job_graph)
+        self.job_id = job_graph.job_id
+        self.sources = SourceCoordinator(job_graph)
+        self.collect = CollectBuffer(configuration.get(jm_options.COLLECT_BUFFER_BATCHES))
+        self._resources = resources
+        self._shuffle_master = shuffle_master
+        self._main = main
+        self._config = configuration
+        self._on_terminal = on_terminal
+        self.slots: list[Slot] = []
+        self._partition_descriptors: list[bytes] = []
+        self._used_task_executors: set[str] = set()
+
+    @property
+    def required_slots(self) -> int:
+        return max(v.parallelism for v in self.graph.job_graph.vertices)
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.graph.status = common_pb2.JOB_RUNNING
+        timeout = self._config.get(jm_options.SLOT_REQUEST_TIMEOUT)
+        self._main.schedule(timeout, self._check_slot_timeout)
+        self.try_allocate()
+
+    def try_allocate(self) -> None:
+        if self.slots or self.graph.status != common_pb2.JOB_RUNNING:
+            return
+        slots = self._resources.allocate(self.job_id, self.required_slots,
+                                         self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS))
+        if slots is None:
+            log.info("job %s waits for %d free slots (%d free now)", self.job_id,
+                     self.required_slots, self._resources.free_slots())
+            return
+        self.slots = slots
+        self._deploy()
+
+    def _check_slot_timeout(self) -> None:
+        if self.slots or self.graph.is_terminal():
+            return
+        timeout = self._config.get(jm_options.SLOT_REQUEST_TIMEOUT)
+        self.fail(common_pb2.ErrorInfo(
+            reason=common_pb2.NO_RESOURCES,
+            message=(f"could not get {self.required_slots} slots within {timeout:.0f} s "
+                     f"(slot.request.timeout): the cluster has {self._resources.free_slots()} "
+                     f"free of {self._resources.total_slots()}; start more TaskExecutors or "
+                     "lower the job's parallelism")))
+
+    def _deploy(self) -> None:
+        graph = self.graph
+        for ev in graph.all():
+            slot = self.slots[ev.subtask_index]
+            ev.resource_id = slot.resource_id
+            ev.allocation_id = slot.allocation_id
+            ev.state = common_pb2.SCHEDULED
+            self._used_task_executors.add(slot.resource_id)
+
+        partition_ids: dict[tuple[str, int], str] = {}
+        descriptors: dict[str, bytes] = {}
+        for vertex in graph.job_graph.vertices:
+            for consumer, edge in graph.consumers_of(vertex.id):
+                subpartitions = 1 if edge.partitioner == common_pb2.FORWARD else \
+                    consumer.parallelism
+                for ev in graph.vertices[vertex.id]:
+                    partition_id = f"{ev.attempt_id}.{consumer.id}"
+                    record = self._resources.get(ev.resource_id)
+                    assert record is not None
+                    descriptor = self._shuffle_master.register_partition_with_producer(
+                        PartitionDescriptor(self.job_id, partition_id, subpartitions,
+                                            ev.attempt_id),
+                        ProducerDescriptor(ev.resource_id, record.data_address))
+                    partition_ids[(ev.attempt_id, consumer.id)] = partition_id
+                    descriptors[partition_id] = descriptor
+        self._partition_descriptors = list(descriptors.values())
+
+        for ev in graph.all():
+            tdd = self._deployment_descriptor(ev, partition_ids, descriptors)
+            record = self._resources.get(ev.resource_id)
+            if record is None:
+                self._task_failed(ev, common_pb2.ErrorInfo(
+                    reason=common_pb2.DEPLOYMENT_FAILED, task=ev.name,
+                    message=f"TaskExecutor {ev.resource_id} went away before deployment"))
+                return
+            ev.state = common_pb2.DEPLOYING
+            future = record.stub.SubmitTask.future(tdd, timeout=RPC_TIMEOUT_S)
+            attempt_id = ev.attempt_id
+            future.add_done_callback(
+                lambda f, a=attempt_id: self._main.submit(lambda: self._deployed(a, f)))
+
+    def _deployment_descriptor(self, ev: ExecutionVertex, partition_ids: dict[tuple[str, int], str],
+                               descriptors: dict[str, bytes]) -> (
+            jobgraph_pb2.TaskDeploymentDescriptor):
+        graph = self.graph
+        vertex = ev.job_vertex
+        tdd = jobgraph_pb2.TaskDeploymentDescriptor(
+            job_id=self.job_id, job_name=graph.job_graph.name, attempt_id=ev.attempt_id,
+            vertex_id=vertex.id, task_name=vertex.name, subtask_index=ev.subtask_index,
+            parallelism=vertex.parallelism, max_parallelism=vertex.max_parallelism,
+            attempt_number=ev.attempt_number, chain=vertex.chain, source=vertex.source,
+            config=graph.job_graph.config, allocation_id=ev.allocation_id,
+            operator_names=list(vertex.operator_names))
+        for consumer, edge in graph.consumers_of(vertex.id):
+            tdd.partitions.add(
+                partition_id=partition_ids[(ev.attempt_id, consumer.id)],
+                num_subpartitions=1 if edge.partitioner == common_pb2.FORWARD
+                else consumer.parallelism,
+                partitioner=edge.partitioner, key_selector=edge.key_selector,
+                max_parallelism=consumer.max_parallelism, consumer_vertex=consumer.id)
+        for edge in vertex.inputs:
+            gate = tdd.input_gates.add(input_index=edge.input_index,
+                                       source_vertex=edge.source_vertex)
+            producers = graph.vertices[edge.source_vertex]
+            if edge.partitioner == common_pb2.FORWARD:
+                pairs = [(producers[ev.subtask_index], 0)]
+            else:
+                pairs = [(p, ev.subtask_index) for p in producers]
+            for producer, subpartition in pairs:
+                partition_id = partition_ids[(producer.attempt_id, vertex.id)]
+                gate.channels.add(shuffle_descriptor=descriptors[partition_id],
+                                  subpartition=subpartition)
+        return tdd
+
+    def _deployed(self, attempt_id: str, future: Any) -> None:
+        ev = self.graph.by_attempt.get(attempt_id)
+        if ev is None or ev.is_terminal:
+            return
+        try:
+            future.result()
+        except Exception as err:  # gRPC errors and anything else the call raised
+            details = err.details() if hasattr(err, "details") else str(err)
+            self._task_failed(ev, common_pb2.ErrorInfo(
+                reason=common_pb2.DEPLOYMENT_FAILED, task=ev.name,
+                message=f"deploying to {ev.resource_id} failed: {details}"))
+
+    # -- state changes ----------------------------------------------------------------------
+
+    def on_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
+        ev = self.graph.by_attempt.get(update.attempt_id)
+        if ev is None or ev.is_terminal:
+            return
+        if update.HasField("metrics"):
+            ev.metrics = update.metrics
+        if update.state == common_pb2.FAILED:
+            self._task_failed(ev, update.error)
+            return
+        ev.state = update.state
+        self._check_progress()
+
+    def _task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
+        ev.state = common_pb2.FAILED
+        ev.failure = error
+        if not error.task:
+            error.task = ev.name
+        self.fail(error)
+
+    def fail(self, error: common_pb2.ErrorInfo) -> None:
+        """Fail the job with ``error`` as its root cause (the first failure wins)."""
+        if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
+            self._check_progress()
+            return
+        log.warning("job %s fails: %s", self.job_id, error.message)
+        self.graph.failure = error
+        self.graph.status = common_pb2.JOB_FAILING
+        self._cancel_tasks()
+        self._check_progress()
+
+    def cancel(self) -> None:
+        if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
+            return
+        self.graph.status = common_pb2.JOB_CANCELLING
+        self.graph.failure = common_pb2.ErrorInfo(reason=common_pb2.JOB_CANCELLED,
+                                                  message="the job was cancelled")
+        self._cancel_tasks()
+        self._check_progress()
+
+    def on_task_executor_lost(self, resource_id: str, reason: int, message: str) -> None:
+        lost = [ev for ev in self.graph.all()
+                if ev.resource_id == resource_id and not ev.is_terminal]
+        for ev in lost:
+            ev.state = common_pb2.FAILED
+            ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
+        if lost:
+            self.fail(common_pb2.ErrorInfo(reason=reason, message=message, task=lost[0].name))
+        self._check_progress()
+
+    def _cancel_tasks(self) -> None:
+        for ev in self.graph.all():
+            if ev.is_terminal:
+                continue
+            if ev.state in (common_pb2.CREATED, common_pb2.SCHEDULED):
+                ev.state = common_pb2.CANCELED
+                continue
+            ev.state = common_pb2.CANCELING
+            record = self._resources.get(ev.resource_id)
+            if record is None:
+                ev.state = common_pb2.CANCELED
+                continue
+            record.stub.CancelTask.future(
+                taskexecutor_pb2.CancelTaskRequest(attempt_id=ev.attempt_id),
+                timeout=RPC_TIMEOUT_S)
+        timeout = self._config.get(te_options.CANCELLATION_TIMEOUT)
+        self._main.schedule(timeout + 5, self._cancellation_watchdog)
+
+    def _cancellation_watchdog(self) -> None:
+        stuck = [ev for ev in self.graph.all() if not ev.is_terminal]
+        for ev in stuck:
+            log.warning("task %s did not confirm cancellation; giving up on it", ev.name)
+            ev.state = common_pb2.CANCELED
+        self._check_progress()
+
+    def _check_progress(self) -> None:
+        graph = self.graph
+        if graph.is_terminal():
+            return
+        evs = graph.all()
+        if graph.status == common_pb2.JOB_RUNNING and evs and \
+                all(ev.state == common_pb2.FINISHED for ev in evs):
+            self._end(common_pb2.JOB_FINISHED)
+        elif graph.status in (common_pb2.JOB_FAILING, common_pb2.JOB_CANCELLING) and \
+                all(ev.is_terminal for ev in evs):
+            self._end(common_pb2.JOB_FAILED if graph.status == common_pb2.JOB_FAILING
+                      else common_pb2.JOB_CANCELED)
+
+    def _end(self, status: int) -> None:
+        graph = self.graph
+        graph.status = status
+        graph.end_time = time.time()
+        log.info("job %s (%s) %s", self.job_id, graph.job_graph.name,
+                 common_pb2.JobStatus.Name(status))
+        self.collect.close()
+        self.sources.close()
+        for descriptor in self._partition_descriptors:
+            self._shuffle_master.release_partition_externally(descriptor)
+        self._resources.release(self.job_id)
+        for resource_id in self._used_task_executors:
+            record = self._resources.get(resource_id)
+            if record is not None:
+                record.stub.ReleaseJob.future(
+                    taskexecutor_pb2.ReleaseJobRequest(job_id=self.job_id),
+                    timeout=RPC_TIMEOUT_S)
+        self._on_terminal(self)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def details(self) -> jobmaster_pb2.JobDetails:
+        for ev in self.graph.all():
+            record = self._resources.get(ev.resource_id) if ev.resource_id else None
+            if record is not None and ev.attempt_id in record.metrics:
+                ev.metrics = record.metrics[ev.attempt_id]
+        return self.graph.details()

@@ -1,0 +1,1 @@
+"""Wire contracts: the .proto files and their generated modules (regenerate with `make proto`)."""

@@ -1,0 +1,269 @@
+from proto import common_pb2 as _common_pb2
+from proto import jobgraph_pb2 as _jobgraph_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Ack(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RegisterTaskExecutorRequest(_message.Message):
+    __slots__ = ("resource_id", "rpc_address", "data_address", "num_slots", "metrics_url", "pid")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_URL_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    rpc_address: str
+    data_address: str
+    num_slots: int
+    metrics_url: str
+    pid: int
+    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., num_slots: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class RegisterTaskExecutorResponse(_message.Message):
+    __slots__ = ("jobmaster_id", "heartbeat_interval_ms", "heartbeat_timeout_ms")
+    JOBMASTER_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    jobmaster_id: str
+    heartbeat_interval_ms: int
+    heartbeat_timeout_ms: int
+    def __init__(self, jobmaster_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class TaskMetrics(_message.Message):
+    __slots__ = ("attempt_id", "records_in", "records_out", "bytes_in", "bytes_out", "back_pressured_ms_per_s", "busy_ms_per_s", "idle_ms_per_s")
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_IN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
+    BACK_PRESSURED_MS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BUSY_MS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    IDLE_MS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    attempt_id: str
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+    back_pressured_ms_per_s: float
+    busy_ms_per_s: float
+    idle_ms_per_s: float
+    def __init__(self, attempt_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., back_pressured_ms_per_s: _Optional[float] = ..., busy_ms_per_s: _Optional[float] = ..., idle_ms_per_s: _Optional[float] = ...) -> None: ...
+
+class TaskExecutorHeartbeat(_message.Message):
+    __slots__ = ("resource_id", "running_attempts", "task_metrics")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    TASK_METRICS_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    running_attempts: _containers.RepeatedScalarFieldContainer[str]
+    task_metrics: _containers.RepeatedCompositeFieldContainer[TaskMetrics]
+    def __init__(self, resource_id: _Optional[str] = ..., running_attempts: _Optional[_Iterable[str]] = ..., task_metrics: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ...) -> None: ...
+
+class JobMasterHeartbeat(_message.Message):
+    __slots__ = ("jobmaster_id", "unknown_attempts")
+    JOBMASTER_ID_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    jobmaster_id: str
+    unknown_attempts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, jobmaster_id: _Optional[str] = ..., unknown_attempts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TaskExecutionStateUpdate(_message.Message):
+    __slots__ = ("job_id", "attempt_id", "state", "error", "metrics")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_id: str
+    state: _common_pb2.ExecutionState
+    error: _common_pb2.ErrorInfo
+    metrics: TaskMetrics
+    def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ...) -> None: ...
+
+class SplitRequest(_message.Message):
+    __slots__ = ("job_id", "vertex_id", "subtask_index", "attempt_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    vertex_id: int
+    subtask_index: int
+    attempt_id: str
+    def __init__(self, job_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., subtask_index: _Optional[int] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class SplitResponse(_message.Message):
+    __slots__ = ("splits", "no_more_splits", "retry_after_ms")
+    SPLITS_FIELD_NUMBER: _ClassVar[int]
+    NO_MORE_SPLITS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    splits: _containers.RepeatedScalarFieldContainer[bytes]
+    no_more_splits: bool
+    retry_after_ms: int
+    def __init__(self, splits: _Optional[_Iterable[bytes]] = ..., no_more_splits: _Optional[bool] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+
+class CollectBatch(_message.Message):
+    __slots__ = ("job_id", "subtask_index", "arrow_ipc", "end_of_stream", "attempt_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
+    END_OF_STREAM_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    subtask_index: int
+    arrow_ipc: bytes
+    end_of_stream: bool
+    attempt_id: str
+    def __init__(self, job_id: _Optional[str] = ..., subtask_index: _Optional[int] = ..., arrow_ipc: _Optional[bytes] = ..., end_of_stream: _Optional[bool] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("job_graph",)
+    JOB_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    job_graph: _jobgraph_pb2.JobGraph
+    def __init__(self, job_graph: _Optional[_Union[_jobgraph_pb2.JobGraph, _Mapping]] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class JobIdRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job_id", "name", "status", "start_time_ms", "end_time_ms", "tasks_total", "tasks_running", "tasks_finished")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    name: str
+    status: _common_pb2.JobStatus
+    start_time_ms: int
+    end_time_ms: int
+    tasks_total: int
+    tasks_running: int
+    tasks_finished: int
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., tasks_total: _Optional[int] = ..., tasks_running: _Optional[int] = ..., tasks_finished: _Optional[int] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
+
+class SubtaskDetails(_message.Message):
+    __slots__ = ("subtask_index", "state", "attempt_id", "resource_id", "metrics")
+    SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    subtask_index: int
+    state: _common_pb2.ExecutionState
+    attempt_id: str
+    resource_id: str
+    metrics: TaskMetrics
+    def __init__(self, subtask_index: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., attempt_id: _Optional[str] = ..., resource_id: _Optional[str] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ...) -> None: ...
+
+class VertexDetails(_message.Message):
+    __slots__ = ("vertex_id", "name", "parallelism", "subtasks")
+    VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    SUBTASKS_FIELD_NUMBER: _ClassVar[int]
+    vertex_id: int
+    name: str
+    parallelism: int
+    subtasks: _containers.RepeatedCompositeFieldContainer[SubtaskDetails]
+    def __init__(self, vertex_id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskDetails, _Mapping]]] = ...) -> None: ...
+
+class JobDetails(_message.Message):
+    __slots__ = ("summary", "vertices", "failure")
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    VERTICES_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    summary: JobSummary
+    vertices: _containers.RepeatedCompositeFieldContainer[VertexDetails]
+    failure: _common_pb2.ErrorInfo
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class FetchCollectRequest(_message.Message):
+    __slots__ = ("job_id", "max_batches", "wait_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    max_batches: int
+    wait_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., max_batches: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class FetchCollectResponse(_message.Message):
+    __slots__ = ("arrow_ipc", "end_of_results", "status", "failure")
+    ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
+    END_OF_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    arrow_ipc: _containers.RepeatedScalarFieldContainer[bytes]
+    end_of_results: bool
+    status: _common_pb2.JobStatus
+    failure: _common_pb2.ErrorInfo
+    def __init__(self, arrow_ipc: _Optional[_Iterable[bytes]] = ..., end_of_results: _Optional[bool] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+
+class ClusterOverviewRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TaskExecutorInfo(_message.Message):
+    __slots__ = ("resource_id", "rpc_address", "data_address", "slots_total", "slots_free", "metrics_url", "pid")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FREE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_URL_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    rpc_address: str
+    data_address: str
+    slots_total: int
+    slots_free: int
+    metrics_url: str
+    pid: int
+    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class ClusterOverview(_message.Message):
+    __slots__ = ("task_executors", "slots_total", "slots_free", "metrics_url", "pid")
+    TASK_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FREE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_URL_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    task_executors: _containers.RepeatedCompositeFieldContainer[TaskExecutorInfo]
+    slots_total: int
+    slots_free: int
+    metrics_url: str
+    pid: int
+    def __init__(self, task_executors: _Optional[_Iterable[_Union[TaskExecutorInfo, _Mapping]]] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...

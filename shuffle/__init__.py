@@ -1,0 +1,1 @@
+"""Data exchange between tasks behind pluggable FLIP-31 interfaces (see shuffle.api)."""

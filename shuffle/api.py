@@ -1,0 +1,202 @@
+"""FLIP-31 shuffle interfaces. Nothing outside ``shuffle/`` knows which implementation runs.
+
+* The JobMaster holds one :class:`ShuffleMaster`: it registers each result partition with
+  its producer and gets back an opaque, serialisable shuffle descriptor that consumers'
+  deployment descriptors carry.
+* Each TaskExecutor holds one :class:`ShuffleEnvironment`: it creates the
+  :class:`ResultPartitionWriter` of each producing task and the :class:`InputGate` of each
+  consuming task from their deployment descriptors.
+* A :class:`ShuffleServiceFactory`, named by ``shuffle-service-factory.class``, creates both.
+
+Threads: writers and gates are used by their task's mailbox thread only, except where a
+method says otherwise; implementations wake that thread through the listeners it registers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proto import jobgraph_pb2
+from weir.config import Configuration
+from weir.records import Elements
+
+
+@dataclass(frozen=True)
+class ProducerDescriptor:
+    """Where a producing task runs."""
+
+    resource_id: str
+    data_address: str
+
+
+@dataclass(frozen=True)
+class PartitionDescriptor:
+    """A result partition as the JobMaster sees it."""
+
+    job_id: str
+    partition_id: str
+    num_subpartitions: int
+    producer_attempt_id: str
+
+
+class ShuffleMaster(ABC):
+    """The JobMaster side of a shuffle service. Called on the JobMaster's main thread."""
+
+    @abstractmethod
+    def register_partition_with_producer(self, partition: PartitionDescriptor,
+                                         producer: ProducerDescriptor) -> bytes:
+        """Register a partition before its producer is deployed; returns the serialised
+        shuffle descriptor that consumers receive. Must not block."""
+
+    @abstractmethod
+    def release_partition_externally(self, descriptor: bytes) -> None:
+        """The partition is no longer needed (consumed, or its job ended)."""
+
+    @abstractmethod
+    def is_partition_available(self, partition_id: str) -> bool:
+        """False once the partition was released or its producer's TaskExecutor was lost."""
+
+    def on_producer_lost(self, resource_id: str) -> list[str]:
+        """A TaskExecutor was lost: returns the ids of the partitions lost with it."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """The JobMaster shuts down."""
+
+
+@dataclass
+class ShuffleEnvironmentContext:
+    """What a TaskExecutor tells its shuffle environment."""
+
+    configuration: Configuration
+    resource_id: str
+    host: str
+
+
+@dataclass
+class TaskShuffleContext:
+    """The task a writer or gate belongs to."""
+
+    job_id: str
+    task_name: str
+    attempt_id: str
+    #: Called (from any thread) when the task may make progress: data arrived, or output
+    #: capacity freed up. Must only enqueue or set a flag.
+    wakeup: Callable[[], None]
+
+
+class ResultPartitionWriter(ABC):
+    """Output of one producing subtask for one consumer vertex, split in subpartitions."""
+
+    num_subpartitions: int
+
+    @abstractmethod
+    def emit(self, subpartition: int, elements: Elements) -> None:
+        """Append a batch to a subpartition's pending buffer (flushed when full)."""
+
+    @abstractmethod
+    def flush_all(self) -> None:
+        """Hand every pending buffer to the consumers now."""
+
+    @abstractmethod
+    def is_available(self) -> bool:
+        """True while every subpartition has room for another buffer (no backpressure)."""
+
+    @abstractmethod
+    def oldest_pending_age(self) -> float | None:
+        """Seconds since the oldest unflushed batch was emitted, or None when nothing waits."""
+
+    @abstractmethod
+    def finish(self) -> None:
+        """End of data: flush and send end-of-partition on every subpartition."""
+
+    @abstractmethod
+    def fail(self, cause: BaseException) -> None:
+        """The producer failed: consumers get an error instead of more data."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Free the partition's memory and unregister it (the job ended or was cancelled)."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+@dataclass
+class BufferOrEvent:
+    """What an input gate yields: data (one or more batches) or end of a channel's data."""
+
+    channel: int
+    elements: list[Elements] | None = None
+    end_of_partition: bool = False
+    size: int = 0
+
+
+class InputGate(ABC):
+    """Input of one consuming subtask from one producer vertex (one channel per producer)."""
+
+    @abstractmethod
+    def request_partitions(self) -> None:
+        """Start fetching from every producer (retried with back-off until they exist)."""
+
+    @abstractmethod
+    def poll_next(self) -> BufferOrEvent | None:
+        """The next buffer or event of any channel, or None if none is there now.
+
+        Raises the cause when a channel failed (producer lost, partition not found).
+        """
+
+    @abstractmethod
+    def is_finished(self) -> bool:
+        """Every channel delivered end-of-partition."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop fetching and drop buffered data (also called after failures)."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+class ShuffleEnvironment(ABC):
+    """The TaskExecutor side of a shuffle service."""
+
+    @abstractmethod
+    def start(self) -> str:
+        """Start serving data; returns the data address other TaskExecutors connect to."""
+
+    @abstractmethod
+    def create_result_partition_writer(
+            self, task: TaskShuffleContext,
+            deployment: jobgraph_pb2.ResultPartitionDeployment) -> ResultPartitionWriter:
+        """The writer of one result partition; registers the partition for consumers."""
+
+    @abstractmethod
+    def create_input_gate(self, task: TaskShuffleContext,
+                          deployment: jobgraph_pb2.InputGateDeployment) -> InputGate:
+        """The gate reading the channels described by ``deployment``."""
+
+    @abstractmethod
+    def release_partitions_of_job(self, job_id: str) -> None:
+        """Drop every partition of a job that ended."""
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop serving; release everything. Called once, at TaskExecutor shutdown."""
+
+
+class ShuffleServiceFactory(ABC):
+    """Creates the two halves of a shuffle service; named by ``shuffle-service-factory.class``."""
+
+    @abstractmethod
+    def create_shuffle_master(self, configuration: Configuration) -> ShuffleMaster: ...
+
+    @abstractmethod
+    def create_shuffle_environment(self,
+                                   context: ShuffleEnvironmentContext) -> ShuffleEnvironment: ...

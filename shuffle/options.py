@@ -1,0 +1,30 @@
+"""Shuffle service options."""
+
+from __future__ import annotations
+
+from weir.config import Duration, Option, non_negative, positive
+
+SHUFFLE_SERVICE_FACTORY = Option(
+    "shuffle-service-factory.class", str,
+    default="shuffle.pipelined.factory.PipelinedShuffleServiceFactory",
+    doc="Dotted path of the ShuffleServiceFactory implementation.")
+DATA_PORT = Option(
+    "taskmanager.data.port", int, default=0, validator=non_negative,
+    doc="Port of the TaskExecutor's data server for remote channels (0 picks a free port).")
+BUFFERS_PER_CHANNEL = Option(
+    "taskmanager.network.memory.buffers-per-channel", int, default=2, validator=positive,
+    doc="Exclusive buffers of each input channel.")
+FLOATING_BUFFERS_PER_GATE = Option(
+    "taskmanager.network.memory.floating-buffers-per-gate", int, default=8,
+    validator=non_negative, doc="Buffers shared by the channels of one input gate.")
+SUBPARTITION_QUEUE = Option(
+    "taskmanager.network.memory.buffers-per-subpartition", int, default=4,
+    validator=positive,
+    doc="Buffers a result subpartition holds before its producer is backpressured.")
+REQUEST_BACKOFF_INITIAL = Option(
+    "taskmanager.network.request-backoff.initial", Duration, default="100 ms",
+    validator=positive, doc="First back-off when a requested partition is not there yet.")
+REQUEST_BACKOFF_MAX = Option(
+    "taskmanager.network.request-backoff.max", Duration, default="10 s",
+    validator=positive,
+    doc="Longest back-off between partition requests; past it the consumer fails.")

@@ -1,0 +1,1 @@
+"""Default shuffle service: pipelined partitions, in-memory local channels, TCP remote ones."""

@@ -1,0 +1,85 @@
+"""ShuffleEnvironment of the pipelined shuffle: a partition manager and a data server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proto import dataplane_pb2, jobgraph_pb2
+from shuffle import options as shuffle_options
+from shuffle.api import (
+    InputGate,
+    ResultPartitionWriter,
+    ShuffleEnvironment,
+    ShuffleEnvironmentContext,
+    TaskShuffleContext,
+)
+from shuffle.pipelined.gate import (
+    InputChannel,
+    LocalInputChannel,
+    PipelinedInputGate,
+    RemoteInputChannel,
+)
+from shuffle.pipelined.network import DataServer, RemoteChannelReader
+from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from weir import options
+
+
+class PipelinedShuffleEnvironment(ShuffleEnvironment):
+    def __init__(self, context: ShuffleEnvironmentContext) -> None:
+        conf = context.configuration
+        self._context = context
+        self._capacity = conf.get(shuffle_options.SUBPARTITION_QUEUE)
+        self._channel_capacity = (conf.get(shuffle_options.BUFFERS_PER_CHANNEL)
+                                  + conf.get(shuffle_options.FLOATING_BUFFERS_PER_GATE))
+        self._segment_size = conf.get(options.SEGMENT_SIZE)
+        self._backoff = (conf.get(shuffle_options.REQUEST_BACKOFF_INITIAL),
+                         conf.get(shuffle_options.REQUEST_BACKOFF_MAX))
+        self._port = conf.get(shuffle_options.DATA_PORT)
+        self.partitions = PartitionManager()
+        self._server: DataServer | None = None
+
+    def start(self) -> str:
+        self._server = DataServer(self._context.host, self._port, self.partitions)
+        self._server.start()
+        return self._server.address
+
+    @property
+    def data_address(self) -> str:
+        assert self._server is not None
+        return self._server.address
+
+    def create_result_partition_writer(
+            self, task: TaskShuffleContext,
+            deployment: jobgraph_pb2.ResultPartitionDeployment) -> ResultPartitionWriter:
+        partition = PipelinedResultPartition(
+            deployment.partition_id, task.job_id, deployment.num_subpartitions,
+            self._capacity, self._segment_size, task.wakeup)
+        self.partitions.register(partition)
+        return partition
+
+    def create_input_gate(self, task: TaskShuffleContext,
+                          deployment: jobgraph_pb2.InputGateDeployment) -> InputGate:
+        channels: list[InputChannel] = []
+        for channel in deployment.channels:
+            descriptor = dataplane_pb2.PipelinedShuffleDescriptor.FromString(
+                channel.shuffle_descriptor)
+            if descriptor.producer_resource_id == self._context.resource_id:
+                channels.append(LocalInputChannel(
+                    self.partitions, descriptor.partition_id, channel.subpartition,
+                    task.wakeup, *self._backoff))
+            else:
+                channels.append(RemoteInputChannel(RemoteChannelReader(
+                    descriptor.producer_data_address, descriptor.partition_id,
+                    channel.subpartition, task.task_name, self._channel_capacity,
+                    *self._backoff, on_data=task.wakeup)))
+        return PipelinedInputGate(channels)
+
+    def release_partitions_of_job(self, job_id: str) -> None:
+        self.partitions.release_job(job_id)
+
+    def metrics(self) -> dict[str, Any]:
+        return {"partitions": len(self.partitions)}
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()

@@ -1,0 +1,153 @@
+"""Input gates of the pipelined shuffle: local channels read the producer's subpartition
+directly (no serialisation); remote channels read what a network thread fetched."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+
+from shuffle.api import BufferOrEvent, InputGate
+from shuffle.pipelined.network import RemoteChannelReader
+from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
+from weir.errors import PartitionNotFoundError, RemoteTransportError
+
+
+class InputChannel(ABC):
+    finished = False
+    bytes_in = 0
+
+    @abstractmethod
+    def request(self) -> None: ...
+
+    @abstractmethod
+    def take(self) -> Buffer | None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class LocalInputChannel(InputChannel):
+    """Reads a subpartition of a producer on the same TaskExecutor."""
+
+    def __init__(self, partitions: PartitionManager, partition_id: str, index: int,
+                 listener: object, initial_backoff: float, max_backoff: float) -> None:
+        self._partitions = partitions
+        self._partition_id = partition_id
+        self._index = index
+        self._listener = listener
+        self._sub: Subpartition | None = None
+        self._backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._next_try = 0.0
+
+    def request(self) -> None:
+        self._try_subscribe()
+
+    def _try_subscribe(self) -> bool:
+        if self._sub is not None:
+            return True
+        now = time.monotonic()
+        if now < self._next_try:
+            return False
+        try:
+            sub = self._partitions.subpartition(self._partition_id, self._index)
+        except PartitionNotFoundError:
+            if self._backoff > self._max_backoff:
+                raise
+            self._next_try = now + self._backoff
+            self._backoff *= 2
+            return False
+        sub.subscribe(self._listener)  # type: ignore[arg-type]
+        self._sub = sub
+        return True
+
+    def retry_due(self) -> float | None:
+        return None if self._sub is not None else self._next_try
+
+    def take(self) -> Buffer | None:
+        if not self._try_subscribe():
+            return None
+        assert self._sub is not None
+        try:
+            buffer = self._sub.poll()
+        except ProducerFailedError as err:
+            msg = f"producer of partition {self._partition_id} failed: {err}"
+            raise RemoteTransportError(msg) from err
+        if buffer is not None:
+            self.bytes_in += buffer.size
+            if buffer.end_of_partition:
+                self._partitions.release_consumed(self._partition_id)
+        return buffer
+
+    def close(self) -> None:
+        if self._sub is not None:
+            self._sub.subscribe(None)
+
+
+class RemoteInputChannel(InputChannel):
+    def __init__(self, reader: RemoteChannelReader) -> None:
+        self._reader = reader
+
+    def request(self) -> None:
+        self._reader.start()
+
+    def take(self) -> Buffer | None:
+        buffer = self._reader.take()
+        if buffer is None and self._reader.failure is not None:
+            raise self._reader.failure
+        if buffer is not None:
+            self.bytes_in += buffer.size
+        return buffer
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+class PipelinedInputGate(InputGate):
+    """Round-robin over channels that have data; finished when all sent end-of-partition."""
+
+    def __init__(self, channels: list[InputChannel]) -> None:
+        self.channels = channels
+        self._next = 0
+        self._finished_count = 0
+        self.buffers_in = 0
+
+    def request_partitions(self) -> None:
+        for channel in self.channels:
+            channel.request()
+
+    def poll_next(self) -> BufferOrEvent | None:
+        n = len(self.channels)
+        for step in range(n):
+            index = (self._next + step) % n
+            channel = self.channels[index]
+            if channel.finished:
+                continue
+            buffer = channel.take()
+            if buffer is None:
+                continue
+            self._next = (index + 1) % n
+            self.buffers_in += 1
+            if buffer.end_of_partition:
+                channel.finished = True
+                self._finished_count += 1
+                return BufferOrEvent(index, end_of_partition=True)
+            return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
+        return None
+
+    def next_retry(self) -> float | None:
+        """When a local channel next retries its request (the task sleeps until then)."""
+        due = [c.retry_due() for c in self.channels if isinstance(c, LocalInputChannel)]
+        due = [d for d in due if d is not None]
+        return min(due) if due else None
+
+    def is_finished(self) -> bool:
+        return self._finished_count == len(self.channels)
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+    def metrics(self) -> dict[str, float]:
+        return {"bytesIn": float(sum(c.bytes_in for c in self.channels)),
+                "buffersIn": float(self.buffers_in)}

@@ -1,0 +1,222 @@
+"""Pipelined result partitions: bounded queues of buffers, one per consumer subtask.
+
+The producer's task thread appends; one consumer (a local input channel on the consumer's
+task thread, or the data server's connection thread for a remote consumer) takes. A
+subpartition holds at most ``capacity`` buffers; the producer checks ``is_available``
+before processing more input, which is how a slow consumer holds its producer back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shuffle.api import ResultPartitionWriter
+from weir.errors import PartitionNotFoundError
+from weir.records import Elements
+
+
+@dataclass
+class Buffer:
+    """A unit of transfer: one or more batches, or the end-of-partition event."""
+
+    elements: list[Elements] | None
+    size: int
+    end_of_partition: bool = False
+
+
+class ProducerFailedError(Exception):
+    """The producing task failed; its consumers must fail too."""
+
+
+class Subpartition:
+    """Buffers for one consumer. Thread-safe; the only blocking call is ``poll(timeout)``."""
+
+    def __init__(self, capacity: int) -> None:
+        self._queue: deque[Buffer] = deque()
+        self._capacity = capacity
+        self._cond = threading.Condition()
+        self._consumer_listener: Callable[[], None] | None = None
+        self.producer_listener: Callable[[], None] | None = None
+        self.failure: BaseException | None = None
+        self.released = False
+        self.consumed = False
+        self.buffers_out = 0
+        self.bytes_out = 0
+
+    def add(self, buffer: Buffer) -> None:
+        with self._cond:
+            self._queue.append(buffer)
+            self.buffers_out += 1
+            self.bytes_out += buffer.size
+            self._cond.notify_all()
+            listener = self._consumer_listener
+        if listener is not None:
+            listener()
+
+    def fail(self, cause: BaseException) -> None:
+        with self._cond:
+            self.failure = cause
+            self._cond.notify_all()
+            listener = self._consumer_listener
+        if listener is not None:
+            listener()
+
+    def release(self) -> None:
+        with self._cond:
+            self.released = True
+            self._queue.clear()
+            self._cond.notify_all()
+
+    def is_writable(self) -> bool:
+        return len(self._queue) < self._capacity or self.released
+
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    def subscribe(self, listener: Callable[[], None] | None) -> None:
+        """Attach the consumer; ``listener`` is called whenever a buffer or failure arrives."""
+        with self._cond:
+            self._consumer_listener = listener
+        if listener is not None and (self._queue or self.failure is not None):
+            listener()
+
+    def poll(self, timeout: float | None = None) -> Buffer | None:
+        """The next buffer; None if there is none (after waiting up to ``timeout``)."""
+        with self._cond:
+            if not self._queue and self.failure is None and timeout:
+                self._cond.wait(timeout)
+            if self.failure is not None and not self._queue:
+                msg = f"the producer failed: {self.failure}"
+                raise ProducerFailedError(msg)
+            if not self._queue:
+                return None
+            buffer = self._queue.popleft()
+            drained = len(self._queue) == self._capacity - 1
+            if buffer.end_of_partition:
+                self.consumed = True
+        if drained and self.producer_listener is not None:
+            self.producer_listener()
+        return buffer
+
+
+class PipelinedResultPartition(ResultPartitionWriter):
+    """Writer side: buffers batches per subpartition until full or flushed."""
+
+    def __init__(self, partition_id: str, job_id: str, num_subpartitions: int, capacity: int,
+                 segment_size: int, wakeup: Callable[[], None]) -> None:
+        self.partition_id = partition_id
+        self.job_id = job_id
+        self.num_subpartitions = num_subpartitions
+        self.subpartitions = [Subpartition(capacity) for _ in range(num_subpartitions)]
+        for sub in self.subpartitions:
+            sub.producer_listener = wakeup
+        self._segment_size = segment_size
+        self._pending: list[list[Elements]] = [[] for _ in range(num_subpartitions)]
+        self._pending_bytes = [0] * num_subpartitions
+        self._pending_since: float | None = None
+        self.finished = False
+
+    def emit(self, subpartition: int, elements: Elements) -> None:
+        pending = self._pending[subpartition]
+        pending.append(elements)
+        self._pending_bytes[subpartition] += elements.estimated_bytes()
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
+        if self._pending_bytes[subpartition] >= self._segment_size:
+            self._flush(subpartition)
+
+    def _flush(self, index: int) -> None:
+        pending = self._pending[index]
+        if pending:
+            self.subpartitions[index].add(Buffer(pending, self._pending_bytes[index]))
+            self._pending[index] = []
+            self._pending_bytes[index] = 0
+        if not any(self._pending):
+            self._pending_since = None
+
+    def flush_all(self) -> None:
+        for index in range(self.num_subpartitions):
+            self._flush(index)
+        self._pending_since = None
+
+    def oldest_pending_age(self) -> float | None:
+        if self._pending_since is None:
+            return None
+        return time.monotonic() - self._pending_since
+
+    def is_available(self) -> bool:
+        return all(sub.is_writable() for sub in self.subpartitions)
+
+    def finish(self) -> None:
+        self.flush_all()
+        for sub in self.subpartitions:
+            sub.add(Buffer(None, 0, end_of_partition=True))
+        self.finished = True
+
+    def fail(self, cause: BaseException) -> None:
+        for sub in self.subpartitions:
+            sub.fail(cause)
+
+    def release(self) -> None:
+        for sub in self.subpartitions:
+            sub.release()
+
+    def metrics(self) -> dict[str, float]:
+        queued = sum(s.backlog() for s in self.subpartitions)
+        capacity = sum(s._capacity for s in self.subpartitions)
+        return {
+            "outPoolUsage": queued / capacity if capacity else 0.0,
+            "buffersOut": float(sum(s.buffers_out for s in self.subpartitions)),
+            "bytesOut": float(sum(s.bytes_out for s in self.subpartitions)),
+        }
+
+
+class PartitionManager:
+    """The partitions a TaskExecutor serves, by id. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._partitions: dict[str, PipelinedResultPartition] = {}
+        self._lock = threading.Lock()
+
+    def register(self, partition: PipelinedResultPartition) -> None:
+        with self._lock:
+            self._partitions[partition.partition_id] = partition
+
+    def subpartition(self, partition_id: str, index: int) -> Subpartition:
+        with self._lock:
+            partition = self._partitions.get(partition_id)
+        if partition is None:
+            msg = f"partition {partition_id} is not (or no longer) on this TaskExecutor"
+            raise PartitionNotFoundError(msg)
+        if not 0 <= index < partition.num_subpartitions:
+            msg = f"partition {partition_id} has no subpartition {index}"
+            raise PartitionNotFoundError(msg)
+        return partition.subpartitions[index]
+
+    def release(self, partition_id: str) -> None:
+        with self._lock:
+            partition = self._partitions.pop(partition_id, None)
+        if partition is not None:
+            partition.release()
+
+    def release_job(self, job_id: str) -> None:
+        with self._lock:
+            ids = [pid for pid, p in self._partitions.items() if p.job_id == job_id]
+        for pid in ids:
+            self.release(pid)
+
+    def release_consumed(self, partition_id: str) -> None:
+        """Drop a partition once every subpartition delivered end-of-partition."""
+        with self._lock:
+            partition = self._partitions.get(partition_id)
+            if partition is None or not all(s.consumed for s in partition.subpartitions):
+                return
+            del self._partitions[partition_id]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._partitions)

@@ -1,0 +1,1 @@
+"""The TaskExecutor daemon: slots, tasks (one mailbox thread each) and operator chains."""

@@ -1,0 +1,342 @@
+"""The TaskExecutor daemon: offers slots to the JobMaster and runs the tasks deployed to them.
+
+Threads: the gRPC server's pool (SubmitTask/CancelTask/ReleaseJob only start, flag or
+release things), one heartbeat thread (registration and the heartbeat stream), one mailbox
+thread per task, and the shuffle environment's network threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry
+
+from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2, taskexecutor_pb2_grpc
+from shuffle.api import ShuffleEnvironmentContext
+from shuffle.loader import load_shuffle_service_factory
+from taskexecutor import options as te_options
+from taskexecutor.jobmaster_gateway import JobMasterGateway
+from taskexecutor.task import Task
+from weir import options
+from weir.config import Configuration
+from weir.metrics import CallbackCollector, MetricsServer, gauge
+from weir.rpc import create_server
+
+log = logging.getLogger(__name__)
+
+TERMINAL = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
+
+
+class TaskExecutor:
+    """One TaskExecutor process (or, in a mini cluster, one in-process instance).
+
+    Example:
+        >>> te = TaskExecutor("127.0.0.1:6123", Configuration(), num_slots=2)
+        >>> te.num_slots
+        2
+    """
+
+    def __init__(self, jobmaster_address: str, configuration: Configuration,
+                 num_slots: int | None = None) -> None:
+        self.configuration = configuration
+        self.jobmaster_address = jobmaster_address
+        self.num_slots = num_slots or configuration.get(te_options.NUM_TASK_SLOTS)
+        self.host = configuration.get(te_options.HOST)
+        self.resource_id = (configuration.get(te_options.RESOURCE_ID)
+                            or f"te-{secrets.token_hex(4)}")
+        self._token = configuration.get(options.AUTH_TOKEN)
+        self._tasks: dict[str, Task] = {}
+        self._slot_of: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self.jobmaster_lost = threading.Event()
+        self._registered = threading.Event()
+        self._gateway: JobMasterGateway | None = None
+        self._server: grpc.Server | None = None
+        self._metrics: MetricsServer | None = None
+        self._heartbeat_thread: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._samples: dict[str, tuple[float, float, float, float]] = {}
+        self.rpc_address = ""
+        self.data_address = ""
+        self.metrics_url = ""
+        self.fatal_error: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        factory = load_shuffle_service_factory(self.configuration)
+        self.shuffle = factory.create_shuffle_environment(
+            ShuffleEnvironmentContext(self.configuration, self.resource_id, self.host))
+        self.data_address = self.shuffle.start()
+        self._server, port = create_server(
+            self.host, self.configuration.get(te_options.RPC_PORT), self._token,
+            lambda s: taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
+                _Servicer(self), s))
+        self.rpc_address = f"{self.host}:{port}"
+        registry = CollectorRegistry()
+        registry.register(CallbackCollector(self._collect_metrics))
+        self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
+                                      self.configuration.get(options.METRICS_PORT), registry)
+        self.metrics_url = self._metrics.url
+        self._gateway = JobMasterGateway(self.jobmaster_address, self._token)
+        self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop,
+                                                  name="heartbeat", daemon=True)
+        self._heartbeat_thread.start()
+        log.info("TaskExecutor %s started: rpc %s, data %s, %d slots, metrics %s",
+                 self.resource_id, self.rpc_address, self.data_address, self.num_slots,
+                 self.metrics_url)
+
+    def wait_registered(self, timeout: float) -> bool:
+        return self._registered.wait(timeout)
+
+    def stop(self) -> None:
+        """Cancel every task, then stop serving. Safe to call more than once."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        with self._lock:
+            tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            task.join(timeout=5)
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=5)
+        if self._server is not None:
+            self._server.stop(grace=1).wait(5)
+        self.shuffle.close()
+        if self._metrics is not None:
+            self._metrics.stop()
+        if self._gateway is not None:
+            self._gateway.close()
+        log.info("TaskExecutor %s stopped", self.resource_id)
+
+    @property
+    def stopped(self) -> threading.Event:
+        return self._stopped
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def submit_task(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor,
+                    context: grpc.ServicerContext) -> None:
+        slot = int(tdd.allocation_id.rsplit(":", 1)[-1]) if ":" in tdd.allocation_id else -1
+        if not 0 <= slot < self.num_slots:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"{self.resource_id} has no slot {slot}")
+        config = self.configuration.merged(dict(tdd.config))
+        task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state)
+        with self._lock:
+            if tdd.attempt_id in self._tasks:
+                return
+            self._tasks[tdd.attempt_id] = task
+            self._slot_of[tdd.attempt_id] = slot
+        task.start()
+
+    def cancel_task(self, attempt_id: str) -> None:
+        with self._lock:
+            task = self._tasks.get(attempt_id)
+        if task is not None:
+            task.cancel()
+
+    def release_job(self, job_id: str) -> None:
+        with self._lock:
+            for attempt_id, task in list(self._tasks.items()):
+                if task.job_id == job_id:
+                    task.cancel()
+                    if task.state in TERMINAL:
+                        del self._tasks[attempt_id]
+                        self._slot_of.pop(attempt_id, None)
+        self.shuffle.release_partitions_of_job(job_id)
+
+    def _on_task_state(self, task: Task, state: int, error: common_pb2.ErrorInfo | None) -> None:
+        """Called on the task's thread."""
+        update = jobmaster_pb2.TaskExecutionStateUpdate(
+            job_id=task.job_id, attempt_id=task.attempt_id, state=state,
+            metrics=self._task_metrics(task))
+        if error is not None:
+            update.error.CopyFrom(error)
+        assert self._gateway is not None
+        if state in TERMINAL:
+            with self._lock:
+                self._tasks.pop(task.attempt_id, None)
+                self._slot_of.pop(task.attempt_id, None)
+                self._samples.pop(task.attempt_id, None)
+        if not self._stopped.is_set() or state in TERMINAL:
+            self._gateway.update_task_state(update, attempts=5 if state in TERMINAL else 1)
+
+    def _task_metrics(self, task: Task) -> jobmaster_pb2.TaskMetrics:
+        c = task.counters
+        bytes_in = bytes_out = 0.0
+        for gate in task._gates:
+            bytes_in += gate.metrics().get("bytesIn", 0.0)
+        for writer in task._writers:
+            bytes_out += writer.metrics().get("bytesOut", 0.0)
+        now = time.monotonic()
+        previous = self._samples.get(task.attempt_id)
+        sample = (now, c.busy_s, c.idle_s, c.backpressured_s)
+        self._samples[task.attempt_id] = sample
+        rates = [0.0, 0.0, 0.0]
+        if previous is not None and now - previous[0] > 0.05:
+            span = now - previous[0]
+            rates = [min(1000.0, (sample[i] - previous[i]) / span * 1000) for i in (1, 2, 3)]
+        return jobmaster_pb2.TaskMetrics(
+            attempt_id=task.attempt_id, records_in=c.records_in, records_out=c.records_out,
+            bytes_in=int(bytes_in), bytes_out=int(bytes_out), busy_ms_per_s=rates[0],
+            idle_ms_per_s=rates[1], back_pressured_ms_per_s=rates[2])
+
+    def tasks(self) -> list[Task]:
+        with self._lock:
+            return list(self._tasks.values())
+
+    # -- registration and heartbeats --------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        timeout = self.configuration.get(te_options.REGISTRATION_TIMEOUT)
+        deadline = time.monotonic() + timeout
+        backoff = 0.1
+        while not self._stopped.is_set():
+            try:
+                response = self._register()
+            except grpc.RpcError as err:
+                if time.monotonic() > deadline:
+                    self.fatal_error = (f"could not register with the JobMaster at "
+                                        f"{self.jobmaster_address} within {timeout:.0f} s "
+                                        f"({err.code().name})")
+                    log.error("%s; shutting down", self.fatal_error)
+                    self._stopped.set()
+                    return
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.1
+            self._registered.set()
+            self.jobmaster_lost.clear()
+            log.info("registered at the JobMaster %s", self.jobmaster_address)
+            self._run_heartbeats(response.heartbeat_interval_ms / 1000,
+                                 response.heartbeat_timeout_ms / 1000)
+            self._registered.clear()
+            if self._stopped.is_set():
+                return
+            self.jobmaster_lost.set()
+            # The JobMaster forgot us (or died): our tasks cannot report anywhere.
+            for task in self.tasks():
+                task.cancel()
+            deadline = time.monotonic() + timeout
+            log.warning("lost the JobMaster %s; registering again", self.jobmaster_address)
+
+    def _register(self) -> jobmaster_pb2.RegisterTaskExecutorResponse:
+        assert self._gateway is not None
+        return self._gateway.register(jobmaster_pb2.RegisterTaskExecutorRequest(
+            resource_id=self.resource_id, rpc_address=self.rpc_address,
+            data_address=self.data_address, num_slots=self.num_slots,
+            metrics_url=self.metrics_url, pid=os.getpid()))
+
+    def _run_heartbeats(self, interval: float, timeout: float) -> None:
+        assert self._gateway is not None
+        ended = threading.Event()
+        last_seen = [time.monotonic()]
+
+        def outgoing() -> Iterator[jobmaster_pb2.TaskExecutorHeartbeat]:
+            while not ended.is_set() and not self._stopped.is_set():
+                tasks = self.tasks()
+                yield jobmaster_pb2.TaskExecutorHeartbeat(
+                    resource_id=self.resource_id,
+                    running_attempts=[t.attempt_id for t in tasks],
+                    task_metrics=[self._task_metrics(t) for t in tasks])
+                ended.wait(interval)
+                self._stopped.wait(0)
+
+        call = self._gateway.stub.Heartbeat(outgoing())
+
+        def watchdog() -> None:
+            while not ended.wait(interval):
+                silent = time.monotonic() - last_seen[0]
+                if self._stopped.is_set() or silent > timeout:
+                    if silent > timeout:
+                        log.warning("no heartbeat from the JobMaster for %.1f s", silent)
+                    call.cancel()
+                    return
+
+        watcher = threading.Thread(target=watchdog, name="heartbeat-watchdog", daemon=True)
+        watcher.start()
+        try:
+            for message in call:
+                last_seen[0] = time.monotonic()
+                for attempt_id in message.unknown_attempts:
+                    self.cancel_task(attempt_id)
+        except grpc.RpcError as err:
+            if not self._stopped.is_set():
+                log.warning("heartbeat stream to the JobMaster ended: %s", err.code())
+        finally:
+            ended.set()
+            call.cancel()
+            watcher.join(timeout=5)
+
+    # -- metrics ----------------------------------------------------------------------------
+
+    def _collect_metrics(self) -> list[Any]:
+        tasks = self.tasks()
+        busy = len({self._slot_of.get(t.attempt_id) for t in tasks})
+        slots_total = gauge("taskexecutor_slots_total", "Slots this TaskExecutor offers.")
+        slots_total.add_metric([], self.num_slots)
+        slots_used = gauge("taskexecutor_slots_used", "Slots running at least one task.")
+        slots_used.add_metric([], busy)
+        uptime = gauge("taskexecutor_uptime_seconds", "Seconds since start.")
+        uptime.add_metric([], time.monotonic() - self._started)
+        labels = ["job_id", "task_name", "subtask_index"]
+        families = {
+            name: gauge(f"task_{name}", doc, labels) for name, doc in (
+                ("numRecordsIn", "Records a task received."),
+                ("numRecordsOut", "Records a task emitted."),
+                ("numBytesIn", "Bytes a task received from remote channels."),
+                ("numBytesOut", "Bytes a task wrote to its result partitions."),
+                ("busyTimeMsPerSecond", "Time per second a task spent processing."),
+                ("idleTimeMsPerSecond", "Time per second a task waited for input."),
+                ("backPressuredTimeMsPerSecond",
+                 "Time per second a task waited for output buffers."))}
+        for task in tasks:
+            m = self._task_metrics(task)
+            values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]
+            for name, value in (("numRecordsIn", m.records_in),
+                                ("numRecordsOut", m.records_out),
+                                ("numBytesIn", m.bytes_in), ("numBytesOut", m.bytes_out),
+                                ("busyTimeMsPerSecond", m.busy_ms_per_s),
+                                ("idleTimeMsPerSecond", m.idle_ms_per_s),
+                                ("backPressuredTimeMsPerSecond", m.back_pressured_ms_per_s)):
+                families[name].add_metric(values, value)
+        return [slots_total, slots_used, uptime, *families.values()]
+
+
+class _Servicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
+    def __init__(self, te: TaskExecutor) -> None:
+        self._te = te
+
+    def SubmitTask(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._te.submit_task(request, context)
+        return taskexecutor_pb2.TaskAck()
+
+    def CancelTask(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._te.cancel_task(request.attempt_id)
+        return taskexecutor_pb2.TaskAck()
+
+    def ReleaseJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._te.release_job(request.job_id)
+        return taskexecutor_pb2.TaskAck()
+
+
+def run_forever(te: TaskExecutor) -> int:
+    """Run until SIGTERM/SIGINT (the caller installs the handlers) or a fatal error."""
+    with contextlib.suppress(KeyboardInterrupt):
+        while not te.stopped.wait(0.5):
+            pass
+    te.stop()
+    return 1 if te.fatal_error else 0

@@ -1,0 +1,89 @@
+"""The operators of one task, wired head to tail, with the tail feeding the record writers."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from taskexecutor.record_writer import RecordWriter
+from weir.operators.base import OperatorContext, Output, StreamOperator
+from weir.records import Elements
+
+
+class _ChainedOutput(Output):
+    def __init__(self, operator: StreamOperator) -> None:
+        self._operator = operator
+
+    def emit(self, elements: Elements) -> None:
+        self._operator.process(elements)
+
+
+class _WritersOutput(Output):
+    def __init__(self, writers: list[RecordWriter], counters: TaskCounters) -> None:
+        self._writers = writers
+        self._counters = counters
+
+    def emit(self, elements: Elements) -> None:
+        self._counters.records_out += len(elements)
+        for writer in self._writers:
+            writer.emit(elements)
+
+
+class TaskCounters:
+    """Per-task counters, written by the task thread and read by metric collectors."""
+
+    def __init__(self) -> None:
+        self.records_in = 0
+        self.records_out = 0
+        self.busy_s = 0.0
+        self.idle_s = 0.0
+        self.backpressured_s = 0.0
+
+
+class OperatorChain:
+    """Owns the chain's operators; every method runs on the task thread."""
+
+    def __init__(self, operators: list[StreamOperator], ctx: OperatorContext,
+                 writers: list[RecordWriter], counters: TaskCounters) -> None:
+        self.operators = operators
+        self._counters = counters
+        tail: Output = _WritersOutput(writers, counters)
+        self._head_output = tail
+        for operator in reversed(operators):
+            operator.setup(ctx, tail)
+            tail = _ChainedOutput(operator)
+        self._head: StreamOperator | None = operators[0] if operators else None
+        self._opened: list[StreamOperator] = []
+
+    def open(self) -> None:
+        # Tail first, so an operator never emits into one that is not open yet.
+        for operator in reversed(self.operators):
+            operator.open()
+            self._opened.append(operator)
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._counters.records_in += len(elements)
+        if self._head is None:
+            self._head_output.emit(elements)
+        else:
+            self._head.process(elements, input_index)
+
+    def finish(self) -> None:
+        for operator in self.operators:
+            operator.finish()
+
+    def close(self) -> list[BaseException]:
+        """Close every opened operator; returns what closing raised instead of stopping."""
+        errors: list[Any] = []
+        for operator in self._opened:
+            try:
+                operator.close()
+            except Exception as err:  # one failing close must not skip the others
+                errors.append(err)
+        self._opened.clear()
+        return errors
+
+
+def close_quietly(obj: Any) -> None:
+    with contextlib.suppress(Exception):
+        obj.close()

@@ -1,0 +1,24 @@
+"""TaskExecutor options."""
+
+from __future__ import annotations
+
+from weir.config import Duration, Option, non_negative, positive
+
+NUM_TASK_SLOTS = Option(
+    "taskmanager.numberOfTaskSlots", int, default=1, validator=positive,
+    doc="Slots a TaskExecutor offers: each runs one parallel pipeline of a job.")
+HOST = Option(
+    "taskmanager.host", str, default="127.0.0.1",
+    doc="Address the TaskExecutor's gRPC and data servers bind to and advertise.")
+RPC_PORT = Option(
+    "taskmanager.rpc.port", int, default=0, validator=non_negative,
+    doc="Port of the TaskExecutor's gRPC server (0 picks a free port).")
+RESOURCE_ID = Option(
+    "taskmanager.resource-id", str, default=None,
+    doc="Stable id of the TaskExecutor (default: host-port-random).")
+REGISTRATION_TIMEOUT = Option(
+    "taskmanager.registration.timeout", Duration, default="5 min", validator=positive,
+    doc="A TaskExecutor that cannot register with the JobMaster for this long exits.")
+CANCELLATION_TIMEOUT = Option(
+    "task.cancellation.timeout", Duration, default="30 s", validator=positive,
+    doc="A task that does not stop this long after cancellation is reported as a fatal error.")

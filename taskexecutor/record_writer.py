@@ -1,0 +1,70 @@
+"""Routes a task's output batches to the subpartitions of its result partitions.
+
+Partitioners are Flink's: forward (same subtask index), rebalance (round robin, here per
+batch), hash (key group of each record -> the subtask owning it) and broadcast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from proto import common_pb2
+from shuffle.api import ResultPartitionWriter
+from state.key_groups import operator_indexes
+from weir.keys import KeySpec
+from weir.records import Elements
+
+
+class RecordWriter:
+    """Partitions batches for one result partition. Used on the task thread only."""
+
+    def __init__(self, writer: ResultPartitionWriter, partitioner: int, key: KeySpec | None,
+                 max_parallelism: int, subtask_index: int) -> None:
+        self.writer = writer
+        self._partitioner = partitioner
+        self._key = key
+        self._max_parallelism = max_parallelism
+        self._n = writer.num_subpartitions
+        # Start round robin at a different target per producer, so producers spread out.
+        self._next = subtask_index % self._n if self._n else 0
+
+    def emit(self, elements: Elements) -> None:
+        n = self._n
+        if n == 1 or self._partitioner == common_pb2.FORWARD:
+            self.writer.emit(0, elements)
+        elif self._partitioner == common_pb2.BROADCAST:
+            for target in range(n):
+                self.writer.emit(target, elements)
+        elif self._partitioner == common_pb2.REBALANCE:
+            self.writer.emit(self._next, elements)
+            self._next = (self._next + 1) % n
+        else:
+            assert self._key is not None
+            groups = self._key.key_groups(elements, self._max_parallelism)
+            targets = operator_indexes(groups, self._max_parallelism, n)
+            for target, part in split_by_target(elements, targets, n):
+                self.writer.emit(target, part)
+
+
+def split_by_target(elements: Elements, targets: np.ndarray,
+                    n: int) -> list[tuple[int, Elements]]:
+    """Split a batch into one batch per target subtask, keeping record order."""
+    counts = np.bincount(targets, minlength=n)
+    nonzero = np.flatnonzero(counts)
+    if len(nonzero) == 1:
+        return [(int(nonzero[0]), elements)]
+    order = np.argsort(targets, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    parts = []
+    if elements.is_arrow:
+        batch = elements.arrow()
+        for target in nonzero.tolist():
+            indices = order[bounds[target]:bounds[target + 1]]
+            parts.append((target, Elements.from_arrow(batch.take(indices))))
+    else:
+        records = elements.records()
+        for target in nonzero.tolist():
+            indices = order[bounds[target]:bounds[target + 1]].tolist()
+            parts.append((target, Elements.from_records([records[i] for i in indices],
+                                                        elements.type_info)))
+    return parts

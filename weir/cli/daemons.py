@@ -1,0 +1,86 @@
+"""``weir jobmaster`` and ``weir taskexecutor``: run a daemon in the foreground."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from weir.config import Configuration
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
+
+
+def setup_logging(log_file: str | None, level: str = "INFO") -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format=LOG_FORMAT,
+                        handlers=handlers, force=True)
+
+
+def write_info_file(path: str | None, info: dict[str, Any]) -> None:
+    """Atomically publish a daemon's addresses for `weir cluster` and scripts."""
+    if not path:
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".tmp")
+    tmp.write_text(json.dumps(info, indent=2))
+    os.replace(tmp, target)
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | None) -> int:
+    from jobmaster.daemon import JobMaster
+
+    setup_logging(log_file)
+    jm = JobMaster(conf)
+    jm.start()
+    write_info_file(info_file, {"role": "jobmaster", "address": jm.address, "pid": os.getpid(),
+                                "metrics_url": jm.metrics_url})
+    print(f"JobMaster listening on {jm.address}; metrics at {jm.metrics_url}", file=sys.stderr,
+          flush=True)
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    while not stop.wait(0.5):
+        pass
+    jm.stop()
+    return 0
+
+
+def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
+                     info_file: str | None, log_file: str | None) -> int:
+    from taskexecutor.daemon import TaskExecutor
+
+    setup_logging(log_file)
+    te = TaskExecutor(jobmaster, conf, num_slots=slots)
+    te.start()
+    write_info_file(info_file, {
+        "role": "taskexecutor", "resource_id": te.resource_id, "address": te.rpc_address,
+        "data_address": te.data_address, "pid": os.getpid(), "metrics_url": te.metrics_url,
+        "slots": te.num_slots})
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    while not stop.wait(0.5):
+        if te.stopped.is_set():
+            break
+    fatal = te.fatal_error
+    te.stop()
+    if fatal:
+        print(f"error: {fatal}", file=sys.stderr)
+        return 1
+    return 0

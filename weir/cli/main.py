@@ -1,0 +1,333 @@
+"""The ``weir`` command: daemons, the local cluster, and client commands.
+
+Exit codes: 0 success; 1 the job failed or was cancelled; 2 a user error (bad input,
+unreachable cluster), printed as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from weir.errors import JobExecutionError, UserError
+
+EXIT_OK, EXIT_JOB_FAILED, EXIT_USER_ERROR = 0, 1, 2
+
+
+def _options_epilog() -> str:
+    import importlib
+
+    from weir.config import OPTION_MODULES, Option
+
+    lines = ["configuration (-D key=value, --conf weir.yaml, or the environment variable):"]
+    for module_name in OPTION_MODULES:
+        for value in vars(importlib.import_module(module_name)).values():
+            if isinstance(value, Option):
+                default = "" if value.default is None else f" (default {value.default})"
+                lines.append(f"  {value.key}{default}  [{value.env_var}]")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weir", description="weir: a distributed stream-processing engine.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def conf_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--conf", help="YAML configuration file")
+        p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a configuration option (repeatable)")
+
+    def client_args(p: argparse.ArgumentParser) -> None:
+        conf_args(p)
+        p.add_argument("--jobmaster", metavar="HOST:PORT", help="JobMaster address")
+        p.add_argument("--dir", help="directory of a local cluster (weir cluster start --dir)")
+
+    epilog = _options_epilog()
+    jm = sub.add_parser("jobmaster", help="run a JobMaster in the foreground", epilog=epilog,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    conf_args(jm)
+    jm.add_argument("--info-file", help=argparse.SUPPRESS)
+    jm.add_argument("--log-file", help="also log to this file")
+
+    te = sub.add_parser("taskexecutor", help="run a TaskExecutor in the foreground",
+                        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    conf_args(te)
+    te.add_argument("--jobmaster", required=True, metavar="HOST:PORT")
+    te.add_argument("--slots", type=int, help="task slots (taskmanager.numberOfTaskSlots)")
+    te.add_argument("--info-file", help=argparse.SUPPRESS)
+    te.add_argument("--log-file", help="also log to this file")
+
+    cluster = sub.add_parser("cluster", help="manage a local cluster of daemon processes")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    start = csub.add_parser("start", help="start a JobMaster and TaskExecutors in the background")
+    conf_args(start)
+    start.add_argument("--taskexecutors", type=int, default=2)
+    start.add_argument("--slots", type=int, default=2)
+    start.add_argument("--dir", help="working directory (default ~/.weir/cluster)")
+    st = csub.add_parser("status", help="show the local cluster")
+    st.add_argument("--dir")
+    st.add_argument("--json", action="store_true", help="print JSON for scripts")
+    st.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE")
+    stop = csub.add_parser("stop", help="stop the local cluster")
+    stop.add_argument("--dir")
+
+    run = sub.add_parser("run", help="run a job program against the cluster")
+    client_args(run)
+    run.add_argument("--detached", action="store_true",
+                     help="print the job id and return once the job is submitted")
+    run.add_argument("job", help="the job program (a Python file)")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
+
+    lst = sub.add_parser("list", help="list jobs")
+    client_args(lst)
+    status = sub.add_parser("status", help="show a job's tasks, records and backpressure")
+    client_args(status)
+    status.add_argument("job_id")
+    cancel = sub.add_parser("cancel", help="cancel a job")
+    client_args(cancel)
+    cancel.add_argument("job_id")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except JobExecutionError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_JOB_FAILED
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from weir.cli import cluster, daemons
+    from weir.config import Configuration
+
+    if args.command == "jobmaster":
+        conf = Configuration.load(args.conf, args.dynamic)
+        return daemons.run_jobmaster(conf, args.info_file, args.log_file)
+    if args.command == "taskexecutor":
+        conf = Configuration.load(args.conf, args.dynamic)
+        if args.slots is not None and args.slots < 1:
+            msg = "--slots must be at least 1"
+            raise UserError(msg)
+        return daemons.run_taskexecutor(conf, args.jobmaster, args.slots, args.info_file,
+                                        args.log_file)
+    if args.command == "cluster":
+        directory = Path(args.dir) if args.dir else cluster.default_cluster_dir()
+        if args.cluster_command == "start":
+            if args.taskexecutors < 1 or args.slots < 1:
+                msg = "--taskexecutors and --slots must be at least 1"
+                raise UserError(msg)
+            Configuration.load(args.conf, args.dynamic)  # validate before starting anything
+            info = cluster.start(directory, args.taskexecutors, args.slots, args.dynamic,
+                                 args.conf)
+            _print_cluster(info)
+            return EXIT_OK
+        if args.cluster_command == "status":
+            info = cluster.status(directory, args.dynamic)
+            if args.json:
+                print(json.dumps(info, indent=2))
+            else:
+                _print_cluster(info)
+            return EXIT_OK
+        pids = cluster.stop(directory)
+        print(f"stopped {len(pids)} processes of the cluster in {directory}")
+        return EXIT_OK
+    return _client_command(args)
+
+
+def _print_cluster(info: dict[str, Any]) -> None:
+    jm = info["jobmaster"]
+    print(f"cluster in {info['dir']}")
+    print(f"  JobMaster     {jm['address']}  pid {jm['pid']}  metrics {jm['metrics_url']}")
+    for te in info["taskexecutors"]:
+        state = "registered" if te.get("registered") else ("alive" if te["alive"] else "DEAD")
+        slots = (f"slots {te['slots_free']}/{te['slots_total']} free"
+                 if "slots_total" in te else "")
+        print(f"  TaskExecutor  {te['resource_id']}  {te['address']}  pid {te['pid']}  "
+              f"{state}  {slots}  metrics {te['metrics_url']}")
+    if "error" in info:
+        print(f"  ({info['error']})")
+
+
+def resolve_jobmaster(args: argparse.Namespace, conf: Any) -> str:
+    """--jobmaster, else --dir, else jobmaster.address, else the default local cluster."""
+    from weir import options
+    from weir.cli import cluster
+
+    if args.jobmaster:
+        return str(args.jobmaster)
+    if args.dir:
+        address = cluster.jobmaster_address(Path(args.dir))
+        if address is None:
+            msg = (
+                f"no cluster is running in {args.dir}: start one with "
+                f"`weir cluster start --dir {args.dir}`"
+            )
+            raise UserError(msg)
+        return address
+    configured = conf.get(options.JOBMASTER_ADDRESS)
+    if configured:
+        return str(configured)
+    address = cluster.jobmaster_address(cluster.default_cluster_dir())
+    if address is None:
+        msg = (
+            "no JobMaster to talk to: start a local cluster with `weir cluster "
+            "start`, or pass --jobmaster HOST:PORT or --dir DIR"
+        )
+        raise UserError(msg)
+    return address
+
+
+def _client_command(args: argparse.Namespace) -> int:
+    from weir import options
+    from weir.client import JobClient, JobMasterClient
+    from weir.config import Configuration
+
+    conf = Configuration.load(args.conf, args.dynamic)
+    address = resolve_jobmaster(args, conf)
+    client = JobMasterClient(address, conf.get(options.AUTH_TOKEN),
+                             conf.get(options.CLIENT_TIMEOUT))
+    try:
+        if args.command == "run":
+            return _run_job(args, conf, address)
+        if args.command == "list":
+            _print_jobs(client.list_jobs())
+            return EXIT_OK
+        if args.command == "status":
+            _print_status(client.job_details(args.job_id))
+            return EXIT_OK
+        if args.command == "cancel":
+            client.cancel_job(args.job_id)
+            job = JobClient(client, args.job_id)
+            try:
+                job.wait(timeout=60)
+            except JobExecutionError as err:
+                print(f"job {args.job_id} {err.status.lower()}")
+                return EXIT_OK
+            print(f"job {args.job_id} had already finished")
+            return EXIT_OK
+    finally:
+        client.close()
+    return EXIT_USER_ERROR
+
+
+def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
+    from weir import options
+    from weir.environment import ExecutionContext, set_execution_context
+
+    job_path = Path(args.job)
+    if not job_path.is_file():
+        msg = f"job file not found: {job_path}"
+        raise UserError(msg)
+    context = ExecutionContext(address=address, token=conf.get(options.AUTH_TOKEN),
+                               configuration=conf, detached=args.detached,
+                               show_progress=not args.detached,
+                               cluster_dir=_cluster_dir(args, conf))
+    set_execution_context(context)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(job_path), *args.args]
+    sys.path.insert(0, str(job_path.resolve().parent))
+    started = time.monotonic()
+    try:
+        runpy.run_path(str(job_path), run_name="__main__")
+    except (UserError, JobExecutionError):
+        raise
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        if code:
+            return code
+    except Exception as err:  # the job program's own error: one line, pointing at its line
+        msg = (
+            f"the job file {job_path} raised {type(err).__name__}: {err}"
+            f"{_job_line(err, job_path)}"
+        )
+        raise UserError(msg) from None
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        set_execution_context(None)
+    if not context.submitted:
+        msg = (
+            f"the job file {job_path} did not submit a job: call env.execute() "
+            "or execute_and_collect()"
+        )
+        raise UserError(msg)
+    if args.detached:
+        for job_id in context.submitted:
+            print(job_id)
+    else:
+        elapsed = time.monotonic() - started
+        print(f"job {', '.join(context.submitted)} finished in {elapsed:.1f} s",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def _cluster_dir(args: argparse.Namespace, conf: Any) -> str | None:
+    from weir import options
+    from weir.cli import cluster
+
+    if args.jobmaster:
+        return None
+    if args.dir:
+        return str(args.dir)
+    if conf.get(options.JOBMASTER_ADDRESS):
+        return None
+    return str(cluster.default_cluster_dir())
+
+
+def _job_line(err: BaseException, job_path: Path) -> str:
+    resolved = str(job_path.resolve())
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if os.path.realpath(frame.filename) == resolved:
+            return f" (line {frame.lineno}: {(frame.line or '').strip()})"
+    return ""
+
+
+def _print_jobs(jobs: list[Any]) -> None:
+    from weir.client import job_status_name
+
+    if not jobs:
+        print("no jobs")
+        return
+    print(f"{'JOB ID':32}  {'STATUS':10}  {'TASKS':>9}  {'DURATION':>9}  NAME")
+    now_ms = time.time() * 1000
+    for job in jobs:
+        end = job.end_time_ms or now_ms
+        duration = f"{(end - job.start_time_ms) / 1000:.1f}s"
+        tasks = f"{job.tasks_finished + job.tasks_running}/{job.tasks_total}"
+        print(f"{job.job_id:32}  {job_status_name(job.status):10}  {tasks:>9}  "
+              f"{duration:>9}  {job.name}")
+
+
+def _print_status(details: Any) -> None:
+    from weir.client import failure_text, job_status_name, state_name
+
+    summary = details.summary
+    print(f"job {summary.job_id}  {summary.name}")
+    print(f"status {job_status_name(summary.status)}; tasks {summary.tasks_running} running, "
+          f"{summary.tasks_finished}/{summary.tasks_total} finished")
+    if details.failure.message:
+        print(f"cause: {failure_text(details)}")
+    print(f"  {'TASK':44} {'STATE':12} {'TASKEXECUTOR':18} {'RECORDS IN':>12} "
+          f"{'RECORDS OUT':>12} {'BACKPRESSURE':>13} {'BUSY':>9}")
+    for vertex in details.vertices:
+        for sub in vertex.subtasks:
+            name = f"{vertex.name[:36]} ({sub.subtask_index + 1}/{vertex.parallelism})"
+            m = sub.metrics
+            print(f"  {name:44} {state_name(sub.state):12} {sub.resource_id[:18]:18} "
+                  f"{m.records_in:>12,} {m.records_out:>12,} "
+                  f"{m.back_pressured_ms_per_s:>8.0f}ms/s {m.busy_ms_per_s:>5.0f}ms/s")

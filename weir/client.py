@@ -1,0 +1,234 @@
+"""Client side of the JobMaster's gRPC API: submit, watch, cancel, collect results.
+
+Example:
+    >>> from weir.client import JobMasterClient
+    >>> client = JobMasterClient("127.0.0.1:6123")   # no call is made until used
+    >>> client.address
+    '127.0.0.1:6123'
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.errors import JobExecutionError, UserError
+from weir.operators.sinks import from_ipc
+from weir.records import Elements
+from weir.rpc import create_channel, translate_rpc_error
+
+TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}
+
+
+def job_status_name(status: int) -> str:
+    """``JOB_RUNNING`` -> ``RUNNING``."""
+    return common_pb2.JobStatus.Name(status).removeprefix("JOB_")
+
+
+def state_name(state: int) -> str:
+    return common_pb2.ExecutionState.Name(state)
+
+
+class JobMasterClient:
+    """A connection to one JobMaster. Every call has a timeout; errors become UserErrors."""
+
+    def __init__(self, address: str, token: str | None = None, timeout: float = 60.0) -> None:
+        self.address = address
+        self._token = token
+        self._timeout = timeout
+        self._channel: grpc.Channel | None = None
+        self._stub: jobmaster_pb2_grpc.JobMasterServiceStub | None = None
+
+    @property
+    def stub(self) -> jobmaster_pb2_grpc.JobMasterServiceStub:
+        if self._stub is None:
+            self._channel = create_channel(self.address, self._token)
+            self._stub = jobmaster_pb2_grpc.JobMasterServiceStub(self._channel)
+        return self._stub
+
+    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return getattr(self.stub, method)(request, timeout=timeout or self._timeout,
+                                              wait_for_ready=False)
+        except grpc.RpcError as err:
+            raise translate_rpc_error(err, self.address) from None
+
+    def submit_job(self, graph: jobgraph_pb2.JobGraph) -> str:
+        return self._call("SubmitJob", jobmaster_pb2.SubmitJobRequest(job_graph=graph)).job_id
+
+    def list_jobs(self) -> list[jobmaster_pb2.JobSummary]:
+        return list(self._call("ListJobs", jobmaster_pb2.ListJobsRequest()).jobs)
+
+    def job_details(self, job_id: str) -> jobmaster_pb2.JobDetails:
+        return self._call("GetJobDetails", jobmaster_pb2.JobIdRequest(job_id=job_id))
+
+    def cancel_job(self, job_id: str) -> None:
+        self._call("CancelJob", jobmaster_pb2.JobIdRequest(job_id=job_id))
+
+    def cluster_overview(self, timeout: float | None = None) -> jobmaster_pb2.ClusterOverview:
+        return self._call("GetClusterOverview", jobmaster_pb2.ClusterOverviewRequest(),
+                          timeout=timeout)
+
+    def fetch_collect(self, job_id: str, wait_ms: int = 1000,
+                      max_batches: int = 16) -> jobmaster_pb2.FetchCollectResponse:
+        request = jobmaster_pb2.FetchCollectRequest(job_id=job_id, wait_ms=wait_ms,
+                                                    max_batches=max_batches)
+        return self._call("FetchCollectResults", request, timeout=self._timeout + wait_ms / 1e3)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+            self._stub = None
+
+
+def failure_text(details: jobmaster_pb2.JobDetails) -> str:
+    failure = details.failure
+    if not failure.message:
+        return "no failure recorded"
+    reason = common_pb2.FailureReason.Name(failure.reason)
+    where = f" in {failure.task}" if failure.task else ""
+    return f"{reason}{where}: {failure.message}"
+
+
+class JobClient:
+    """Handle of a submitted job: status, cancellation, waiting and collected results."""
+
+    def __init__(self, client: JobMasterClient, job_id: str,
+                 on_done: list[Callable[[], None]] | None = None,
+                 show_progress: bool = False) -> None:
+        self.client = client
+        self.job_id = job_id
+        self._on_done = list(on_done or [])
+        self._done_lock = threading.Lock()
+        self._progress: _ProgressPrinter | None = (
+            _ProgressPrinter(self) if show_progress else None)
+
+    def get_job_status(self) -> str:
+        return job_status_name(self.client.job_details(self.job_id).summary.status)
+
+    def cancel(self) -> None:
+        self.client.cancel_job(self.job_id)
+
+    def wait(self, timeout: float | None = None, poll_interval: float = 0.2) -> (
+            jobmaster_pb2.JobDetails):
+        """Block until the job ends; raises JobExecutionError unless it FINISHED."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._progress:
+            self._progress.start()
+        try:
+            while True:
+                details = self.client.job_details(self.job_id)
+                if details.summary.status in TERMINAL_JOB_STATES:
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    msg = f"job {self.job_id} did not end within {timeout} s"
+                    raise TimeoutError(msg)
+                time.sleep(poll_interval)
+        finally:
+            self._finish()
+        self._raise_unless_finished(details)
+        return details
+
+    def _raise_unless_finished(self, details: jobmaster_pb2.JobDetails) -> None:
+        if details.summary.status != common_pb2.JOB_FINISHED:
+            raise JobExecutionError(self.job_id, job_status_name(details.summary.status),
+                                    failure_text(details))
+
+    def collect(self, limit: int | None = None) -> Iterator[Any]:
+        """Records of the job's collect sink, as they arrive; ends when the job finished."""
+        if self._progress:
+            self._progress.start()
+        count = 0
+        try:
+            while True:
+                response = self.client.fetch_collect(self.job_id)
+                for data in response.arrow_ipc:
+                    for batch in from_ipc(data):
+                        for record in Elements.from_arrow(batch).records():
+                            yield record
+                            count += 1
+                            if limit is not None and count >= limit:
+                                return
+                if response.end_of_results:
+                    if response.status != common_pb2.JOB_FINISHED:
+                        details = self.client.job_details(self.job_id)
+                        self._raise_unless_finished(details)
+                    return
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Cancel the job if it still runs (an abandoned collect), then run cleanups."""
+        try:
+            details = self.client.job_details(self.job_id)
+            if details.summary.status not in TERMINAL_JOB_STATES:
+                self.client.cancel_job(self.job_id)
+        except UserError:
+            pass
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._progress:
+            self._progress.stop()
+        with self._done_lock:
+            callbacks, self._on_done = self._on_done, []
+        for callback in callbacks:
+            callback()
+
+
+class _ProgressPrinter:
+    """Prints one status line every few seconds while a job runs (stderr)."""
+
+    def __init__(self, job: JobClient, interval: float = 2.0) -> None:
+        self._job = job
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(self._interval):
+            try:
+                details = self._job.client.job_details(self._job.job_id)
+            except UserError:
+                continue
+            print(progress_line(details, time.monotonic() - started), file=sys.stderr,
+                  flush=True)
+
+
+def progress_line(details: jobmaster_pb2.JobDetails, elapsed: float) -> str:
+    running = finished = 0
+    records_in = records_out = 0
+    for vertex in details.vertices:
+        for sub in vertex.subtasks:
+            running += sub.state == common_pb2.RUNNING
+            finished += sub.state == common_pb2.FINISHED
+    sources = [v for v in details.vertices if v.name.startswith(("Source", "Collection",
+                                                                  "Sequence", "File", "Spark"))]
+    for vertex in sources or details.vertices[:1]:
+        records_out += sum(s.metrics.records_out for s in vertex.subtasks)
+    last = details.vertices[-1] if details.vertices else None
+    if last is not None:
+        records_in = sum(s.metrics.records_in for s in last.subtasks)
+    total = details.summary.tasks_total
+    return (f"[{elapsed:6.1f}s] job {details.summary.job_id[:8]} "
+            f"{job_status_name(details.summary.status)}: tasks {running} running, "
+            f"{finished}/{total} finished; {records_out:,} records read, "
+            f"{records_in:,} reached the last operator")

@@ -1,0 +1,300 @@
+"""Typed configuration: options are declared once, parsed and validated at start-up.
+
+Every option is an :class:`Option` declared in one of the subsystem options modules listed
+in :data:`OPTION_MODULES`. A :class:`Configuration` is built from a YAML file (``--conf``),
+``-D key=value`` overrides and ``WEIR_*`` environment variables, and is validated eagerly:
+an unknown key or a bad value raises :class:`ConfigError` naming the key and what it accepts.
+
+Example:
+    >>> from weir.config import Configuration
+    >>> from weir.options import PARALLELISM
+    >>> conf = Configuration.from_pairs({"parallelism.default": "4"})
+    >>> conf.get(PARALLELISM)
+    4
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import yaml
+
+from weir.errors import ConfigError
+
+T = TypeVar("T")
+
+#: Modules that declare options; the registry and the README table are built from them.
+OPTION_MODULES = (
+    "weir.options",
+    "jobmaster.options",
+    "taskexecutor.options",
+    "shuffle.options",
+)
+
+
+class Duration(float):
+    """A duration in seconds, parsed from Flink-style strings such as ``100 ms`` or ``10s``."""
+
+    _UNITS = {
+        "ms": 0.001, "milli": 0.001, "millis": 0.001, "milliseconds": 0.001,
+        "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+        "min": 60.0, "m": 60.0, "minute": 60.0, "minutes": 60.0,
+        "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
+        "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    }
+
+    @classmethod
+    def parse(cls, text: str | float | int) -> Duration:
+        if isinstance(text, int | float):
+            # Bare numbers are milliseconds, as in Flink.
+            return cls(float(text) / 1000.0)
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+        if not m:
+            msg = f"not a duration: {text!r} (examples: '100 ms', '10 s', '1 min')"
+            raise ValueError(msg)
+        number, unit = float(m.group(1)), m.group(2).lower() or "ms"
+        if unit not in cls._UNITS:
+            msg = f"unknown duration unit {unit!r} in {text!r} (use ms, s, min, h or d)"
+            raise ValueError(msg)
+        return cls(number * cls._UNITS[unit])
+
+
+class MemorySize(int):
+    """A byte count parsed from Flink-style strings such as ``32kb`` or ``64 mb``."""
+
+    _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2,
+              "g": 1024**3, "gb": 1024**3, "t": 1024**4, "tb": 1024**4}
+
+    @classmethod
+    def parse(cls, text: str | int) -> MemorySize:
+        if isinstance(text, int):
+            return cls(text)
+        m = re.fullmatch(r"\s*([0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+        if not m or m.group(2).lower() not in cls._UNITS:
+            msg = f"not a memory size: {text!r} (examples: '32kb', '64 mb', '1gb')"
+            raise ValueError(msg)
+        return cls(int(m.group(1)) * cls._UNITS[m.group(2).lower()])
+
+
+def _parse_bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off"):
+        return False
+    msg = f"not a boolean: {text!r} (use true or false)"
+    raise ValueError(msg)
+
+
+_PARSERS: dict[type, Callable[[Any], Any]] = {
+    int: lambda v: int(str(v).strip()),
+    float: lambda v: float(str(v).strip()),
+    str: str,
+    bool: _parse_bool,
+    Duration: Duration.parse,
+    MemorySize: MemorySize.parse,
+}
+
+
+@dataclass(frozen=True)
+class Option(Generic[T]):
+    """One configuration option: its key, type, default and documentation.
+
+    Example:
+        >>> INTERVAL = Option("heartbeat.interval", Duration, default="1 s",
+        ...                   doc="Time between heartbeats.")
+        >>> INTERVAL.parse("500 ms")
+        0.5
+    """
+
+    key: str
+    type: type
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+    deprecated_keys: tuple[str, ...] = ()
+    validator: Callable[[Any], str | None] | None = field(default=None, compare=False)
+
+    @property
+    def env_var(self) -> str:
+        """The environment variable that supplies this option when no config sets it."""
+        return "WEIR_" + re.sub(r"[^A-Za-z0-9]+", "_", self.key).upper()
+
+    def parse(self, raw: Any) -> T:
+        """Parse ``raw`` into the option's type, raising ConfigError naming the key."""
+        if raw is None:
+            return None  # type: ignore[return-value]
+        try:
+            value = _PARSERS[self.type](raw)
+        except (ValueError, TypeError) as err:
+            msg = f"invalid value for '{self.key}': {err}"
+            raise ConfigError(msg) from err
+        if self.choices and str(value).lower() not in {c.lower() for c in self.choices}:
+            msg = (f"invalid value for '{self.key}': {raw!r} "
+                   f"(accepted: {', '.join(self.choices)})")
+            raise ConfigError(msg)
+        if self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                msg = f"invalid value for '{self.key}': {raw!r} ({problem})"
+                raise ConfigError(msg)
+        return value  # type: ignore[no-any-return]
+
+    def default_value(self) -> T:
+        return self.parse(self.default) if self.default is not None else None  # type: ignore
+
+
+def positive(value: Any) -> str | None:
+    """Validator: the value must be greater than zero."""
+    return None if value > 0 else "must be greater than 0"
+
+
+def non_negative(value: Any) -> str | None:
+    """Validator: the value must be zero or more."""
+    return None if value >= 0 else "must be 0 or more"
+
+
+_REGISTRY: dict[str, Option[Any]] = {}
+
+
+def all_options() -> dict[str, Option[Any]]:
+    """Every declared option by key (deprecated keys included), importing the option modules."""
+    if not _REGISTRY:
+        for module_name in OPTION_MODULES:
+            module = importlib.import_module(module_name)
+            for value in vars(module).values():
+                if isinstance(value, Option):
+                    _REGISTRY[value.key] = value
+                    for old in value.deprecated_keys:
+                        _REGISTRY[old] = value
+    return _REGISTRY
+
+
+class Configuration:
+    """Validated configuration values keyed by option key.
+
+    Values are parsed when set, so a ``Configuration`` never holds an invalid value.
+    ``get`` falls back to the ``WEIR_*`` environment variable, then to the default.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        self._raw: dict[str, str] = {}
+
+    @classmethod
+    def from_pairs(cls, pairs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> Configuration:
+        conf = cls()
+        items = pairs.items() if isinstance(pairs, Mapping) else pairs
+        for key, value in items:
+            conf.set_raw(key, value)
+        return conf
+
+    @classmethod
+    def load(cls, conf_file: str | os.PathLike[str] | None = None,
+             dynamic: Iterable[str] = ()) -> Configuration:
+        """Read ``conf_file`` (YAML, flat or nested keys) then apply ``-D key=value`` pairs."""
+        conf = cls()
+        if conf_file is not None:
+            path = Path(conf_file)
+            if not path.is_file():
+                msg = f"config file not found: {path} (pass an existing YAML file to --conf)"
+                raise ConfigError(msg)
+            try:
+                data = yaml.safe_load(path.read_text()) or {}
+            except yaml.YAMLError as err:
+                msg = f"config file {path} is not valid YAML: {err}".replace("\n", " ")
+                raise ConfigError(msg) from err
+            if not isinstance(data, dict):
+                msg = f"config file {path} must hold a mapping of option keys to values"
+                raise ConfigError(msg)
+            for key, value in _flatten(data):
+                conf.set_raw(key, value)
+        for pair in dynamic:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                msg = f"-D expects key=value, got {pair!r}"
+                raise ConfigError(msg)
+            conf.set_raw(key.strip(), value.strip())
+        return conf
+
+    def set_raw(self, key: str, value: Any) -> None:
+        """Set an option by key from a raw (string or YAML) value, validating it."""
+        option = all_options().get(key)
+        if option is None:
+            msg = f"unknown configuration key '{key}'{_suggestion(key)}"
+            raise ConfigError(msg)
+        self._values[option.key] = option.parse(value)
+        self._raw[option.key] = str(value)
+
+    def set(self, option: Option[T], value: T) -> Configuration:
+        self._values[option.key] = option.parse(value)
+        self._raw[option.key] = str(value)
+        return self
+
+    def get(self, option: Option[T]) -> T:
+        if option.key in self._values:
+            return self._values[option.key]  # type: ignore[no-any-return]
+        env = os.environ.get(option.env_var)
+        if env is not None:
+            return option.parse(env)
+        return option.default_value()
+
+    def contains(self, option: Option[Any]) -> bool:
+        return option.key in self._values or option.env_var in os.environ
+
+    def to_dict(self) -> dict[str, str]:
+        """The explicitly set values as strings (for shipping to other processes)."""
+        return dict(self._raw)
+
+    def merged(self, other: Mapping[str, str]) -> Configuration:
+        """A copy with ``other`` applied on top."""
+        conf = Configuration.from_pairs(self._raw)
+        for key, value in other.items():
+            conf.set_raw(key, value)
+        return conf
+
+    def __repr__(self) -> str:
+        return f"Configuration({self._raw!r})"
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict) and full not in all_options():
+            yield from _flatten(value, full + ".")
+        else:
+            yield full, value
+
+
+def _suggestion(key: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(all_options()), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else " (see the configuration reference)"
+
+
+def options_reference_markdown() -> str:
+    """The configuration reference table, as Markdown, for the README."""
+    rows = ["| key | default | type | description |", "|---|---|---|---|"]
+    seen: set[str] = set()
+    for module_name in OPTION_MODULES:
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if isinstance(value, Option) and value.key not in seen:
+                seen.add(value.key)
+                default = "(none)" if value.default is None else f"`{value.default}`"
+                kind = value.type.__name__
+                doc = value.doc
+                if value.choices:
+                    doc += f" One of: {', '.join(value.choices)}."
+                rows.append(f"| `{value.key}` | {default} | {kind} | {doc} "
+                             f"Env: `{value.env_var}`. |")
+    return "\n".join(rows)

@@ -1,0 +1,1 @@
+"""Connectors: Spark-fed sources (and, later, transactional sinks)."""

@@ -1,0 +1,261 @@
+"""``StreamExecutionEnvironment``: where a job program builds its graph and runs it.
+
+Run by ``weir run job.py``, the environment submits to that cluster's JobMaster. Run as a
+plain ``python job.py``, it starts an in-process mini cluster (a JobMaster and one
+TaskExecutor with as many slots as the job needs) for the duration of the job.
+
+Example:
+    >>> from weir import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> env.set_parallelism(2).get_parallelism()
+    2
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proto import jobgraph_pb2
+from weir import options
+from weir.client import JobClient, JobMasterClient
+from weir.config import Configuration
+from weir.datastream import DataStream
+from weir.errors import InvalidJobError
+from weir.graph import Transformation, build_job_graph
+from weir.ids import JobId
+from weir.sources.api import Source
+from weir.sources.collection import CollectionSource, SequenceSource
+from weir.sources.files import FileSource
+from weir.types import TypeInformation
+
+
+@dataclass
+class ExecutionContext:
+    """Set by ``weir run``: where programs submit their jobs and how."""
+
+    address: str
+    token: str | None
+    configuration: Configuration
+    detached: bool = False
+    show_progress: bool = False
+    #: The local cluster's directory, when the client found the JobMaster through it.
+    cluster_dir: str | None = None
+    submitted: list[str] = field(default_factory=list)
+
+
+_context: ExecutionContext | None = None
+
+
+def set_execution_context(context: ExecutionContext | None) -> None:
+    global _context
+    _context = context
+
+
+def get_execution_context() -> ExecutionContext | None:
+    return _context
+
+
+@dataclass
+class JobExecutionResult:
+    """What ``execute`` returns."""
+
+    job_id: str
+    net_runtime_s: float | None = None
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> float | None:
+        return self.net_runtime_s
+
+
+class PreparedSource:
+    """A source that needs work on the client before submission (e.g. running Spark).
+
+    ``prepare`` returns the Source to ship and a cleanup to run when the job ends.
+    """
+
+    name = "Prepared Source"
+    fixed_parallelism: int | None = None
+
+    def prepare(self, configuration: Configuration) -> tuple[Source, Callable[[], None]]:
+        raise NotImplementedError
+
+
+class StreamExecutionEnvironment:
+    """Builds a job graph and executes it on a cluster."""
+
+    def __init__(self, configuration: Configuration | None = None,
+                 context: ExecutionContext | None = None) -> None:
+        self._context = context
+        base = context.configuration if context else Configuration()
+        self._config = base.merged(configuration.to_dict()) if configuration else base
+        self._parallelism = self._config.get(options.PARALLELISM)
+        self._max_parallelism = self._config.get(options.MAX_PARALLELISM)
+        self._sinks: list[Transformation] = []
+
+    @staticmethod
+    def get_execution_environment(
+            configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+        """The environment for this program: the cluster of ``weir run``, else in-process."""
+        return StreamExecutionEnvironment(configuration, _context)
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        if parallelism < 1:
+            msg = f"parallelism must be at least 1, got {parallelism}"
+            raise ValueError(msg)
+        self._parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        if not 1 <= max_parallelism <= 32768:
+            msg = f"max parallelism must be between 1 and 32768, got {max_parallelism}"
+            raise ValueError(msg)
+        self._max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_runtime_mode(self, mode: str) -> StreamExecutionEnvironment:
+        self._config.set_raw(options.RUNTIME_MODE.key, mode)
+        return self
+
+    def set_buffer_timeout(self, timeout_ms: int) -> StreamExecutionEnvironment:
+        self._config.set_raw(options.BUFFER_TIMEOUT.key, f"{timeout_ms} ms")
+        return self
+
+    def configure(self, pairs: dict[str, Any]) -> StreamExecutionEnvironment:
+        """Set options for jobs of this environment, e.g. ``{"pipeline.batch-size": 8192}``."""
+        for key, value in pairs.items():
+            self._config.set_raw(key, value)
+        return self
+
+    def get_configuration(self) -> Configuration:
+        return self._config
+
+    # -- sources ----------------------------------------------------------------------------
+
+    def from_source(self, source: Source | PreparedSource | str, source_name: str | None = None,
+                    *, format: str = "parquet",
+                    monitor_interval: float | None = None) -> DataStream:
+        """Read a FLIP-27 Source, or files under a path (Parquet, CSV or JSON lines).
+
+        ``monitor_interval`` (seconds) keeps watching the directory for new files.
+        """
+        if isinstance(source, str):
+            source = FileSource(source, format=format, monitor_interval=monitor_interval)
+        name = source_name or f"Source: {getattr(source, 'name', type(source).__name__)}"
+        t = Transformation(name=name, kind="source", source=source)
+        return DataStream(self, t)
+
+    add_source = from_source
+
+    def from_collection(self, collection: Iterable[Any],
+                        type_info: TypeInformation | None = None) -> DataStream:
+        """The items of a collection, in order (parallelism 1)."""
+        return self.from_source(CollectionSource(list(collection), type_info),
+                                "Source: Collection")
+
+    def from_sequence(self, start: int, end: int) -> DataStream:
+        """The numbers ``start..end`` inclusive, read in parallel."""
+        return self.from_source(SequenceSource(start, end), "Source: Sequence")
+
+    def from_spark(self, query: Callable[[Any], Any], *, streaming: bool = False,
+                   staging: str | None = None, name: str | None = None) -> DataStream:
+        """Records prepared by PySpark: ``query(spark) -> DataFrame``.
+
+        Batch: Spark runs the query once, on the client, and writes Parquet splits to the
+        staging location; the job reads them. Streaming: ``query`` returns a streaming
+        DataFrame; every micro-batch becomes a split while the job runs.
+        """
+        from weir.connectors.spark import SparkSource
+
+        source = SparkSource(query, streaming=streaming, staging=staging)
+        label = getattr(query, "__name__", "query")
+        return self.from_source(source, name or f"Source: Spark ({label})")
+
+    # -- execution --------------------------------------------------------------------------
+
+    def _add_sink(self, t: Transformation) -> None:
+        self._sinks.append(t)
+
+    def _prepare_sources(self) -> list[Callable[[], None]]:
+        cleanups: list[Callable[[], None]] = []
+        seen: set[int] = set()
+        stack = list(self._sinks)
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            stack.extend(t.inputs)
+            if t.kind == "source" and isinstance(t.source, PreparedSource):
+                try:
+                    t.source, cleanup = t.source.prepare(self._config)
+                except BaseException:
+                    for done in cleanups:
+                        done()
+                    raise
+                cleanups.append(cleanup)
+        return cleanups
+
+    def get_job_graph(self, job_name: str | None = None) -> jobgraph_pb2.JobGraph:
+        """The JobGraph of what was built so far (sources are not prepared)."""
+        return build_job_graph(
+            self._sinks, job_id=JobId.generate(), job_name=job_name or "weir job",  # type: ignore[attr-defined]
+            default_parallelism=self._parallelism,
+            default_max_parallelism=self._max_parallelism, config=self._config.to_dict())
+
+    def execute_async(self, job_name: str | None = None) -> JobClient:
+        """Submit the job and return at once with a JobClient."""
+        if not self._sinks:
+            msg = ("the job defines no sink: add one (print(), sink_to(...), or "
+                   "execute_and_collect()) before calling execute()")
+            raise InvalidJobError(msg)
+        cleanups = self._prepare_sources()
+        try:
+            graph = self.get_job_graph(job_name)
+            self._sinks = []
+            client, more_cleanups = self._connect(graph)
+            cleanups.extend(more_cleanups)
+            job_id = client.submit_job(graph)
+        except BaseException:
+            for cleanup in reversed(cleanups):
+                cleanup()
+            raise
+        if self._context is not None:
+            self._context.submitted.append(job_id)
+        show = bool(self._context and self._context.show_progress)
+        return JobClient(client, job_id, on_done=list(reversed(cleanups)), show_progress=show)
+
+    def execute(self, job_name: str | None = None) -> JobExecutionResult:
+        """Run the job; returns when it finished (at once with ``weir run --detached``)."""
+        started = time.monotonic()
+        job = self.execute_async(job_name)
+        if self._context is not None and self._context.detached:
+            return JobExecutionResult(job.job_id)
+        job.wait()
+        return JobExecutionResult(job.job_id, time.monotonic() - started)
+
+    def _connect(self, graph: jobgraph_pb2.JobGraph) -> tuple[
+            JobMasterClient, list[Callable[[], None]]]:
+        token = self._config.get(options.AUTH_TOKEN)
+        timeout = self._config.get(options.CLIENT_TIMEOUT)
+        if self._context is not None:
+            return JobMasterClient(self._context.address, self._context.token or token,
+                                   timeout), []
+        from weir.minicluster import MiniCluster
+
+        slots = max(v.parallelism for v in graph.vertices)
+        cluster = MiniCluster(num_slots=slots, configuration=self._config)
+        cluster.start()
+        return JobMasterClient(cluster.address, token, timeout), [cluster.stop]

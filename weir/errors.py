@@ -1,0 +1,59 @@
+"""The error hierarchy. Each class means one thing; user errors reach the CLI as one line.
+
+Example:
+    >>> from weir.errors import ConfigError, UserError
+    >>> issubclass(ConfigError, UserError)
+    True
+"""
+
+from __future__ import annotations
+
+
+class WeirError(Exception):
+    """Base class of every error weir raises on purpose."""
+
+
+class UserError(WeirError):
+    """Something the user can fix: the message names the cause and the fix."""
+
+
+class ConfigError(UserError):
+    """An unknown configuration key or an invalid value."""
+
+
+class InvalidJobError(UserError):
+    """The job program or its graph is malformed (raises, cannot be pickled, bad parameter)."""
+
+
+class ClusterUnreachableError(UserError):
+    """The JobMaster cannot be reached at the address the client resolved."""
+
+
+class AuthenticationError(UserError):
+    """An RPC was refused because it carried no token or the wrong one."""
+
+
+class JobNotFoundError(UserError):
+    """A job id that the JobMaster does not know."""
+
+
+class JobExecutionError(WeirError):
+    """A job ended FAILED or CANCELED; ``reason`` is the root cause reported by the cluster."""
+
+    def __init__(self, job_id: str, status: str, reason: str) -> None:
+        super().__init__(f"job {job_id} {status.lower()}: {reason}")
+        self.job_id = job_id
+        self.status = status
+        self.reason = reason
+
+
+class PartitionNotFoundError(WeirError):
+    """A consumer requested a result partition its producer does not (or no longer) serve."""
+
+
+class RemoteTransportError(WeirError):
+    """A data connection to another TaskExecutor broke; the cause is in ``__cause__``."""
+
+
+class InternalError(WeirError):
+    """An invariant of weir itself was broken: this is a bug in weir, please report it."""

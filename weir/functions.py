@@ -1,0 +1,144 @@
+"""User function interfaces, named as in PyFlink.
+
+Plain callables work everywhere a function is expected; the classes add ``open``/``close``
+hooks and access to the :class:`RuntimeContext` (subtask index, keyed state).
+
+Example:
+    >>> from weir.functions import MapFunction
+    >>> class Upper(MapFunction):
+    ...     def map(self, value):
+    ...         return value.upper()
+    >>> Upper().map("a")
+    'A'
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from weir.state_api import ValueState, ValueStateDescriptor
+
+T = TypeVar("T")
+
+
+class RuntimeContext:
+    """What a function may learn about where it runs, and its handle to keyed state."""
+
+    def __init__(self, task_name: str, subtask_index: int, parallelism: int,
+                 max_parallelism: int, attempt_number: int, state_store: Any = None) -> None:
+        self._task_name = task_name
+        self._subtask_index = subtask_index
+        self._parallelism = parallelism
+        self._max_parallelism = max_parallelism
+        self._attempt_number = attempt_number
+        self._state_store = state_store
+
+    def get_task_name(self) -> str:
+        return self._task_name
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._subtask_index
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._max_parallelism
+
+    def get_attempt_number(self) -> int:
+        return self._attempt_number
+
+    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
+        """Keyed ValueState; only available in functions applied to a keyed stream."""
+        if self._state_store is None:
+            msg = "keyed state is only available on a keyed stream (use key_by first)"
+            raise RuntimeError(msg)
+        return self._state_store.get_value_state(descriptor)  # type: ignore[no-any-return]
+
+
+class Function(ABC):  # noqa: B024 - lifecycle hooks only, all optional
+    """Base of rich functions: ``open`` runs once before the first record, ``close`` last."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027
+        """Called on the task thread before any record."""
+
+    def close(self) -> None:  # noqa: B027
+        """Called on the task thread after the last record, also on failure."""
+
+
+class MapFunction(Function):
+    @abstractmethod
+    def map(self, value: Any) -> Any: ...
+
+
+class FlatMapFunction(Function):
+    @abstractmethod
+    def flat_map(self, value: Any) -> Iterable[Any]: ...
+
+
+class FilterFunction(Function):
+    @abstractmethod
+    def filter(self, value: Any) -> bool: ...
+
+
+class ReduceFunction(Function):
+    @abstractmethod
+    def reduce(self, value1: Any, value2: Any) -> Any: ...
+
+
+class KeySelector(Function):
+    @abstractmethod
+    def get_key(self, value: Any) -> Any: ...
+
+
+class ProcessFunction(Function):
+    """A function that may emit any number of records per input record."""
+
+    class Context:
+        def __init__(self) -> None:
+            self.current_key: Any = None
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None:
+        ...
+
+
+class KeyedProcessFunction(Function, Generic[T]):
+    """Process function on a keyed stream, with keyed state via the runtime context.
+
+    Example:
+        >>> from weir import KeyedProcessFunction, ValueStateDescriptor
+        >>> class CountPerKey(KeyedProcessFunction):
+        ...     def open(self, runtime_context):
+        ...         self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+        ...     def process_element(self, value, ctx):
+        ...         n = (self.count.value() or 0) + 1
+        ...         self.count.update(n)
+        ...         yield ctx.get_current_key(), n
+    """
+
+    class Context:
+        def __init__(self) -> None:
+            self._key: Any = None
+
+        def get_current_key(self) -> Any:
+            return self._key
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> (
+            Iterable[Any] | None):
+        ...
+
+
+def resolve_callable(fn: Any, method: str) -> Any:
+    """The callable to apply: ``fn.method`` for function objects, ``fn`` for callables."""
+    bound = getattr(fn, method, None)
+    if bound is not None and isinstance(fn, Function):
+        return bound
+    if callable(fn):
+        return fn
+    msg = f"expected a callable or an object with a '{method}' method, got {type(fn).__name__}"
+    raise TypeError(msg)

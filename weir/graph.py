@@ -1,0 +1,192 @@
+"""From the transformations a program builds to the JobGraph sent to the JobMaster.
+
+Translation resolves virtual nodes (partitioning, union) into edges, fixes each operator's
+parallelism, chains operators joined by forward edges of equal parallelism into one vertex
+(one task per subtask), and pickles operators one by one so an unpicklable function is
+reported with the operator that holds it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from proto import common_pb2, jobgraph_pb2
+from state.key_groups import check_parallelism
+from weir.errors import InvalidJobError
+from weir.keys import KeySpec
+from weir.operators.base import StreamOperator
+from weir.operators.sinks import CollectSinkOperator
+
+FORWARD = common_pb2.FORWARD
+REBALANCE = common_pb2.REBALANCE
+HASH = common_pb2.HASH
+BROADCAST = common_pb2.BROADCAST
+PARTITIONER_NAMES = {FORWARD: "FORWARD", REBALANCE: "REBALANCE", HASH: "HASH",
+                     BROADCAST: "BROADCAST"}
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Transformation:
+    """A node of the program's graph. ``kind`` is source, operator, sink, partition or union."""
+
+    name: str
+    kind: str
+    inputs: list[Transformation] = field(default_factory=list)
+    operator: StreamOperator | None = None
+    source: Any = None  # a Source, or a client-prepared source (see weir.connectors.spark)
+    partitioner: int | None = None
+    key: KeySpec | None = None
+    parallelism: int | None = None
+    max_parallelism: int | None = None
+    uid: str | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass
+class _Input:
+    node: Transformation
+    partitioner: int | None
+    key: KeySpec | None
+
+
+def _physical_inputs(node: Transformation) -> list[_Input]:
+    """Inputs of ``node`` with virtual partition/union nodes folded into edge properties."""
+    result: list[_Input] = []
+
+    def walk(t: Transformation, partitioner: int | None, key: KeySpec | None) -> None:
+        if t.kind == "partition":
+            walk(t.inputs[0], t.partitioner, t.key)
+        elif t.kind == "union":
+            for upstream in t.inputs:
+                walk(upstream, partitioner, key)
+        else:
+            result.append(_Input(t, partitioner, key))
+
+    for upstream in node.inputs:
+        walk(upstream, None, None)
+    return result
+
+
+def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
+                    default_parallelism: int, default_max_parallelism: int,
+                    config: dict[str, str]) -> jobgraph_pb2.JobGraph:
+    """Translate the program's graph (reached from ``sinks``) into a JobGraph message."""
+    if not sinks:
+        msg = ("the job defines no sink: add one (print(), sink_to(...), or use "
+               "execute_and_collect()) before calling execute()")
+        raise InvalidJobError(msg)
+    nodes = _reachable(sinks)
+    inputs = {n.id: _physical_inputs(n) for n in nodes}
+    downstream: dict[int, int] = {n.id: 0 for n in nodes}
+    for n in nodes:
+        for edge in inputs[n.id]:
+            downstream[edge.node.id] += 1
+
+    parallelism = {n.id: _parallelism(n, default_parallelism) for n in nodes}
+    max_par = {n.id: n.max_parallelism or default_max_parallelism for n in nodes}
+    for n in nodes:
+        try:
+            check_parallelism(parallelism[n.id], max_par[n.id])
+        except ValueError as err:
+            msg = f"operator '{n.name}': {err}"
+            raise InvalidJobError(msg) from err
+
+    # Resolve each edge's partitioner, then decide which nodes chain onto their input.
+    edges: dict[int, list[_Input]] = {}
+    chained_to: dict[int, int] = {}
+    for n in nodes:
+        resolved = []
+        for edge in inputs[n.id]:
+            same = parallelism[edge.node.id] == parallelism[n.id]
+            part = edge.partitioner
+            if part is None:
+                part = FORWARD if same else REBALANCE
+            if part == FORWARD and not same:
+                msg = (f"forward edge from '{edge.node.name}' (parallelism "
+                       f"{parallelism[edge.node.id]}) to '{n.name}' (parallelism "
+                       f"{parallelism[n.id]}) needs equal parallelism: use rebalance()")
+                raise InvalidJobError(msg)
+            resolved.append(_Input(edge.node, part, edge.key))
+        edges[n.id] = resolved
+        if (n.kind != "source" and len(resolved) == 1 and resolved[0].partitioner == FORWARD
+                and downstream[resolved[0].node.id] == 1):
+            chained_to[n.id] = resolved[0].node.id
+
+    heads = [n for n in nodes if n.id not in chained_to]
+    chain_of: dict[int, list[Transformation]] = {h.id: [h] for h in heads}
+    vertex_of: dict[int, int] = {h.id: h.id for h in heads}
+    for n in nodes:  # ids grow along edges, so inputs are always seen first
+        if n.id in chained_to:
+            head = vertex_of[chained_to[n.id]]
+            vertex_of[n.id] = head
+            chain_of[head].append(n)
+
+    graph = jobgraph_pb2.JobGraph(job_id=job_id, name=job_name, config=config)
+    for head in heads:
+        chain = chain_of[head.id]
+        vertex = graph.vertices.add(
+            id=head.id, name=" -> ".join(t.name for t in chain),
+            parallelism=parallelism[head.id], max_parallelism=max_par[head.id])
+        operators = [t.operator for t in chain if t.operator is not None]
+        for t in chain:
+            vertex.operator_names.append(t.name)
+            vertex.operator_uids.append(t.uid or "")
+            if t.operator is not None:
+                _check_picklable(t.operator, t.name)
+                if isinstance(t.operator, CollectSinkOperator):
+                    graph.has_collect_sink = True
+        vertex.chain = cloudpickle.dumps(operators)
+        if head.kind == "source":
+            vertex.source = _pickle(head.source, head.name)
+        for edge in edges[head.id]:
+            # Every input feeds logical input 0 (union semantics); two-input operators
+            # will number their inputs here.
+            vertex.inputs.add(
+                source_vertex=vertex_of[edge.node.id], partitioner=edge.partitioner,
+                key_selector=_pickle(edge.key, head.name) if edge.key is not None else b"",
+                input_index=0)
+    return graph
+
+
+def _reachable(sinks: list[Transformation]) -> list[Transformation]:
+    seen: dict[int, Transformation] = {}
+    stack = list(sinks)
+    while stack:
+        t = stack.pop()
+        if t.id not in seen:
+            seen[t.id] = t
+            stack.extend(t.inputs)
+    return [seen[i] for i in sorted(seen) if seen[i].kind not in ("partition", "union")]
+
+
+def _parallelism(node: Transformation, default: int) -> int:
+    if node.kind == "source":
+        fixed = getattr(node.source, "fixed_parallelism", None)
+        if fixed is not None:
+            if node.parallelism not in (None, fixed):
+                msg = f"source '{node.name}' only runs with parallelism {fixed}"
+                raise InvalidJobError(msg)
+            return int(fixed)
+    return node.parallelism or default
+
+
+def _check_picklable(operator: StreamOperator, name: str) -> None:
+    for fn in [*operator.functions(), operator]:
+        _pickle(fn, name)
+
+
+def _pickle(obj: Any, name: str) -> bytes:
+    try:
+        return cloudpickle.dumps(obj)
+    except Exception as err:  # pickling can raise nearly anything user objects raise
+        msg = (f"cannot serialize the function of operator '{name}': "
+               f"{type(err).__name__}: {err} (functions are shipped to the cluster with "
+               "cloudpickle: avoid capturing locks, sockets, open files or clients)")
+        raise InvalidJobError(msg) from err
+

@@ -1,0 +1,42 @@
+"""Typed ids (never bare strings in signatures): JobId, ExecutionAttemptId, ResourceId, ...
+
+Example:
+    >>> from weir.ids import JobId
+    >>> len(JobId.generate())
+    32
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import NewType
+
+JobId = NewType("JobId", str)
+ExecutionAttemptId = NewType("ExecutionAttemptId", str)
+ResourceId = NewType("ResourceId", str)
+AllocationId = NewType("AllocationId", str)
+PartitionId = NewType("PartitionId", str)
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def _generate() -> JobId:
+    return JobId(secrets.token_hex(16))
+
+
+def _is_valid(text: str) -> bool:
+    return bool(_HEX32.fullmatch(text))
+
+
+# NewType objects accept attributes: keep the helpers next to the type they belong to.
+JobId.generate = _generate  # type: ignore[attr-defined]
+JobId.is_valid = _is_valid  # type: ignore[attr-defined]
+
+
+def new_attempt_id() -> ExecutionAttemptId:
+    return ExecutionAttemptId(secrets.token_hex(16))
+
+
+def new_allocation_id() -> AllocationId:
+    return AllocationId(secrets.token_hex(8))

@@ -1,0 +1,79 @@
+"""Prometheus endpoint shared by every daemon: collectors read state at scrape time.
+
+Example:
+    >>> from weir.metrics import parse_port_range
+    >>> parse_port_range("9249-9251")
+    [9249, 9250, 9251]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from weir.errors import ConfigError
+
+
+def parse_port_range(spec: str) -> list[int]:
+    """``"0"``, ``"9249"`` or ``"9249-9299"`` -> candidate ports."""
+    text = str(spec).strip()
+    try:
+        if "-" in text:
+            low, high = (int(p) for p in text.split("-", 1))
+            if not 0 < low <= high < 65536:
+                raise ValueError(text)
+            return list(range(low, high + 1))
+        port = int(text)
+        if not 0 <= port < 65536:
+            raise ValueError(text)
+        return [port]
+    except ValueError as err:
+        msg = (f"invalid value for 'metrics.reporter.prom.port': {spec!r} "
+               "(a port, a range like 9249-9299, or 0 for a free port)")
+        raise ConfigError(msg) from err
+
+
+class MetricsServer:
+    """The /metrics HTTP endpoint of one daemon."""
+
+    def __init__(self, host: str, port_spec: str, registry: CollectorRegistry) -> None:
+        last_error: OSError | None = None
+        for port in parse_port_range(port_spec):
+            try:
+                self._server, self._thread = start_http_server(port, addr=host,
+                                                               registry=registry)
+                break
+            except OSError as err:
+                last_error = err
+        else:
+            msg = (f"cannot start the metrics endpoint on {host}:{port_spec} ({last_error}): "
+                   "set metrics.reporter.prom.port to a free port or 0")
+            raise ConfigError(msg)
+        self.port = self._server.server_port
+        self.url = f"http://{host}:{self.port}/metrics"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class CallbackCollector(Collector):
+    """A collector whose metric families come from a function called at scrape time."""
+
+    def __init__(self, produce: Callable[[], Iterable[Any]]) -> None:
+        self._produce = produce
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterable[Any]:
+        with self._lock:
+            return list(self._produce())
+
+
+def gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"weir_{name}", doc, labels=labels)

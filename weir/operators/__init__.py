@@ -1,0 +1,1 @@
+"""Stream operators: what runs inside a task's operator chain."""

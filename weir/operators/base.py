@@ -1,0 +1,85 @@
+"""The operator contract shared by every operator in a chain.
+
+Lifecycle, all on the task's mailbox thread: ``setup`` (once, wiring), ``open`` (once,
+before the first batch), ``process`` (per batch, any number of times), ``finish`` (once,
+at end of input: emit what is pending), ``close`` (once, last; also after a failure, so it
+must tolerate a partly opened operator).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from weir.functions import Function, RuntimeContext
+from weir.records import Elements
+
+
+class Output(ABC):
+    """Where an operator sends its results: the next operator, or the task's writers."""
+
+    @abstractmethod
+    def emit(self, elements: Elements) -> None:
+        """Pass a batch on. Called on the task thread; may block only in the task's writers."""
+
+
+@dataclass
+class OperatorContext:
+    """Where an operator instance runs."""
+
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int = 0
+    job_id: str = ""
+    config: dict[str, str] = field(default_factory=dict)
+    #: Services the task offers operators (e.g. the collect-sink channel to the JobMaster).
+    services: dict[str, Any] = field(default_factory=dict)
+
+    def runtime_context(self, state_store: Any = None) -> RuntimeContext:
+        return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,
+                              self.max_parallelism, self.attempt_number, state_store)
+
+
+class StreamOperator(ABC):
+    """One operator of a chain. Instances are pickled into the job graph."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.uid: str | None = None
+        self.ctx: OperatorContext | None = None
+        self.output: Output | None = None
+
+    def setup(self, ctx: OperatorContext, output: Output) -> None:
+        self.ctx = ctx
+        self.output = output
+
+    def open(self) -> None:  # noqa: B027 - optional hook
+        """Prepare to process; user functions' ``open`` runs here."""
+
+    @abstractmethod
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        """Process one batch and emit results through ``self.output``."""
+
+    def finish(self) -> None:  # noqa: B027 - optional hook
+        """End of input: emit anything still held back."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; runs after finish and also after failures."""
+
+    def functions(self) -> list[Any]:
+        """User functions, for pickling checks and lifecycle calls."""
+        return []
+
+    def _open_functions(self, state_store: Any = None) -> None:
+        assert self.ctx is not None
+        for fn in self.functions():
+            if isinstance(fn, Function):
+                fn.open(self.ctx.runtime_context(state_store))
+
+    def _close_functions(self) -> None:
+        for fn in self.functions():
+            if isinstance(fn, Function):
+                fn.close()

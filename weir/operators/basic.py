@@ -1,0 +1,141 @@
+"""Stateless per-record and vectorised operators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from weir.functions import ProcessFunction, resolve_callable
+from weir.operators.base import StreamOperator
+from weir.records import Elements
+from weir.types import TypeInformation
+
+
+class _FunctionOperator(StreamOperator):
+    method = ""
+
+    def __init__(self, name: str, fn: Any, output_type: TypeInformation | None = None) -> None:
+        super().__init__(name)
+        self.fn = fn
+        self.output_type = output_type
+        resolve_callable(fn, self.method)  # fail at graph-building time, not in the cluster
+
+    def functions(self) -> list[Any]:
+        return [self.fn]
+
+    def open(self) -> None:
+        self._call = resolve_callable(self.fn, self.method)
+        self._open_functions()
+
+    def close(self) -> None:
+        self._close_functions()
+
+    def _emit(self, records: list[Any]) -> None:
+        if records:
+            assert self.output is not None
+            self.output.emit(Elements.from_records(records, self.output_type))
+
+
+class MapOperator(_FunctionOperator):
+    method = "map"
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._emit(list(map(self._call, elements.records())))
+
+
+class FlatMapOperator(_FunctionOperator):
+    method = "flat_map"
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        out: list[Any] = []
+        extend = out.extend
+        call = self._call
+        for record in elements.records():
+            result = call(record)
+            if result is not None:
+                extend(result)
+        self._emit(out)
+
+
+class FilterOperator(_FunctionOperator):
+    method = "filter"
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        records = elements.records()
+        kept = list(filter(self._call, records))
+        if len(kept) == len(records):
+            assert self.output is not None
+            self.output.emit(elements)  # nothing dropped: keep the cached Arrow form
+        else:
+            self._emit(kept)
+
+
+class ProcessOperator(_FunctionOperator):
+    method = "process_element"
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        ctx = ProcessFunction.Context()
+        out: list[Any] = []
+        for record in elements.records():
+            result = self._call(record, ctx)
+            if result is not None:
+                out.extend(result)
+        self._emit(out)
+
+
+class MapBatchesOperator(StreamOperator):
+    """``fn(pyarrow.RecordBatch) -> RecordBatch | Table``: one Python call per batch."""
+
+    def __init__(self, name: str, fn: Callable[[pa.RecordBatch], Any]) -> None:
+        super().__init__(name)
+        self.fn = fn
+        resolve_callable(fn, "map_batches")
+
+    def functions(self) -> list[Any]:
+        return [self.fn]
+
+    def open(self) -> None:
+        self._open_functions()
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        result = self.fn(elements.arrow())
+        assert self.output is not None
+        for batch in _as_batches(result, self.name):
+            if batch.num_rows:
+                self.output.emit(Elements.from_arrow(batch))
+
+
+class FilterBatchesOperator(StreamOperator):
+    """``fn(pyarrow.RecordBatch) -> boolean mask`` (Array or list): rows where True are kept."""
+
+    def __init__(self, name: str, fn: Callable[[pa.RecordBatch], Any]) -> None:
+        super().__init__(name)
+        self.fn = fn
+        resolve_callable(fn, "filter_batches")
+
+    def functions(self) -> list[Any]:
+        return [self.fn]
+
+    def open(self) -> None:
+        self._open_functions()
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        batch = elements.arrow()
+        kept = batch.filter(self.fn(batch))
+        if kept.num_rows:
+            assert self.output is not None
+            self.output.emit(Elements.from_arrow(kept))
+
+
+def _as_batches(result: Any, name: str) -> list[pa.RecordBatch]:
+    if isinstance(result, pa.RecordBatch):
+        return [result]
+    if isinstance(result, pa.Table):
+        return result.to_batches()
+    if result is None:
+        return []
+    msg = (f"the function of '{name}' must return a pyarrow RecordBatch or Table, "
+           f"got {type(result).__name__}")
+    raise TypeError(msg)

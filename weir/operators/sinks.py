@@ -1,0 +1,151 @@
+"""Sink operators: collect (results back to the client), print, files, discard."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from weir.operators.base import StreamOperator
+from weir.records import Elements
+
+#: Service key under which a task offers the collect channel to the JobMaster.
+COLLECT_SERVICE = "collect"
+
+
+def to_ipc(batch: pa.RecordBatch) -> bytes:
+    """One RecordBatch as an Arrow IPC stream."""
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def from_ipc(data: bytes) -> list[pa.RecordBatch]:
+    """The RecordBatches of an Arrow IPC stream."""
+    return list(pa.ipc.open_stream(data))
+
+
+class CollectSinkOperator(StreamOperator):
+    """Sends every batch to the JobMaster, from where ``execute_and_collect`` fetches it."""
+
+    def open(self) -> None:
+        assert self.ctx is not None
+        self._push = self.ctx.services[COLLECT_SERVICE]
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._push(to_ipc(elements.arrow()), False)
+
+    def finish(self) -> None:
+        self._push(b"", True)
+
+
+class PrintSinkOperator(StreamOperator):
+    """Prints records to the task's stdout, prefixed by the subtask (``2> record``)."""
+
+    def __init__(self, name: str, to_stderr: bool = False) -> None:
+        super().__init__(name)
+        self.to_stderr = to_stderr
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        assert self.ctx is not None
+        stream = sys.stderr if self.to_stderr else sys.stdout
+        prefix = f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else ""
+        stream.write("".join(f"{prefix}{r}\n" for r in elements.records()))
+        stream.flush()
+
+
+class DiscardingSinkOperator(StreamOperator):
+    """Drops everything (benchmarks)."""
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        return
+
+
+class FileSinkOperator(StreamOperator):
+    """Writes part files ``part-<subtask>-<n>.<ext>`` under a directory, rolling by size.
+
+    Not transactional yet: a failed job may leave partial files.
+    """
+
+    def __init__(self, name: str, path: str, fmt: str, rolling_bytes: int) -> None:
+        super().__init__(name)
+        self.path = path
+        self.fmt = fmt
+        self.rolling_bytes = rolling_bytes
+
+    def open(self) -> None:
+        self._dir = Path(self.path.removeprefix("file://"))
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._counter = 0
+        self._writer: Any = None
+        self._file: Any = None
+        self._schema: pa.Schema | None = None
+        self._written = 0
+
+    def _part_path(self) -> Path:
+        assert self.ctx is not None
+        ext = "parquet" if self.fmt == "parquet" else "jsonl"
+        path = self._dir / f"part-{self.ctx.subtask_index}-{self._counter}.{ext}"
+        self._counter += 1
+        return path
+
+    def _roll(self) -> None:
+        self._close_part()
+        path = self._part_path()
+        if self.fmt == "parquet":
+            assert self._schema is not None
+            self._writer = pq.ParquetWriter(str(path), self._schema)
+        else:
+            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _close_part
+        self._written = 0
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        if self.fmt == "parquet":
+            batch = elements.arrow()
+            schema = batch.schema.remove_metadata()
+            if self._writer is None or schema != self._schema or \
+                    self._written >= self.rolling_bytes:
+                self._schema = schema
+                self._roll()
+            self._writer.write_batch(batch.replace_schema_metadata(None))
+            self._written += batch.nbytes
+        else:
+            if self._file is None or self._written >= self.rolling_bytes:
+                self._roll()
+            text = "".join(json.dumps(_jsonable(r), default=str) + "\n"
+                           for r in elements.records())
+            self._file.write(text)
+            self._written += len(text)
+
+    def _close_part(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def finish(self) -> None:
+        self._close_part()
+
+    def close(self) -> None:
+        self._close_part()
+
+
+def _jsonable(record: Any) -> Any:
+    from weir.row import Row
+
+    if isinstance(record, Row) and record._fields:
+        return record.as_dict()
+    if isinstance(record, tuple):
+        return list(record)
+    return record

@@ -1,0 +1,69 @@
+"""Client and pipeline options (job defaults, cluster address, security, metrics)."""
+
+from __future__ import annotations
+
+from weir.config import Duration, MemorySize, Option, non_negative, positive
+
+JOBMASTER_ADDRESS = Option(
+    "jobmaster.address", str, default=None,
+    doc="HOST:PORT of the JobMaster that client commands talk to when neither --jobmaster "
+        "nor --dir is given.")
+PARALLELISM = Option(
+    "parallelism.default", int, default=1, validator=positive,
+    doc="Parallelism of operators that do not set their own.")
+MAX_PARALLELISM = Option(
+    "pipeline.max-parallelism", int, default=128, validator=positive,
+    doc="Number of key groups: the upper bound for rescaling keyed state.")
+RUNTIME_MODE = Option(
+    "execution.runtime-mode", str, default="STREAMING", choices=("STREAMING", "BATCH"),
+    doc="STREAMING runs all tasks at once with pipelined exchanges.")
+BUFFER_TIMEOUT = Option(
+    "execution.buffer-timeout", Duration, default="100 ms", validator=non_negative,
+    doc="Longest time output waits in a partly filled buffer before it is flushed "
+        "(0 = flush after every record batch).")
+SEGMENT_SIZE = Option(
+    "taskmanager.memory.segment-size", MemorySize, default="32kb", validator=positive,
+    doc="Size of a network buffer: output is flushed when this many bytes are pending.")
+BATCH_SIZE = Option(
+    "pipeline.batch-size", int, default=4096, validator=positive,
+    doc="Largest number of records a source puts in one Arrow record batch.")
+CLIENT_TIMEOUT = Option(
+    "client.timeout", Duration, default="60 s", validator=positive,
+    doc="Timeout of a single client RPC to the JobMaster.")
+AUTH_TOKEN = Option(
+    "security.auth.token", str, default=None,
+    doc="Shared secret every RPC must carry; unset = no authentication. Jobs carry code, "
+        "so set it on any cluster reachable by others.")
+METRICS_PORT = Option(
+    "metrics.reporter.prom.port", str, default="9249-9299",
+    doc="Port or range (e.g. 9249-9299) of the Prometheus /metrics endpoint; "
+        "0 picks a free port.")
+METRICS_HOST = Option(
+    "metrics.reporter.prom.host", str, default="127.0.0.1",
+    doc="Address the Prometheus endpoint binds to.")
+SPARK_MASTER = Option(
+    "spark.master", str, default="local[*]",
+    doc="Spark master used by from_spark() sources.")
+SPARK_TRIGGER_INTERVAL = Option(
+    "spark.streaming.trigger-interval", Duration, default="1 s", validator=positive,
+    doc="Micro-batch interval of Spark Structured Streaming sources.")
+SOURCE_DISCOVERY_INTERVAL = Option(
+    "source.monitor-interval", Duration, default="1 s", validator=positive,
+    doc="How often continuous file and Spark streaming sources look for new splits.")
+CLUSTER_DIR = Option(
+    "cluster.dir", str, default=None,
+    doc="Working directory of the default local cluster (default ~/.weir/cluster).")
+HEARTBEAT_INTERVAL = Option(
+    "heartbeat.interval", Duration, default="1 s", validator=positive,
+    doc="Time between heartbeats between the JobMaster and each TaskExecutor.")
+HEARTBEAT_TIMEOUT = Option(
+    "heartbeat.timeout", Duration, default="10 s", validator=positive,
+    doc="A peer that sent no heartbeat for this long is considered lost "
+        "(a closed connection is noticed at once).")
+WORKING_DIR = Option(
+    "process.working-dir", str, default=None,
+    doc="Working directory of a daemon (logs, local data); default: a temporary directory.")
+SPARK_STAGING_DIR = Option(
+    "spark.staging.dir", str, default=None,
+    doc="Where from_spark() sources stage Spark's output (default: <cluster dir>/staging for "
+        "a local cluster, else a temporary directory).")

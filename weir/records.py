@@ -1,0 +1,206 @@
+"""Micro-batches of records and their Arrow encoding.
+
+Records travel between tasks as Arrow RecordBatches. Inside an operator chain a batch may
+stay a plain Python list, so per-record operators chained together never pay for Arrow
+conversion; :class:`Elements` converts lazily, in whichever direction is asked for, and
+caches the result.
+
+Python records map to Arrow by kind (kept in the schema metadata so the far side rebuilds
+the same Python values): scalars -> one column ``f0``; tuples -> ``f0..fn``; ``Row`` ->
+named columns; dicts -> columns by key; anything Arrow cannot type (mixed types, nested
+containers, arbitrary objects) -> one binary column of pickles.
+
+Example:
+    >>> from weir.records import Elements
+    >>> e = Elements.from_records([("a", 1), ("b", 2)])
+    >>> e.arrow().schema.names
+    ['f0', 'f1']
+    >>> Elements.from_arrow(e.arrow()).records()
+    [('a', 1), ('b', 2)]
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import cloudpickle
+import pyarrow as pa
+
+from weir.row import Row
+from weir.types import (
+    KIND_DICT,
+    KIND_KEY,
+    KIND_PICKLE,
+    KIND_ROW,
+    KIND_SCALAR,
+    KIND_TUPLE,
+    TypeInformation,
+)
+
+_SCALAR_TYPES = (int, float, str, bytes, bool)
+#: Size assumed per record not yet encoded, to decide when output buffers are full.
+ESTIMATED_RECORD_BYTES = 24
+
+
+class Elements:
+    """A batch of records: a list of Python values, an Arrow RecordBatch, or both.
+
+    Immutable once emitted: operators build new lists rather than mutating their input.
+    """
+
+    __slots__ = ("_batch", "_records", "type_info")
+
+    def __init__(self, records: list[Any] | None = None, batch: pa.RecordBatch | None = None,
+                 type_info: TypeInformation | None = None) -> None:
+        self._records = records
+        self._batch = batch
+        self.type_info = type_info
+
+    @classmethod
+    def from_records(cls, records: list[Any],
+                     type_info: TypeInformation | None = None) -> Elements:
+        return cls(records=records, type_info=type_info)
+
+    @classmethod
+    def from_arrow(cls, batch: pa.RecordBatch) -> Elements:
+        return cls(batch=batch)
+
+    def __len__(self) -> int:
+        if self._records is not None:
+            return len(self._records)
+        assert self._batch is not None
+        return self._batch.num_rows
+
+    @property
+    def is_arrow(self) -> bool:
+        """True when the Arrow form exists already (vectorised operators prefer it)."""
+        return self._batch is not None
+
+    def records(self) -> list[Any]:
+        """The records as Python values."""
+        if self._records is None:
+            assert self._batch is not None
+            self._records = arrow_to_records(self._batch)
+        return self._records
+
+    def arrow(self) -> pa.RecordBatch:
+        """The records as one Arrow RecordBatch."""
+        if self._batch is None:
+            assert self._records is not None
+            self._batch = records_to_arrow(self._records, self.type_info)
+        return self._batch
+
+    def estimated_bytes(self) -> int:
+        if self._batch is not None:
+            return int(self._batch.nbytes)
+        return len(self) * ESTIMATED_RECORD_BYTES
+
+    def __repr__(self) -> str:
+        form = "arrow" if self._batch is not None else "records"
+        return f"Elements({len(self)} {form})"
+
+
+def records_to_arrow(records: Sequence[Any],
+                     type_info: TypeInformation | None = None) -> pa.RecordBatch:
+    """Encode Python records as a RecordBatch (see the module docstring for the mapping)."""
+    if type_info is not None:
+        return _encode_typed(records, type_info)
+    if not records:
+        return pa.RecordBatch.from_pylist([], schema=_pickle_schema())
+    types = set(map(type, records))
+    try:
+        if len(types) == 1:
+            kind = types.pop()
+            first = records[0]
+            if kind is Row and first._fields:
+                if len(set(map(_row_fields, records))) == 1:
+                    return _columns_batch(list(zip(*records, strict=True)),
+                                          list(first._fields), KIND_ROW)
+            elif issubclass(kind, tuple) and kind is not Row:
+                if len(set(map(len, records))) == 1 and len(first) > 0:
+                    names = [f"f{i}" for i in range(len(first))]
+                    return _columns_batch(list(zip(*records, strict=True)), names, KIND_TUPLE)
+            elif kind is dict:
+                batch = pa.RecordBatch.from_pylist(list(records))
+                if not any(_is_nested(t) for t in batch.schema.types):
+                    return batch.replace_schema_metadata({KIND_KEY: KIND_DICT})
+            elif kind in _SCALAR_TYPES:
+                return _columns_batch([records], ["f0"], KIND_SCALAR)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError,
+            TypeError, ValueError):
+        pass
+    return _pickled_batch(records)
+
+
+def arrow_to_records(batch: pa.RecordBatch) -> list[Any]:
+    """Decode a RecordBatch into Python records (batches without weir metadata -> Rows)."""
+    meta = batch.schema.metadata or {}
+    kind = meta.get(KIND_KEY, KIND_ROW)
+    if kind == KIND_SCALAR:
+        return batch.column(0).to_pylist()
+    if kind == KIND_TUPLE:
+        return list(zip(*(c.to_pylist() for c in batch.columns), strict=True))
+    if kind == KIND_PICKLE:
+        loads = pickle.loads
+        return [loads(b) for b in batch.column(0).to_pylist()]
+    if kind == KIND_DICT:
+        return batch.to_pylist()
+    fields = tuple(batch.schema.names)
+    index = {name: i for i, name in enumerate(fields)}
+    make = Row.from_values
+    if batch.num_columns == 0:
+        return [make(fields, index, ()) for _ in range(batch.num_rows)]
+    return [make(fields, index, values)
+            for values in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
+
+
+def _row_fields(row: Row) -> tuple[str, ...]:
+    return row._fields
+
+
+def _is_nested(t: pa.DataType) -> bool:
+    return pa.types.is_nested(t) or pa.types.is_null(t)
+
+
+def _columns_batch(columns: list[Sequence[Any]], names: list[str], kind: bytes) -> pa.RecordBatch:
+    arrays = [pa.array(col) for col in columns]
+    if any(_is_nested(a.type) for a in arrays):
+        # Nested values would come back as lists/dicts instead of tuples: keep them exact.
+        msg = "nested values are pickled"
+        raise TypeError(msg)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(
+        [pa.field(n, a.type) for n, a in zip(names, arrays, strict=True)],
+        metadata={KIND_KEY: kind}))
+
+
+def _pickle_schema() -> pa.Schema:
+    return pa.schema([("_pickled", pa.binary())], metadata={KIND_KEY: KIND_PICKLE})
+
+
+def _pickled_batch(records: Sequence[Any]) -> pa.RecordBatch:
+    dumps = cloudpickle.dumps
+    return pa.RecordBatch.from_arrays(
+        [pa.array([dumps(r) for r in records], pa.binary())], schema=_pickle_schema())
+
+
+def _encode_typed(records: Sequence[Any], type_info: TypeInformation) -> pa.RecordBatch:
+    schema = type_info.arrow_schema()
+    if type_info.kind == KIND_PICKLE:
+        return _pickled_batch(records)
+    try:
+        if type_info.kind == KIND_SCALAR:
+            columns: list[Sequence[Any]] = [records]
+        elif type_info.kind == KIND_DICT:
+            columns = [[r[name] for r in records] for name in schema.names]
+        elif records:
+            columns = list(zip(*records, strict=True))
+        else:
+            columns = [[] for _ in schema.names]
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, KeyError) as err:
+        sample = repr(records[0])[:80] if records else ""
+        msg = f"records do not match the declared output_type: {err} (first record: {sample})"
+        raise TypeError(msg) from err
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
