@@ -24,6 +24,7 @@ from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
 from shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
 from taskexecutor import options as te_options
 from weir.config import Configuration
+from weir.rpc import keep_until_done
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,8 @@ class JobScheduler:
             ev.state = common_pb2.DEPLOYING
             future = record.stub.SubmitTask.future(tdd, timeout=RPC_TIMEOUT_S)
             attempt_id = ev.attempt_id
-            future.add_done_callback(
-                lambda f, a=attempt_id: self._main.submit(lambda: self._deployed(a, f)))
+            keep_until_done(future, lambda f, a=attempt_id: self._main.submit(
+                lambda: self._deployed(a, f)))
 
     def _deployment_descriptor(self, ev: ExecutionVertex, partition_ids: dict[tuple[str, int], str],
                                descriptors: dict[str, bytes]) -> (
@@ -233,9 +234,9 @@ class JobScheduler:
             if record is None:
                 ev.state = common_pb2.CANCELED
                 continue
-            record.stub.CancelTask.future(
+            keep_until_done(record.stub.CancelTask.future(
                 taskexecutor_pb2.CancelTaskRequest(attempt_id=ev.attempt_id),
-                timeout=RPC_TIMEOUT_S)
+                timeout=RPC_TIMEOUT_S))
         timeout = self._config.get(te_options.CANCELLATION_TIMEOUT)
         self._main.schedule(timeout + 5, self._cancellation_watchdog)
 
@@ -273,9 +274,9 @@ class JobScheduler:
         for resource_id in self._used_task_executors:
             record = self._resources.get(resource_id)
             if record is not None:
-                record.stub.ReleaseJob.future(
+                keep_until_done(record.stub.ReleaseJob.future(
                     taskexecutor_pb2.ReleaseJobRequest(job_id=self.job_id),
-                    timeout=RPC_TIMEOUT_S)
+                    timeout=RPC_TIMEOUT_S))
         self._on_terminal(self)
 
     # -- queries ----------------------------------------------------------------------------

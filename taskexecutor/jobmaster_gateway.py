@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 
 from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
-from weir.rpc import create_channel
+from weir.rpc import create_channel, keep_until_done
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class JobMasterGateway:
                 callback(None, ConnectionError(
                     f"split request to the JobMaster failed: {err.code()}: {err.details()}"))
 
-        future.add_done_callback(done)
+        keep_until_done(future, done)
 
     def push_collect(self, job_id: str, subtask_index: int, attempt_id: str, data: bytes,
                      end: bool, cancelled: threading.Event) -> None:

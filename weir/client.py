@@ -220,10 +220,10 @@ def progress_line(details: jobmaster_pb2.JobDetails, elapsed: float) -> str:
         for sub in vertex.subtasks:
             running += sub.state == common_pb2.RUNNING
             finished += sub.state == common_pb2.FINISHED
-    sources = [v for v in details.vertices if v.name.startswith(("Source", "Collection",
-                                                                  "Sequence", "File", "Spark"))]
+    # Vertices are ordered upstream first; records entering a source task were read by it.
+    sources = [v for v in details.vertices if v.name.startswith("Source")]
     for vertex in sources or details.vertices[:1]:
-        records_out += sum(s.metrics.records_out for s in vertex.subtasks)
+        records_out += sum(s.metrics.records_in for s in vertex.subtasks)
     last = details.vertices[-1] if details.vertices else None
     if last is not None:
         records_in = sum(s.metrics.records_in for s in last.subtasks)

@@ -137,10 +137,13 @@ class Option(Generic[T]):
         except (ValueError, TypeError) as err:
             msg = f"invalid value for '{self.key}': {err}"
             raise ConfigError(msg) from err
-        if self.choices and str(value).lower() not in {c.lower() for c in self.choices}:
-            msg = (f"invalid value for '{self.key}': {raw!r} "
-                   f"(accepted: {', '.join(self.choices)})")
-            raise ConfigError(msg)
+        if self.choices:
+            canonical = {c.lower(): c for c in self.choices}.get(str(value).lower())
+            if canonical is None:
+                msg = (f"invalid value for '{self.key}': {raw!r} "
+                       f"(accepted: {', '.join(self.choices)})")
+                raise ConfigError(msg)
+            value = canonical  # matched case-insensitively: hand out the declared spelling
         if self.validator is not None:
             problem = self.validator(value)
             if problem:
@@ -231,10 +234,15 @@ class Configuration:
         if option is None:
             msg = f"unknown configuration key '{key}'{_suggestion(key)}"
             raise ConfigError(msg)
-        self._values[option.key] = option.parse(value)
-        self._raw[option.key] = str(value)
+        self.set(option, value)
 
     def set(self, option: Option[T], value: T) -> Configuration:
+        if value is None:
+            # An empty value (``key:`` in YAML) unsets the option: storing None would hide
+            # the env var and the default, and ship the string "None" to other processes.
+            self._values.pop(option.key, None)
+            self._raw.pop(option.key, None)
+            return self
         self._values[option.key] = option.parse(value)
         self._raw[option.key] = str(value)
         return self

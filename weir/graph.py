@@ -61,7 +61,10 @@ def _physical_inputs(node: Transformation) -> list[_Input]:
 
     def walk(t: Transformation, partitioner: int | None, key: KeySpec | None) -> None:
         if t.kind == "partition":
-            walk(t.inputs[0], t.partitioner, t.key)
+            # The partitioning closest to the consumer wins: rebalance().key_by(k) is keyed.
+            if partitioner is None:
+                partitioner, key = t.partitioner, t.key
+            walk(t.inputs[0], partitioner, key)
         elif t.kind == "union":
             for upstream in t.inputs:
                 walk(upstream, partitioner, key)

@@ -19,6 +19,7 @@ import pyarrow as pa
 from state.key_groups import assign_to_key_group, key_groups_of_array, key_groups_of_columns
 from weir.functions import KeySelector, resolve_callable
 from weir.records import Elements
+from weir.types import KIND_KEY, KIND_PICKLE
 
 
 class KeySpec:
@@ -68,20 +69,28 @@ class FieldKeySpec(KeySpec):
     def arrow_columns(self, elements: Elements) -> list[Any]:
         batch = elements.arrow()
         fields = self.fields if isinstance(self.fields, tuple) else (self.fields,)
-        try:
-            return [batch.column(f) for f in fields]
-        except KeyError as err:
-            msg = (f"key field {err} is not a column of the stream "
-                   f"(columns: {', '.join(batch.schema.names)})")
-            raise KeyError(msg) from None
+        columns = []
+        for f in fields:
+            try:
+                columns.append(batch.column(f))
+            except KeyError:
+                msg = (f"key field {f!r} is not a column of the stream "
+                       f"(columns: {', '.join(batch.schema.names)})")
+                raise KeyError(msg) from None
+        return columns
 
     def key_groups(self, elements: Elements, max_parallelism: int) -> np.ndarray:
-        if not elements.is_arrow:
+        if not elements.is_arrow or _is_pickled(elements.arrow()):
+            # A pickled batch has no field columns: its one column holds whole records.
             return super().key_groups(elements, max_parallelism)
         columns = self.arrow_columns(elements)
         if len(columns) == 1:
             return key_groups_of_array(columns[0], max_parallelism)
         return key_groups_of_columns(columns, max_parallelism)
+
+
+def _is_pickled(batch: pa.RecordBatch) -> bool:
+    return (batch.schema.metadata or {}).get(KIND_KEY) == KIND_PICKLE
 
 
 def key_groups_of_keys(keys: list[Any], max_parallelism: int) -> np.ndarray:

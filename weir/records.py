@@ -118,14 +118,19 @@ def records_to_arrow(records: Sequence[Any],
                 if len(set(map(_row_fields, records))) == 1:
                     return _columns_batch(list(zip(*records, strict=True)),
                                           list(first._fields), KIND_ROW)
-            elif issubclass(kind, tuple) and kind is not Row:
+            elif kind is tuple:  # tuple subclasses (namedtuples) would come back plain
                 if len(set(map(len, records))) == 1 and len(first) > 0:
                     names = [f"f{i}" for i in range(len(first))]
                     return _columns_batch(list(zip(*records, strict=True)), names, KIND_TUPLE)
             elif kind is dict:
-                batch = pa.RecordBatch.from_pylist(list(records))
-                if not any(_is_nested(t) for t in batch.schema.types):
-                    return batch.replace_schema_metadata({KIND_KEY: KIND_DICT})
+                # Only dicts with the same str keys (in the same order) become columns: any
+                # other key would be lost or come back as an added None.
+                key_sets = set(map(tuple, records))
+                if len(key_sets) == 1:
+                    names = list(key_sets.pop())
+                    if names and all(type(k) is str for k in names):
+                        return _columns_batch([[r[k] for r in records] for k in names],
+                                              names, KIND_DICT)
             elif kind in _SCALAR_TYPES:
                 return _columns_batch([records], ["f0"], KIND_SCALAR)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError,
@@ -160,11 +165,23 @@ def _row_fields(row: Row) -> tuple[str, ...]:
     return row._fields
 
 
+def _is_scalar_subclass(t: type) -> bool:
+    return t not in _SCALAR_TYPES and issubclass(t, _SCALAR_TYPES)
+
+
 def _is_nested(t: pa.DataType) -> bool:
     return pa.types.is_nested(t) or pa.types.is_null(t)
 
 
 def _columns_batch(columns: list[Sequence[Any]], names: list[str], kind: bytes) -> pa.RecordBatch:
+    for col in columns:
+        kinds = set(map(type, col))
+        kinds.discard(type(None))
+        if len(kinds) > 1 or (kinds and _is_scalar_subclass(next(iter(kinds)))):
+            # Arrow would coerce mixed values (1 and 2.5 -> doubles, str and bytes -> binary)
+            # or drop a subclass (IntEnum -> int): pickle them to get them back unchanged.
+            msg = "mixed value types are pickled"
+            raise TypeError(msg)
     arrays = [pa.array(col) for col in columns]
     if any(_is_nested(a.type) for a in arrays):
         # Nested values would come back as lists/dicts instead of tuples: keep them exact.

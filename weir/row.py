@@ -69,6 +69,9 @@ class Row(tuple):
 
     def as_dict(self) -> dict[str, Any]:
         """The named fields as a dict."""
+        if not self._fields and len(self):
+            msg = "a positional Row has no field names: build it as Row(name=value, ...)"
+            raise TypeError(msg)
         return dict(zip(self._fields, self, strict=True))
 
     def __repr__(self) -> str:
@@ -77,6 +80,27 @@ class Row(tuple):
         else:
             inner = ", ".join(repr(v) for v in self)
         return f"Row({inner})"
+
+
+class _FieldOrTupleMethod:
+    """``row.count``/``row.index``: the field when the row has one of that name (as the
+    running ``count()`` aggregation emits), else the tuple method."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._method = getattr(tuple, name)
+
+    def __get__(self, row: Row | None, owner: type) -> Any:
+        if row is None:
+            return self._method
+        position = row._index.get(self._name)
+        if position is None:
+            return self._method.__get__(row, owner)
+        return tuple.__getitem__(row, position)
+
+
+Row.count = _FieldOrTupleMethod("count")  # type: ignore[assignment,method-assign]
+Row.index = _FieldOrTupleMethod("index")  # type: ignore[assignment,method-assign]
 
 
 def _rebuild_row(fields: tuple[str, ...], values: tuple[Any, ...]) -> Row:

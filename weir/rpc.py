@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import hmac
+import threading
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
@@ -130,3 +131,25 @@ def translate_rpc_error(err: grpc.RpcError, address: str) -> Exception:
     if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
         return InvalidJobError(details or "invalid request")
     return UserError(f"the JobMaster at {address} failed the call ({code}): {details}")
+
+
+_in_flight: set[Any] = set()
+_in_flight_lock = threading.Lock()
+
+
+def keep_until_done(future: Any, on_done: Callable[[Any], None] | None = None) -> None:
+    """Hold a reference to an asynchronous call until it completes.
+
+    gRPC cancels a call whose future is garbage collected, so a fire-and-forget call must
+    be kept alive somewhere; ``on_done(future)`` runs on a gRPC thread when it completes.
+    """
+    with _in_flight_lock:
+        _in_flight.add(future)
+
+    def done(f: Any) -> None:
+        with _in_flight_lock:
+            _in_flight.discard(f)
+        if on_done is not None:
+            on_done(f)
+
+    future.add_done_callback(done)

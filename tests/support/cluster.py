@@ -112,3 +112,56 @@ def write_job(directory: Path, source: str, name: str = "job.py") -> Path:
     path = directory / name
     path.write_text(textwrap.dedent(source))
     return path
+
+
+class ClientEnvironment:
+    """Submits jobs from the test process to a running cluster (as ``weir run`` would)."""
+
+    def __init__(self, cluster: LocalCluster, **config: str) -> None:
+        from weir.config import Configuration
+        from weir.environment import ExecutionContext
+
+        self.context = ExecutionContext(address=cluster.address, token=config.pop("token", None),
+                                        configuration=Configuration.from_pairs(config),
+                                        cluster_dir=str(cluster.dir))
+
+    def __enter__(self) -> Any:
+        from weir import StreamExecutionEnvironment
+        from weir.environment import set_execution_context
+
+        set_execution_context(self.context)
+        return StreamExecutionEnvironment.get_execution_environment()
+
+    def __exit__(self, *exc: object) -> None:
+        from weir.environment import set_execution_context
+
+        set_execution_context(None)
+
+
+def job_details(cluster: LocalCluster, job_id: str) -> Any:
+    client = cluster.client()
+    try:
+        return client.job_details(job_id)
+    finally:
+        client.close()
+
+
+def wait_job_status(cluster: LocalCluster, job_id: str, statuses: set[str],
+                    timeout: float) -> Any:
+    """Poll until the job reaches one of ``statuses`` (names such as "RUNNING")."""
+    from weir.client import job_status_name
+
+    return poll(lambda: (d := job_details(cluster, job_id)) and
+                job_status_name(d.summary.status) in statuses and d,
+                timeout, interval=0.1, what=f"job {job_id} to reach {statuses}")
+
+
+def wait_all_running(cluster: LocalCluster, job_id: str, timeout: float = 60) -> Any:
+    from proto import common_pb2
+
+    def ready() -> Any:
+        details = job_details(cluster, job_id)
+        subtasks = [s for v in details.vertices for s in v.subtasks]
+        return subtasks and all(s.state == common_pb2.RUNNING for s in subtasks) and details
+
+    return poll(ready, timeout, interval=0.1, what=f"all tasks of {job_id} to run")

@@ -80,6 +80,7 @@ class SparkSource(PreparedSource):
     def prepare(self, configuration: Configuration) -> tuple[Source, Callable[[], None]]:
         from weir.connectors.spark_staging import (
             SparkQueryError,
+            StagingError,
             StreamingStager,
             spark_session,
             stage_batch,
@@ -90,7 +91,7 @@ class SparkSource(PreparedSource):
         if not self.streaming:
             try:
                 result = stage_batch(self.query, staging, spark=spark)
-            except SparkQueryError as err:
+            except (SparkQueryError, StagingError, ValueError) as err:
                 msg = f"the Spark query of source '{self.name}' failed: {err}"
                 raise InvalidJobError(msg) from err
             log.info("Spark staged %d rows in %d splits under %s", result.rows,
@@ -103,7 +104,7 @@ class SparkSource(PreparedSource):
             trigger_interval_s=configuration.get(options.SPARK_TRIGGER_INTERVAL))
         try:
             stager.start()
-        except SparkQueryError as err:
+        except (SparkQueryError, StagingError, ValueError) as err:
             msg = f"the Spark streaming query of source '{self.name}' failed: {err}"
             raise InvalidJobError(msg) from err
         source = FileSource(staging, "parquet",

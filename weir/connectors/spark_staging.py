@@ -14,7 +14,8 @@ Staging contract
 * Every ``*.parquet`` file (not starting with ``_`` or ``.``) in a commit directory is one
   split. Splits are ordered by (directory name, file name). A visible split never changes and
   never disappears while the staging location is in use; a commit directory never gains or
-  loses files.
+  loses files. A split may hold zero rows (Spark writes one schema-only file for an empty
+  result or micro-batch).
 * **Batch** (:func:`stage_batch`): the query's result is written as ONE commit directory named
   ``batch-000000000000``.
 * **Streaming** (:class:`StreamingStager`): micro-batch ``N`` is written (via Spark's

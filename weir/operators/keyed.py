@@ -133,6 +133,7 @@ class KeyedProcessOperator(StreamOperator):
     def open(self) -> None:
         self._store = HeapKeyedStateStore()
         self._fn_ctx = KeyedProcessFunction.Context()
+        self._process = resolve_callable(self.fn, "process_element")
         self._open_functions(self._store)
 
     def close(self) -> None:
@@ -141,7 +142,7 @@ class KeyedProcessOperator(StreamOperator):
     def process(self, elements: Elements, input_index: int = 0) -> None:
         out: list[Any] = []
         ctx = self._fn_ctx
-        process = self.fn.process_element
+        process = self._process
         for key, record in zip(self.key.keys(elements), elements.records(), strict=True):
             self._store.set_current_key(key)
             ctx._key = key

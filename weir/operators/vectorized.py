@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from weir.operators.base import StreamOperator
 from weir.records import Elements
+from weir.types import KIND_KEY, KIND_PICKLE
 
 AGGREGATIONS = ("count", "sum", "min", "max")
 
@@ -44,6 +45,7 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
     group_keys = [distinct[c] for c in sorted_codes[starts].tolist()]
     group_of_row = np.repeat(np.arange(len(starts)), ends - starts)
 
+    valid: np.ndarray | None = None
     if kind == "count":
         values = np.ones(n, dtype=np.int64)
         out_name = "count"
@@ -51,33 +53,74 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
         column = batch.column(field)  # type: ignore[arg-type]
         out_name = batch.schema.field(field).name  # type: ignore[arg-type]
         if column.null_count:
-            # Nulls do not contribute: the identity of each aggregation stands in for them.
-            fill: Any = 0 if kind == "sum" else (pc.max(column) if kind == "min"
-                                                 else pc.min(column))
+            # Nulls do not contribute: they add 0 to a sum and leave a min/max unchanged
+            # (null while a key has no value yet). The fill only gives numpy a value.
+            valid = column.is_valid().to_numpy(zero_copy_only=False)[order]
+            fill: Any = 0 if kind == "sum" else pc.min(column)
+            if not isinstance(fill, int) and not fill.is_valid and \
+                    pa.types.is_integer(column.type):
+                fill = 0  # all null: keep integers integers
             column = pc.fill_null(column, fill)
         values = column.to_numpy(zero_copy_only=False)
     sorted_values = values[order]
+    seen: np.ndarray | None = None  # rows whose key has an aggregate (min/max with nulls)
 
-    if kind in ("count", "sum"):
+    if kind in ("count", "sum") and sorted_values.dtype.kind in "iub":
+        # Integers are exact: one cumulative sum over all groups, minus what came before.
         cumulative = np.cumsum(sorted_values)
         before_group = np.zeros(len(starts), dtype=cumulative.dtype)
         before_group[1:] = cumulative[starts[1:] - 1]
         prior = np.array([state.get(k, 0) for k in group_keys], dtype=cumulative.dtype)
         running = cumulative - before_group[group_of_row] + prior[group_of_row]
+    elif kind == "sum":
+        # Floats: subtracting other groups' sums would lose precision, so each group adds
+        # up its own values in order, from its prior total, exactly as record by record.
+        running = np.empty(n, dtype=np.result_type(sorted_values.dtype, np.float64))
+        for g, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            prior_total = state.get(group_keys[g], 0)
+            running[s:e] = np.cumsum(np.r_[prior_total, sorted_values[s:e]])[1:]
     else:
         accumulate = np.minimum.accumulate if kind == "min" else np.maximum.accumulate
         combine = np.minimum if kind == "min" else np.maximum
         running = np.empty_like(sorted_values)
+        if valid is not None:
+            seen = np.ones(n, dtype=bool)
         for g, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-            segment = accumulate(sorted_values[s:e])
             previous = state.get(group_keys[g])
-            running[s:e] = segment if previous is None else combine(segment, previous)
+            if valid is None:
+                segment = accumulate(sorted_values[s:e])
+                running[s:e] = segment if previous is None else combine(segment, previous)
+                continue
+            ok = valid[s:e]
+            # Running aggregate over the valid values; row i takes it after its valid count.
+            taken = sorted_values[s:e][ok]
+            counts = np.cumsum(ok)
+            has = counts > 0
+            if len(taken):
+                segment = accumulate(taken)
+                if previous is not None:
+                    segment = combine(segment, previous)
+                running[s:e][has] = segment[counts[has] - 1]
+            if previous is not None:
+                running[s:e][~has] = previous
+            else:
+                assert seen is not None
+                seen[s:e] = has
 
-    state.update(zip(group_keys, running[ends - 1].tolist(), strict=True))
+    last = (ends - 1).tolist()
+    finals = running[ends - 1].tolist()
+    for g, k in enumerate(group_keys):
+        if seen is None or seen[last[g]]:
+            state[k] = finals[g]
     result = np.empty_like(running)
     result[order] = running
+    mask = None
+    if seen is not None:
+        mask = np.empty(n, dtype=bool)
+        mask[order] = ~seen
     key_name = batch.schema.field(key).name
-    return pa.RecordBatch.from_arrays([keys, pa.array(result)], names=[key_name, out_name])
+    return pa.RecordBatch.from_arrays([keys, pa.array(result, mask=mask)],
+                                      names=[key_name, out_name])
 
 
 class VectorizedAggregateOperator(StreamOperator):
@@ -100,9 +143,19 @@ class VectorizedAggregateOperator(StreamOperator):
         if batch.num_rows == 0:
             return
         try:
+            if (batch.schema.metadata or {}).get(KIND_KEY) == KIND_PICKLE:
+                # Records with mixed value types travel pickled: build the two columns the
+                # aggregation needs from the records (Arrow may widen ints to floats here).
+                names = [self.key] if self.field is None else [self.key, self.field]
+                records = elements.records()
+                batch = pa.RecordBatch.from_pydict(
+                    {str(n): [r[n] for r in records] for n in names})
             result = running_aggregate(batch, self.key, self.kind, self.field, self._state)
         except KeyError as err:
-            msg = (f"'{self.name}': column {err} not in the stream "
+            wanted = [self.key] if self.field is None else [self.key, self.field]
+            missing = [n for n in wanted if isinstance(n, str) and n not in batch.schema.names]
+            column = repr(missing[0]) if missing else str(err)
+            msg = (f"'{self.name}': column {column} not in the stream "
                    f"(columns: {', '.join(batch.schema.names)})")
             raise KeyError(msg) from None
         assert self.output is not None

@@ -98,7 +98,8 @@ class SequenceSource(Source):
         # A few splits per reader so fast readers take more (as Flink's NumberSequenceSource).
         count = self.end - self.start + 1
         n = max(1, min(count, parallelism * 4))
-        bounds = np.linspace(self.start, self.end + 1, n + 1, dtype=np.int64).tolist()
+        # Integer arithmetic: floats (np.linspace) lose precision beyond 2**53.
+        bounds = [self.start + count * i // n for i in range(n + 1)]
         splits = [SequenceSplit(a, b - 1) for a, b in itertools.pairwise(bounds)
                   if b > a]
         return StaticSplitEnumerator(splits)
