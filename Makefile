@@ -6,7 +6,7 @@ WEIR    = $(VENV)/bin/weir
 PYTEST  = $(PY) -m pytest
 BENCH_ARGS ?=
 
-.PHONY: install demo test chaos lint proto bench clean
+.PHONY: install demo test chaos lint proto bench docs clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,9 @@ proto: install
 
 bench: install
 	$(PY) benchmarks/wordcount.py $(BENCH_ARGS)
+
+docs: install
+	$(PY) -m weir.docgen
 
 clean:
 	rm -rf build .pytest_cache

@@ -15,8 +15,9 @@ MAX_PARALLELISM = Option(
     "pipeline.max-parallelism", int, default=128, validator=positive,
     doc="Number of key groups: the upper bound for rescaling keyed state.")
 RUNTIME_MODE = Option(
-    "execution.runtime-mode", str, default="STREAMING", choices=("STREAMING", "BATCH"),
-    doc="STREAMING runs all tasks at once with pipelined exchanges.")
+    "execution.runtime-mode", str, default="STREAMING", choices=("STREAMING",),
+    doc="STREAMING runs all tasks at once with pipelined exchanges (BATCH, with blocking "
+        "exchanges, is not available yet).")
 BUFFER_TIMEOUT = Option(
     "execution.buffer-timeout", Duration, default="100 ms", validator=non_negative,
     doc="Longest time output waits in a partly filled buffer before it is flushed "
@@ -60,9 +61,6 @@ HEARTBEAT_TIMEOUT = Option(
     "heartbeat.timeout", Duration, default="10 s", validator=positive,
     doc="A peer that sent no heartbeat for this long is considered lost "
         "(a closed connection is noticed at once).")
-WORKING_DIR = Option(
-    "process.working-dir", str, default=None,
-    doc="Working directory of a daemon (logs, local data); default: a temporary directory.")
 SPARK_STAGING_DIR = Option(
     "spark.staging.dir", str, default=None,
     doc="Where from_spark() sources stage Spark's output (default: <cluster dir>/staging for "
