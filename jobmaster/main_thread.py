@@ -7,6 +7,7 @@ the execution graphs need no locks.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -52,6 +53,9 @@ class MainThreadExecutor:
             future.set_exception(RuntimeError("the JobMaster is shutting down"))
             return future
         self._queue.put((fn, future), timeout=timeout)
+        if self._stopped.is_set():
+            # stop() may have drained the queue before our put: fail rather than hang.
+            self._fail_pending()
         return future
 
     def call(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
@@ -64,7 +68,10 @@ class MainThreadExecutor:
         """Run ``fn`` on the main thread after ``delay`` seconds."""
         with self._timer_lock:
             heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), fn))
-        self._queue.put((lambda: None, Future()))  # wake the loop to re-plan its sleep
+        if not self.in_main_thread():
+            # Wake the loop to re-plan its sleep; if the queue is full it wakes anyway.
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait((lambda: None, Future()))
 
     def _next_timeout(self) -> float:
         with self._timer_lock:
@@ -105,9 +112,18 @@ class MainThreadExecutor:
             future.set_result(result)
 
     def stop(self) -> None:
+        """Stop the thread; work still queued fails with RuntimeError instead of hanging."""
         self._stopped.set()
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)
-        except queue.Full:
-            pass
         self._thread.join(timeout=5)
+        self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None and not item[1].done():
+                item[1].set_exception(RuntimeError("the JobMaster is shutting down"))

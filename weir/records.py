@@ -21,11 +21,13 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import pickle
 from collections.abc import Sequence
 from typing import Any
 
 import cloudpickle
+import numpy as np
 import pyarrow as pa
 
 from weir.row import Row
@@ -165,8 +167,19 @@ def _row_fields(row: Row) -> tuple[str, ...]:
     return row._fields
 
 
-def _is_scalar_subclass(t: type) -> bool:
-    return t not in _SCALAR_TYPES and issubclass(t, _SCALAR_TYPES)
+#: Python and numpy types Arrow stores in one column type and gives back as the first.
+_VALUE_KINDS = ((bool, bool), (np.bool_, bool), (int, int), (np.integer, int),
+                (float, float), (np.floating, float), (str, str), (bytes, bytes))
+
+
+def _value_kind(t: type) -> type | None:
+    """What a value of type ``t`` comes back from Arrow as; None: not safely (enums)."""
+    if issubclass(t, enum.Enum):
+        return None  # IntEnum/StrEnum members would come back as plain ints and strs
+    for cls, kind in _VALUE_KINDS:
+        if issubclass(t, cls):
+            return kind
+    return t
 
 
 def _is_nested(t: pa.DataType) -> bool:
@@ -175,11 +188,12 @@ def _is_nested(t: pa.DataType) -> bool:
 
 def _columns_batch(columns: list[Sequence[Any]], names: list[str], kind: bytes) -> pa.RecordBatch:
     for col in columns:
-        kinds = set(map(type, col))
-        kinds.discard(type(None))
-        if len(kinds) > 1 or (kinds and _is_scalar_subclass(next(iter(kinds)))):
+        types = set(map(type, col))
+        types.discard(type(None))
+        kinds = set(map(_value_kind, types))
+        if len(kinds) > 1 or None in kinds:
             # Arrow would coerce mixed values (1 and 2.5 -> doubles, str and bytes -> binary)
-            # or drop a subclass (IntEnum -> int): pickle them to get them back unchanged.
+            # or drop an enum's type: pickle them to get them back unchanged.
             msg = "mixed value types are pickled"
             raise TypeError(msg)
     arrays = [pa.array(col) for col in columns]

@@ -49,6 +49,8 @@ class Subpartition:
 
     def add(self, buffer: Buffer) -> None:
         with self._cond:
+            if self.released:
+                return  # nobody will read it: the job ended or the consumer went away
             self._queue.append(buffer)
             self.buffers_out += 1
             self.bytes_out += buffer.size

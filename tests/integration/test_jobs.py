@@ -165,3 +165,63 @@ def test_cluster_status_json_shape(shared_cluster: LocalCluster):
     assert len(info["taskexecutors"]) == 2
     for te in info["taskexecutors"]:
         assert set(te) >= {"resource_id", "pid", "address", "metrics_url"}
+
+
+def test_keyed_process_function_with_value_state_and_json_sink(shared_cluster: LocalCluster,
+                                                               tmp_path: Path):
+    out = tmp_path / "json-out"
+    job = write_job(tmp_path, f"""
+        from weir import (FileSink, KeyedProcessFunction, StreamExecutionEnvironment,
+                          ValueStateDescriptor)
+
+        class FirstSeen(KeyedProcessFunction):
+            def open(self, runtime_context):
+                self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))
+
+            def process_element(self, value, ctx):
+                count = (self.seen.value() or 0) + 1
+                self.seen.update(count)
+                if count == 1:
+                    yield {{"key": ctx.get_current_key(), "first": value}}
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        (env.from_sequence(0, 9_999).key_by(lambda n: n % 13).process(FirstSeen())
+            .sink_to(FileSink({str(out)!r}, format="json")))
+        env.execute("first seen")
+    """)
+    result = shared_cluster.weir("run", str(job))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for path in sorted(out.glob("*.jsonl"))
+            for line in path.read_text().splitlines()]
+    assert sorted((r["key"], r["first"]) for r in rows) == [(k, k) for k in range(13)]
+
+
+def test_jobmaster_loss_stops_the_tasks_of_every_task_executor(cluster_factory, tmp_path: Path):
+    import os
+    import signal
+    import urllib.request
+
+    cluster = cluster_factory(2, 1, "heartbeat.interval=300 ms", "heartbeat.timeout=3 s")
+    job = write_job(tmp_path, """
+        from weir import StreamExecutionEnvironment, DiscardingSink
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        env.from_sequence(0, 10**12).rebalance().map(lambda n: n).sink_to(DiscardingSink())
+        env.execute("orphaned")
+    """)
+    job_id = cluster.weir("run", "--detached", str(job)).stdout.strip()
+    wait_all_running(cluster, job_id)
+    status = cluster.status()
+    os.kill(status["jobmaster"]["pid"], signal.SIGKILL)
+
+    def busy_slots() -> int:
+        used = 0
+        for te in status["taskexecutors"]:
+            body = urllib.request.urlopen(te["metrics_url"], timeout=5).read().decode()
+            used += int(float(next(line.split()[1] for line in body.splitlines()
+                                   if line.startswith("weir_taskexecutor_slots_used "))))
+        return used
+
+    # Heartbeats go both ways: the TaskExecutors notice and cancel their tasks.
+    poll(lambda: busy_slots() == 0, 10, what="TaskExecutors to stop their tasks")

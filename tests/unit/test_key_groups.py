@@ -7,6 +7,7 @@ import decimal
 import doctest
 import itertools
 import random
+from collections.abc import Sequence
 
 import mmh3
 import numpy as np
@@ -31,14 +32,14 @@ from state import (
     operator_indexes,
 )
 
-# A non-power-of-two and the largest allowed value: the modulo then depends on every hash bit.
+# Non-powers of two make the modulo depend on every hash bit; 32768 is the largest allowed.
 MAX_PARALLELISMS = [7, 128, 1000, UPPER_BOUND_MAX_PARALLELISM]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 FAST = settings(max_examples=40, deadline=None)
 
 
-def scalar_groups(values: list[object], max_parallelism: int) -> list[int]:
+def scalar_groups(values: Sequence[object], max_parallelism: int) -> list[int]:
     return [assign_to_key_group(v, max_parallelism) for v in values]
 
 
@@ -115,13 +116,15 @@ INT_TYPES = [
 ]
 
 
-@FAST
-@given(st.data())
-def test_integers_match_scalar(data: st.DataObject) -> None:
-    for type_, low, high in INT_TYPES:
-        element = st.none() | st.integers(low, high) | st.sampled_from([low, high, 0, -1 % high])
-        values = data.draw(st.lists(element, max_size=40))
-        assert_matches_scalar(pa.array(values, type_))
+@pytest.mark.parametrize(("type_", "low", "high"), INT_TYPES, ids=str)
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_integers_match_scalar(
+    type_: pa.DataType, low: int, high: int, data: st.DataObject
+) -> None:
+    element = st.none() | st.integers(low, high) | st.sampled_from([low, high, 0, high // 2])
+    values = data.draw(st.lists(element, max_size=40))
+    assert_matches_scalar(pa.array(values, type_))
 
 
 def test_int64_extremes_and_uint64_beyond_int64() -> None:
@@ -287,6 +290,34 @@ def test_composite_keys_match_scalar_tuples(rows: list[tuple[object, ...]]) -> N
         sliced = [columns[0].slice(1), pa.chunked_array([columns[1].slice(1)])]
         expected_pairs = [assign_to_key_group(p, max_parallelism) for p in pairs]
         assert key_groups_of_columns(sliced, max_parallelism).tolist() == expected_pairs
+
+
+def test_composite_keys_of_other_layouts() -> None:
+    # Null slots spanning bytes (values not back to back), fixed-size binary, a sliced
+    # dictionary column and a null column.
+    offsets = pa.array([0, 3, 6, 8], pa.int32()).buffers()[1]
+    validity = pa.array([True, False, True]).buffers()[1]
+    spanning = pa.StringArray.from_buffers(3, offsets, pa.py_buffer(b"abcdefgh"), validity)
+    fixed = pa.array([b"xyz", None, b"\x00\x01\x02", b"qqq"], pa.binary(3)).slice(1)
+    labels = pa.array(["p", "q", None, "p"]).dictionary_encode().slice(1)
+    columns = [spanning, fixed, labels, pa.nulls(3)]
+    rows = list(zip(*(c.to_pylist() for c in columns), strict=True))
+    assert rows[0] == ("abc", None, "q", None)
+    for max_parallelism in MAX_PARALLELISMS:
+        expected = [assign_to_key_group(r, max_parallelism) for r in rows]
+        assert key_groups_of_columns(columns, max_parallelism).tolist() == expected
+
+
+def test_arrays_longer_than_one_internal_batch() -> None:
+    rng = random.Random(3)
+    values: list[str | None] = [
+        None if rng.random() < 0.05 else "k" * rng.randrange(0, 20) + str(i) for i in range(140_000)
+    ]
+    values[70_000] = "long" * 100
+    arr = pa.array(values)
+    assert key_groups_of_array(arr, 1000).tolist() == scalar_groups(values, 1000)
+    chunked = pa.chunked_array([arr.slice(0, 65_537), arr.slice(65_537)])
+    assert key_groups_of_array(chunked, 1000).tolist() == scalar_groups(values, 1000)
 
 
 def test_composite_keys_with_a_fallback_column() -> None:
