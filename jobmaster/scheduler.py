@@ -180,6 +180,12 @@ class JobScheduler:
         if update.HasField("metrics"):
             ev.metrics = update.metrics
         if update.state == common_pb2.FAILED:
+            if ev.state == common_pb2.CANCELING:
+                # Failing while being cancelled (e.g. its producer was cancelled first) is
+                # the end of cancellation, not a new failure: as Flink does.
+                ev.state = common_pb2.CANCELED
+                self._check_progress()
+                return
             self._task_failed(ev, update.error)
             return
         ev.state = update.state
