@@ -235,7 +235,9 @@ class Task:
             if age is not None:
                 timeout = min(timeout, max(0.0, self._buffer_timeout - age))
         if self._reader is not None and not self._split_request_in_flight:
-            timeout = min(timeout, max(0.0, self._next_split_request - time.monotonic()))
+            due = self._next_split_request - time.monotonic()
+            if due > 0:  # a past due time must not turn the wait into a busy loop
+                timeout = min(timeout, due)
         for gate in self._gates:
             next_retry = getattr(gate, "next_retry", lambda: None)()
             if next_retry is not None:

@@ -158,7 +158,7 @@ def test_from_pairs_and_get() -> None:
                                      "execution.buffer-timeout": "5 ms"})
     assert conf.get(options.PARALLELISM) == 4
     assert conf.get(options.BUFFER_TIMEOUT) == pytest.approx(0.005)
-    assert conf.get(options.BATCH_SIZE) == 4096  # default
+    assert conf.get(options.BATCH_SIZE) == options.BATCH_SIZE.default_value()
     assert conf.contains(options.PARALLELISM)
     assert not conf.contains(options.BATCH_SIZE)
     assert conf.to_dict() == {"parallelism.default": "4", "execution.buffer-timeout": "5 ms"}

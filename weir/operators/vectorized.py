@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -38,12 +39,14 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
     encoded = pc.dictionary_encode(keys, null_encoding="encode")
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     distinct = encoded.dictionary.to_pylist()
+    # dictionary_encode numbers distinct keys 0..k-1, so after a stable sort by code,
+    # group g is code g: its key is distinct[g] and its rows are contiguous.
     order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
-    ends = np.r_[starts[1:], n]
-    group_keys = [distinct[c] for c in sorted_codes[starts].tolist()]
-    group_of_row = np.repeat(np.arange(len(starts)), ends - starts)
+    group_of_row = codes[order]
+    sizes = np.bincount(codes, minlength=len(distinct))
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    group_keys = distinct
 
     valid: np.ndarray | None = None
     if kind == "count":
@@ -70,7 +73,8 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
         cumulative = np.cumsum(sorted_values)
         before_group = np.zeros(len(starts), dtype=cumulative.dtype)
         before_group[1:] = cumulative[starts[1:] - 1]
-        prior = np.array([state.get(k, 0) for k in group_keys], dtype=cumulative.dtype)
+        prior = np.fromiter(map(state.get, group_keys, repeat(0)), dtype=cumulative.dtype,
+                            count=len(group_keys))
         running = cumulative - before_group[group_of_row] + prior[group_of_row]
     elif kind == "sum":
         # Floats: subtracting other groups' sums would lose precision, so each group adds
@@ -107,11 +111,14 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
                 assert seen is not None
                 seen[s:e] = has
 
-    last = (ends - 1).tolist()
     finals = running[ends - 1].tolist()
-    for g, k in enumerate(group_keys):
-        if seen is None or seen[last[g]]:
-            state[k] = finals[g]
+    if seen is None:
+        state.update(zip(group_keys, finals, strict=True))
+    else:
+        last = (ends - 1).tolist()
+        for g, k in enumerate(group_keys):
+            if seen[last[g]]:
+                state[k] = finals[g]
     result = np.empty_like(running)
     result[order] = running
     mask = None

@@ -1,0 +1,429 @@
+"""Shared helpers of the benchmarks: a local cluster, job timing, tables, JSON, py-spy.
+
+* :class:`LocalCluster` starts a real local cluster (``weir cluster start``: one JobMaster
+  and N TaskExecutor OS processes) under a directory and always stops it again, also on
+  Ctrl-C or SIGTERM, when used as a context manager.
+* :func:`run_job` submits whatever was built on an environment and times it from
+  submission to FINISHED.
+* :class:`Profiler` samples the TaskExecutor processes with py-spy while a job runs and
+  :func:`summarise_profile` turns py-spy's raw (collapsed-stack) output into the top
+  functions by self and total time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_DIR = REPO_ROOT / "build"
+RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+
+if str(REPO_ROOT) not in sys.path:  # run as `python benchmarks/x.py` from anywhere
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+# -- a local cluster of real processes --------------------------------------------------------
+
+
+def _weir(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "weir", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO_ROOT, check=False)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM for a moment (while the cluster is being stopped)."""
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+class LocalCluster:
+    """``weir cluster start --dir DIR --taskexecutors N --slots S`` for a ``with`` block."""
+
+    def __init__(self, directory: Path, taskexecutors: int = 2, slots: int = 2,
+                 options: Sequence[str] = ()) -> None:
+        self.directory = Path(directory)
+        self.taskexecutors = taskexecutors
+        self.slots = slots
+        self.options = list(options)
+        self.address: str | None = None
+        self._started = False
+
+    def start(self) -> LocalCluster:
+        if (self.directory / "jobmaster.json").exists():
+            # A cluster left behind by a killed run of this benchmark: stop it first.
+            _weir("cluster", "stop", "--dir", str(self.directory))
+        self._started = True  # from here on, stop() must run even if start fails half-way
+        result = _weir("cluster", "start", "--dir", str(self.directory),
+                       "--taskexecutors", str(self.taskexecutors), "--slots", str(self.slots),
+                       *(f"-D{o}" for o in self.options))
+        if result.returncode != 0:
+            msg = f"weir cluster start failed:\n{result.stdout}{result.stderr}"
+            raise RuntimeError(msg)
+        info = json.loads((self.directory / "jobmaster.json").read_text())
+        self.address = str(info["address"])
+        return self
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        with _signals_deferred():
+            result = _weir("cluster", "stop", "--dir", str(self.directory), timeout=60)
+        if result.returncode != 0 and "no cluster is running" not in result.stderr:
+            print(f"warning: weir cluster stop: {result.stderr.strip()}", file=sys.stderr)
+
+    def taskexecutor_pids(self) -> list[int]:
+        return [int(json.loads(p.read_text())["pid"])
+                for p in sorted(self.directory.glob("taskexecutor-*.json"))]
+
+    def jobmaster_pid(self) -> int:
+        return int(json.loads((self.directory / "jobmaster.json").read_text())["pid"])
+
+    def environment(self, config: dict[str, Any] | None = None) -> Any:
+        """A StreamExecutionEnvironment that submits to this cluster."""
+        from weir import StreamExecutionEnvironment
+        from weir.config import Configuration
+        from weir.environment import ExecutionContext, set_execution_context
+
+        assert self.address is not None, "start() the cluster first"
+        set_execution_context(ExecutionContext(
+            address=self.address, token=None, configuration=Configuration(),
+            cluster_dir=str(self.directory)))
+        env = StreamExecutionEnvironment.get_execution_environment()
+        if config:
+            env.configure(config)
+        return env
+
+    def __enter__(self) -> LocalCluster:
+        self._saved_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            signal.signal(signal.SIGTERM, self._saved_sigterm)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            signal.signal(signal.SIGTERM, self._saved_sigterm)
+            from weir.environment import set_execution_context
+
+            set_execution_context(None)
+
+
+# -- timing jobs ------------------------------------------------------------------------------
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far; 0 if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class JobTiming:
+    job_id: str
+    wall_s: float  #: client side: from building/submitting the graph to seeing FINISHED
+    cluster_s: float  #: the JobMaster's own start..end time of the job
+    cpu_s: dict[int, float]  #: CPU seconds each watched process used meanwhile
+
+
+def run_job(env: Any, name: str, poll_interval: float = 0.02,
+            cpu_pids: Sequence[int] = ()) -> JobTiming:
+    """Submit what was built on ``env``, wait for FINISHED (raises otherwise), time it.
+
+    ``cpu_pids``: processes (e.g. the TaskExecutors) whose CPU time during the job is
+    reported in ``JobTiming.cpu_s``.
+    """
+    cpu_before = {pid: process_cpu_seconds(pid) for pid in cpu_pids}
+    started = time.perf_counter()
+    job = env.execute_async(name)
+    try:
+        details = job.wait(timeout=3600, poll_interval=poll_interval)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            job.close()  # cancels the job if it still runs (e.g. on Ctrl-C)
+        raise
+    wall = time.perf_counter() - started
+    summary = details.summary
+    cluster = (summary.end_time_ms - summary.start_time_ms) / 1000 if summary.end_time_ms else 0.0
+    job.client.close()
+    cpu = {pid: round(process_cpu_seconds(pid) - before, 3) for pid, before in cpu_before.items()}
+    return JobTiming(job.job_id, wall, cluster, cpu)
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+# -- reporting --------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    import numpy
+    import pyarrow
+
+    info: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else None,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "pyarrow": pyarrow.__version__,
+        "numpy": numpy.__version__,
+    }
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    with contextlib.suppress(OSError):
+        info["loadavg_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    return info
+
+
+def engine_revision() -> dict[str, Any]:
+    """The checked-out commit and whether the working tree differs from it (read-only git)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                                  cwd=REPO_ROOT, check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no")
+               .splitlines()]
+    return {"commit": git("rev-parse", "HEAD"), "modified_files": changed}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    tmp.replace(path)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table; the first column is left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+
+    out = [line(cells[0]), "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in cells[1:])
+    return "\n".join(out)
+
+
+def rate(value: float) -> str:
+    """12_345_678 -> '12.35 M', 123_456 -> '123.5 k'."""
+    if value != value:  # nan
+        return "n/a"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f} k"
+    return f"{value:.0f}"
+
+
+# -- profiling with py-spy --------------------------------------------------------------------
+
+
+def py_spy() -> str | None:
+    """The py-spy executable (next to this interpreter, else on PATH), if installed."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+class Profiler:
+    """``py-spy record --format raw --threads`` on some processes for a ``with`` block.
+
+    Only threads that are busy (not idle in a wait) are sampled, ``rate_hz`` times a second.
+    """
+
+    def __init__(self, pids: Sequence[int], out_dir: Path, label: str, rate_hz: int = 100,
+                 gil_only: bool = False) -> None:
+        exe = py_spy()
+        if exe is None:
+            msg = "py-spy is not installed: pip install py-spy"
+            raise RuntimeError(msg)
+        self.exe = exe
+        self.pids = list(pids)
+        self.out_dir = out_dir
+        self.label = label
+        self.rate_hz = rate_hz
+        self.gil_only = gil_only
+        self.outputs: list[Path] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> Profiler:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for pid in self.pids:
+            out = self.out_dir / f"{self.label}-pid{pid}.txt"
+            out.unlink(missing_ok=True)
+            self.outputs.append(out)
+            args = [self.exe, "record", "--pid", str(pid), "--format", "raw", "-o", str(out),
+                    "--rate", str(self.rate_hz), "--nonblocking", "--threads"]
+            if self.gil_only:
+                args.append("--gil")
+            self._procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.PIPE))
+        time.sleep(0.5)  # let py-spy attach before the job starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _frame_name(frame: str) -> str:
+    """py-spy raw frame 'fn (/abs/path/file.py:123)' -> 'fn (file.py:123)', repo-relative."""
+    frame = frame.strip()
+    if " (" not in frame:
+        return frame
+    fn, _, location = frame.partition(" (")
+    location = location.rstrip(")")
+    location = location.replace(str(REPO_ROOT) + "/", "")
+    site = location.find("site-packages/")
+    if site >= 0:
+        location = location[site + len("site-packages/"):]
+    elif "/lib/python3" in location:
+        location = location[location.index("/lib/python3") + len("/lib/"):]
+    return f"{fn} ({location})"
+
+
+def _without_line(frame: str) -> tuple[str, str]:
+    """'fn (file.py:123)' -> ('fn (file.py)', '123')."""
+    head, sep, line = frame.rpartition(":")
+    if not sep or not line.endswith(")") or not line[:-1].isdigit():
+        return frame, ""
+    return f"{head})", line[:-1]
+
+
+def load_raw_profiles(paths: Sequence[Path]) -> list[tuple[str, list[str], int]]:
+    """(thread name, frames outermost first, samples) from py-spy ``--threads`` raw files."""
+    stacks: list[tuple[str, list[str], int]] = []
+    for path in paths:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            frames = stack.split(";")
+            thread = ""
+            if frames[0].startswith("thread ("):
+                thread = frames.pop(0).partition("): ")[2] or frames[0]
+            stacks.append((thread, [_frame_name(f) for f in frames], int(count)))
+    return stacks
+
+
+#: Leaf frames of threads that wait rather than work. py-spy's idle detection is a
+#: heuristic (it samples the OS thread state), so such samples still show up; they are
+#: reported as ``waiting_percent`` and left out of the tables.
+WAITING_LEAVES = ("Condition.wait (", "Event.wait (", "socket.accept (", "select (",
+                  "channel_spin (", "_serve (grpc", "sleep (", "recv_exact (", "Queue.get (")
+
+
+def summarise_profile(paths: Sequence[Path], top: int = 15,
+                      rate_hz: int | None = None) -> dict[str, Any]:
+    """Top functions by self and by total (inclusive) samples, over all busy threads.
+
+    Functions are aggregated over their lines; the line given is the one with the most
+    samples. ``threads`` is the share of samples per thread name (task threads are named
+    ``task <vertex> (i/n)``), i.e. where the CPU of the TaskExecutors went. Percentages
+    are of the samples that were not waiting (see ``WAITING_LEAVES``).
+    """
+    stacks = load_raw_profiles(paths)
+    everything = sum(c for _, _, c in stacks)
+    stacks = [(t, f, c) for t, f, c in stacks
+              if not (f and any(w in f[-1] for w in WAITING_LEAVES))]
+    total = sum(c for _, _, c in stacks)
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    lines: dict[str, Counter[str]] = {}
+    per_thread: Counter[str] = Counter()
+    for thread, frames, count in stacks:
+        per_thread[thread or "?"] += count
+        if not frames:
+            continue
+        name, line = _without_line(frames[-1])
+        own[name] += count
+        lines.setdefault(name, Counter())[line] += count
+        for frame in {_without_line(f)[0] for f in frames}:
+            inclusive[frame] += count
+
+    def label(name: str) -> str:
+        line = lines.get(name, Counter()).most_common(1)
+        return f"{name[:-1]}:{line[0][0]})" if line and line[0][0] else name
+
+    def rows(counter: Counter[str], with_line: bool) -> list[dict[str, Any]]:
+        if not total:
+            return []
+        return [{"function": label(name) if with_line else name, "samples": n,
+                 "percent": round(100 * n / total, 1)} for name, n in counter.most_common(top)]
+
+    # The task thread's own loop (mailbox, flush timer, backpressure checks and waits)
+    # as opposed to processing input: Task._loop on the stack without Task._process_input.
+    loop = sum(c for _, f, c in stacks if any(x.startswith("Task._loop ") for x in f)
+               and not any(x.startswith("Task._process_input ") for x in f))
+    waiting = round(100 * (everything - total) / everything, 1) if everything else 0.0
+    summary: dict[str, Any] = {"samples": total, "waiting_percent": waiting,
+                               "task_loop_outside_input_percent":
+                                   round(100 * loop / total, 1) if total else 0.0,
+                               "self": rows(own, True),
+                               "total": rows(inclusive, False),
+                               "threads": rows(per_thread, False)}
+    if rate_hz:
+        summary["busy_thread_s"] = round(total / rate_hz, 2)
+    return summary
