@@ -13,9 +13,14 @@ from weir.records import Elements
 class _ChainedOutput(Output):
     def __init__(self, operator: StreamOperator) -> None:
         self._operator = operator
+        self._slice = operator.max_batch_records
 
-    def emit(self, elements: Elements) -> None:
-        self._operator.process(elements)
+    def emit(self, elements: Elements, input_index: int = 0) -> None:
+        if self._slice is not None and len(elements) > self._slice:
+            for piece in elements.slices(self._slice):
+                self._operator.process(piece, input_index)
+        else:
+            self._operator.process(elements, input_index)
 
 
 class _WritersOutput(Output):
@@ -52,7 +57,7 @@ class OperatorChain:
         for operator in reversed(operators):
             operator.setup(ctx, tail)
             tail = _ChainedOutput(operator)
-        self._head: StreamOperator | None = operators[0] if operators else None
+        self._head: _ChainedOutput | None = _ChainedOutput(operators[0]) if operators else None
         self._opened: list[StreamOperator] = []
 
     def open(self) -> None:
@@ -66,7 +71,7 @@ class OperatorChain:
         if self._head is None:
             self._head_output.emit(elements)
         else:
-            self._head.process(elements, input_index)
+            self._head.emit(elements, input_index)
 
     def finish(self) -> None:
         for operator in self.operators:

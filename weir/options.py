@@ -26,9 +26,10 @@ SEGMENT_SIZE = Option(
     "taskmanager.memory.segment-size", MemorySize, default="32kb", validator=positive,
     doc="Size of a network buffer: output is flushed when this many bytes are pending.")
 BATCH_SIZE = Option(
-    "pipeline.batch-size", int, default=65536, validator=positive,
-    doc="Largest number of records a source puts in one Arrow record batch (vectorised "
-        "operators gain from large batches; flat_map emits its output in smaller pieces).")
+    "pipeline.batch-size", int, default=262144, validator=positive,
+    doc="Largest number of records a source puts in one Arrow record batch. Vectorised "
+        "operators gain from large batches; per-record operators get them in slices of "
+        "8192 records.")
 CLIENT_TIMEOUT = Option(
     "client.timeout", Duration, default="60 s", validator=positive,
     doc="Timeout of a single client RPC to the JobMaster.")

@@ -95,6 +95,17 @@ class Elements:
             self._batch = records_to_arrow(self._records, self.type_info)
         return self._batch
 
+    def slices(self, size: int) -> list[Elements]:
+        """This batch in consecutive pieces of at most ``size`` records (zero-copy for Arrow)."""
+        n = len(self)
+        if n <= size:
+            return [self]
+        if self._batch is not None:
+            return [Elements.from_arrow(self._batch.slice(i, size)) for i in range(0, n, size)]
+        assert self._records is not None
+        return [Elements.from_records(self._records[i:i + size], self.type_info)
+                for i in range(0, n, size)]
+
     def estimated_bytes(self) -> int:
         if self._batch is not None:
             return int(self._batch.nbytes)

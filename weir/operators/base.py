@@ -15,6 +15,9 @@ from typing import Any
 from weir.functions import Function, RuntimeContext
 from weir.records import Elements
 
+#: Largest batch a per-record operator processes at once.
+PER_RECORD_SLICE = 8192
+
 
 class Output(ABC):
     """Where an operator sends its results: the next operator, or the task's writers."""
@@ -45,6 +48,11 @@ class OperatorContext:
 
 class StreamOperator(ABC):
     """One operator of a chain. Instances are pickled into the job graph."""
+
+    #: Per-record operators get batches of at most this many records (the chain slices
+    #: larger ones), so large source batches serve vectorised operators without turning
+    #: into huge lists of Python objects. None = the whole batch (vectorised operators).
+    max_batch_records: int | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

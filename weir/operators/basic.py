@@ -8,12 +8,13 @@ from typing import Any
 import pyarrow as pa
 
 from weir.functions import ProcessFunction, resolve_callable
-from weir.operators.base import StreamOperator
+from weir.operators.base import PER_RECORD_SLICE, StreamOperator
 from weir.records import Elements
 from weir.types import TypeInformation
 
 
 class _FunctionOperator(StreamOperator):
+    max_batch_records = PER_RECORD_SLICE
     method = ""
 
     def __init__(self, name: str, fn: Any, output_type: TypeInformation | None = None) -> None:

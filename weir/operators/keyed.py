@@ -10,7 +10,7 @@ from typing import Any
 
 from weir.functions import KeyedProcessFunction, resolve_callable
 from weir.keys import KeySpec
-from weir.operators.base import StreamOperator
+from weir.operators.base import PER_RECORD_SLICE, StreamOperator
 from weir.records import Elements
 from weir.row import Row
 from weir.state_api import HeapKeyedStateStore
@@ -21,6 +21,8 @@ _MISSING = object()
 
 class ReduceOperator(StreamOperator):
     """``reduce(fn)``: the running reduction per key, emitted for every record."""
+
+    max_batch_records = PER_RECORD_SLICE
 
     def __init__(self, name: str, key: KeySpec, fn: Any) -> None:
         super().__init__(name)
@@ -78,6 +80,8 @@ def replace_field(record: Any, field: str | int, value: Any) -> Any:
 class FieldAggregateOperator(StreamOperator):
     """``sum``/``min``/``max`` of one field per key; other fields come from the first record."""
 
+    max_batch_records = PER_RECORD_SLICE
+
     _OPS = {"sum": lambda a, b: a + b, "min": min, "max": max}
 
     def __init__(self, name: str, key: KeySpec, kind: str, field: str | int,
@@ -118,6 +122,8 @@ class FieldAggregateOperator(StreamOperator):
 
 class KeyedProcessOperator(StreamOperator):
     """Runs a :class:`KeyedProcessFunction` with keyed ValueState scoped to each record's key."""
+
+    max_batch_records = PER_RECORD_SLICE
 
     def __init__(self, name: str, key: KeySpec, fn: KeyedProcessFunction,
                  output_type: TypeInformation | None = None) -> None:
