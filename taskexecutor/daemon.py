@@ -65,6 +65,7 @@ class TaskExecutor:
         self._heartbeat_thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._samples: dict[str, tuple[float, float, float, float]] = {}
+        self._rates: dict[str, tuple[float, float, float]] = {}
         self.rpc_address = ""
         self.data_address = ""
         self.metrics_url = ""
@@ -170,28 +171,30 @@ class TaskExecutor:
                 self._tasks.pop(task.attempt_id, None)
                 self._slot_of.pop(task.attempt_id, None)
                 self._samples.pop(task.attempt_id, None)
+                self._rates.pop(task.attempt_id, None)
         if not self._stopped.is_set() or state in TERMINAL:
             self._gateway.update_task_state(update, attempts=5 if state in TERMINAL else 1)
 
-    def _task_metrics(self, task: Task) -> jobmaster_pb2.TaskMetrics:
+    def _task_metrics(self, task: Task, sample: bool = False) -> jobmaster_pb2.TaskMetrics:
+        """Counters of ``task``; the per-second rates are re-sampled only when ``sample``
+        (by the heartbeat thread, once per interval), so scrapes do not skew them."""
         c = task.counters
-        bytes_in = bytes_out = 0.0
-        for gate in task._gates:
-            bytes_in += gate.metrics().get("bytesIn", 0.0)
-        for writer in task._writers:
-            bytes_out += writer.metrics().get("bytesOut", 0.0)
-        now = time.monotonic()
-        previous = self._samples.get(task.attempt_id)
-        sample = (now, c.busy_s, c.idle_s, c.backpressured_s)
-        self._samples[task.attempt_id] = sample
-        rates = [0.0, 0.0, 0.0]
-        if previous is not None and now - previous[0] > 0.05:
-            span = now - previous[0]
-            rates = [min(1000.0, (sample[i] - previous[i]) / span * 1000) for i in (1, 2, 3)]
+        bytes_in = sum(gate.metrics().get("bytesIn", 0.0) for gate in task._gates)
+        bytes_out = sum(writer.metrics().get("bytesOut", 0.0) for writer in task._writers)
+        if sample:
+            now = time.monotonic()
+            current = (now, c.busy_s, c.idle_s, c.backpressured_s)
+            previous = self._samples.get(task.attempt_id)
+            self._samples[task.attempt_id] = current
+            if previous is not None and now - previous[0] > 0.05:
+                span = now - previous[0]
+                self._rates[task.attempt_id] = tuple(  # type: ignore[assignment]
+                    min(1000.0, (current[i] - previous[i]) / span * 1000) for i in (1, 2, 3))
+        busy, idle, backpressured = self._rates.get(task.attempt_id, (0.0, 0.0, 0.0))
         return jobmaster_pb2.TaskMetrics(
             attempt_id=task.attempt_id, records_in=c.records_in, records_out=c.records_out,
-            bytes_in=int(bytes_in), bytes_out=int(bytes_out), busy_ms_per_s=rates[0],
-            idle_ms_per_s=rates[1], back_pressured_ms_per_s=rates[2])
+            bytes_in=int(bytes_in), bytes_out=int(bytes_out), busy_ms_per_s=busy,
+            idle_ms_per_s=idle, back_pressured_ms_per_s=backpressured)
 
     def tasks(self) -> list[Task]:
         with self._lock:
@@ -251,9 +254,8 @@ class TaskExecutor:
                 yield jobmaster_pb2.TaskExecutorHeartbeat(
                     resource_id=self.resource_id,
                     running_attempts=[t.attempt_id for t in tasks],
-                    task_metrics=[self._task_metrics(t) for t in tasks])
+                    task_metrics=[self._task_metrics(t, sample=True) for t in tasks])
                 ended.wait(interval)
-                self._stopped.wait(0)
 
         call = self._gateway.stub.Heartbeat(outgoing())
 
@@ -284,8 +286,9 @@ class TaskExecutor:
     # -- metrics ----------------------------------------------------------------------------
 
     def _collect_metrics(self) -> list[Any]:
-        tasks = self.tasks()
-        busy = len({self._slot_of.get(t.attempt_id) for t in tasks})
+        with self._lock:
+            tasks = list(self._tasks.values())
+            busy = len({self._slot_of.get(t.attempt_id) for t in tasks})
         slots_total = gauge("taskexecutor_slots_total", "Slots this TaskExecutor offers.")
         slots_total.add_metric([], self.num_slots)
         slots_used = gauge("taskexecutor_slots_used", "Slots running at least one task.")
