@@ -6,19 +6,65 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PartitionRequest(_message.Message):
-    __slots__ = ("partition_id", "subpartition", "initial_credit", "consumer")
+    __slots__ = ("partition_id", "subpartition", "receiver_id", "initial_credit", "consumer")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     SUBPARTITION_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
     INITIAL_CREDIT_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     subpartition: int
+    receiver_id: int
     initial_credit: int
     consumer: str
-    def __init__(self, partition_id: _Optional[str] = ..., subpartition: _Optional[int] = ..., initial_credit: _Optional[int] = ..., consumer: _Optional[str] = ...) -> None: ...
+    def __init__(self, partition_id: _Optional[str] = ..., subpartition: _Optional[int] = ..., receiver_id: _Optional[int] = ..., initial_credit: _Optional[int] = ..., consumer: _Optional[str] = ...) -> None: ...
+
+class AddCredit(_message.Message):
+    __slots__ = ("receiver_id", "credit")
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    receiver_id: int
+    credit: int
+    def __init__(self, receiver_id: _Optional[int] = ..., credit: _Optional[int] = ...) -> None: ...
+
+class CancelPartition(_message.Message):
+    __slots__ = ("receiver_id",)
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
+    receiver_id: int
+    def __init__(self, receiver_id: _Optional[int] = ...) -> None: ...
+
+class CloseRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BufferHeader(_message.Message):
+    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        DATA: _ClassVar[BufferHeader.Kind]
+        SCHEMA: _ClassVar[BufferHeader.Kind]
+        END_OF_PARTITION: _ClassVar[BufferHeader.Kind]
+        EVENT: _ClassVar[BufferHeader.Kind]
+    DATA: BufferHeader.Kind
+    SCHEMA: BufferHeader.Kind
+    END_OF_PARTITION: BufferHeader.Kind
+    EVENT: BufferHeader.Kind
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    receiver_id: int
+    sequence_number: int
+    backlog: int
+    kind: BufferHeader.Kind
+    priority: bool
+    event_type: str
+    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ...) -> None: ...
 
 class ErrorResponse(_message.Message):
-    __slots__ = ("kind", "message")
+    __slots__ = ("receiver_id", "kind", "message")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         UNKNOWN: _ClassVar[ErrorResponse.Kind]
@@ -27,11 +73,13 @@ class ErrorResponse(_message.Message):
     UNKNOWN: ErrorResponse.Kind
     PARTITION_NOT_FOUND: ErrorResponse.Kind
     PRODUCER_FAILED: ErrorResponse.Kind
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    receiver_id: int
     kind: ErrorResponse.Kind
     message: str
-    def __init__(self, kind: _Optional[_Union[ErrorResponse.Kind, str]] = ..., message: _Optional[str] = ...) -> None: ...
+    def __init__(self, receiver_id: _Optional[int] = ..., kind: _Optional[_Union[ErrorResponse.Kind, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class PipelinedShuffleDescriptor(_message.Message):
     __slots__ = ("partition_id", "producer_resource_id", "producer_data_address")

@@ -110,6 +110,12 @@ class ResultPartitionWriter(ABC):
         """Seconds since the oldest unflushed batch was emitted, or None when nothing waits."""
 
     @abstractmethod
+    def broadcast_event(self, event: Event, priority: bool = False) -> list[list[Elements]]:
+        """Send ``event`` to every consumer after the data emitted so far or, with
+        ``priority``, ahead of the buffers still queued; returns per subpartition the
+        batches a priority event overtook (they are still delivered, after it)."""
+
+    @abstractmethod
     def finish(self) -> None:
         """End of data: flush and send end-of-partition on every subpartition."""
 
@@ -125,14 +131,26 @@ class ResultPartitionWriter(ABC):
         return {}
 
 
+@dataclass(frozen=True)
+class Event:
+    """An in-band event (watermark, checkpoint barrier, ...): it travels in order with the
+    data of a channel, or ahead of it when sent with priority. Payloads are opaque here."""
+
+    type: str
+    payload: bytes = b""
+
+
 @dataclass
 class BufferOrEvent:
-    """What an input gate yields: data (one or more batches) or end of a channel's data."""
+    """What an input gate yields: data (one or more batches), an event, or the end of a
+    channel's data."""
 
     channel: int
     elements: list[Elements] | None = None
     end_of_partition: bool = False
     size: int = 0
+    event: Event | None = None
+    priority: bool = False
 
 
 class InputGate(ABC):

@@ -13,14 +13,10 @@ from shuffle.api import (
     ShuffleEnvironmentContext,
     TaskShuffleContext,
 )
-from shuffle.pipelined.gate import (
-    InputChannel,
-    LocalInputChannel,
-    PipelinedInputGate,
-    RemoteInputChannel,
-)
-from shuffle.pipelined.network import DataServer, RemoteChannelReader
+from shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
 from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from shuffle.pipelined.server import DataServer
 from weir import options
 
 
@@ -29,17 +25,19 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
         conf = context.configuration
         self._context = context
         self._capacity = conf.get(shuffle_options.SUBPARTITION_QUEUE)
-        self._channel_capacity = (conf.get(shuffle_options.BUFFERS_PER_CHANNEL)
-                                  + conf.get(shuffle_options.FLOATING_BUFFERS_PER_GATE))
+        self._exclusive = conf.get(shuffle_options.BUFFERS_PER_CHANNEL)
+        self._floating = conf.get(shuffle_options.FLOATING_BUFFERS_PER_GATE)
         self._segment_size = conf.get(options.SEGMENT_SIZE)
         self._backoff = (conf.get(shuffle_options.REQUEST_BACKOFF_INITIAL),
                          conf.get(shuffle_options.REQUEST_BACKOFF_MAX))
         self._port = conf.get(shuffle_options.DATA_PORT)
         self.partitions = PartitionManager()
+        self.connections = ConnectionManager()
         self._server: DataServer | None = None
 
     def start(self) -> str:
-        self._server = DataServer(self._context.host, self._port, self.partitions)
+        self._server = DataServer(self._context.host, self._port, self.partitions,
+                                  self._segment_size)
         self._server.start()
         return self._server.address
 
@@ -59,7 +57,8 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
 
     def create_input_gate(self, task: TaskShuffleContext,
                           deployment: jobgraph_pb2.InputGateDeployment) -> InputGate:
-        channels: list[InputChannel] = []
+        pool = FloatingBufferPool(self._floating)
+        channels: list[LocalInputChannel | RemoteInputChannel] = []
         for channel in deployment.channels:
             descriptor = dataplane_pb2.PipelinedShuffleDescriptor.FromString(
                 channel.shuffle_descriptor)
@@ -68,11 +67,11 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                     self.partitions, descriptor.partition_id, channel.subpartition,
                     task.wakeup, *self._backoff))
             else:
-                channels.append(RemoteInputChannel(RemoteChannelReader(
-                    descriptor.producer_data_address, descriptor.partition_id,
-                    channel.subpartition, task.task_name, self._channel_capacity,
-                    *self._backoff, on_data=task.wakeup)))
-        return PipelinedInputGate(channels)
+                channels.append(RemoteInputChannel(
+                    self.connections, descriptor.producer_data_address,
+                    descriptor.partition_id, channel.subpartition, task.task_name,
+                    self._exclusive, pool, *self._backoff, wakeup=task.wakeup))
+        return PipelinedInputGate(channels, pool, self._exclusive)
 
     def release_partitions_of_job(self, job_id: str) -> None:
         self.partitions.release_job(job_id)
@@ -81,5 +80,6 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
         return {"partitions": len(self.partitions)}
 
     def close(self) -> None:
+        self.connections.close()
         if self._server is not None:
             self._server.close()

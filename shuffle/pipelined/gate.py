@@ -7,12 +7,14 @@ import time
 from abc import ABC, abstractmethod
 
 from shuffle.api import BufferOrEvent, InputGate
-from shuffle.pipelined.network import RemoteChannelReader
+from shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
 from weir.errors import PartitionNotFoundError, RemoteTransportError
 
 
 class InputChannel(ABC):
+    """A source of buffers for an input gate; RemoteInputChannel has the same shape."""
+
     finished = False
     bytes_in = 0
 
@@ -84,30 +86,14 @@ class LocalInputChannel(InputChannel):
             self._sub.subscribe(None)
 
 
-class RemoteInputChannel(InputChannel):
-    def __init__(self, reader: RemoteChannelReader) -> None:
-        self._reader = reader
-
-    def request(self) -> None:
-        self._reader.start()
-
-    def take(self) -> Buffer | None:
-        buffer = self._reader.take()
-        if buffer is None and self._reader.failure is not None:
-            raise self._reader.failure
-        if buffer is not None:
-            self.bytes_in += buffer.size
-        return buffer
-
-    def close(self) -> None:
-        self._reader.close()
-
-
 class PipelinedInputGate(InputGate):
     """Round-robin over channels that have data; finished when all sent end-of-partition."""
 
-    def __init__(self, channels: list[InputChannel]) -> None:
+    def __init__(self, channels: list[InputChannel | RemoteInputChannel],
+                 pool: FloatingBufferPool | None = None, exclusive_per_channel: int = 0) -> None:
         self.channels = channels
+        self._pool = pool
+        self._exclusive = exclusive_per_channel
         self._next = 0
         self._finished_count = 0
         self.buffers_in = 0
@@ -132,6 +118,8 @@ class PipelinedInputGate(InputGate):
                 channel.finished = True
                 self._finished_count += 1
                 return BufferOrEvent(index, end_of_partition=True)
+            if buffer.event is not None:
+                return BufferOrEvent(index, event=buffer.event, priority=buffer.priority)
             return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
         return None
 
@@ -149,5 +137,9 @@ class PipelinedInputGate(InputGate):
             channel.close()
 
     def metrics(self) -> dict[str, float]:
+        remote = [c for c in self.channels if isinstance(c, RemoteInputChannel)]
+        total = len(remote) * self._exclusive + (self._pool.size if self._pool else 0)
+        used = sum(c.queued() for c in remote)
         return {"bytesIn": float(sum(c.bytes_in for c in self.channels)),
-                "buffersIn": float(self.buffers_in)}
+                "buffersIn": float(self.buffers_in),
+                "inPoolUsage": used / total if total else 0.0}

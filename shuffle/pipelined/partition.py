@@ -14,18 +14,20 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shuffle.api import ResultPartitionWriter
+from shuffle.api import Event, ResultPartitionWriter
 from weir.errors import PartitionNotFoundError
 from weir.records import Elements
 
 
 @dataclass
 class Buffer:
-    """A unit of transfer: one or more batches, or the end-of-partition event."""
+    """A unit of transfer: one or more batches, an in-band event, or end of partition."""
 
     elements: list[Elements] | None
     size: int
     end_of_partition: bool = False
+    event: Event | None = None
+    priority: bool = False
 
 
 class ProducerFailedError(Exception):
@@ -58,6 +60,35 @@ class Subpartition:
             listener = self._consumer_listener
         if listener is not None:
             listener()
+
+    def add_priority(self, buffer: Buffer) -> list[Buffer]:
+        """Put an event ahead of every queued buffer (after earlier priority events).
+
+        Returns the data buffers it overtook: they are still delivered, after the event, and
+        the caller may persist them (unaligned checkpoints store them as channel state).
+        """
+        buffer.priority = True
+        with self._cond:
+            if self.released:
+                return []
+            position = 0
+            while position < len(self._queue) and self._queue[position].priority:
+                position += 1
+            overtaken = [b for b in list(self._queue)[position:] if b.elements is not None]
+            self._queue.insert(position, buffer)
+            self._cond.notify_all()
+            listener = self._consumer_listener
+        if listener is not None:
+            listener()
+        return overtaken
+
+    def peek(self) -> Buffer | None:
+        with self._cond:
+            return self._queue[0] if self._queue else None
+
+    def has_priority_event(self) -> bool:
+        with self._cond:
+            return bool(self._queue) and self._queue[0].priority
 
     def fail(self, cause: BaseException) -> None:
         with self._cond:
@@ -97,7 +128,7 @@ class Subpartition:
             if not self._queue:
                 return None
             buffer = self._queue.popleft()
-            drained = len(self._queue) == self._capacity - 1
+            drained = len(self._queue) == self._capacity - 1 and buffer.elements is not None
             if buffer.end_of_partition:
                 self.consumed = True
         if drained and self.producer_listener is not None:
@@ -152,6 +183,21 @@ class PipelinedResultPartition(ResultPartitionWriter):
 
     def is_available(self) -> bool:
         return all(sub.is_writable() for sub in self.subpartitions)
+
+    def broadcast_event(self, event: Event, priority: bool = False) -> list[list[Elements]]:
+        """Send ``event`` to every consumer, in order after pending data, or — with
+        ``priority`` — ahead of the buffers already queued. Returns, per subpartition, the
+        batches a priority event overtook (empty lists otherwise)."""
+        self.flush_all()
+        overtaken: list[list[Elements]] = []
+        for sub in self.subpartitions:
+            buffer = Buffer(None, 0, event=event)
+            if priority:
+                overtaken.append([e for b in sub.add_priority(buffer) for e in b.elements or ()])
+            else:
+                sub.add(buffer)
+                overtaken.append([])
+        return overtaken
 
     def finish(self) -> None:
         self.flush_all()

@@ -1,9 +1,8 @@
-"""Framing of the TaskExecutor-to-TaskExecutor data connection.
+"""Framing of the TaskExecutor-to-TaskExecutor data connection (see proto/dataplane.proto).
 
 A frame is ``[u32 length][u8 type][payload]`` (length counts type + payload). Control
-payloads are protobuf messages from ``proto/dataplane.proto``; a BUFFER payload is an Arrow
-IPC stream. Plain TCP, not gRPC: Python gRPC moves small messages at a fraction of a raw
-socket's speed (see the shuffle benchmark).
+payloads are protobuf messages; a BUFFER payload is ``[u16 n][BufferHeader][body]``. Plain
+TCP, not gRPC: Python gRPC moves 32 KiB messages at 15-20% of a raw socket's speed.
 """
 
 from __future__ import annotations
@@ -11,25 +10,47 @@ from __future__ import annotations
 import socket
 import struct
 
+from proto import dataplane_pb2
+
 PARTITION_REQUEST = 1
-BUFFER = 2
-END_OF_PARTITION = 3
+ADD_CREDIT = 2
+BUFFER = 3
 ERROR = 4
-CLOSE = 5
+CANCEL_PARTITION = 5
+CLOSE = 6
 
 _HEADER = struct.Struct("!IB")
+_U16 = struct.Struct("!H")
 HEADER_SIZE = _HEADER.size
 MAX_FRAME = 1 << 30
 
 
-def encode_frame(kind: int, payload: bytes = b"") -> bytes:
+def frame(kind: int, payload: bytes = b"") -> bytes:
     return _HEADER.pack(len(payload) + 1, kind) + payload
 
 
-def send_frame(sock: socket.socket, kind: int, payload: bytes | memoryview = b"") -> None:
-    sock.sendall(_HEADER.pack(len(payload) + 1, kind))
-    if payload:
-        sock.sendall(payload)
+def buffer_frame(header: dataplane_pb2.BufferHeader, body: bytes | memoryview) -> list[bytes]:
+    """The pieces of a BUFFER frame (sent with one sendmsg, without joining the body)."""
+    encoded = header.SerializeToString()
+    prefix = _HEADER.pack(1 + _U16.size + len(encoded) + len(body), BUFFER)
+    return [prefix + _U16.pack(len(encoded)) + encoded, body]  # type: ignore[list-item]
+
+
+def parse_buffer(payload: bytearray) -> tuple[dataplane_pb2.BufferHeader, memoryview]:
+    (n,) = _U16.unpack_from(payload, 0)
+    view = memoryview(payload)
+    header = dataplane_pb2.BufferHeader.FromString(view[_U16.size:_U16.size + n])
+    return header, view[_U16.size + n:]
+
+
+def send_all(sock: socket.socket, pieces: list[bytes]) -> None:
+    """Send the pieces in order, without concatenating them."""
+    total = sum(len(p) for p in pieces)
+    sent = sock.sendmsg(pieces)
+    if sent == total:
+        return
+    data = b"".join(bytes(p) for p in pieces)
+    sock.sendall(memoryview(data)[sent:])
 
 
 def recv_exact(sock: socket.socket, size: int) -> bytearray | None:

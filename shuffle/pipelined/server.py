@@ -1,0 +1,330 @@
+"""Producer side of the data plane: serves subpartitions to remote consumers, against credit.
+
+One :class:`ServerConnection` per inbound TCP connection (one per consuming TaskExecutor)
+multiplexes every subpartition that TaskExecutor requested. Its reader thread handles
+requests and credit; its writer thread sends, round robin, one network buffer at a time
+from each *available* view — one with credit and data, or with an event (events need no
+credit), as Flink's PartitionRequestQueue does. Data buffers are Arrow IPC record-batch
+messages of at most ``taskmanager.memory.segment-size`` bytes; a channel's schema is sent
+once, before its first batch and whenever it changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections import deque
+
+import pyarrow as pa
+
+from proto import dataplane_pb2
+from shuffle.pipelined import protocol
+from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
+from weir.errors import PartitionNotFoundError
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.2
+_Kind = dataplane_pb2.BufferHeader
+
+
+class _Frame:
+    __slots__ = ("body", "event_type", "kind", "priority")
+
+    def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
+                 event_type: str = "") -> None:
+        self.kind = kind
+        self.body = body
+        self.priority = priority
+        self.event_type = event_type
+
+    @property
+    def needs_credit(self) -> bool:
+        return self.kind == _Kind.DATA
+
+
+def split_batch(batch: pa.RecordBatch, segment_size: int) -> list[pa.RecordBatch]:
+    """Consecutive slices of ``batch`` whose IPC bodies stay near ``segment_size`` bytes."""
+    if batch.num_rows <= 1 or batch.nbytes <= segment_size:
+        return [batch]
+    rows = max(1, int(batch.num_rows * segment_size / batch.nbytes))
+    return [batch.slice(i, rows) for i in range(0, batch.num_rows, rows)]
+
+
+class SubpartitionView:
+    """What the writer thread knows of one requested subpartition. Guarded by the
+    connection's lock, except ``subpartition``, which has its own."""
+
+    def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: str,
+                 credit: int, segment_size: int) -> None:
+        self.receiver_id = receiver_id
+        self.subpartition = subpartition
+        self.partition_id = partition_id
+        self.credit = credit
+        self._segment_size = segment_size
+        self._pending: deque[_Frame] = deque()
+        self._schema: pa.Schema | None = None
+        self.sequence = 0
+        self.finished = False
+        self.buffers_sent = 0
+        self.bytes_sent = 0
+
+    def backlog(self) -> int:
+        return sum(1 for f in self._pending if f.needs_credit) + self.subpartition.backlog()
+
+    def is_available(self) -> bool:
+        """Something can be sent now: an event, or data with a credit for it."""
+        if self.finished:
+            return False
+        if self.subpartition.has_priority_event():
+            return True
+        if self._pending:
+            return self.credit > 0 or not self._pending[0].needs_credit
+        head = self.subpartition.peek()
+        if head is None:
+            return self.subpartition.failure is not None
+        return self.credit > 0 or head.elements is None
+
+    def next_frame(self) -> _Frame | None:
+        """The next frame to send, taking one credit for data. Raises ProducerFailedError."""
+        if self.subpartition.has_priority_event():
+            buffer = self.subpartition.poll()
+            assert buffer is not None
+            return self._event_frame(buffer, priority=True)
+        if not self._pending:
+            buffer = self.subpartition.poll()
+            if buffer is None:
+                return None
+            self._pending.extend(self._frames(buffer))
+        if not self._pending:
+            return None
+        head = self._pending[0]
+        if head.needs_credit:
+            if self.credit <= 0:
+                return None
+            self.credit -= 1
+        return self._pending.popleft()
+
+    def _event_frame(self, buffer: Buffer, priority: bool = False) -> _Frame:
+        if buffer.end_of_partition:
+            return _Frame(_Kind.END_OF_PARTITION)
+        assert buffer.event is not None
+        return _Frame(_Kind.EVENT, buffer.event.payload, priority, buffer.event.type)
+
+    def _frames(self, buffer: Buffer) -> list[_Frame]:
+        if buffer.elements is None:
+            return [self._event_frame(buffer)]
+        frames = []
+        for elements in buffer.elements:
+            batch = elements.arrow()
+            if self._schema is None or not batch.schema.equals(self._schema,
+                                                                check_metadata=True):
+                self._schema = batch.schema
+                frames.append(_Frame(_Kind.SCHEMA, batch.schema.serialize()))
+            frames.extend(_Frame(_Kind.DATA, piece.serialize())
+                          for piece in split_batch(batch, self._segment_size))
+        return frames
+
+
+class ServerConnection:
+    """One consuming TaskExecutor's connection: a reader and a writer thread."""
+
+    def __init__(self, sock: socket.socket, partitions: PartitionManager,
+                 segment_size: int) -> None:
+        self._sock = sock
+        self._partitions = partitions
+        self._segment_size = segment_size
+        self._views: dict[int, SubpartitionView] = {}
+        self._available: deque[SubpartitionView] = deque()
+        self._queued: set[int] = set()
+        self._cond = threading.Condition()
+        self._closed = threading.Event()
+        name = f"data-server-{sock.getpeername()[1] if sock else 0}"
+        self._reader = threading.Thread(target=self._read_loop, name=f"{name}-in", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name=f"{name}-out",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._reader.start()
+        self._writer.start()
+
+    # -- reader: requests and credit --------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        try:
+            while not self._closed.is_set():
+                frame = protocol.recv_frame(self._sock)
+                if frame is None:
+                    return
+                kind, payload = frame
+                if kind == protocol.PARTITION_REQUEST:
+                    self._on_request(dataplane_pb2.PartitionRequest.FromString(bytes(payload)))
+                elif kind == protocol.ADD_CREDIT:
+                    message = dataplane_pb2.AddCredit.FromString(bytes(payload))
+                    with self._cond:
+                        view = self._views.get(message.receiver_id)
+                        if view is not None:
+                            view.credit += message.credit
+                            self._enqueue_locked(view)
+                elif kind == protocol.CANCEL_PARTITION:
+                    message = dataplane_pb2.CancelPartition.FromString(bytes(payload))
+                    self._drop(message.receiver_id)
+                elif kind == protocol.CLOSE:
+                    return
+        except (OSError, ConnectionError) as err:
+            log.debug("data connection ended: %s", err)
+        finally:
+            self.close()
+
+    def _on_request(self, request: dataplane_pb2.PartitionRequest) -> None:
+        try:
+            sub = self._partitions.subpartition(request.partition_id, request.subpartition)
+        except PartitionNotFoundError as err:
+            self._send_error(request.receiver_id,
+                             dataplane_pb2.ErrorResponse.PARTITION_NOT_FOUND, str(err))
+            return
+        view = SubpartitionView(request.receiver_id, sub, request.partition_id,
+                                request.initial_credit, self._segment_size)
+        with self._cond:
+            self._views[request.receiver_id] = view
+        sub.subscribe(lambda: self._notify(view))
+
+    def _notify(self, view: SubpartitionView) -> None:
+        """Called by the producing task (or the reader) when a view may have become sendable."""
+        with self._cond:
+            self._enqueue_locked(view)
+
+    def _enqueue_locked(self, view: SubpartitionView) -> None:
+        if view.receiver_id not in self._queued and view.receiver_id in self._views and \
+                view.is_available():
+            self._queued.add(view.receiver_id)
+            self._available.append(view)
+            self._cond.notify()
+
+    def _drop(self, receiver_id: int) -> None:
+        with self._cond:
+            view = self._views.pop(receiver_id, None)
+        if view is not None:
+            view.subpartition.subscribe(None)
+
+    # -- writer: buffers against credit -----------------------------------------------------
+
+    def _write_loop(self) -> None:
+        try:
+            while not self._closed.is_set():
+                with self._cond:
+                    if not self._available:
+                        self._cond.wait(_POLL_S)
+                        continue
+                    view = self._available.popleft()
+                    self._queued.discard(view.receiver_id)
+                    if view.receiver_id not in self._views:
+                        continue
+                    try:
+                        frame = view.next_frame()
+                        backlog = view.backlog()
+                    except ProducerFailedError as err:
+                        self._views.pop(view.receiver_id, None)
+                        frame, failure = None, err
+                    else:
+                        failure = None
+                    if frame is not None:
+                        view.sequence += 1
+                        sequence = view.sequence
+                if failure is not None:
+                    self._send_error(view.receiver_id,
+                                     dataplane_pb2.ErrorResponse.PRODUCER_FAILED, str(failure))
+                    continue
+                if frame is not None:
+                    header = dataplane_pb2.BufferHeader(
+                        receiver_id=view.receiver_id, sequence_number=sequence,
+                        backlog=backlog, kind=frame.kind, priority=frame.priority,
+                        event_type=frame.event_type)
+                    protocol.send_all(self._sock, protocol.buffer_frame(header, frame.body))
+                    view.buffers_sent += 1
+                    view.bytes_sent += len(frame.body)
+                    if frame.kind == _Kind.END_OF_PARTITION:
+                        view.finished = True
+                        self._drop(view.receiver_id)
+                        self._partitions.release_consumed(view.partition_id)
+                        continue
+                self._notify(view)
+        except (OSError, ConnectionError) as err:
+            log.debug("data connection ended while sending: %s", err)
+        finally:
+            self.close()
+
+    def _send_error(self, receiver_id: int, kind: int, message: str) -> None:
+        error = dataplane_pb2.ErrorResponse(receiver_id=receiver_id, kind=kind, message=message)
+        with contextlib.suppress(OSError):
+            self._sock.sendall(protocol.frame(protocol.ERROR, error.SerializeToString()))
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with self._cond:
+            views = list(self._views.values())
+            self._views.clear()
+            self._cond.notify_all()
+        for view in views:
+            view.subpartition.subscribe(None)
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def join(self, timeout: float) -> None:
+        for thread in (self._reader, self._writer):
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+
+class DataServer:
+    """Accepts data connections from other TaskExecutors."""
+
+    def __init__(self, host: str, port: int, partitions: PartitionManager,
+                 segment_size: int) -> None:
+        self._partitions = partitions
+        self._segment_size = segment_size
+        self._sock = socket.create_server((host, port), backlog=128)
+        self._sock.settimeout(_POLL_S)
+        self.address = f"{host}:{self._sock.getsockname()[1]}"
+        self._closed = threading.Event()
+        self._connections: list[ServerConnection] = []
+        self._lock = threading.Lock()
+        self._acceptor = threading.Thread(target=self._accept_loop, name="data-server",
+                                          daemon=True)
+
+    def start(self) -> None:
+        self._acceptor.start()
+
+    def _accept_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            conn.settimeout(None)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection = ServerConnection(conn, self._partitions, self._segment_size)
+            with self._lock:
+                self._connections = [c for c in self._connections if not c._closed.is_set()]
+                self._connections.append(connection)
+            connection.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        self._acceptor.join(timeout=5)
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            connection.close()
+        for connection in connections:
+            connection.join(timeout=5)

@@ -1,0 +1,217 @@
+"""Credit-based exchange over real loopback sockets: producer and consumer in one process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from shuffle.api import Event
+from shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from shuffle.pipelined.server import DataServer, split_batch
+from weir.errors import PartitionNotFoundError, RemoteTransportError
+from weir.records import Elements
+
+SEGMENT = 32 * 1024
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def plane() -> Iterator[tuple[PartitionManager, DataServer, ConnectionManager]]:
+    partitions = PartitionManager()
+    server = DataServer("127.0.0.1", 0, partitions, SEGMENT)
+    server.start()
+    connections = ConnectionManager()
+    yield partitions, server, connections
+    connections.close()
+    server.close()
+
+
+def batch(i: int, rows: int = 100) -> Elements:
+    return Elements.from_arrow(pa.record_batch({"i": [i] * rows, "row": list(range(rows))}))
+
+
+def producer(partitions: PartitionManager, pid: str = "p1", subs: int = 1,
+             capacity: int = 1000) -> PipelinedResultPartition:
+    partition = PipelinedResultPartition(pid, "job", subs, capacity, segment_size=1,
+                                         wakeup=lambda: None)
+    partitions.register(partition)
+    return partition
+
+
+def channel(server: DataServer, connections: ConnectionManager, pid: str = "p1",
+            sub: int = 0, exclusive: int = 2, pool: FloatingBufferPool | None = None,
+            max_backoff: float = 5.0) -> tuple[RemoteInputChannel, threading.Event]:
+    woke = threading.Event()
+    ch = RemoteInputChannel(connections, server.address, pid, sub, "test consumer",
+                            exclusive, pool or FloatingBufferPool(0), 0.01, max_backoff,
+                            wakeup=woke.set)
+    return ch, woke
+
+
+def drain(ch: RemoteInputChannel, count: int, timeout: float = 10.0) -> list:
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        buffer = ch.take()
+        if buffer is not None:
+            got.append(buffer)
+        elif time.monotonic() > deadline:
+            pytest.fail(f"only {len(got)} of {count} buffers arrived")
+        else:
+            time.sleep(0.002)
+    return got
+
+
+def test_no_buffer_is_sent_without_credit_and_credits_come_back(plane):
+    partitions, server, connections = plane
+    part = producer(partitions)
+    for i in range(50):
+        part.emit(0, batch(i))  # segment size 1: every batch is flushed as its own buffer
+    ch, _ = channel(server, connections, exclusive=2)
+    ch.request()
+    wait_for(lambda: ch.queued() == 2, what="the two exclusive buffers to fill")
+    time.sleep(0.2)  # give a misbehaving producer the chance to overrun the credit
+    assert ch.queued() == 2, "the producer sent more buffers than the channel had credit for"
+    first = drain(ch, 1)
+    wait_for(lambda: ch.queued() == 2, what="one more buffer against the returned credit")
+    rest = drain(ch, 49)
+    values = [b.elements[0].arrow().column("i")[0].as_py() for b in first + rest]
+    assert values == list(range(50)), "order within a channel must be kept"
+
+
+def test_backlog_borrows_floating_buffers_up_to_the_pool(plane):
+    partitions, server, connections = plane
+    part = producer(partitions, subs=2)
+    for i in range(40):
+        part.emit(0, batch(i))
+        part.emit(1, batch(100 + i))
+    pool = FloatingBufferPool(3)
+    a, _ = channel(server, connections, sub=0, exclusive=1, pool=pool)
+    b, _ = channel(server, connections, sub=1, exclusive=1, pool=pool)
+    a.request()
+    b.request()
+    wait_for(lambda: a.queued() + b.queued() == 2 + 3, what="exclusive + floating buffers")
+    time.sleep(0.2)
+    assert a.queued() + b.queued() == 5, "channels may not hold more than their buffers"
+    assert pool.in_use == 3
+    got_a = drain(a, 40)
+    got_b = drain(b, 40)
+    assert [g.elements[0].arrow().column("i")[0].as_py() for g in got_a] == list(range(40))
+    assert [g.elements[0].arrow().column("i")[0].as_py() for g in got_b] == \
+        list(range(100, 140))
+    wait_for(lambda: pool.in_use == 0, what="floating buffers to return to the pool")
+
+
+def test_large_batches_travel_as_buffers_of_the_segment_size(plane):
+    partitions, server, connections = plane
+    part = PipelinedResultPartition("big", "job", 1, 100, SEGMENT, lambda: None)
+    partitions.register(part)
+    payload = pa.record_batch({"s": ["x" * 100] * 5000, "n": list(range(5000))})
+    assert payload.nbytes > 10 * SEGMENT
+    part.emit(0, Elements.from_arrow(payload))
+    part.finish()
+    ch, _ = channel(server, connections, pid="big", exclusive=2)
+    ch.request()
+    pieces = []
+    while True:
+        buffer = drain(ch, 1)[0]
+        if buffer.end_of_partition:
+            break
+        assert buffer.size <= SEGMENT * 1.2
+        pieces.append(buffer.elements[0].arrow())
+    assert len(pieces) > 10
+    assert pa.Table.from_batches(pieces).equals(pa.Table.from_batches([payload]))
+    assert [len(p) for p in split_batch(payload, SEGMENT)] == [len(p) for p in pieces]
+
+
+def test_priority_event_overtakes_queued_buffers_which_are_returned(plane):
+    partitions, server, connections = plane
+    part = producer(partitions)
+    ch, _ = channel(server, connections, exclusive=2)
+    ch.request()
+    for i in range(6):
+        part.emit(0, batch(i))
+    wait_for(lambda: ch.queued() == 2, what="credit to be used up")
+    overtaken = part.broadcast_event(Event("checkpoint-barrier", b"7"), priority=True)
+    # Buffers 2..5 were still queued at the producer: the event overtook them.
+    assert [e.arrow().column("i")[0].as_py() for e in overtaken[0]] == [2, 3, 4, 5]
+    wait_for(lambda: len(ch._queue) == 3, what="the event to arrive without credit")
+    first = drain(ch, 1)[0]
+    assert first.event == Event("checkpoint-barrier", b"7") and first.priority
+    rest = drain(ch, 6)
+    assert [b.elements[0].arrow().column("i")[0].as_py() for b in rest] == list(range(6))
+
+
+def test_in_order_event_and_local_priority(plane):
+    partitions, _, _ = plane
+    part = producer(partitions)
+    part.emit(0, batch(0))
+    part.broadcast_event(Event("watermark", b"10"))
+    part.emit(0, batch(1))
+    overtaken = part.broadcast_event(Event("barrier", b"1"), priority=True)
+    sub = partitions.subpartition("p1", 0)
+    got = [sub.poll() for _ in range(4)]
+    assert got[0].event == Event("barrier", b"1")
+    assert [g.elements[0].arrow().column("i")[0].as_py() if g.elements else g.event.type
+            for g in got[1:]] == [0, "watermark", 1]
+    assert [e.arrow().column("i")[0].as_py() for e in overtaken[0]] == [0, 1]
+
+
+def test_early_request_is_retried_until_the_producer_registers(plane):
+    partitions, server, connections = plane
+    ch, _ = channel(server, connections, pid="late", exclusive=2)
+    ch.request()
+    time.sleep(0.1)  # the first requests find nothing
+    part = producer(partitions, pid="late")
+    part.emit(0, batch(42))
+    part.finish()
+    got = drain(ch, 2)
+    assert got[0].elements[0].arrow().column("i")[0].as_py() == 42
+    assert got[1].end_of_partition
+
+
+def test_request_for_a_partition_that_never_comes_fails_clearly(plane):
+    _, server, connections = plane
+    ch, woke = channel(server, connections, pid="never", max_backoff=0.1)
+    ch.request()
+    assert woke.wait(10)
+    with pytest.raises(PartitionNotFoundError, match="never"):
+        wait_for(lambda: ch.take() is not None, timeout=10)
+
+
+def test_producer_death_fails_the_consumer_with_the_cause(plane):
+    partitions, server, connections = plane
+    part = producer(partitions)
+    ch, _ = channel(server, connections, exclusive=2)
+    ch.request()
+    part.emit(0, batch(1))
+    drain(ch, 1)
+    server.close()  # the producer's TaskExecutor goes away mid-stream
+    with pytest.raises(RemoteTransportError, match="lost the data connection"):
+        wait_for(lambda: ch.take() is not None, timeout=10)
+
+
+def test_channels_share_one_connection_per_producer(plane):
+    partitions, server, connections = plane
+    part = producer(partitions, subs=3)
+    channels = [channel(server, connections, sub=i)[0] for i in range(3)]
+    for ch in channels:
+        ch.request()
+    for i in range(3):
+        part.emit(i, batch(i))
+    for i, ch in enumerate(channels):
+        assert drain(ch, 1)[0].elements[0].arrow().column("i")[0].as_py() == i
+    assert len({ch._connection for ch in channels}) == 1
+    assert len(server._connections) == 1
