@@ -196,6 +196,15 @@ class TaskExecutor:
             bytes_in=int(bytes_in), bytes_out=int(bytes_out), busy_ms_per_s=busy,
             idle_ms_per_s=idle, back_pressured_ms_per_s=backpressured)
 
+    @staticmethod
+    def _pool_metrics(task: Task) -> list[tuple[str, float]]:
+        writers = [w.metrics() for w in task._writers]
+        gates = [g.metrics() for g in task._gates]
+        return [("outPoolUsage", max((w.get("outPoolUsage", 0.0) for w in writers), default=0.0)),
+                ("inPoolUsage", max((g.get("inPoolUsage", 0.0) for g in gates), default=0.0)),
+                ("numBuffersOut", sum(w.get("buffersOut", 0.0) for w in writers)),
+                ("numBuffersInRemote", sum(g.get("buffersInRemote", 0.0) for g in gates))]
+
     def tasks(self) -> list[Task]:
         with self._lock:
             return list(self._tasks.values())
@@ -305,7 +314,11 @@ class TaskExecutor:
                 ("busyTimeMsPerSecond", "Time per second a task spent processing."),
                 ("idleTimeMsPerSecond", "Time per second a task waited for input."),
                 ("backPressuredTimeMsPerSecond",
-                 "Time per second a task waited for output buffers."))}
+                 "Time per second a task waited for output buffers."),
+                ("outPoolUsage", "Share of the task's output buffers in use (0..1)."),
+                ("inPoolUsage", "Share of the task's remote input buffers in use (0..1)."),
+                ("numBuffersOut", "Buffers a task wrote to its result partitions."),
+                ("numBuffersInRemote", "Buffers a task received from remote channels."))}
         for task in tasks:
             m = self._task_metrics(task)
             values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]
@@ -314,7 +327,8 @@ class TaskExecutor:
                                 ("numBytesIn", m.bytes_in), ("numBytesOut", m.bytes_out),
                                 ("busyTimeMsPerSecond", m.busy_ms_per_s),
                                 ("idleTimeMsPerSecond", m.idle_ms_per_s),
-                                ("backPressuredTimeMsPerSecond", m.back_pressured_ms_per_s)):
+                                ("backPressuredTimeMsPerSecond", m.back_pressured_ms_per_s),
+                                *self._pool_metrics(task)):
                 families[name].add_metric(values, value)
         return [slots_total, slots_used, uptime, *families.values()]
 

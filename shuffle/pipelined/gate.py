@@ -142,4 +142,5 @@ class PipelinedInputGate(InputGate):
         used = sum(c.queued() for c in remote)
         return {"bytesIn": float(sum(c.bytes_in for c in self.channels)),
                 "buffersIn": float(self.buffers_in),
+                "buffersInRemote": float(sum(c.buffers_in for c in remote)),
                 "inPoolUsage": used / total if total else 0.0}
