@@ -33,6 +33,14 @@ class CancelPartition(_message.Message):
     receiver_id: int
     def __init__(self, receiver_id: _Optional[int] = ...) -> None: ...
 
+class NewBufferSize(_message.Message):
+    __slots__ = ("receiver_id", "buffer_size")
+    RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
+    receiver_id: int
+    buffer_size: int
+    def __init__(self, receiver_id: _Optional[int] = ..., buffer_size: _Optional[int] = ...) -> None: ...
+
 class CloseRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

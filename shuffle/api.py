@@ -171,6 +171,10 @@ class InputGate(ABC):
     def is_finished(self) -> bool:
         """Every channel delivered end-of-partition."""
 
+    def maintain(self) -> None:  # noqa: B027 - optional hook
+        """Periodic housekeeping, called often on the task thread (e.g. buffer debloating).
+        Must be cheap when there is nothing to do."""
+
     @abstractmethod
     def close(self) -> None:
         """Stop fetching and drop buffered data (also called after failures)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.config import Duration, Option, non_negative, positive
+from weir.config import Duration, MemorySize, Option, non_negative, positive
 
 SHUFFLE_SERVICE_FACTORY = Option(
     "shuffle-service-factory.class", str,
@@ -28,3 +28,23 @@ REQUEST_BACKOFF_MAX = Option(
     "taskmanager.network.request-backoff.max", Duration, default="10 s",
     validator=positive,
     doc="Longest back-off between partition requests; past it the consumer fails.")
+DEBLOAT_ENABLED = Option(
+    "taskmanager.network.memory.buffer-debloat.enabled", bool, default=False,
+    doc="Size network buffers to each input gate's throughput, so that the data buffered in "
+        "front of a task takes about buffer-debloat.target to consume.")
+DEBLOAT_TARGET = Option(
+    "taskmanager.network.memory.buffer-debloat.target", Duration, default="1 s",
+    validator=positive, doc="Time the buffered input of a task should take to consume.")
+DEBLOAT_PERIOD = Option(
+    "taskmanager.network.memory.buffer-debloat.period", Duration, default="200 ms",
+    validator=positive, doc="How often the throughput is measured and buffer sizes revised.")
+DEBLOAT_SAMPLES = Option(
+    "taskmanager.network.memory.buffer-debloat.samples", int, default=20, validator=positive,
+    doc="Throughput samples averaged (exponential moving average over this many periods).")
+DEBLOAT_THRESHOLD = Option(
+    "taskmanager.network.memory.buffer-debloat.threshold-percentages", int, default=25,
+    validator=non_negative,
+    doc="A new buffer size is announced only when it differs by more than this many percent.")
+MIN_SEGMENT_SIZE = Option(
+    "taskmanager.memory.min-segment-size", MemorySize, default="256b", validator=positive,
+    doc="Smallest buffer size debloating may choose.")

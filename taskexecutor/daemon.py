@@ -203,7 +203,14 @@ class TaskExecutor:
         return [("outPoolUsage", max((w.get("outPoolUsage", 0.0) for w in writers), default=0.0)),
                 ("inPoolUsage", max((g.get("inPoolUsage", 0.0) for g in gates), default=0.0)),
                 ("numBuffersOut", sum(w.get("buffersOut", 0.0) for w in writers)),
-                ("numBuffersInRemote", sum(g.get("buffersInRemote", 0.0) for g in gates))]
+                ("numBuffersInRemote", sum(g.get("buffersInRemote", 0.0) for g in gates)),
+                ("inputQueueBytes", sum(g.get("inputQueueBytes", 0.0) for g in gates)),
+                ("debloatedBufferSize",
+                 min((g["debloatedBufferSize"] for g in gates if "debloatedBufferSize" in g),
+                     default=0.0)),
+                ("estimatedTimeToConsumeBuffersMs",
+                 max((g.get("estimatedTimeToConsumeBuffersMs", 0.0) for g in gates),
+                     default=0.0))]
 
     def tasks(self) -> list[Task]:
         with self._lock:
@@ -318,7 +325,11 @@ class TaskExecutor:
                 ("outPoolUsage", "Share of the task's output buffers in use (0..1)."),
                 ("inPoolUsage", "Share of the task's remote input buffers in use (0..1)."),
                 ("numBuffersOut", "Buffers a task wrote to its result partitions."),
-                ("numBuffersInRemote", "Buffers a task received from remote channels."))}
+                ("numBuffersInRemote", "Buffers a task received from remote channels."),
+                ("inputQueueBytes", "Bytes queued in the task's remote input channels."),
+                ("debloatedBufferSize", "Buffer size chosen by buffer debloating (bytes)."),
+                ("estimatedTimeToConsumeBuffersMs",
+                 "Time the task needs to consume its queued input, at its throughput."))}
         for task in tasks:
             m = self._task_metrics(task)
             values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]

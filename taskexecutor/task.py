@@ -212,6 +212,8 @@ class Task:
                 mail()
             self._check_cancelled()
             self._flush_if_due()
+            for gate in self._gates:
+                gate.maintain()
             if not all(w.is_available() for w in self._writers):
                 started = time.monotonic()
                 wakeup.wait(self._wait_timeout())

@@ -336,6 +336,19 @@ class RemoteInputChannel:
         except OSError as err:
             self.fail(RemoteTransportError(f"cannot announce credit to {self._address}: {err}"))
 
+    def announce_buffer_size(self, size: int) -> None:
+        """Ask the producer for data buffers of at most ``size`` bytes (debloating)."""
+        connection = self._connection
+        if connection is None or connection.closed or self.closed:
+            return
+        with contextlib.suppress(OSError):
+            connection.send(protocol.NEW_BUFFER_SIZE, dataplane_pb2.NewBufferSize(
+                receiver_id=self.receiver_id, buffer_size=size))
+
+    def queued_bytes(self) -> int:
+        with self._lock:
+            return sum(b.size for b in self._queue)
+
     def fail(self, error: BaseException) -> None:
         if not self.closed and self.failure is None:
             self.failure = error

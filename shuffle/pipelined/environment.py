@@ -14,6 +14,7 @@ from shuffle.api import (
     TaskShuffleContext,
 )
 from shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from shuffle.pipelined.debloat import BufferDebloater
 from shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
 from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
 from shuffle.pipelined.server import DataServer
@@ -71,7 +72,19 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                     self.connections, descriptor.producer_data_address,
                     descriptor.partition_id, channel.subpartition, task.task_name,
                     self._exclusive, pool, *self._backoff, wakeup=task.wakeup))
-        return PipelinedInputGate(channels, pool, self._exclusive)
+        debloater = None
+        conf = self._context.configuration
+        if conf.get(shuffle_options.DEBLOAT_ENABLED):
+            remote = sum(isinstance(c, RemoteInputChannel) for c in channels)
+            debloater = BufferDebloater(
+                target=conf.get(shuffle_options.DEBLOAT_TARGET),
+                period=conf.get(shuffle_options.DEBLOAT_PERIOD),
+                samples=conf.get(shuffle_options.DEBLOAT_SAMPLES),
+                threshold=conf.get(shuffle_options.DEBLOAT_THRESHOLD) / 100,
+                min_size=conf.get(shuffle_options.MIN_SEGMENT_SIZE),
+                max_size=self._segment_size,
+                buffers_in_flight=remote * self._exclusive + self._floating)
+        return PipelinedInputGate(channels, pool, self._exclusive, debloater)
 
     def release_partitions_of_job(self, job_id: str) -> None:
         self.partitions.release_job(job_id)

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 
 from shuffle.api import BufferOrEvent, InputGate
 from shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
+from shuffle.pipelined.debloat import BufferDebloater
 from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
 from weir.errors import PartitionNotFoundError, RemoteTransportError
 
@@ -90,10 +91,13 @@ class PipelinedInputGate(InputGate):
     """Round-robin over channels that have data; finished when all sent end-of-partition."""
 
     def __init__(self, channels: list[InputChannel | RemoteInputChannel],
-                 pool: FloatingBufferPool | None = None, exclusive_per_channel: int = 0) -> None:
+                 pool: FloatingBufferPool | None = None, exclusive_per_channel: int = 0,
+                 debloater: BufferDebloater | None = None) -> None:
         self.channels = channels
         self._pool = pool
         self._exclusive = exclusive_per_channel
+        self.debloater = debloater
+        self._remote = [c for c in channels if isinstance(c, RemoteInputChannel)]
         self._next = 0
         self._finished_count = 0
         self.buffers_in = 0
@@ -120,8 +124,20 @@ class PipelinedInputGate(InputGate):
                 return BufferOrEvent(index, end_of_partition=True)
             if buffer.event is not None:
                 return BufferOrEvent(index, event=buffer.event, priority=buffer.priority)
+            if self.debloater is not None:
+                self.debloater.on_consumed(buffer.size)
             return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
         return None
+
+    def maintain(self) -> None:
+        """Revise the debloated buffer size once per period and tell the producers."""
+        debloater = self.debloater
+        if debloater is None or not debloater.due():
+            return
+        size = debloater.tick()
+        if size is not None:
+            for channel in self._remote:
+                channel.announce_buffer_size(size)
 
     def next_retry(self) -> float | None:
         """When a local channel next retries its request (the task sleeps until then)."""
@@ -140,7 +156,14 @@ class PipelinedInputGate(InputGate):
         remote = [c for c in self.channels if isinstance(c, RemoteInputChannel)]
         total = len(remote) * self._exclusive + (self._pool.size if self._pool else 0)
         used = sum(c.queued() for c in remote)
-        return {"bytesIn": float(sum(c.bytes_in for c in self.channels)),
+        queued = sum(c.queued_bytes() for c in remote)
+        debloat = {}
+        if self.debloater is not None:
+            debloat = {"debloatedBufferSize": float(self.debloater.buffer_size),
+                       "estimatedTimeToConsumeBuffersMs":
+                           self.debloater.estimated_time_to_consume_ms(queued)}
+        return {**debloat, "inputQueueBytes": float(queued),
+                "bytesIn": float(sum(c.bytes_in for c in self.channels)),
                 "buffersIn": float(self.buffers_in),
                 "buffersInRemote": float(sum(c.buffers_in for c in remote)),
                 "inPoolUsage": used / total if total else 0.0}

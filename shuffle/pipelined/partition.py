@@ -46,6 +46,8 @@ class Subpartition:
         self.failure: BaseException | None = None
         self.released = False
         self.consumed = False
+        #: Flush threshold announced by a debloating consumer (None: the segment size).
+        self.flush_size: int | None = None
         self.buffers_out = 0
         self.bytes_out = 0
 
@@ -159,7 +161,8 @@ class PipelinedResultPartition(ResultPartitionWriter):
         self._pending_bytes[subpartition] += elements.estimated_bytes()
         if self._pending_since is None:
             self._pending_since = time.monotonic()
-        if self._pending_bytes[subpartition] >= self._segment_size:
+        limit = self.subpartitions[subpartition].flush_size or self._segment_size
+        if self._pending_bytes[subpartition] >= limit:
             self._flush(subpartition)
 
     def _flush(self, index: int) -> None:

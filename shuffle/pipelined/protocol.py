@@ -18,6 +18,7 @@ BUFFER = 3
 ERROR = 4
 CANCEL_PARTITION = 5
 CLOSE = 6
+NEW_BUFFER_SIZE = 7
 
 _HEADER = struct.Struct("!IB")
 _U16 = struct.Struct("!H")

@@ -63,7 +63,8 @@ class SubpartitionView:
         self.subpartition = subpartition
         self.partition_id = partition_id
         self.credit = credit
-        self._segment_size = segment_size
+        #: Largest data buffer: the segment size, or what the consumer's debloating chose.
+        self.buffer_size = segment_size
         self._pending: deque[_Frame] = deque()
         self._schema: pa.Schema | None = None
         self.sequence = 0
@@ -124,7 +125,7 @@ class SubpartitionView:
                 self._schema = batch.schema
                 frames.append(_Frame(_Kind.SCHEMA, batch.schema.serialize()))
             frames.extend(_Frame(_Kind.DATA, piece.serialize())
-                          for piece in split_batch(batch, self._segment_size))
+                          for piece in split_batch(batch, self.buffer_size))
         return frames
 
 
@@ -168,6 +169,13 @@ class ServerConnection:
                         if view is not None:
                             view.credit += message.credit
                             self._enqueue_locked(view)
+                elif kind == protocol.NEW_BUFFER_SIZE:
+                    message = dataplane_pb2.NewBufferSize.FromString(bytes(payload))
+                    with self._cond:
+                        view = self._views.get(message.receiver_id)
+                        if view is not None and message.buffer_size > 0:
+                            view.buffer_size = message.buffer_size
+                            view.subpartition.flush_size = message.buffer_size
                 elif kind == protocol.CANCEL_PARTITION:
                     message = dataplane_pb2.CancelPartition.FromString(bytes(payload))
                     self._drop(message.receiver_id)

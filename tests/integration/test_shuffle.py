@@ -96,3 +96,59 @@ def test_slow_sink_backpressures_the_source_across_task_executors(cluster_factor
     finally:
         cluster.weir("cancel", job_id)
     wait_job_status(cluster, job_id, {"CANCELED"}, timeout=30)
+
+
+SLOW_JOB = """
+    import time
+    from weir import StreamExecutionEnvironment, DiscardingSink
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.configure({"pipeline.batch-size": 4096})
+
+    def slow(batch):
+        time.sleep(batch.num_rows * 100e-6)  # 10k rows/s per subtask, whatever the batching
+        return batch
+
+    (env.from_sequence(0, 10**12).map_batches(lambda b: b)
+        .rebalance().map_batches(slow).sink_to(DiscardingSink()))
+    env.execute("debloat")
+"""
+
+
+def _measure_inflight(cluster: LocalCluster, job_path: Path, seconds: float) -> tuple[float, float]:
+    """Mean bytes queued in the slow task's remote channels, and its records/s."""
+    import time
+
+    job_id = cluster.weir("run", "--detached", str(job_path)).stdout.strip()
+    try:
+        wait_all_running(cluster, job_id)
+        tes = cluster.status()["taskexecutors"]
+
+        def read(name: str) -> float:
+            return sum(_metric(te["metrics_url"], name, job_id, "Map Batches") for te in tes)
+
+        poll(lambda: read("numRecordsIn") > 20_000, 30, what="the job to warm up")
+        time.sleep(2.0)  # let the debloated size settle (EMA over 20 x 200 ms samples)
+        started, records = time.monotonic(), read("numRecordsIn")
+        samples = []
+        while time.monotonic() - started < seconds:
+            samples.append(read("inputQueueBytes"))
+            time.sleep(0.25)
+        rate = (read("numRecordsIn") - records) / (time.monotonic() - started)
+        return sum(samples) / len(samples), rate
+    finally:
+        cluster.weir("cancel", job_id)
+
+
+def test_debloating_shrinks_in_flight_data_and_keeps_throughput(cluster_factory,
+                                                                tmp_path: Path):
+    job = write_job(tmp_path, SLOW_JOB)
+    plain = cluster_factory(2, 1)
+    inflight_plain, rate_plain = _measure_inflight(plain, job, 5)
+    plain.stop()
+    debloated = cluster_factory(2, 1, "taskmanager.network.memory.buffer-debloat.enabled=true",
+                                "taskmanager.network.memory.buffer-debloat.target=100 ms")
+    inflight_debloated, rate_debloated = _measure_inflight(debloated, job, 5)
+    assert inflight_plain > 50_000, "without debloating the channels fill their buffers"
+    assert inflight_debloated < inflight_plain / 4, (inflight_plain, inflight_debloated)
+    assert abs(rate_debloated - rate_plain) <= 0.10 * rate_plain, (rate_plain, rate_debloated)
