@@ -48,3 +48,7 @@ DEBLOAT_THRESHOLD = Option(
 MIN_SEGMENT_SIZE = Option(
     "taskmanager.memory.min-segment-size", MemorySize, default="256b", validator=positive,
     doc="Smallest buffer size debloating may choose.")
+SHUFFLE_SERVICE_ADDRESS = Option(
+    "shuffle-service.address", str, default=None,
+    doc="HOST:PORT of the external shuffle service (`weir shuffle-service`), used by "
+        "shuffle.external.factory.ExternalShuffleServiceFactory.")
