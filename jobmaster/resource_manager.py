@@ -156,6 +156,13 @@ class ResourceManager:
         if freed:
             self._on_slots_available()
 
+    def release_slots(self, slots: list[Slot]) -> None:
+        """Free some of a job's slots (a finished stage of a batch job)."""
+        for slot in slots:
+            slot.job_id = None
+        if slots:
+            self._on_slots_available()
+
     def get(self, resource_id: str) -> TaskExecutorRecord | None:
         return self.task_executors.get(resource_id)
 

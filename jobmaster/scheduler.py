@@ -23,6 +23,7 @@ from jobmaster.source_coordinator import SourceCoordinator
 from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
 from shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
 from taskexecutor import options as te_options
+from weir import options
 from weir.config import Configuration
 from weir.rpc import keep_until_done
 
@@ -47,7 +48,11 @@ class JobScheduler:
         self._config = configuration
         self._on_terminal = on_terminal
         self.slots: list[Slot] = []
-        self._partition_descriptors: list[bytes] = []
+        self.batch = configuration.get(options.RUNTIME_MODE).upper() == "BATCH"
+        self._vertex_slots: dict[int, list[Slot]] = {}
+        self._waiting_for_slots_since: float | None = None
+        self._partition_ids: dict[tuple[str, int], str] = {}
+        self._descriptors: dict[str, bytes] = {}
         self._used_task_executors: set[str] = set()
 
     @property
@@ -63,40 +68,77 @@ class JobScheduler:
         self.try_allocate()
 
     def try_allocate(self) -> None:
-        if self.slots or self.graph.status != common_pb2.JOB_RUNNING:
+        """Deploy what can run now: everything at once (STREAMING, one shared slot per
+        pipeline), or the vertices whose inputs have all finished (BATCH, slots per stage)."""
+        if self.graph.status != common_pb2.JOB_RUNNING:
             return
-        slots = self._resources.allocate(self.job_id, self.required_slots,
-                                         self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS))
-        if slots is None:
-            log.info("job %s waits for %d free slots (%d free now)", self.job_id,
-                     self.required_slots, self._resources.free_slots())
+        spread = self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS)
+        if not self.batch:
+            if self.slots:
+                return
+            slots = self._resources.allocate(self.job_id, self.required_slots, spread)
+            if slots is None:
+                self._waiting(self.required_slots)
+                return
+            self.slots = slots
+            self._waiting_for_slots_since = None
+            self._deploy(self.graph.job_graph.vertices,
+                         {v.id: slots for v in self.graph.job_graph.vertices})
             return
-        self.slots = slots
-        self._deploy()
+        for vertex in self.graph.job_graph.vertices:
+            if vertex.id in self._vertex_slots or not self._inputs_finished(vertex):
+                continue
+            slots = self._resources.allocate(self.job_id, vertex.parallelism, spread)
+            if slots is None:
+                self._waiting(vertex.parallelism)
+                return
+            self._waiting_for_slots_since = None
+            self._vertex_slots[vertex.id] = slots
+            self._deploy([vertex], {vertex.id: slots})
+
+    def _inputs_finished(self, vertex: jobgraph_pb2.JobVertex) -> bool:
+        return all(ev.state == common_pb2.FINISHED for edge in vertex.inputs
+                   for ev in self.graph.vertices[edge.source_vertex])
+
+    def _waiting(self, needed: int) -> None:
+        if self._waiting_for_slots_since is None:
+            self._waiting_for_slots_since = time.monotonic()
+            log.info("job %s waits for %d free slots (%d free now)", self.job_id, needed,
+                     self._resources.free_slots())
 
     def _check_slot_timeout(self) -> None:
-        if self.slots or self.graph.is_terminal():
+        if self.graph.is_terminal():
             return
         timeout = self._config.get(jm_options.SLOT_REQUEST_TIMEOUT)
+        since = self._waiting_for_slots_since
+        if since is None or time.monotonic() - since < timeout * 0.999:
+            if self.batch or not self.slots:
+                # Still scheduling (or later stages to come): check again later.
+                self._main.schedule(timeout if since is None else
+                                    timeout - (time.monotonic() - since), self._check_slot_timeout)
+            return
         self.fail(common_pb2.ErrorInfo(
             reason=common_pb2.NO_RESOURCES,
-            message=(f"could not get {self.required_slots} slots within {timeout:.0f} s "
+            message=(f"could not get the slots the job needs within {timeout:.0f} s "
                      f"(slot.request.timeout): the cluster has {self._resources.free_slots()} "
                      f"free of {self._resources.total_slots()}; start more TaskExecutors or "
                      "lower the job's parallelism")))
 
-    def _deploy(self) -> None:
+    def _deploy(self, vertices: Any, slots: dict[int, list[Slot]]) -> None:
+        """Deploy every subtask of ``vertices``; subtask i of vertex v goes to slots[v.id][i].
+
+        Output partitions are registered with the shuffle master first; input gates use the
+        descriptors of the producers' partitions, registered when those were deployed.
+        """
         graph = self.graph
-        for ev in graph.all():
-            slot = self.slots[ev.subtask_index]
+        deploying = [ev for v in vertices for ev in graph.vertices[v.id]]
+        for ev in deploying:
+            slot = slots[ev.job_vertex.id][ev.subtask_index]
             ev.resource_id = slot.resource_id
             ev.allocation_id = slot.allocation_id
             ev.state = common_pb2.SCHEDULED
             self._used_task_executors.add(slot.resource_id)
-
-        partition_ids: dict[tuple[str, int], str] = {}
-        descriptors: dict[str, bytes] = {}
-        for vertex in graph.job_graph.vertices:
+        for vertex in vertices:
             for consumer, edge in graph.consumers_of(vertex.id):
                 subpartitions = 1 if edge.partitioner == common_pb2.FORWARD else \
                     consumer.parallelism
@@ -104,16 +146,14 @@ class JobScheduler:
                     partition_id = f"{ev.attempt_id}.{consumer.id}"
                     record = self._resources.get(ev.resource_id)
                     assert record is not None
-                    descriptor = self._shuffle_master.register_partition_with_producer(
-                        PartitionDescriptor(self.job_id, partition_id, subpartitions,
-                                            ev.attempt_id),
-                        ProducerDescriptor(ev.resource_id, record.data_address))
-                    partition_ids[(ev.attempt_id, consumer.id)] = partition_id
-                    descriptors[partition_id] = descriptor
-        self._partition_descriptors = list(descriptors.values())
-
-        for ev in graph.all():
-            tdd = self._deployment_descriptor(ev, partition_ids, descriptors)
+                    self._descriptors[partition_id] = \
+                        self._shuffle_master.register_partition_with_producer(
+                            PartitionDescriptor(self.job_id, partition_id, subpartitions,
+                                                ev.attempt_id),
+                            ProducerDescriptor(ev.resource_id, record.data_address))
+                    self._partition_ids[(ev.attempt_id, consumer.id)] = partition_id
+        for ev in deploying:
+            tdd = self._deployment_descriptor(ev, self._partition_ids, self._descriptors)
             record = self._resources.get(ev.resource_id)
             if record is None:
                 self._task_failed(ev, common_pb2.ErrorInfo(
@@ -144,7 +184,8 @@ class JobScheduler:
                 num_subpartitions=1 if edge.partitioner == common_pb2.FORWARD
                 else consumer.parallelism,
                 partitioner=edge.partitioner, key_selector=edge.key_selector,
-                max_parallelism=consumer.max_parallelism, consumer_vertex=consumer.id)
+                max_parallelism=consumer.max_parallelism, consumer_vertex=consumer.id,
+                blocking=self.batch)
         for edge in vertex.inputs:
             gate = tdd.input_gates.add(input_index=edge.input_index,
                                        source_vertex=edge.source_vertex)
@@ -189,6 +230,11 @@ class JobScheduler:
             self._task_failed(ev, update.error)
             return
         ev.state = update.state
+        if self.batch and update.state == common_pb2.FINISHED:
+            vertex_id = ev.job_vertex.id
+            if all(e.state == common_pb2.FINISHED for e in self.graph.vertices[vertex_id]):
+                self._resources.release_slots(self._vertex_slots.get(vertex_id, []))
+                self.try_allocate()
         self._check_progress()
 
     def _task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
@@ -274,7 +320,7 @@ class JobScheduler:
                  common_pb2.JobStatus.Name(status))
         self.collect.close()
         self.sources.close()
-        for descriptor in self._partition_descriptors:
+        for descriptor in self._descriptors.values():
             self._shuffle_master.release_partition_externally(descriptor)
         self._resources.release(self.job_id)
         for resource_id in self._used_task_executors:

@@ -63,20 +63,22 @@ class JobGraph(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., vertices: _Optional[_Iterable[_Union[JobVertex, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., has_collect_sink: _Optional[bool] = ...) -> None: ...
 
 class ResultPartitionDeployment(_message.Message):
-    __slots__ = ("partition_id", "num_subpartitions", "partitioner", "key_selector", "max_parallelism", "consumer_vertex")
+    __slots__ = ("partition_id", "num_subpartitions", "partitioner", "key_selector", "max_parallelism", "consumer_vertex", "blocking")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONER_FIELD_NUMBER: _ClassVar[int]
     KEY_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_VERTEX_FIELD_NUMBER: _ClassVar[int]
+    BLOCKING_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     num_subpartitions: int
     partitioner: _common_pb2.PartitionerType
     key_selector: bytes
     max_parallelism: int
     consumer_vertex: int
-    def __init__(self, partition_id: _Optional[str] = ..., num_subpartitions: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., max_parallelism: _Optional[int] = ..., consumer_vertex: _Optional[int] = ...) -> None: ...
+    blocking: bool
+    def __init__(self, partition_id: _Optional[str] = ..., num_subpartitions: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., max_parallelism: _Optional[int] = ..., consumer_vertex: _Optional[int] = ..., blocking: _Optional[bool] = ...) -> None: ...
 
 class InputChannelDeployment(_message.Message):
     __slots__ = ("shuffle_descriptor", "subpartition")

@@ -210,10 +210,26 @@ class StreamExecutionEnvironment:
 
     def get_job_graph(self, job_name: str | None = None) -> jobgraph_pb2.JobGraph:
         """The JobGraph of what was built so far (sources are not prepared)."""
+        if self._config.get(options.RUNTIME_MODE) == "BATCH":
+            self._check_bounded()
         return build_job_graph(
             self._sinks, job_id=JobId.generate(), job_name=job_name or "weir job",  # type: ignore[attr-defined]
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism, config=self._config.to_dict())
+
+    def _check_bounded(self) -> None:
+        seen: set[int] = set()
+        stack = list(self._sinks)
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            stack.extend(t.inputs)
+            if t.kind == "source" and not getattr(t.source, "bounded", True):
+                msg = (f"source '{t.name}' is unbounded, but execution.runtime-mode is BATCH: "
+                       "use a bounded source or the STREAMING mode")
+                raise InvalidJobError(msg)
 
     def execute_async(self, job_name: str | None = None) -> JobClient:
         """Submit the job and return at once with a JobClient."""

@@ -15,9 +15,9 @@ MAX_PARALLELISM = Option(
     "pipeline.max-parallelism", int, default=128, validator=positive,
     doc="Number of key groups: the upper bound for rescaling keyed state.")
 RUNTIME_MODE = Option(
-    "execution.runtime-mode", str, default="STREAMING", choices=("STREAMING",),
-    doc="STREAMING runs all tasks at once with pipelined exchanges (BATCH, with blocking "
-        "exchanges, is not available yet).")
+    "execution.runtime-mode", str, default="STREAMING", choices=("STREAMING", "BATCH"),
+    doc="STREAMING runs all tasks at once with pipelined exchanges; BATCH (bounded jobs "
+        "only) runs stage after stage with blocking exchanges, freeing slots as stages end.")
 BUFFER_TIMEOUT = Option(
     "execution.buffer-timeout", Duration, default="100 ms", validator=non_negative,
     doc="Longest time output waits in a partly filled buffer before it is flushed "

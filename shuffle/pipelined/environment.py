@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from proto import dataplane_pb2, jobgraph_pb2
@@ -50,9 +51,12 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
     def create_result_partition_writer(
             self, task: TaskShuffleContext,
             deployment: jobgraph_pb2.ResultPartitionDeployment) -> ResultPartitionWriter:
+        # A blocking partition is produced before its consumers run: it must never hold its
+        # producer back (its size is bounded by the bounded job's output).
+        capacity = sys.maxsize if deployment.blocking else self._capacity
         partition = PipelinedResultPartition(
             deployment.partition_id, task.job_id, deployment.num_subpartitions,
-            self._capacity, self._segment_size, task.wakeup)
+            capacity, self._segment_size, task.wakeup)
         self.partitions.register(partition)
         return partition
 

@@ -68,6 +68,7 @@ class SparkSource(PreparedSource):
             raise InvalidJobError(msg)
         self.query = query
         self.streaming = streaming
+        self.bounded = not streaming
         self.staging = staging
         self.name = f"Spark ({getattr(query, '__name__', 'query')})"
 
