@@ -36,6 +36,31 @@ if str(REPO_ROOT) not in sys.path:  # run as `python benchmarks/x.py` from anywh
     sys.path.insert(0, str(REPO_ROOT))
 
 
+def _import_engine_shuffle_package() -> None:
+    """Make ``import shuffle`` mean the engine's package, not ``benchmarks/shuffle.py``.
+
+    A script run from this directory has it first on ``sys.path``, where the benchmark's
+    ``shuffle.py`` would shadow the engine's ``shuffle`` package (``shuffle.api`` etc.,
+    which weir imports on demand, e.g. for its option modules). Importing the package once
+    with the repository first on the path puts it in ``sys.modules`` for good.
+    """
+    import importlib
+
+    if "shuffle" in sys.modules:  # the package already, or the benchmark imported by name
+        return
+    here = Path(__file__).resolve().parent
+    saved = list(sys.path)
+    sys.path[:] = [str(REPO_ROOT), *(p for p in saved
+                                     if Path(p or os.getcwd()).resolve() != here)]
+    try:
+        importlib.import_module("shuffle")
+    finally:
+        sys.path[:] = saved
+
+
+_import_engine_shuffle_package()
+
+
 # -- a local cluster of real processes --------------------------------------------------------
 
 
@@ -102,6 +127,24 @@ class LocalCluster:
     def jobmaster_pid(self) -> int:
         return int(json.loads((self.directory / "jobmaster.json").read_text())["pid"])
 
+    def status(self) -> dict[str, Any]:
+        """``weir cluster status --dir DIR --json``: pids, addresses and metrics URLs."""
+        result = _weir("cluster", "status", "--dir", str(self.directory), "--json", timeout=30)
+        if result.returncode != 0:
+            msg = f"weir cluster status failed:\n{result.stdout}{result.stderr}"
+            raise RuntimeError(msg)
+        return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+    def taskexecutor_metrics_urls(self) -> list[str]:
+        return [str(te["metrics_url"]) for te in self.status()["taskexecutors"]]
+
+    def cancel(self, job_id: str) -> None:
+        """``weir cancel --dir DIR JOB_ID`` (returns once the JobMaster took the request)."""
+        result = _weir("cancel", "--dir", str(self.directory), job_id, timeout=60)
+        if result.returncode != 0:
+            msg = f"weir cancel {job_id} failed:\n{result.stdout}{result.stderr}"
+            raise RuntimeError(msg)
+
     def environment(self, config: dict[str, Any] | None = None) -> Any:
         """A StreamExecutionEnvironment that submits to this cluster."""
         from weir import StreamExecutionEnvironment
@@ -155,6 +198,7 @@ class JobTiming:
     wall_s: float  #: client side: from building/submitting the graph to seeing FINISHED
     cluster_s: float  #: the JobMaster's own start..end time of the job
     cpu_s: dict[int, float]  #: CPU seconds each watched process used meanwhile
+    details: Any = None  #: the JobMaster's final JobDetails (vertices, subtasks, metrics)
 
 
 def run_job(env: Any, name: str, poll_interval: float = 0.02,
@@ -178,7 +222,39 @@ def run_job(env: Any, name: str, poll_interval: float = 0.02,
     cluster = (summary.end_time_ms - summary.start_time_ms) / 1000 if summary.end_time_ms else 0.0
     job.client.close()
     cpu = {pid: round(process_cpu_seconds(pid) - before, 3) for pid, before in cpu_before.items()}
-    return JobTiming(job.job_id, wall, cluster, cpu)
+    return JobTiming(job.job_id, wall, cluster, cpu, details)
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of a process (VmRSS in /proc/PID/status); None if it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024  # reported in kB
+    return None
+
+
+@dataclass
+class MetricSample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def scrape_metrics(url: str, prefix: str = "", timeout: float = 5.0) -> list[MetricSample]:
+    """The samples of a Prometheus ``/metrics`` endpoint whose name starts with ``prefix``."""
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urlopen(url, timeout=timeout) as response:  # a local daemon's URL
+        text = response.read().decode()
+    return [MetricSample(s.name, dict(s.labels), float(s.value))
+            for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name.startswith(prefix)]
 
 
 def median(values: Sequence[float]) -> float:
@@ -375,19 +451,19 @@ WAITING_LEAVES = ("Condition.wait (", "Event.wait (", "socket.accept (", "select
                   "channel_spin (", "_serve (grpc", "sleep (", "recv_exact (", "Queue.get (")
 
 
-def summarise_profile(paths: Sequence[Path], top: int = 15,
-                      rate_hz: int | None = None) -> dict[str, Any]:
+def summarise_profile(paths: Sequence[Path], top: int = 15, rate_hz: int | None = None,
+                      waiting: Sequence[str] = WAITING_LEAVES) -> dict[str, Any]:
     """Top functions by self and by total (inclusive) samples, over all busy threads.
 
     Functions are aggregated over their lines; the line given is the one with the most
     samples. ``threads`` is the share of samples per thread name (task threads are named
     ``task <vertex> (i/n)``), i.e. where the CPU of the TaskExecutors went. Percentages
-    are of the samples that were not waiting (see ``WAITING_LEAVES``).
+    are of the samples that were not waiting (innermost frame in ``waiting``, by default
+    ``WAITING_LEAVES``).
     """
     stacks = load_raw_profiles(paths)
     everything = sum(c for _, _, c in stacks)
-    stacks = [(t, f, c) for t, f, c in stacks
-              if not (f and any(w in f[-1] for w in WAITING_LEAVES))]
+    stacks = [(t, f, c) for t, f, c in stacks if not (f and any(w in f[-1] for w in waiting))]
     total = sum(c for _, _, c in stacks)
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -427,3 +503,158 @@ def summarise_profile(paths: Sequence[Path], top: int = 15,
     if rate_hz:
         summary["busy_thread_s"] = round(total / rate_hz, 2)
     return summary
+
+
+_source_lines: dict[str, list[str]] = {}
+
+
+def frame_source(frame: str) -> str:
+    """The source line a frame ('fn (file.py:123)', as loaded) executes, for repo files only."""
+    location = frame.rpartition(" (")[2].rstrip(")")
+    path, _, line = location.rpartition(":")
+    if not path or not line.isdigit() or path.startswith("/"):
+        return ""
+    if path not in _source_lines:
+        try:
+            _source_lines[path] = (REPO_ROOT / path).read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            _source_lines[path] = []
+    lines = _source_lines[path]
+    index = int(line) - 1
+    return lines[index].strip() if 0 <= index < len(lines) else ""
+
+
+def categorise_profile(paths: Sequence[Path], categories: Sequence[tuple[str, Sequence[str]]],
+                       thread_groups: Sequence[tuple[str, Sequence[str]]] = (),
+                       waiting: Sequence[str] = WAITING_LEAVES) -> dict[str, Any]:
+    """Busy samples by thread group and, within each group, by category of work.
+
+    A sample's category is the first of ``categories`` (label, substrings) that matches,
+    looking at the frames from the innermost one outwards, so the most specific work wins
+    (a socket write inside serialisation code counts as a socket write). A frame matches
+    when a substring occurs in its name ('fn (file.py:123)') or, for files of this
+    repository, in the source line it executes (read from the working tree when this runs,
+    so call it right after profiling). Samples that match nothing count as ``other``. A
+    thread belongs to the first of ``thread_groups`` (label, substrings of the thread
+    name) that matches, else to ``other threads``. Samples whose innermost frame is one of
+    ``waiting`` are left out (by default ``WAITING_LEAVES``, as in
+    :func:`summarise_profile`). Percentages are of all busy samples of all groups.
+    """
+    stacks = load_raw_profiles(paths)
+    stacks = [(t, f, c) for t, f, c in stacks if not (f and any(w in f[-1] for w in waiting))]
+    total = sum(c for _, _, c in stacks)
+    by_group: dict[str, Counter[str]] = {}
+    for thread, frames, count in stacks:
+        group = next((label for label, needles in thread_groups
+                      if any(n in thread for n in needles)), "other threads")
+        category = "other"
+        for frame in reversed(frames):
+            haystack = f"{frame} {frame_source(frame)}"
+            match = next((label for label, needles in categories
+                          if any(n in haystack for n in needles)), None)
+            if match is not None:
+                category = match
+                break
+        by_group.setdefault(group, Counter())[category] += count
+    groups = []
+    for group, counter in sorted(by_group.items(), key=lambda kv: -sum(kv[1].values())):
+        samples = sum(counter.values())
+        groups.append({
+            "group": group, "samples": samples,
+            "percent": round(100 * samples / total, 1) if total else 0.0,
+            "categories": [{"category": c, "samples": n,
+                            "percent": round(100 * n / total, 1) if total else 0.0,
+                            "percent_of_group": round(100 * n / samples, 1)}
+                           for c, n in counter.most_common()]})
+    overall: Counter[str] = Counter()
+    for counter in by_group.values():
+        overall.update(counter)
+    return {"samples": total, "groups": groups,
+            "categories": [{"category": c, "samples": n,
+                            "percent": round(100 * n / total, 1) if total else 0.0}
+                           for c, n in overall.most_common()]}
+
+
+# -- CPU time per thread ----------------------------------------------------------------------
+
+
+def _cpu_fields(stat_path: Path) -> tuple[float, float] | None:
+    """(user, system) CPU seconds from a /proc/.../stat file; None if it is gone."""
+    try:
+        stat = stat_path.read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
+def process_cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process (all its threads) so far; zeros if gone."""
+    return _cpu_fields(Path(f"/proc/{pid}/stat")) or (0.0, 0.0)
+
+
+class ThreadCpuSampler:
+    """CPU time of every thread of some processes during a ``with`` block.
+
+    A background thread reads ``/proc/PID/task/TID/stat`` every ``interval`` seconds and
+    keeps the last values seen, so threads that end inside the block (task threads) are
+    counted up to their last sample. Threads that exist at the start count from there;
+    threads started later count from zero. ``result`` maps (pid, tid) to (user, system)
+    seconds. Thread names: see :func:`profile_thread_names` (py-spy knows them, /proc
+    does not: Python does not name OS threads).
+    """
+
+    def __init__(self, pids: Sequence[int], interval: float = 0.1) -> None:
+        import threading
+
+        self.pids = list(pids)
+        self.interval = interval
+        self._first: dict[tuple[int, int], tuple[float, float]] = {}
+        self._last: dict[tuple[int, int], tuple[float, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="thread-cpu-sampler",
+                                        daemon=True)
+        self.result: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def _sample(self, initial: bool) -> None:
+        for pid in self.pids:
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    values = _cpu_fields(task / "stat")
+                    if values is None:
+                        continue
+                    key = (pid, int(task.name))
+                    if key not in self._first:
+                        self._first[key] = values if initial else (0.0, 0.0)
+                    self._last[key] = values
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample(initial=False)
+
+    def __enter__(self) -> ThreadCpuSampler:
+        self._sample(initial=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample(initial=False)
+        self.result = {key: (round(last[0] - self._first[key][0], 3),
+                             round(last[1] - self._first[key][1], 3))
+                       for key, last in self._last.items()}
+
+
+def profile_thread_names(path: Path) -> dict[int, str]:
+    """Native thread id -> Python thread name, from a py-spy ``--threads`` raw file."""
+    names: dict[int, str] = {}
+    if not path.exists():
+        return names
+    for line in path.read_text().splitlines():
+        if line.startswith("thread ("):
+            tid, _, rest = line[len("thread ("):].partition("): ")
+            if tid.isdigit():
+                names[int(tid)] = rest.split(";", 1)[0]
+    return names

@@ -237,6 +237,8 @@ class RemoteInputChannel:
         self._lock = threading.Lock()
         self._queue: deque[Buffer] = deque()
         self.floating = 0
+        self._unannounced = 0
+        self._announce_batch = max(1, exclusive // 2)
         self._backlog = 0
         self._schema: pa.Schema | None = None
         self._sequence = 0
@@ -369,11 +371,20 @@ class RemoteInputChannel:
                 self.floating -= 1
         if data:
             # The buffer is free again: back to the pool if borrowed and not needed, else
-            # one more credit for the producer.
+            # one more credit for the producer. Credits are announced in batches (half the
+            # exclusive buffers), but always when the queue runs empty, so the producer is
+            # never left without credit while this channel waits.
             if surplus:
                 self._pool.release()
             else:
-                self._announce(1)
+                with self._lock:
+                    self._unannounced += 1
+                    due = (self._unannounced >= self._announce_batch or not self._queue)
+                    credit = self._unannounced if due else 0
+                    if due:
+                        self._unannounced = 0
+                if credit:
+                    self._announce(credit)
         if buffer.end_of_partition:
             self.finished = True
             self._release_connection(cancel=False)

@@ -66,6 +66,7 @@ class SubpartitionView:
         #: Largest data buffer: the segment size, or what the consumer's debloating chose.
         self.buffer_size = segment_size
         self._pending: deque[_Frame] = deque()
+        self._pending_data = 0  # DATA frames in _pending, so backlog() is O(1)
         self._schema: pa.Schema | None = None
         self.sequence = 0
         self.finished = False
@@ -73,7 +74,7 @@ class SubpartitionView:
         self.bytes_sent = 0
 
     def backlog(self) -> int:
-        return sum(1 for f in self._pending if f.needs_credit) + self.subpartition.backlog()
+        return self._pending_data + self.subpartition.backlog()
 
     def is_available(self) -> bool:
         """Something can be sent now: an event, or data with a credit for it."""
@@ -95,10 +96,21 @@ class SubpartitionView:
             assert buffer is not None
             return self._event_frame(buffer, priority=True)
         if not self._pending:
+            # Take a buffer out of the subpartition only when it can go out now: a buffer
+            # waiting for credit must stay there, where a priority event can overtake it.
+            head = self.subpartition.peek()
+            if head is None:
+                if self.subpartition.failure is not None:
+                    self.subpartition.poll()  # raises ProducerFailedError
+                return None
+            if head.elements is not None and self.credit <= 0:
+                return None
             buffer = self.subpartition.poll()
             if buffer is None:
                 return None
-            self._pending.extend(self._frames(buffer))
+            frames = self._frames(buffer)
+            self._pending.extend(frames)
+            self._pending_data += sum(1 for f in frames if f.needs_credit)
         if not self._pending:
             return None
         head = self._pending[0]
@@ -106,6 +118,7 @@ class SubpartitionView:
             if self.credit <= 0:
                 return None
             self.credit -= 1
+            self._pending_data -= 1
         return self._pending.popleft()
 
     def _event_frame(self, buffer: Buffer, priority: bool = False) -> _Frame:
@@ -219,6 +232,9 @@ class ServerConnection:
 
     # -- writer: buffers against credit -----------------------------------------------------
 
+    #: Frames of one channel gathered into one sendmsg (while it has credit for them).
+    MAX_FRAMES_PER_SEND = 16
+
     def _write_loop(self) -> None:
         try:
             while not self._closed.is_set():
@@ -230,39 +246,49 @@ class ServerConnection:
                     self._queued.discard(view.receiver_id)
                     if view.receiver_id not in self._views:
                         continue
-                    try:
-                        frame = view.next_frame()
-                        backlog = view.backlog()
-                    except ProducerFailedError as err:
-                        self._views.pop(view.receiver_id, None)
-                        frame, failure = None, err
-                    else:
-                        failure = None
-                    if frame is not None:
-                        view.sequence += 1
-                        sequence = view.sequence
+                    frames, failure = self._take_frames(view)
+                if frames:
+                    pieces: list[bytes] = []
+                    for frame, header in frames:
+                        pieces.extend(protocol.buffer_frame(header, frame.body))
+                        view.buffers_sent += 1
+                        view.bytes_sent += len(frame.body)
+                    protocol.send_all(self._sock, pieces)
                 if failure is not None:
                     self._send_error(view.receiver_id,
                                      dataplane_pb2.ErrorResponse.PRODUCER_FAILED, str(failure))
                     continue
-                if frame is not None:
-                    header = dataplane_pb2.BufferHeader(
-                        receiver_id=view.receiver_id, sequence_number=sequence,
-                        backlog=backlog, kind=frame.kind, priority=frame.priority,
-                        event_type=frame.event_type)
-                    protocol.send_all(self._sock, protocol.buffer_frame(header, frame.body))
-                    view.buffers_sent += 1
-                    view.bytes_sent += len(frame.body)
-                    if frame.kind == _Kind.END_OF_PARTITION:
-                        view.finished = True
-                        self._drop(view.receiver_id)
-                        self._partitions.release_consumed(view.partition_id)
-                        continue
+                if frames and frames[-1][0].kind == _Kind.END_OF_PARTITION:
+                    view.finished = True
+                    self._drop(view.receiver_id)
+                    self._partitions.release_consumed(view.partition_id)
+                    continue
                 self._notify(view)
         except (OSError, ConnectionError) as err:
             log.debug("data connection ended while sending: %s", err)
         finally:
             self.close()
+
+    def _take_frames(self, view: SubpartitionView) -> tuple[
+            list[tuple[_Frame, dataplane_pb2.BufferHeader]], BaseException | None]:
+        """Up to MAX_FRAMES_PER_SEND frames of ``view`` (called with the lock held)."""
+        frames: list[tuple[_Frame, dataplane_pb2.BufferHeader]] = []
+        try:
+            while len(frames) < self.MAX_FRAMES_PER_SEND:
+                frame = view.next_frame()
+                if frame is None:
+                    break
+                view.sequence += 1
+                frames.append((frame, dataplane_pb2.BufferHeader(
+                    receiver_id=view.receiver_id, sequence_number=view.sequence,
+                    backlog=view.backlog(), kind=frame.kind, priority=frame.priority,
+                    event_type=frame.event_type)))
+                if frame.kind == _Kind.END_OF_PARTITION:
+                    break
+        except ProducerFailedError as err:
+            self._views.pop(view.receiver_id, None)
+            return frames, err
+        return frames, None
 
     def _send_error(self, receiver_id: int, kind: int, message: str) -> None:
         error = dataplane_pb2.ErrorResponse(receiver_id=receiver_id, kind=kind, message=message)
