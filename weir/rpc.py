@@ -100,15 +100,24 @@ class _ServerAuth(grpc.ServerInterceptor):
 
 def create_server(bind_host: str, port: int, token: str | None,
                   register: Callable[[grpc.Server], None],
-                  max_workers: int = 32) -> tuple[grpc.Server, int]:
-    """Start a gRPC server; returns it and the bound port (useful with ``port=0``)."""
+                  max_workers: int = 32,
+                  executor: futures.ThreadPoolExecutor | None = None) -> tuple[grpc.Server, int]:
+    """Start a gRPC server; returns it and the bound port (useful with ``port=0``).
+
+    Pass ``executor`` to own the handler threads (e.g. to join them on shutdown).
+    """
     interceptors = [_ServerAuth(token)] if token else []
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
-                                                    thread_name_prefix="grpc"),
-                         interceptors=interceptors, options=_SERVER_OPTIONS)
+    pool = executor or futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                  thread_name_prefix="grpc")
+    server = grpc.server(pool, interceptors=interceptors, options=_SERVER_OPTIONS)
     register(server)
-    bound = server.add_insecure_port(f"{bind_host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{bind_host}:{port}")
+    except RuntimeError:
+        bound = 0
     if bound == 0:
+        if executor is None:
+            pool.shutdown(wait=False)
         msg = (f"cannot listen on {bind_host}:{port} (port in use or address not local): "
                "choose another port, or 0 for a free one")
         raise UserError(msg)

@@ -95,3 +95,25 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
         print(f"error: {fatal}", file=sys.stderr)
         return 1
     return 0
+
+
+def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int,
+                        info_file: str | None, log_file: str | None) -> int:
+    from shuffle.external.service import ShuffleServiceDaemon
+
+    from weir import options
+
+    setup_logging(log_file)
+    service = ShuffleServiceDaemon(data_dir, host=host, port=port,
+                                   token=conf.get(options.AUTH_TOKEN))
+    service.start()
+    write_info_file(info_file, {"role": "shuffle-service", "address": service.address,
+                                "pid": os.getpid(), "dir": data_dir})
+    print(f"shuffle service listening on {service.address}; data in {data_dir}",
+          file=sys.stderr, flush=True)
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    while not stop.wait(0.5):
+        pass
+    service.stop()
+    return 0

@@ -66,6 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     te.add_argument("--info-file", help=argparse.SUPPRESS)
     te.add_argument("--log-file", help="also log to this file")
 
+    service = sub.add_parser(
+        "shuffle-service", help="run the external shuffle service in the foreground",
+        description="Stores blocking result partitions of batch jobs, so they outlive the "
+                    "TaskExecutors that produced them. Point TaskExecutors and the JobMaster "
+                    "at it with -D shuffle-service-factory.class=shuffle.external.factory."
+                    "ExternalShuffleServiceFactory -D shuffle-service.address=HOST:PORT.")
+    conf_args(service)
+    service.add_argument("--dir", required=True, help="data directory for partitions")
+    service.add_argument("--host", default="127.0.0.1")
+    service.add_argument("--port", type=int, default=0, help="gRPC port (0: a free one)")
+    service.add_argument("--info-file", help=argparse.SUPPRESS)
+    service.add_argument("--log-file", help="also log to this file")
+
     cluster = sub.add_parser("cluster", help="manage a local cluster of daemon processes")
     csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     start = csub.add_parser("start", help="start a JobMaster and TaskExecutors in the background")
@@ -126,6 +139,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             raise UserError(msg)
         return daemons.run_taskexecutor(conf, args.jobmaster, args.slots, args.info_file,
                                         args.log_file)
+    if args.command == "shuffle-service":
+        conf = Configuration.load(args.conf, args.dynamic)
+        return daemons.run_shuffle_service(conf, args.dir, args.host, args.port,
+                                           args.info_file, args.log_file)
     if args.command == "cluster":
         directory = Path(args.dir) if args.dir else cluster.default_cluster_dir()
         if args.cluster_command == "start":
