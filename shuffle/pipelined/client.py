@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 _Kind = dataplane_pb2.BufferHeader
 _receiver_ids = itertools.count(1)
+#: Bytes the reader thread takes from the socket at once (many frames per syscall).
+READ_BUFFER_BYTES = 1 << 20
 
 
 class FloatingBufferPool:
@@ -114,9 +116,10 @@ class ClientConnection:
 
     def _read_loop(self) -> None:
         error: BaseException | None = None
+        stream = self._sock.makefile("rb", buffering=READ_BUFFER_BYTES)
         try:
             while True:
-                frame = protocol.recv_frame(self._sock)
+                frame = protocol.read_frame(stream)
                 if frame is None:
                     error = ConnectionError(f"the producer at {self.address} closed the "
                                             "connection")
@@ -134,9 +137,11 @@ class ClientConnection:
                         channel = self._channels.pop(response.receiver_id, None)
                     if channel is not None:
                         channel.on_error(response)
-        except (OSError, ConnectionError) as err:
+        except (OSError, ConnectionError, ValueError) as err:  # ValueError: closed stream
             error = err
         finally:
+            with contextlib.suppress(OSError):
+                stream.close()
             self._close(error)
 
     def _close(self, error: BaseException | None) -> None:

@@ -167,9 +167,10 @@ class ServerConnection:
     # -- reader: requests and credit --------------------------------------------------------
 
     def _read_loop(self) -> None:
+        stream = self._sock.makefile("rb", buffering=64 * 1024)
         try:
             while not self._closed.is_set():
-                frame = protocol.recv_frame(self._sock)
+                frame = protocol.read_frame(stream)
                 if frame is None:
                     return
                 kind, payload = frame
@@ -194,9 +195,11 @@ class ServerConnection:
                     self._drop(message.receiver_id)
                 elif kind == protocol.CLOSE:
                     return
-        except (OSError, ConnectionError) as err:
+        except (OSError, ConnectionError, ValueError) as err:
             log.debug("data connection ended: %s", err)
         finally:
+            with contextlib.suppress(OSError):
+                stream.close()
             self.close()
 
     def _on_request(self, request: dataplane_pb2.PartitionRequest) -> None:
