@@ -15,7 +15,7 @@ method says otherwise; implementations wake that thread through the listeners it
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +151,24 @@ class BufferOrEvent:
     size: int = 0
     event: Event | None = None
     priority: bool = False
+
+
+def poll_round_robin(channels: Sequence[Any], start: int) -> tuple[int, Any] | None:
+    """Take from the first channel, from ``start`` on and wrapping around, that is not
+    finished and has something (``channel.take()`` not None): returns (index, item).
+
+    Shared by input gates so that no channel starves the others.
+    """
+    n = len(channels)
+    for step in range(n):
+        index = (start + step) % n
+        channel = channels[index]
+        if channel.finished:
+            continue
+        item = channel.take()
+        if item is not None:
+            return index, item
+    return None
 
 
 class InputGate(ABC):

@@ -188,16 +188,20 @@ class StreamExecutionEnvironment:
     def _add_sink(self, t: Transformation) -> None:
         self._sinks.append(t)
 
-    def _prepare_sources(self) -> list[Callable[[], None]]:
-        cleanups: list[Callable[[], None]] = []
-        seen: set[int] = set()
+    def _transformations(self) -> list[Transformation]:
+        """Every transformation the sinks read from, each once."""
+        seen: dict[int, Transformation] = {}
         stack = list(self._sinks)
         while stack:
             t = stack.pop()
-            if t.id in seen:
-                continue
-            seen.add(t.id)
-            stack.extend(t.inputs)
+            if t.id not in seen:
+                seen[t.id] = t
+                stack.extend(t.inputs)
+        return list(seen.values())
+
+    def _prepare_sources(self) -> list[Callable[[], None]]:
+        cleanups: list[Callable[[], None]] = []
+        for t in self._transformations():
             if t.kind == "source" and isinstance(t.source, PreparedSource):
                 try:
                     t.source, cleanup = t.source.prepare(self._config)
@@ -218,14 +222,7 @@ class StreamExecutionEnvironment:
             default_max_parallelism=self._max_parallelism, config=self._config.to_dict())
 
     def _check_bounded(self) -> None:
-        seen: set[int] = set()
-        stack = list(self._sinks)
-        while stack:
-            t = stack.pop()
-            if t.id in seen:
-                continue
-            seen.add(t.id)
-            stack.extend(t.inputs)
+        for t in self._transformations():
             if t.kind == "source" and not getattr(t.source, "bounded", True):
                 msg = (f"source '{t.name}' is unbounded, but execution.runtime-mode is BATCH: "
                        "use a bounded source or the STREAMING mode")

@@ -41,6 +41,7 @@ from shuffle.api import (
     ShuffleEnvironment,
     ShuffleEnvironmentContext,
     TaskShuffleContext,
+    poll_round_robin,
 )
 from shuffle.external.service import IN_PROGRESS, PARTITION_STATE_KEY
 from weir import options
@@ -554,22 +555,16 @@ class ExternalInputGate(InputGate):
                 channel.start()
 
     def poll_next(self) -> BufferOrEvent | None:
-        n = len(self.channels)
-        for step in range(n):
-            index = (self._next + step) % n
-            channel = self.channels[index]
-            if channel.finished:
-                continue
-            item = channel.take()
-            if item is None:
-                continue
-            self._next = (index + 1) % n
-            if item is _END:
-                self._finished += 1
-                return BufferOrEvent(index, end_of_partition=True)
-            elements, size = item  # type: ignore[misc]
-            return BufferOrEvent(index, elements=elements, size=size)
-        return None
+        taken = poll_round_robin(self.channels, self._next)
+        if taken is None:
+            return None
+        index, item = taken
+        self._next = (index + 1) % len(self.channels)
+        if item is _END:
+            self._finished += 1
+            return BufferOrEvent(index, end_of_partition=True)
+        elements, size = item
+        return BufferOrEvent(index, elements=elements, size=size)
 
     def is_finished(self) -> bool:
         return self._finished == len(self.channels)

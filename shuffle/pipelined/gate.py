@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
-from shuffle.api import BufferOrEvent, InputGate
+from shuffle.api import BufferOrEvent, InputGate, poll_round_robin
 from shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from shuffle.pipelined.debloat import BufferDebloater
 from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
@@ -107,27 +107,21 @@ class PipelinedInputGate(InputGate):
             channel.request()
 
     def poll_next(self) -> BufferOrEvent | None:
-        n = len(self.channels)
-        for step in range(n):
-            index = (self._next + step) % n
-            channel = self.channels[index]
-            if channel.finished:
-                continue
-            buffer = channel.take()
-            if buffer is None:
-                continue
-            self._next = (index + 1) % n
-            self.buffers_in += 1
-            if buffer.end_of_partition:
-                channel.finished = True
-                self._finished_count += 1
-                return BufferOrEvent(index, end_of_partition=True)
-            if buffer.event is not None:
-                return BufferOrEvent(index, event=buffer.event, priority=buffer.priority)
-            if self.debloater is not None:
-                self.debloater.on_consumed(buffer.size)
-            return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
-        return None
+        taken = poll_round_robin(self.channels, self._next)
+        if taken is None:
+            return None
+        index, buffer = taken
+        self._next = (index + 1) % len(self.channels)
+        self.buffers_in += 1
+        if buffer.end_of_partition:
+            self.channels[index].finished = True
+            self._finished_count += 1
+            return BufferOrEvent(index, end_of_partition=True)
+        if buffer.event is not None:
+            return BufferOrEvent(index, event=buffer.event, priority=buffer.priority)
+        if self.debloater is not None:
+            self.debloater.on_consumed(buffer.size)
+        return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
 
     def maintain(self) -> None:
         """Revise the debloated buffer size once per period and tell the producers."""
