@@ -100,7 +100,6 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
 def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int,
                         info_file: str | None, log_file: str | None) -> int:
     from shuffle.external.service import ShuffleServiceDaemon
-
     from weir import options
 
     setup_logging(log_file)
