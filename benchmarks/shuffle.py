@@ -552,7 +552,7 @@ CATEGORIES = [
     ("socket write", ("sendall", "sendmsg", "send_all (", ".send (")),
     ("socket read", ("recv_into", "recv_exact (", "recv_frame (", ".recv(")),
     ("Arrow IPC encode (serialize, split into segments)",
-     ("elements_to_ipc", ".serialize(", "split_batch", "new_stream", "write_batch")),
+     ("elements_to_ipc", ".serialize(", "_frames", "new_stream", "write_batch")),
     ("Arrow IPC decode", ("ipc_to_elements", "read_record_batch", "read_schema",
                           "open_stream", "read_next_batch")),
     ("frame headers (protobuf)", ("buffer_frame (", "parse_buffer (", "BufferHeader(",

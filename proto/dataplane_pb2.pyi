@@ -46,7 +46,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BufferHeader(_message.Message):
-    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type")
+    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         DATA: _ClassVar[BufferHeader.Kind]
@@ -63,13 +63,15 @@ class BufferHeader(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_END_FIELD_NUMBER: _ClassVar[int]
     receiver_id: int
     sequence_number: int
     backlog: int
     kind: BufferHeader.Kind
     priority: bool
     event_type: str
-    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ...) -> None: ...
+    message_end: bool
+    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ...) -> None: ...
 
 class ErrorResponse(_message.Message):
     __slots__ = ("receiver_id", "kind", "message")

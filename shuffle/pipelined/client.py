@@ -35,6 +35,17 @@ _receiver_ids = itertools.count(1)
 READ_BUFFER_BYTES = 1 << 20
 
 
+class _Piece:
+    """A schema, or a piece of a serialized record batch, waiting for the task thread."""
+
+    __slots__ = ("body", "kind", "message_end")
+
+    def __init__(self, kind: int, body: memoryview, message_end: bool) -> None:
+        self.kind = kind
+        self.body = body
+        self.message_end = message_end
+
+
 class FloatingBufferPool:
     """The floating buffers of one input gate, lent to channels with a backlog."""
 
@@ -240,7 +251,9 @@ class RemoteInputChannel:
         self._max_backoff = max_backoff
         self._wakeup = wakeup
         self._lock = threading.Lock()
-        self._queue: deque[Buffer] = deque()
+        self._queue: deque[Buffer | _Piece] = deque()
+        self._assembly: list[memoryview] = []
+        self.largest_buffer = 0
         self.floating = 0
         self._unannounced = 0
         self._announce_batch = max(1, exclusive // 2)
@@ -290,23 +303,23 @@ class RemoteInputChannel:
                 f"buffer {header.sequence_number} of partition {self.partition_id} arrived "
                 f"when {self._sequence} was expected"))
             return
-        if header.kind == _Kind.SCHEMA:
-            self._schema = pa.ipc.read_schema(pa.py_buffer(body))
-            return
-        if header.kind == _Kind.DATA:
-            assert self._schema is not None
-            batch = pa.ipc.read_record_batch(pa.py_buffer(body), self._schema)
-            buffer = Buffer([Elements.from_arrow(batch)], len(body))
+        # Schemas and pieces are decoded on the task thread, in order: a schema that arrives
+        # early must not apply to a batch still being reassembled.
+        item: Buffer | _Piece
+        if header.kind in (_Kind.SCHEMA, _Kind.DATA):
+            item = _Piece(header.kind, body, header.message_end)
         elif header.kind == _Kind.END_OF_PARTITION:
-            buffer = Buffer(None, 0, end_of_partition=True)
+            item = Buffer(None, 0, end_of_partition=True)
         else:
-            buffer = Buffer(None, 0, event=Event(header.event_type, bytes(body)),
-                            priority=header.priority)
+            item = Buffer(None, 0, event=Event(header.event_type, bytes(body)),
+                          priority=header.priority)
+        buffer = item
         credit = 0
         with self._lock:
-            if buffer.priority:
+            if isinstance(buffer, Buffer) and buffer.priority:
                 position = 0
-                while position < len(self._queue) and self._queue[position].priority:
+                while position < len(self._queue) and \
+                        getattr(self._queue[position], "priority", False):
                     position += 1
                 self._queue.insert(position, buffer)
             else:
@@ -314,6 +327,7 @@ class RemoteInputChannel:
             if header.kind == _Kind.DATA:
                 self.bytes_in += len(body)
                 self.buffers_in += 1
+                self.largest_buffer = max(self.largest_buffer, len(body))
                 self._backlog = header.backlog
                 # Borrow floating buffers to cover the producer's backlog (Flink's rule).
                 while self.floating < self._backlog and self._pool.try_acquire(self):
@@ -354,7 +368,7 @@ class RemoteInputChannel:
 
     def queued_bytes(self) -> int:
         with self._lock:
-            return sum(b.size for b in self._queue)
+            return sum(len(b.body) for b in self._queue if isinstance(b, _Piece))
 
     def fail(self, error: BaseException) -> None:
         if not self.closed and self.failure is None:
@@ -364,40 +378,59 @@ class RemoteInputChannel:
     # -- consuming (task thread) ------------------------------------------------------------
 
     def take(self) -> Buffer | None:
+        """The next batch (reassembled from its pieces), event or end of partition; None
+        while nothing complete is there. Every piece taken frees its buffer at once."""
+        while True:
+            with self._lock:
+                item = self._queue.popleft() if self._queue else None
+                if item is None:
+                    if self.failure is not None:
+                        raise self.failure
+                    return None
+                piece = isinstance(item, _Piece) and item.kind == _Kind.DATA
+                surplus = piece and self.floating > 0 and self.floating > self._backlog
+                if surplus:
+                    self.floating -= 1
+            if piece:
+                self._recycle(surplus)
+            if isinstance(item, Buffer):
+                if item.end_of_partition:
+                    self.finished = True
+                    self._release_connection(cancel=False)
+                return item
+            if item.kind == _Kind.SCHEMA:
+                self._schema = pa.ipc.read_schema(pa.py_buffer(item.body))
+                continue
+            self._assembly.append(item.body)
+            if not item.message_end:
+                continue
+            parts, self._assembly = self._assembly, []
+            message = parts[0] if len(parts) == 1 else b"".join(parts)
+            assert self._schema is not None
+            batch = pa.ipc.read_record_batch(pa.py_buffer(message), self._schema)
+            return Buffer([Elements.from_arrow(batch)], len(message))
+
+    def _recycle(self, surplus: bool) -> None:
+        """A buffer is free again: back to the pool if borrowed and not needed, else one
+        more credit for the producer. Credits are announced in batches (half the exclusive
+        buffers), but always when the queue runs empty, so the producer is never left
+        without credit while this channel waits."""
+        if surplus:
+            self._pool.release()
+            return
         with self._lock:
-            buffer = self._queue.popleft() if self._queue else None
-            if buffer is None:
-                if self.failure is not None:
-                    raise self.failure
-                return None
-            data = buffer.elements is not None
-            surplus = data and self.floating > 0 and self.floating > self._backlog
-            if surplus:
-                self.floating -= 1
-        if data:
-            # The buffer is free again: back to the pool if borrowed and not needed, else
-            # one more credit for the producer. Credits are announced in batches (half the
-            # exclusive buffers), but always when the queue runs empty, so the producer is
-            # never left without credit while this channel waits.
-            if surplus:
-                self._pool.release()
-            else:
-                with self._lock:
-                    self._unannounced += 1
-                    due = (self._unannounced >= self._announce_batch or not self._queue)
-                    credit = self._unannounced if due else 0
-                    if due:
-                        self._unannounced = 0
-                if credit:
-                    self._announce(credit)
-        if buffer.end_of_partition:
-            self.finished = True
-            self._release_connection(cancel=False)
-        return buffer
+            self._unannounced += 1
+            due = self._unannounced >= self._announce_batch or not self._queue
+            credit = self._unannounced if due else 0
+            if due:
+                self._unannounced = 0
+        if credit:
+            self._announce(credit)
 
     def queued(self) -> int:
+        """Data buffers (pieces) waiting to be taken."""
         with self._lock:
-            return sum(1 for b in self._queue if b.elements is not None)
+            return sum(1 for b in self._queue if isinstance(b, _Piece) and b.kind == _Kind.DATA)
 
     def _release_connection(self, cancel: bool) -> None:
         if self._connection is not None:

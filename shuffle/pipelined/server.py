@@ -31,26 +31,19 @@ _Kind = dataplane_pb2.BufferHeader
 
 
 class _Frame:
-    __slots__ = ("body", "event_type", "kind", "priority")
+    __slots__ = ("body", "event_type", "kind", "message_end", "priority")
 
     def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
-                 event_type: str = "") -> None:
+                 event_type: str = "", message_end: bool = False) -> None:
         self.kind = kind
         self.body = body
         self.priority = priority
         self.event_type = event_type
+        self.message_end = message_end
 
     @property
     def needs_credit(self) -> bool:
         return self.kind == _Kind.DATA
-
-
-def split_batch(batch: pa.RecordBatch, segment_size: int) -> list[pa.RecordBatch]:
-    """Consecutive slices of ``batch`` whose IPC bodies stay near ``segment_size`` bytes."""
-    if batch.num_rows <= 1 or batch.nbytes <= segment_size:
-        return [batch]
-    rows = max(1, int(batch.num_rows * segment_size / batch.nbytes))
-    return [batch.slice(i, rows) for i in range(0, batch.num_rows, rows)]
 
 
 class SubpartitionView:
@@ -137,8 +130,13 @@ class SubpartitionView:
                                                                 check_metadata=True):
                 self._schema = batch.schema
                 frames.append(_Frame(_Kind.SCHEMA, batch.schema.serialize()))
-            frames.extend(_Frame(_Kind.DATA, piece.serialize())
-                          for piece in split_batch(batch, self.buffer_size))
+            # Serialize once and cut the bytes: a batch spans as many buffers as it needs,
+            # and no buffer costs any Arrow work of its own (as Flink's spanning records).
+            message = memoryview(batch.serialize())
+            size = self.buffer_size
+            frames.extend(_Frame(_Kind.DATA, message[i:i + size],
+                                 message_end=i + size >= len(message))
+                          for i in range(0, len(message), size))
         return frames
 
 
@@ -285,7 +283,7 @@ class ServerConnection:
                 frames.append((frame, dataplane_pb2.BufferHeader(
                     receiver_id=view.receiver_id, sequence_number=view.sequence,
                     backlog=view.backlog(), kind=frame.kind, priority=frame.priority,
-                    event_type=frame.event_type)))
+                    event_type=frame.event_type, message_end=frame.message_end)))
                 if frame.kind == _Kind.END_OF_PARTITION:
                     break
         except ProducerFailedError as err:

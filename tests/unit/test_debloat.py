@@ -77,12 +77,12 @@ def test_producer_splits_and_flushes_at_the_announced_size(plane):  # noqa: F811
     rows = pa.record_batch({"n": list(range(20_000))})  # 160 kB
     part.emit(0, Elements.from_arrow(rows))
     part.finish()
-    sizes, got = [], []
+    got = []
     while True:
         buffer = drain(ch, 1)[0]
         if buffer.end_of_partition:
             break
-        sizes.append(buffer.size)
         got.extend(buffer.elements[0].arrow().column("n").to_pylist())
     assert got == list(range(20_000))
-    assert max(sizes) <= 1024 * 1.5 and len(sizes) > 100
+    # The 160 kB batch crossed the wire in pieces of the announced size.
+    assert ch.largest_buffer <= 1024 and ch.buffers_in > 100
