@@ -248,7 +248,9 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
                 for message in request_iterator:
                     def handle(m: Any = message) -> list[str]:
                         jm.resources.heartbeat(resource_id, m)
-                        known = {a for job in jm.jobs.values() for a in job.graph.by_attempt}
+                        # Tasks of ended jobs count as unknown: the TaskExecutor cancels them.
+                        known = {a for job in jm.jobs.values() if not job.graph.is_terminal()
+                                 for a in job.graph.by_attempt}
                         return [a for a in m.running_attempts if a not in known]
                     unknown[0] = self._main.call(handle, timeout=10)
             except Exception:  # the stream ended or broke: ended() handles it

@@ -7,7 +7,6 @@ thread per task, and the shuffle environment's network threads.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
@@ -360,11 +359,3 @@ class _Servicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
         self._te.release_job(request.job_id)
         return taskexecutor_pb2.TaskAck()
 
-
-def run_forever(te: TaskExecutor) -> int:
-    """Run until SIGTERM/SIGINT (the caller installs the handlers) or a fatal error."""
-    with contextlib.suppress(KeyboardInterrupt):
-        while not te.stopped.wait(0.5):
-            pass
-    te.stop()
-    return 1 if te.fatal_error else 0

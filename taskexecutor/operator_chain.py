@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from taskexecutor.record_writer import RecordWriter
@@ -88,7 +87,3 @@ class OperatorChain:
         self._opened.clear()
         return errors
 
-
-def close_quietly(obj: Any) -> None:
-    with contextlib.suppress(Exception):
-        obj.close()

@@ -114,10 +114,6 @@ class Task:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    @property
-    def is_cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
     def wake(self) -> None:
         self.mailbox.wakeup.set()
 

@@ -63,8 +63,6 @@ class SubpartitionView:
         self._schema: pa.Schema | None = None
         self.sequence = 0
         self.finished = False
-        self.buffers_sent = 0
-        self.bytes_sent = 0
 
     def backlog(self) -> int:
         return self._pending_data + self.subpartition.backlog()
@@ -252,8 +250,6 @@ class ServerConnection:
                     pieces: list[bytes] = []
                     for frame, header in frames:
                         pieces.extend(protocol.buffer_frame(header, frame.body))
-                        view.buffers_sent += 1
-                        view.bytes_sent += len(frame.body)
                     protocol.send_all(self._sock, pieces)
                 if failure is not None:
                     self._send_error(view.receiver_id,

@@ -37,12 +37,18 @@ def write_info_file(path: str | None, info: dict[str, Any]) -> None:
     os.replace(tmp, target)
 
 
-def _install_stop_handlers(stop: threading.Event) -> None:
-    def handler(signum: int, frame: Any) -> None:
+def wait_for_stop_signal(done: threading.Event | None = None) -> None:
+    """Block until SIGTERM or SIGINT arrives (or ``done`` is set by the daemon itself)."""
+    stop = threading.Event()
+
+    def handler(_signum: int, _frame: Any) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    while not stop.wait(0.5):
+        if done is not None and done.is_set():
+            return
 
 
 def tune_garbage_collector() -> None:
@@ -64,10 +70,7 @@ def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | No
                                 "metrics_url": jm.metrics_url})
     print(f"JobMaster listening on {jm.address}; metrics at {jm.metrics_url}", file=sys.stderr,
           flush=True)
-    stop = threading.Event()
-    _install_stop_handlers(stop)
-    while not stop.wait(0.5):
-        pass
+    wait_for_stop_signal()
     jm.stop()
     return 0
 
@@ -84,11 +87,7 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
         "role": "taskexecutor", "resource_id": te.resource_id, "address": te.rpc_address,
         "data_address": te.data_address, "pid": os.getpid(), "metrics_url": te.metrics_url,
         "slots": te.num_slots})
-    stop = threading.Event()
-    _install_stop_handlers(stop)
-    while not stop.wait(0.5):
-        if te.stopped.is_set():
-            break
+    wait_for_stop_signal(te.stopped)
     fatal = te.fatal_error
     te.stop()
     if fatal:
@@ -110,9 +109,6 @@ def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int
                                 "pid": os.getpid(), "dir": data_dir})
     print(f"shuffle service listening on {service.address}; data in {data_dir}",
           file=sys.stderr, flush=True)
-    stop = threading.Event()
-    _install_stop_handlers(stop)
-    while not stop.wait(0.5):
-        pass
+    wait_for_stop_signal()
     service.stop()
     return 0
