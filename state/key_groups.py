@@ -29,6 +29,7 @@ KeyGroupRange(start=32, end=63)
 from __future__ import annotations
 
 import datetime
+import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -721,9 +722,17 @@ def operator_indexes(
     >>> operator_indexes(np.array([0, 31, 32, 127]), 128, 4).tolist()
     [0, 0, 1, 3]
     """
-    # int64 so that key_group * parallelism (< 2**30) cannot overflow an int32 input dtype.
-    product = np.asarray(key_groups, dtype=np.int64) * parallelism
-    return (product // max_parallelism).astype(np.int32)
+    # A lookup in the owner table of all key groups: one gather instead of a multiply and
+    # an integer division per record.
+    return _owner_table(max_parallelism, parallelism)[key_groups]
+
+
+@functools.lru_cache(maxsize=256)
+def _owner_table(max_parallelism: int, parallelism: int) -> npt.NDArray[np.int32]:
+    groups = np.arange(max_parallelism, dtype=np.int64)
+    table = (groups * parallelism // max_parallelism).astype(np.int32)
+    table.flags.writeable = False
+    return table
 
 
 def key_group_range_for_operator(

@@ -46,25 +46,30 @@ class RecordWriter:
                 self.writer.emit(target, part)
 
 
+#: Up to this many targets, one pass per target (``flatnonzero``) beats sorting.
+_SCAN_TARGETS = 4
+
+
 def split_by_target(elements: Elements, targets: np.ndarray,
                     n: int) -> list[tuple[int, Elements]]:
     """Split a batch into one batch per target subtask, keeping record order."""
     counts = np.bincount(targets, minlength=n)
-    nonzero = np.flatnonzero(counts)
+    nonzero = np.flatnonzero(counts).tolist()
     if len(nonzero) == 1:
-        return [(int(nonzero[0]), elements)]
-    order = np.argsort(targets, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(counts)))
-    parts = []
+        return [(nonzero[0], elements)]
+    if len(nonzero) <= _SCAN_TARGETS:
+        positions = [np.flatnonzero(targets == target) for target in nonzero]
+    else:
+        # A stable sort of 16-bit values is a radix sort: linear, not n log n.
+        order = np.argsort(targets.astype(np.int16 if n < 1 << 15 else np.int32),
+                           kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        positions = [order[bounds[target]:bounds[target + 1]] for target in nonzero]
     if elements.is_arrow:
         batch = elements.arrow()
-        for target in nonzero.tolist():
-            indices = order[bounds[target]:bounds[target + 1]]
-            parts.append((target, Elements.from_arrow(batch.take(indices))))
-    else:
-        records = elements.records()
-        for target in nonzero.tolist():
-            indices = order[bounds[target]:bounds[target + 1]].tolist()
-            parts.append((target, Elements.from_records([records[i] for i in indices],
-                                                        elements.type_info)))
-    return parts
+        return [(target, Elements.from_arrow(batch.take(indices)))
+                for target, indices in zip(nonzero, positions, strict=True)]
+    records = elements.records()
+    return [(target, Elements.from_records([records[i] for i in indices.tolist()],
+                                           elements.type_info))
+            for target, indices in zip(nonzero, positions, strict=True)]
