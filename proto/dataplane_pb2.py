@@ -24,31 +24,31 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15proto/dataplane.proto\x12\x04weir\"}\n\x10PartitionRequest\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\x12\x13\n\x0breceiver_id\x18\x03 \x01(\x04\x12\x16\n\x0einitial_credit\x18\x04 \x01(\x05\x12\x10\n\x08\x63onsumer\x18\x05 \x01(\t\"0\n\tAddCredit\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x0e\n\x06\x63redit\x18\x02 \x01(\x05\"&\n\x0f\x43\x61ncelPartition\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\"9\n\rNewBufferSize\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x62uffer_size\x18\x02 \x01(\x05\"\x0e\n\x0c\x43loseRequest\"\xee\x01\n\x0c\x42ufferHeader\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x17\n\x0fsequence_number\x18\x02 \x01(\r\x12\x0f\n\x07\x62\x61\x63klog\x18\x03 \x01(\x05\x12%\n\x04kind\x18\x04 \x01(\x0e\x32\x17.weir.BufferHeader.Kind\x12\x10\n\x08priority\x18\x05 \x01(\x08\x12\x12\n\nevent_type\x18\x06 \x01(\t\x12\x13\n\x0bmessage_end\x18\x07 \x01(\x08\"=\n\x04Kind\x12\x08\n\x04\x44\x41TA\x10\x00\x12\n\n\x06SCHEMA\x10\x01\x12\x14\n\x10\x45ND_OF_PARTITION\x10\x02\x12\t\n\x05\x45VENT\x10\x03\"\xa0\x01\n\rErrorResponse\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.weir.ErrorResponse.Kind\x12\x0f\n\x07message\x18\x03 \x01(\t\"A\n\x04Kind\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x17\n\x13PARTITION_NOT_FOUND\x10\x01\x12\x13\n\x0fPRODUCER_FAILED\x10\x02\"o\n\x1aPipelinedShuffleDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x1c\n\x14producer_resource_id\x18\x02 \x01(\t\x12\x1d\n\x15producer_data_address\x18\x03 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15proto/dataplane.proto\x12\x04weir\"\x8e\x01\n\x10PartitionRequest\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\x12\x13\n\x0breceiver_id\x18\x03 \x01(\x04\x12\x16\n\x0einitial_credit\x18\x04 \x01(\x05\x12\x10\n\x08\x63onsumer\x18\x05 \x01(\t\x12\x0f\n\x07wait_ms\x18\x06 \x01(\r\"0\n\tAddCredit\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x0e\n\x06\x63redit\x18\x02 \x01(\x05\"&\n\x0f\x43\x61ncelPartition\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\"9\n\rNewBufferSize\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x62uffer_size\x18\x02 \x01(\x05\"\x0e\n\x0c\x43loseRequest\"\xaa\x02\n\x0c\x42ufferHeader\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x17\n\x0fsequence_number\x18\x02 \x01(\r\x12\x0f\n\x07\x62\x61\x63klog\x18\x03 \x01(\x05\x12%\n\x04kind\x18\x04 \x01(\x0e\x32\x17.weir.BufferHeader.Kind\x12\x10\n\x08priority\x18\x05 \x01(\x08\x12\x12\n\nevent_type\x18\x06 \x01(\t\x12\x13\n\x0bmessage_end\x18\x07 \x01(\x08\x12\x14\n\x0cmessage_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x62uffers\x18\t \x01(\r\x12\x13\n\x0b\x62uffer_size\x18\n \x01(\r\"=\n\x04Kind\x12\x08\n\x04\x44\x41TA\x10\x00\x12\n\n\x06SCHEMA\x10\x01\x12\x14\n\x10\x45ND_OF_PARTITION\x10\x02\x12\t\n\x05\x45VENT\x10\x03\"\xa0\x01\n\rErrorResponse\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.weir.ErrorResponse.Kind\x12\x0f\n\x07message\x18\x03 \x01(\t\"A\n\x04Kind\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x17\n\x13PARTITION_NOT_FOUND\x10\x01\x12\x13\n\x0fPRODUCER_FAILED\x10\x02\"o\n\x1aPipelinedShuffleDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x1c\n\x14producer_resource_id\x18\x02 \x01(\t\x12\x1d\n\x15producer_data_address\x18\x03 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.dataplane_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PARTITIONREQUEST']._serialized_start=31
-  _globals['_PARTITIONREQUEST']._serialized_end=156
-  _globals['_ADDCREDIT']._serialized_start=158
-  _globals['_ADDCREDIT']._serialized_end=206
-  _globals['_CANCELPARTITION']._serialized_start=208
-  _globals['_CANCELPARTITION']._serialized_end=246
-  _globals['_NEWBUFFERSIZE']._serialized_start=248
-  _globals['_NEWBUFFERSIZE']._serialized_end=305
-  _globals['_CLOSEREQUEST']._serialized_start=307
-  _globals['_CLOSEREQUEST']._serialized_end=321
-  _globals['_BUFFERHEADER']._serialized_start=324
-  _globals['_BUFFERHEADER']._serialized_end=562
-  _globals['_BUFFERHEADER_KIND']._serialized_start=501
-  _globals['_BUFFERHEADER_KIND']._serialized_end=562
-  _globals['_ERRORRESPONSE']._serialized_start=565
-  _globals['_ERRORRESPONSE']._serialized_end=725
-  _globals['_ERRORRESPONSE_KIND']._serialized_start=660
-  _globals['_ERRORRESPONSE_KIND']._serialized_end=725
-  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_start=727
-  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_end=838
+  _globals['_PARTITIONREQUEST']._serialized_start=32
+  _globals['_PARTITIONREQUEST']._serialized_end=174
+  _globals['_ADDCREDIT']._serialized_start=176
+  _globals['_ADDCREDIT']._serialized_end=224
+  _globals['_CANCELPARTITION']._serialized_start=226
+  _globals['_CANCELPARTITION']._serialized_end=264
+  _globals['_NEWBUFFERSIZE']._serialized_start=266
+  _globals['_NEWBUFFERSIZE']._serialized_end=323
+  _globals['_CLOSEREQUEST']._serialized_start=325
+  _globals['_CLOSEREQUEST']._serialized_end=339
+  _globals['_BUFFERHEADER']._serialized_start=342
+  _globals['_BUFFERHEADER']._serialized_end=640
+  _globals['_BUFFERHEADER_KIND']._serialized_start=579
+  _globals['_BUFFERHEADER_KIND']._serialized_end=640
+  _globals['_ERRORRESPONSE']._serialized_start=643
+  _globals['_ERRORRESPONSE']._serialized_end=803
+  _globals['_ERRORRESPONSE_KIND']._serialized_start=738
+  _globals['_ERRORRESPONSE_KIND']._serialized_end=803
+  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_start=805
+  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_end=916
 # @@protoc_insertion_point(module_scope)

@@ -6,18 +6,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PartitionRequest(_message.Message):
-    __slots__ = ("partition_id", "subpartition", "receiver_id", "initial_credit", "consumer")
+    __slots__ = ("partition_id", "subpartition", "receiver_id", "initial_credit", "consumer", "wait_ms")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     SUBPARTITION_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
     INITIAL_CREDIT_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     subpartition: int
     receiver_id: int
     initial_credit: int
     consumer: str
-    def __init__(self, partition_id: _Optional[str] = ..., subpartition: _Optional[int] = ..., receiver_id: _Optional[int] = ..., initial_credit: _Optional[int] = ..., consumer: _Optional[str] = ...) -> None: ...
+    wait_ms: int
+    def __init__(self, partition_id: _Optional[str] = ..., subpartition: _Optional[int] = ..., receiver_id: _Optional[int] = ..., initial_credit: _Optional[int] = ..., consumer: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class AddCredit(_message.Message):
     __slots__ = ("receiver_id", "credit")
@@ -46,7 +48,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BufferHeader(_message.Message):
-    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end")
+    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end", "message_size", "buffers", "buffer_size")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         DATA: _ClassVar[BufferHeader.Kind]
@@ -64,6 +66,9 @@ class BufferHeader(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_END_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BUFFERS_FIELD_NUMBER: _ClassVar[int]
+    BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
     receiver_id: int
     sequence_number: int
     backlog: int
@@ -71,7 +76,10 @@ class BufferHeader(_message.Message):
     priority: bool
     event_type: str
     message_end: bool
-    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ...) -> None: ...
+    message_size: int
+    buffers: int
+    buffer_size: int
+    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ..., message_size: _Optional[int] = ..., buffers: _Optional[int] = ..., buffer_size: _Optional[int] = ...) -> None: ...
 
 class ErrorResponse(_message.Message):
     __slots__ = ("receiver_id", "kind", "message")

@@ -6,6 +6,14 @@ buffers from its gate's pool (``floating-buffers-per-gate``) when the producer r
 backlog. A channel announces one credit per free buffer; the producer sends a data buffer
 only against a credit, so a channel never holds more than its buffers and the connection's
 reader thread never blocks: a slow channel cannot stall the others on the connection.
+
+A record batch spans as many buffers as it needs. The reader thread copies each piece
+straight into its batch's message as it arrives. While no complete batch waits for the
+task, those buffers are free at once, as Flink's deserializer frees the buffers of a
+spanning record. Once a complete batch waits, new pieces keep their buffers until the task
+takes them. A channel therefore holds at most its buffers, one complete batch and one
+batch in assembly. Credit goes back in bulk: once per receive on the reader thread, and on
+the task thread once half the channel's buffers are free or its queue runs empty.
 """
 
 from __future__ import annotations
@@ -36,14 +44,18 @@ READ_BUFFER_BYTES = 1 << 20
 
 
 class _Piece:
-    """A schema, or a piece of a serialized record batch, waiting for the task thread."""
+    """A schema, or a network buffer's piece of a record-batch message, waiting for the task
+    thread. The reader thread copies each piece straight into the message it belongs to;
+    the piece that completes a message carries it."""
 
-    __slots__ = ("body", "kind", "message_end")
+    __slots__ = ("buffers", "kind", "message", "size")
 
-    def __init__(self, kind: int, body: memoryview, message_end: bool) -> None:
+    def __init__(self, kind: int, size: int, message: pa.Buffer | None,
+                 buffers: int = 1) -> None:
         self.kind = kind
-        self.body = body
-        self.message_end = message_end
+        self.size = size
+        self.message = message
+        self.buffers = buffers  # network buffers (credits) this piece holds
 
 
 class FloatingBufferPool:
@@ -109,13 +121,13 @@ class ClientConnection:
         with self._send_lock:
             self._sock.sendall(data)
 
-    def request(self, channel: RemoteInputChannel, initial_credit: int) -> None:
+    def request(self, channel: RemoteInputChannel, initial_credit: int, wait_s: float) -> None:
         with self._lock:
             self._channels[channel.receiver_id] = channel
         self.send(protocol.PARTITION_REQUEST, dataplane_pb2.PartitionRequest(
             partition_id=channel.partition_id, subpartition=channel.subpartition,
             receiver_id=channel.receiver_id, initial_credit=initial_credit,
-            consumer=channel.consumer))
+            consumer=channel.consumer, wait_ms=max(1, round(wait_s * 1000))))
 
     def forget(self, receiver_id: int, cancel: bool) -> None:
         with self._lock:
@@ -127,33 +139,44 @@ class ClientConnection:
 
     def _read_loop(self) -> None:
         error: BaseException | None = None
-        stream = self._sock.makefile("rb", buffering=READ_BUFFER_BYTES)
+        reader = protocol.FrameReader(self._sock, READ_BUFFER_BYTES)
         try:
             while True:
-                frame = protocol.read_frame(stream)
-                if frame is None:
+                frames = reader.read()
+                if frames is None:
                     error = ConnectionError(f"the producer at {self.address} closed the "
                                             "connection")
                     return
-                kind, payload = frame
-                if kind == protocol.BUFFER:
-                    header, body = protocol.parse_buffer(payload)
-                    with self._lock:
-                        channel = self._channels.get(header.receiver_id)
-                    if channel is not None:
-                        channel.on_buffer(header, body)
-                elif kind == protocol.ERROR:
-                    response = dataplane_pb2.ErrorResponse.FromString(bytes(payload))
-                    with self._lock:
-                        channel = self._channels.pop(response.receiver_id, None)
-                    if channel is not None:
-                        channel.on_error(response)
-        except (OSError, ConnectionError, ValueError) as err:  # ValueError: closed stream
+                # Everything one receive brought is handed over per channel in one go: one
+                # lock, one credit decision and one wake-up of the task per channel.
+                arrivals: dict[int, list[tuple[dataplane_pb2.BufferHeader, memoryview]]] = {}
+                for kind, payload in frames:
+                    if kind == protocol.BUFFER:
+                        header, body = protocol.parse_buffer(payload)
+                        arrivals.setdefault(header.receiver_id, []).append((header, body))
+                    elif kind == protocol.ERROR:
+                        self._deliver(arrivals)
+                        arrivals = {}
+                        response = dataplane_pb2.ErrorResponse.FromString(bytes(payload))
+                        with self._lock:
+                            channel = self._channels.pop(response.receiver_id, None)
+                        if channel is not None:
+                            channel.on_error(response)
+                self._deliver(arrivals)
+        except (OSError, ConnectionError, ValueError) as err:
             error = err
         finally:
-            with contextlib.suppress(OSError):
-                stream.close()
             self._close(error)
+
+    def _deliver(self, arrivals: dict[int, list[tuple[dataplane_pb2.BufferHeader,
+                                                      memoryview]]]) -> None:
+        if not arrivals:
+            return
+        with self._lock:
+            targets = [(self._channels.get(rid), buffers) for rid, buffers in arrivals.items()]
+        for channel, buffers in targets:
+            if channel is not None:
+                channel.on_buffers(buffers)
 
     def _close(self, error: BaseException | None) -> None:
         self.closed = True
@@ -231,7 +254,7 @@ class ConnectionManager:
 
 
 class RemoteInputChannel:
-    """Reads one remote subpartition. ``take`` runs on the task thread; ``on_buffer`` on the
+    """Reads one remote subpartition. ``take`` runs on the task thread; ``on_buffers`` on the
     connection's reader thread."""
 
     finished = False
@@ -252,11 +275,14 @@ class RemoteInputChannel:
         self._wakeup = wakeup
         self._lock = threading.Lock()
         self._queue: deque[Buffer | _Piece] = deque()
-        self._assembly: list[memoryview] = []
+        # The message being assembled by the reader thread (only it touches these).
+        self._message: pa.Buffer | None = None
+        self._message_view: memoryview | None = None
+        self._filled = 0
+        self._ready = 0  # complete messages in the queue
         self.largest_buffer = 0
         self.floating = 0
         self._unannounced = 0
-        self._announce_batch = max(1, exclusive // 2)
         self._backlog = 0
         self._schema: pa.Schema | None = None
         self._sequence = 0
@@ -275,67 +301,122 @@ class RemoteInputChannel:
             connection = self._manager.connection(self._address)
             self._connection = connection
             self._sequence = 0
-            connection.request(self, self._exclusive)
+            self._message = self._message_view = None
+            connection.request(self, self._exclusive, wait_s=self._backoff)
         except OSError:
-            self._retry("the producer's TaskExecutor does not accept connections")
+            self._retry("the producer's TaskExecutor does not accept connections", waited=False)
 
-    def _retry(self, why: str) -> None:
+    def _retry(self, why: str, waited: bool) -> None:
+        """Request again after the back-off, doubling it; ``waited``: the producer already
+        held the request that long (it does so for partitions it does not have yet)."""
         if self._backoff > self._max_backoff:
             self.fail(PartitionNotFoundError(
                 f"partition {self.partition_id} is not available at {self._address} after "
                 f"retrying with back-off ({why})"))
             return
         delay, self._backoff = self._backoff, self._backoff * 2
-        self._manager.schedule(delay, self.request)
+        self._manager.schedule(0.0 if waited else delay, self.request)
 
     def on_error(self, response: dataplane_pb2.ErrorResponse) -> None:
         if response.kind == dataplane_pb2.ErrorResponse.PARTITION_NOT_FOUND:
-            self._retry(response.message)
+            self._retry(response.message, waited=True)
         else:
             self.fail(RemoteTransportError(response.message))
 
     # -- receiving (reader thread) ----------------------------------------------------------
 
-    def on_buffer(self, header: dataplane_pb2.BufferHeader, body: memoryview) -> None:
-        self._sequence += 1
-        if header.sequence_number != self._sequence:
-            self.fail(RemoteTransportError(
-                f"buffer {header.sequence_number} of partition {self.partition_id} arrived "
-                f"when {self._sequence} was expected"))
-            return
-        # Schemas and pieces are decoded on the task thread, in order: a schema that arrives
-        # early must not apply to a batch still being reassembled.
-        item: Buffer | _Piece
-        if header.kind in (_Kind.SCHEMA, _Kind.DATA):
-            item = _Piece(header.kind, body, header.message_end)
-        elif header.kind == _Kind.END_OF_PARTITION:
-            item = Buffer(None, 0, end_of_partition=True)
-        else:
-            item = Buffer(None, 0, event=Event(header.event_type, bytes(body)),
-                          priority=header.priority)
-        buffer = item
-        credit = 0
-        with self._lock:
-            if isinstance(buffer, Buffer) and buffer.priority:
-                position = 0
-                while position < len(self._queue) and \
-                        getattr(self._queue[position], "priority", False):
-                    position += 1
-                self._queue.insert(position, buffer)
+    def on_buffers(self, arrivals: list[tuple[dataplane_pb2.BufferHeader,
+                                              memoryview]]) -> None:
+        """Buffers that arrived for this channel, in order (reader thread). Their views into
+        the receive buffer are copied here, each data piece into its message."""
+        items: list[Buffer | _Piece] = []
+        backlog = None
+        for header, body in arrivals:
+            self._sequence += 1
+            if header.sequence_number != self._sequence:
+                self.fail(RemoteTransportError(
+                    f"buffer {header.sequence_number} of partition {self.partition_id} "
+                    f"arrived when {self._sequence} was expected"))
+                return
+            kind = header.kind
+            if kind == _Kind.DATA:
+                items.append(self._assemble(header, body))
+                backlog = header.backlog
+            elif kind == _Kind.SCHEMA:
+                # Decoded on the task thread, in order: a schema that arrives early must not
+                # apply to a batch still in flight.
+                items.append(_Piece(kind, len(body), pa.py_buffer(bytes(body))))
+            elif kind == _Kind.END_OF_PARTITION:
+                items.append(Buffer(None, 0, end_of_partition=True))
             else:
-                self._queue.append(buffer)
-            if header.kind == _Kind.DATA:
-                self.bytes_in += len(body)
-                self.buffers_in += 1
-                self.largest_buffer = max(self.largest_buffer, len(body))
-                self._backlog = header.backlog
+                items.append(Buffer(None, 0, event=Event(header.event_type, bytes(body)),
+                                    priority=header.priority))
+        credit = surplus = 0
+        with self._lock:
+            queue = self._queue
+            for item in items:
+                if isinstance(item, Buffer) and item.priority:
+                    position = 0
+                    while position < len(queue) and getattr(queue[position], "priority", False):
+                        position += 1
+                    queue.insert(position, item)
+                    continue
+                if isinstance(item, _Piece) and item.kind == _Kind.DATA:
+                    self.bytes_in += item.size
+                    self.buffers_in += item.buffers
+                    if item.message is None and not self._ready:
+                        # The piece is already copied into its message and no complete
+                        # message waits for the task: its buffers are free at once, as
+                        # Flink's deserializer frees the buffers of a spanning record.
+                        returned = self._free_locked(item.buffers)
+                        credit += returned
+                        surplus += item.buffers - returned
+                        continue
+                    if item.message is not None:
+                        self._ready += 1
+                queue.append(item)
+            if backlog is not None:
+                self._backlog = backlog
                 # Borrow floating buffers to cover the producer's backlog (Flink's rule).
                 while self.floating < self._backlog and self._pool.try_acquire(self):
                     self.floating += 1
                     credit += 1
+        for _ in range(surplus):
+            self._pool.release()
         if credit:
             self._announce(credit)
-        self._wakeup()
+        if queue:
+            self._wakeup()
+
+    def _free_locked(self, buffers: int) -> int:
+        """Buffers became free: borrowed ones the backlog no longer needs go back to the
+        pool (the caller releases them); returns how many of them become credit."""
+        surplus = min(buffers, max(0, self.floating - self._backlog))
+        self.floating -= surplus
+        return buffers - surplus
+
+    def _assemble(self, header: dataplane_pb2.BufferHeader, body: memoryview) -> _Piece:
+        """Copy a data piece into its message (allocated, Arrow-aligned, by its first piece)."""
+        if self._message is None:
+            self._message = pa.allocate_buffer(max(header.message_size, len(body)))
+            self._message_view = memoryview(self._message).cast("B")
+            self._filled = 0
+        end = self._filled + len(body)
+        if end > self._message.size:
+            msg = (f"a piece of a record batch of partition {self.partition_id} overruns its "
+                   f"message ({end} > {self._message.size} bytes)")
+            raise ConnectionError(msg)
+        self._message_view[self._filled:end] = body
+        self._filled = end
+        buffers = max(1, header.buffers)
+        self.largest_buffer = max(self.largest_buffer,
+                                  min(len(body), header.buffer_size or len(body)))
+        if not header.message_end:
+            return _Piece(_Kind.DATA, len(body), None, buffers)
+        message = self._message if end == self._message.size else self._message.slice(0, end)
+        self._message = None
+        self._message_view = None
+        return _Piece(_Kind.DATA, len(body), message, buffers)
 
     def offer_floating(self) -> bool:
         """The pool offers a buffer this channel once asked for (any thread): taken only
@@ -368,7 +449,7 @@ class RemoteInputChannel:
 
     def queued_bytes(self) -> int:
         with self._lock:
-            return sum(len(b.body) for b in self._queue if isinstance(b, _Piece))
+            return sum(b.size for b in self._queue if isinstance(b, _Piece))
 
     def fail(self, error: BaseException) -> None:
         if not self.closed and self.failure is None:
@@ -378,49 +459,54 @@ class RemoteInputChannel:
     # -- consuming (task thread) ------------------------------------------------------------
 
     def take(self) -> Buffer | None:
-        """The next batch (reassembled from its pieces), event or end of partition; None
-        while nothing complete is there. Every piece taken frees its buffer at once."""
-        while True:
-            with self._lock:
-                item = self._queue.popleft() if self._queue else None
-                if item is None:
-                    if self.failure is not None:
-                        raise self.failure
-                    return None
-                piece = isinstance(item, _Piece) and item.kind == _Kind.DATA
-                surplus = piece and self.floating > 0 and self.floating > self._backlog
-                if surplus:
-                    self.floating -= 1
-            if piece:
-                self._recycle(surplus)
-            if isinstance(item, Buffer):
-                if item.end_of_partition:
-                    self.finished = True
-                    self._release_connection(cancel=False)
-                return item
-            if item.kind == _Kind.SCHEMA:
-                self._schema = pa.ipc.read_schema(pa.py_buffer(item.body))
-                continue
-            self._assembly.append(item.body)
-            if not item.message_end:
-                continue
-            parts, self._assembly = self._assembly, []
-            message = parts[0] if len(parts) == 1 else b"".join(parts)
-            assert self._schema is not None
-            batch = pa.ipc.read_record_batch(pa.py_buffer(message), self._schema)
-            return Buffer([Elements.from_arrow(batch)], len(message))
+        """The next batch, event or end of partition; None while nothing complete is there.
+        Every piece taken frees its buffer; the credits are announced together."""
+        credit = surplus = 0
+        try:
+            while True:
+                with self._lock:
+                    item = self._queue.popleft() if self._queue else None
+                    if item is None:
+                        if self.failure is not None:
+                            raise self.failure
+                        return None
+                    if isinstance(item, _Piece) and item.kind == _Kind.DATA:
+                        if item.message is not None:
+                            self._ready -= 1
+                        returned = self._free_locked(item.buffers)
+                        credit += returned
+                        surplus += item.buffers - returned
+                if isinstance(item, Buffer):
+                    if item.end_of_partition:
+                        self.finished = True
+                        self._release_connection(cancel=False)
+                    return item
+                if item.kind == _Kind.SCHEMA:
+                    assert item.message is not None
+                    self._schema = pa.ipc.read_schema(item.message)
+                    continue
+                if item.message is None:
+                    continue
+                assert self._schema is not None
+                batch = pa.ipc.read_record_batch(item.message, self._schema)
+                return Buffer([Elements.from_arrow(batch)], item.message.size)
+        finally:
+            if credit or surplus:
+                self._recycle(credit, surplus)
 
-    def _recycle(self, surplus: bool) -> None:
-        """A buffer is free again: back to the pool if borrowed and not needed, else one
-        more credit for the producer. Credits are announced in batches (half the exclusive
-        buffers), but always when the queue runs empty, so the producer is never left
-        without credit while this channel waits."""
-        if surplus:
+    def _recycle(self, credit: int, surplus: int) -> None:
+        """Buffers are free again: borrowed ones the backlog no longer needs go back to the
+        pool, the others become credit for the producer. Credit is announced once half the
+        channel's buffers are free, and always when the queue runs empty, so the producer is
+        never left without credit while this channel waits."""
+        for _ in range(surplus):
             self._pool.release()
+        if not credit:
             return
         with self._lock:
-            self._unannounced += 1
-            due = self._unannounced >= self._announce_batch or not self._queue
+            self._unannounced += credit
+            due = not self._queue or \
+                self._unannounced >= max(1, (self._exclusive + self.floating) // 2)
             credit = self._unannounced if due else 0
             if due:
                 self._unannounced = 0
@@ -430,7 +516,8 @@ class RemoteInputChannel:
     def queued(self) -> int:
         """Data buffers (pieces) waiting to be taken."""
         with self._lock:
-            return sum(1 for b in self._queue if isinstance(b, _Piece) and b.kind == _Kind.DATA)
+            return sum(b.buffers for b in self._queue
+                       if isinstance(b, _Piece) and b.kind == _Kind.DATA)
 
     def _release_connection(self, cancel: bool) -> None:
         if self._connection is not None:

@@ -59,10 +59,17 @@ class LocalInputChannel(InputChannel):
                 raise
             self._next_try = now + self._backoff
             self._backoff *= 2
+            # Retry as soon as the producer registers it, not only after the back-off.
+            self._partitions.when_registered(self._partition_id, self._registered)
             return False
         sub.subscribe(self._listener)  # type: ignore[arg-type]
         self._sub = sub
         return True
+
+    def _registered(self) -> None:
+        """The producer's partition appeared (on the deploying thread): retry now."""
+        self._next_try = 0.0
+        self._listener()  # type: ignore[operator]
 
     def retry_due(self) -> float | None:
         return None if self._sub is not None else self._next_try
@@ -83,6 +90,7 @@ class LocalInputChannel(InputChannel):
         return buffer
 
     def close(self) -> None:
+        self._partitions.forget_waiter(self._partition_id, self._registered)
         if self._sub is not None:
             self._sub.subscribe(None)
 

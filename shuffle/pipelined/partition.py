@@ -231,11 +231,33 @@ class PartitionManager:
 
     def __init__(self) -> None:
         self._partitions: dict[str, PipelinedResultPartition] = {}
+        self._waiters: dict[str, list[Callable[[], None]]] = {}
         self._lock = threading.Lock()
 
     def register(self, partition: PipelinedResultPartition) -> None:
         with self._lock:
             self._partitions[partition.partition_id] = partition
+            waiters = self._waiters.pop(partition.partition_id, [])
+        for waiter in waiters:
+            waiter()
+
+    def when_registered(self, partition_id: str, callback: Callable[[], None]) -> bool:
+        """Call ``callback`` (on the registering thread) once ``partition_id`` is registered;
+        False, without calling it, if it is registered already. A consumer that asked too
+        early hears of the partition at once instead of at its next retry."""
+        with self._lock:
+            if partition_id in self._partitions:
+                return False
+            self._waiters.setdefault(partition_id, []).append(callback)
+            return True
+
+    def forget_waiter(self, partition_id: str, callback: Callable[[], None]) -> None:
+        with self._lock:
+            waiters = self._waiters.get(partition_id)
+            if waiters and callback in waiters:
+                waiters.remove(callback)
+                if not waiters:
+                    del self._waiters[partition_id]
 
     def subpartition(self, partition_id: str, index: int) -> Subpartition:
         with self._lock:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import BinaryIO
 
 from proto import dataplane_pb2
 
@@ -55,23 +54,59 @@ def send_all(sock: socket.socket, pieces: list[bytes]) -> None:
     sock.sendall(memoryview(data)[sent:])
 
 
-def read_frame(stream: BinaryIO) -> tuple[int, bytes] | None:
-    """The next frame as (type, payload), or None on a clean end of stream.
+class FrameReader:
+    """Reads frames from a socket through one reusable buffer: a single ``recv_into`` serves
+    every frame that arrived, with no copy until a frame's owner takes its payload."""
 
-    ``stream`` is a buffered reader over the socket (``sock.makefile("rb")``): one large
-    read serves many frames, instead of two syscalls per frame."""
-    header = stream.read(HEADER_SIZE)
-    if not header:
-        return None
-    if len(header) < HEADER_SIZE:
-        msg = "connection closed in the middle of a frame header"
-        raise ConnectionError(msg)
-    length, kind = _HEADER.unpack(header)
-    if not 1 <= length <= MAX_FRAME:
-        msg = f"corrupt data frame (length {length})"
-        raise ConnectionError(msg)
-    payload = stream.read(length - 1) if length > 1 else b""
-    if len(payload) != length - 1:
-        msg = "connection closed in the middle of a frame"
-        raise ConnectionError(msg)
-    return kind, payload
+    def __init__(self, sock: socket.socket, size: int = 1 << 20) -> None:
+        self._sock = sock
+        self._buffer = bytearray(size)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+
+    def read(self) -> list[tuple[int, memoryview]] | None:
+        """The complete frames after one receive, as (type, payload) views that stay valid
+        until the next call; None on a clean end of stream."""
+        self._make_room()
+        received = self._sock.recv_into(self._view[self._end:])
+        if received == 0:
+            if self._end > self._start:
+                msg = "connection closed in the middle of a frame"
+                raise ConnectionError(msg)
+            return None
+        self._end += received
+        frames = []
+        view, position, end = self._view, self._start, self._end
+        unpack = _HEADER.unpack_from
+        while end - position >= HEADER_SIZE:
+            length, kind = unpack(view, position)
+            if not 1 <= length <= MAX_FRAME:
+                msg = f"corrupt data frame (length {length})"
+                raise ConnectionError(msg)
+            frame_end = position + 4 + length
+            if frame_end > end:
+                break
+            frames.append((kind, view[position + HEADER_SIZE:frame_end]))
+            position = frame_end
+        self._start = position
+        self._wanted = 0 if end - position < HEADER_SIZE else \
+            4 + _HEADER.unpack_from(view, position)[0]
+        return frames
+
+    _wanted = 0
+
+    def _make_room(self) -> None:
+        """Move a partial frame to the front (or into a larger buffer if it needs one)."""
+        pending = self._end - self._start
+        capacity = len(self._buffer)
+        if self._start == 0 and self._end < capacity and self._wanted <= capacity:
+            return
+        if self._wanted > capacity:
+            bigger = bytearray(max(self._wanted, 2 * capacity))
+            bigger[:pending] = self._buffer[self._start:self._end]
+            self._buffer = bigger
+            self._view = memoryview(bigger)
+        elif pending:
+            self._view[:pending] = bytes(self._view[self._start:self._end])
+        self._start, self._end = 0, pending

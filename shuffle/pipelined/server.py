@@ -31,24 +31,40 @@ _Kind = dataplane_pb2.BufferHeader
 
 
 class _Frame:
-    __slots__ = ("body", "event_type", "kind", "message_end", "priority")
+    __slots__ = ("body", "buffer_size", "buffers", "event_type", "kind", "message_end",
+                 "message_size", "priority")
 
     def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
-                 event_type: str = "", message_end: bool = False) -> None:
+                 event_type: str = "") -> None:
         self.kind = kind
         self.body = body
         self.priority = priority
         self.event_type = event_type
-        self.message_end = message_end
+        self.message_end = False
+        self.message_size = 0
+        self.buffers = 0
+        self.buffer_size = 0
 
-    @property
-    def needs_credit(self) -> bool:
-        return self.kind == _Kind.DATA
+
+class _Message:
+    """A serialized record batch, cut into data buffers as credit allows."""
+
+    __slots__ = ("data", "position")
+
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.position = 0
+
+    def buffers(self, size: int) -> int:
+        return -(-(len(self.data) - self.position) // size)
 
 
 class SubpartitionView:
     """What the writer thread knows of one requested subpartition. Guarded by the
     connection's lock, except ``subpartition``, which has its own."""
+
+    #: Most data buffers written as one frame.
+    MAX_BUFFERS_PER_FRAME = 16
 
     def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: str,
                  credit: int, segment_size: int) -> None:
@@ -58,14 +74,15 @@ class SubpartitionView:
         self.credit = credit
         #: Largest data buffer: the segment size, or what the consumer's debloating chose.
         self.buffer_size = segment_size
-        self._pending: deque[_Frame] = deque()
-        self._pending_data = 0  # DATA frames in _pending, so backlog() is O(1)
+        self._pending: deque[_Frame | _Message] = deque()
         self._schema: pa.Schema | None = None
         self.sequence = 0
         self.finished = False
 
     def backlog(self) -> int:
-        return self._pending_data + self.subpartition.backlog()
+        size = self.buffer_size
+        return sum(p.buffers(size) for p in self._pending if isinstance(p, _Message)) + \
+            self.subpartition.backlog()
 
     def is_available(self) -> bool:
         """Something can be sent now: an event, or data with a credit for it."""
@@ -74,14 +91,15 @@ class SubpartitionView:
         if self.subpartition.has_priority_event():
             return True
         if self._pending:
-            return self.credit > 0 or not self._pending[0].needs_credit
+            return self.credit > 0 or isinstance(self._pending[0], _Frame)
         head = self.subpartition.peek()
         if head is None:
             return self.subpartition.failure is not None
         return self.credit > 0 or head.elements is None
 
     def next_frame(self) -> _Frame | None:
-        """The next frame to send, taking one credit for data. Raises ProducerFailedError."""
+        """The next frame to send, taking a credit per data buffer. Raises
+        ProducerFailedError."""
         if self.subpartition.has_priority_event():
             buffer = self.subpartition.poll()
             assert buffer is not None
@@ -99,18 +117,28 @@ class SubpartitionView:
             buffer = self.subpartition.poll()
             if buffer is None:
                 return None
-            frames = self._frames(buffer)
-            self._pending.extend(frames)
-            self._pending_data += sum(1 for f in frames if f.needs_credit)
+            self._pending.extend(self._items(buffer))
         if not self._pending:
             return None
         head = self._pending[0]
-        if head.needs_credit:
-            if self.credit <= 0:
-                return None
-            self.credit -= 1
-            self._pending_data -= 1
-        return self._pending.popleft()
+        if isinstance(head, _Frame):
+            return self._pending.popleft()
+        if self.credit <= 0:
+            return None
+        # As many whole buffers of the message as there is credit for, in one frame.
+        size = self.buffer_size
+        count = min(self.credit, head.buffers(size), self.MAX_BUFFERS_PER_FRAME)
+        start = head.position
+        end = min(start + count * size, len(head.data))
+        frame = _Frame(_Kind.DATA, head.data[start:end])
+        frame.buffers, frame.buffer_size = count, size
+        frame.message_size = len(head.data)
+        head.position = end
+        if end == len(head.data):
+            frame.message_end = True
+            self._pending.popleft()
+        self.credit -= count
+        return frame
 
     def _event_frame(self, buffer: Buffer, priority: bool = False) -> _Frame:
         if buffer.end_of_partition:
@@ -118,24 +146,20 @@ class SubpartitionView:
         assert buffer.event is not None
         return _Frame(_Kind.EVENT, buffer.event.payload, priority, buffer.event.type)
 
-    def _frames(self, buffer: Buffer) -> list[_Frame]:
+    def _items(self, buffer: Buffer) -> list[_Frame | _Message]:
         if buffer.elements is None:
             return [self._event_frame(buffer)]
-        frames = []
+        items: list[_Frame | _Message] = []
         for elements in buffer.elements:
             batch = elements.arrow()
             if self._schema is None or not batch.schema.equals(self._schema,
                                                                 check_metadata=True):
                 self._schema = batch.schema
-                frames.append(_Frame(_Kind.SCHEMA, batch.schema.serialize()))
+                items.append(_Frame(_Kind.SCHEMA, batch.schema.serialize()))
             # Serialize once and cut the bytes: a batch spans as many buffers as it needs,
             # and no buffer costs any Arrow work of its own (as Flink's spanning records).
-            message = memoryview(batch.serialize())
-            size = self.buffer_size
-            frames.extend(_Frame(_Kind.DATA, message[i:i + size],
-                                 message_end=i + size >= len(message))
-                          for i in range(0, len(message), size))
-        return frames
+            items.append(_Message(memoryview(batch.serialize())))
+        return items
 
 
 class ServerConnection:
@@ -147,6 +171,7 @@ class ServerConnection:
         self._partitions = partitions
         self._segment_size = segment_size
         self._views: dict[int, SubpartitionView] = {}
+        self._held: dict[int, threading.Timer] = {}  # requests waiting for their partition
         self._available: deque[SubpartitionView] = deque()
         self._queued: set[int] = set()
         self._cond = threading.Condition()
@@ -163,45 +188,49 @@ class ServerConnection:
     # -- reader: requests and credit --------------------------------------------------------
 
     def _read_loop(self) -> None:
-        stream = self._sock.makefile("rb", buffering=64 * 1024)
+        reader = protocol.FrameReader(self._sock, 64 * 1024)
         try:
             while not self._closed.is_set():
-                frame = protocol.read_frame(stream)
-                if frame is None:
+                frames = reader.read()
+                if frames is None:
                     return
-                kind, payload = frame
-                if kind == protocol.PARTITION_REQUEST:
-                    self._on_request(dataplane_pb2.PartitionRequest.FromString(bytes(payload)))
-                elif kind == protocol.ADD_CREDIT:
-                    message = dataplane_pb2.AddCredit.FromString(bytes(payload))
-                    with self._cond:
-                        view = self._views.get(message.receiver_id)
-                        if view is not None:
-                            view.credit += message.credit
-                            self._enqueue_locked(view)
-                elif kind == protocol.NEW_BUFFER_SIZE:
-                    message = dataplane_pb2.NewBufferSize.FromString(bytes(payload))
-                    with self._cond:
-                        view = self._views.get(message.receiver_id)
-                        if view is not None and message.buffer_size > 0:
-                            view.buffer_size = message.buffer_size
-                            view.subpartition.flush_size = message.buffer_size
-                elif kind == protocol.CANCEL_PARTITION:
-                    message = dataplane_pb2.CancelPartition.FromString(bytes(payload))
-                    self._drop(message.receiver_id)
-                elif kind == protocol.CLOSE:
-                    return
+                for kind, payload in frames:
+                    if kind == protocol.CLOSE:
+                        return
+                    self._on_control(kind, bytes(payload))
         except (OSError, ConnectionError, ValueError) as err:
             log.debug("data connection ended: %s", err)
         finally:
-            with contextlib.suppress(OSError):
-                stream.close()
             self.close()
 
-    def _on_request(self, request: dataplane_pb2.PartitionRequest) -> None:
+    def _on_control(self, kind: int, payload: bytes) -> None:
+        if kind == protocol.PARTITION_REQUEST:
+            self._on_request(dataplane_pb2.PartitionRequest.FromString(payload))
+        elif kind == protocol.ADD_CREDIT:
+            message = dataplane_pb2.AddCredit.FromString(payload)
+            with self._cond:
+                view = self._views.get(message.receiver_id)
+                if view is not None:
+                    view.credit += message.credit
+                    self._enqueue_locked(view)
+        elif kind == protocol.NEW_BUFFER_SIZE:
+            message = dataplane_pb2.NewBufferSize.FromString(payload)
+            with self._cond:
+                view = self._views.get(message.receiver_id)
+                if view is not None and message.buffer_size > 0:
+                    view.buffer_size = message.buffer_size
+                    view.subpartition.flush_size = message.buffer_size
+        elif kind == protocol.CANCEL_PARTITION:
+            message = dataplane_pb2.CancelPartition.FromString(payload)
+            self._drop(message.receiver_id)
+
+    def _on_request(self, request: dataplane_pb2.PartitionRequest, held: bool = False) -> None:
         try:
             sub = self._partitions.subpartition(request.partition_id, request.subpartition)
         except PartitionNotFoundError as err:
+            if not held and request.wait_ms and not self._closed.is_set():
+                self._hold(request)
+                return
             self._send_error(request.receiver_id,
                              dataplane_pb2.ErrorResponse.PARTITION_NOT_FOUND, str(err))
             return
@@ -210,6 +239,29 @@ class ServerConnection:
         with self._cond:
             self._views[request.receiver_id] = view
         sub.subscribe(lambda: self._notify(view))
+
+    def _hold(self, request: dataplane_pb2.PartitionRequest) -> None:
+        """Answer a request for a partition not registered yet when it is, or after the
+        consumer's ``wait_ms``, whichever comes first (the producer's task may still be
+        deploying: answering at once would cost the consumer a whole back-off)."""
+        def answer() -> None:
+            with self._cond:
+                timer = self._held.pop(request.receiver_id, None)
+            if timer is None:
+                return  # answered already
+            timer.cancel()
+            self._partitions.forget_waiter(request.partition_id, answer)
+            if not self._closed.is_set():
+                self._on_request(request, held=True)
+
+        timer = threading.Timer(request.wait_ms / 1000, answer)
+        timer.daemon = True
+        with self._cond:
+            self._held[request.receiver_id] = timer
+        if self._partitions.when_registered(request.partition_id, answer):
+            timer.start()
+        else:
+            answer()  # registered in the meantime
 
     def _notify(self, view: SubpartitionView) -> None:
         """Called by the producing task (or the reader) when a view may have become sendable."""
@@ -279,7 +331,9 @@ class ServerConnection:
                 frames.append((frame, dataplane_pb2.BufferHeader(
                     receiver_id=view.receiver_id, sequence_number=view.sequence,
                     backlog=view.backlog(), kind=frame.kind, priority=frame.priority,
-                    event_type=frame.event_type, message_end=frame.message_end)))
+                    event_type=frame.event_type, message_end=frame.message_end,
+                    message_size=frame.message_size, buffers=frame.buffers,
+                    buffer_size=frame.buffer_size)))
                 if frame.kind == _Kind.END_OF_PARTITION:
                     break
         except ProducerFailedError as err:
@@ -299,9 +353,12 @@ class ServerConnection:
         with self._cond:
             views = list(self._views.values())
             self._views.clear()
+            held, self._held = list(self._held.values()), {}
             self._cond.notify_all()
         for view in views:
             view.subpartition.subscribe(None)
+        for timer in held:
+            timer.cancel()
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):

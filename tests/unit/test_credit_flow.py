@@ -11,6 +11,7 @@ import pytest
 
 from shuffle.api import Event
 from shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from shuffle.pipelined.gate import LocalInputChannel
 from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
 from shuffle.pipelined.server import DataServer
 from weir.errors import PartitionNotFoundError, RemoteTransportError
@@ -185,6 +186,40 @@ def test_early_request_is_retried_until_the_producer_registers(plane):
     assert got[1].end_of_partition
 
 
+def test_producer_holds_an_early_request_and_answers_when_the_partition_registers(plane):
+    partitions, server, connections = plane
+    woke = threading.Event()
+    # A back-off of 30 s: only the producer's answer on registration can be this quick.
+    ch = RemoteInputChannel(connections, server.address, "slow-deploy", 0, "test consumer", 2,
+                            FloatingBufferPool(0), 30.0, 60.0, wakeup=woke.set)
+    ch.request()
+    wait_for(lambda: any(c._held for c in server._connections), what="the request to be held")
+    registered = time.monotonic()
+    part = producer(partitions, pid="slow-deploy")
+    part.emit(0, batch(7))
+    part.finish()
+    got = drain(ch, 2, timeout=5)
+    assert time.monotonic() - registered < 5
+    assert got[0].elements[0].arrow().column("i")[0].as_py() == 7
+    assert got[1].end_of_partition
+    assert not any(c._held for c in server._connections)
+
+
+def test_local_channel_retries_as_soon_as_the_partition_registers():
+    partitions = PartitionManager()
+    woke = threading.Event()
+    local = LocalInputChannel(partitions, "local-late", 0, woke.set, 30.0, 60.0)
+    local.request()
+    assert local.take() is None and local.retry_due() is not None
+    part = producer(partitions, pid="local-late")
+    assert woke.is_set(), "registration wakes the waiting consumer"
+    part.emit(0, batch(3))
+    part.finish()
+    got = local.take()
+    assert got is not None and got.elements[0].arrow().column("i")[0].as_py() == 3
+    local.close()
+
+
 def test_request_for_a_partition_that_never_comes_fails_clearly(plane):
     _, server, connections = plane
     ch, woke = channel(server, connections, pid="never", max_backoff=0.1)
@@ -218,3 +253,30 @@ def test_channels_share_one_connection_per_producer(plane):
         assert drain(ch, 1)[0].elements[0].arrow().column("i")[0].as_py() == i
     assert len({ch._connection for ch in channels}) == 1
     assert len(server._connections) == 1
+
+
+def test_pieces_free_their_buffers_until_a_complete_batch_waits_for_the_task(plane):
+    partitions, server, connections = plane
+    part = PipelinedResultPartition("span", "job", 1, 100, SEGMENT, lambda: None)
+    partitions.register(part)
+    first = pa.record_batch({"s": ["a" * 100] * 4000, "n": list(range(4000))})
+    second = pa.record_batch({"s": ["b" * 100] * 4000, "n": list(range(4000))})
+    part.emit(0, Elements.from_arrow(first))
+    part.emit(0, Elements.from_arrow(second))
+    part.finish()
+    ch, _ = channel(server, connections, pid="span", exclusive=2)
+    ch.request()
+    # The first batch is far larger than the channel's two buffers: it can only arrive
+    # because each piece frees its buffer once copied into the batch. Then, with a whole
+    # batch waiting for the task, the next pieces hold their buffers: two, no more.
+    wait_for(lambda: ch.queued() == 2, what="the first batch and two held buffers")
+    message = len(first.serialize())
+    assert message > 10 * SEGMENT
+    assert ch.bytes_in <= message + 2 * SEGMENT
+    got = []
+    while True:
+        buffer = drain(ch, 1)[0]
+        if buffer.end_of_partition:
+            break
+        got.append(buffer.elements[0].arrow())
+    assert [g.equals(b) for g, b in zip(got, [first, second], strict=True)] == [True, True]
