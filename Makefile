@@ -33,6 +33,7 @@ proto: install
 
 bench: install
 	$(PY) benchmarks/wordcount.py $(BENCH_ARGS)
+	$(PY) benchmarks/shuffle.py $(BENCH_ARGS)
 
 docs: install
 	$(PY) -m weir.docgen

@@ -18,13 +18,15 @@ sends the other half over TCP to the other TaskExecutor.
    ``Widen`` builds each batch without disk I/O and without a Python call per row: the
    number becomes ``key``, and ``payload`` is a 100-byte value per row whose bytes are a
    zero-copy slice of a random pool built once per task. A row is 8 (key) + 4 (offset) +
-   100 (payload) = 112 bytes of Arrow buffers, so N = bytes / 112 (1 GB: 8.9M rows; 150 MB
-   with ``--quick``: 1.3M rows). The consumer discards what it gets, so the exchange
-   (hashing, splitting, hand-over, Arrow IPC encoding, TCP, decoding) is what costs.
+   100 (payload) = 112 bytes of Arrow buffers, so N = bytes / 112 (1 GB: 8.9M rows, also
+   with ``--quick``, which does fewer runs and a shorter backpressure window). The
+   consumer discards what it gets, so the exchange (hashing, splitting, hand-over, Arrow
+   IPC encoding, TCP, decoding) is what costs.
    Time: from submitting the job to the JobMaster reporting FINISHED (``run_job``);
    ``MB/s = N * 112 / 1e6 / seconds`` (all rows through the exchange, local and remote
    channels). The fixed cost of a job (same pipeline over 1,000 rows, 3 times) is reported
-   too, and rates net of it. Median of ``--runs`` runs (3; 2 with ``--quick``).
+   too, and rates net of it. Median of ``--runs`` runs (3; 2 with ``--quick``), after one
+   untimed full-size warm-up run.
 
 2. Ceiling (``ceiling_mb_per_s``), measured in the same run, interleaved with the jobs:
    two fresh Python processes (``multiprocessing``, spawn) over loopback TCP, the sender
@@ -122,7 +124,7 @@ from weir import DiscardingSink
 
 MB = 1_000_000  #: MB/s are decimal megabytes per second, for the job and the ceiling alike
 FULL_BYTES = 1_000_000_000
-QUICK_BYTES = 150_000_000
+QUICK_BYTES = FULL_BYTES  # the exchange needs about a second even for 1 GB
 PAYLOAD_BYTES = 100
 VERIFY_ROWS = 300_000
 EMPTY_ROWS = 1_000
@@ -764,6 +766,10 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(3):  # warm-up, and the fixed cost of a (nearly) empty job
             empty.append(run_throughput(cluster, EMPTY_ROWS, args.payload_bytes, config,
                                         " (empty)").wall_s)
+        # One untimed full-size run: the first big job of fresh TaskExecutors also pays for
+        # growing their heaps and memory pools (measured: 1.7 against 1.2 CPU-s).
+        warmup = run_throughput(cluster, rows, args.payload_bytes, config, " (warm-up)")
+        print(f"  warm-up: weir    {warmup.wall_s:6.2f} s (not counted)", flush=True)
         for run in range(1, args.runs + 1):
             runs = measure_ceiling(total_bytes, args.segment_bytes, CEILING_REPEATS)
             ceiling.extend(runs)
@@ -818,6 +824,7 @@ def main(argv: list[str] | None = None) -> int:
         "cluster_options": args.cluster_options,
         "runs": args.runs,
         "median_s": t,
+        "warmup_s": round(warmup.wall_s, 3),
         "run_s": times,
         "cluster_run_s": cluster_times,
         "taskexecutor_cpu_s": cpu,
