@@ -35,6 +35,8 @@ OPTION_MODULES = (
     "jobmaster.options",
     "taskexecutor.options",
     "shuffle.options",
+    "state.options",
+    "checkpoint.options",
 )
 
 

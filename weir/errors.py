@@ -57,3 +57,28 @@ class RemoteTransportError(WeirError):
 
 class InternalError(WeirError):
     """An invariant of weir itself was broken: this is a bug in weir, please report it."""
+
+
+class StateError(WeirError):
+    """Keyed or operator state was used wrongly or could not be read or written; the message
+    names the state and the cause."""
+
+
+class StorageError(WeirError):
+    """Reading or writing checkpoint storage failed; the message names the URI or bucket."""
+
+
+class MissingStateError(StorageError):
+    """A state object that a handle points to does not exist (deleted, or never written)."""
+
+
+class CorruptStateError(StorageError):
+    """A state object's length or checksum differs from what its handle recorded."""
+
+
+class StorageAccessError(UserError, StorageError):
+    """Checkpoint storage refused access: wrong credentials, or the bucket does not exist."""
+
+
+class StorageUnreachableError(UserError, StorageError):
+    """The checkpoint storage endpoint cannot be reached (connection refused or timed out)."""

@@ -1,0 +1,1 @@
+"""Checkpoint storage (file:// and s3://) and, later, checkpoint coordination."""

@@ -1,0 +1,137 @@
+"""The canonical snapshot format: backend-independent, key-group ordered, indexed.
+
+Either backend writes it and either backend restores it, for any key-group range, which is
+what savepoints, switching backends and rescaling a ``hashmap`` job need. Layout::
+
+    MAGIC
+    entries, grouped by (state, key group) in the canonical order:
+        u32 key length, key, u32 namespace length, namespace, u32 value length, value
+    index: u16 number of states, then per state: u16 length + UTF-8 name;
+           u32 count, then per (state, key group): u16 state, u16 key group,
+           u64 offset, u64 length
+    u64 offset of the index, MAGIC
+
+The index lets a restore read only the key groups it owns.
+
+Example:
+    >>> import io
+    >>> out = io.BytesIO()
+    >>> write_canonical([("s", 3, b"k", b"", b"v")], out)
+    {3: 1}
+    >>> list(read_canonical(out.getvalue(), KeyGroupRange(0, 9)))
+    [('s', 3, b'k', b'', b'v')]
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO
+
+from state.backend import Entry
+from state.key_groups import KeyGroupRange
+from weir.errors import StateError
+
+MAGIC = b"WEIRKGS1"
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_INDEX = struct.Struct(">HHQQ")
+
+
+def write_canonical(entries: Iterable[Entry], out: BinaryIO) -> dict[int, int]:
+    """Stream ``entries`` (in canonical order) to ``out``; returns entries per key group.
+
+    States are numbered as they appear, so their name table follows the entries, at the
+    start of the index section."""
+    names: dict[str, int] = {}
+    index: list[tuple[int, int, int, int]] = []
+    counts: dict[int, int] = {}
+    out.write(MAGIC)
+    position = len(MAGIC)
+    current: tuple[int, int] | None = None
+    start = position
+    pack32 = _U32.pack
+    for state, key_group, key, namespace, value in entries:
+        state_id = names.setdefault(state, len(names))
+        if (state_id, key_group) != current:
+            if current is not None:
+                index.append((*current, start, position - start))
+            current, start = (state_id, key_group), position
+        record = b"".join((pack32(len(key)), key, pack32(len(namespace)), namespace,
+                           pack32(len(value)), value))
+        out.write(record)
+        position += len(record)
+        counts[key_group] = counts.get(key_group, 0) + 1
+    if current is not None:
+        index.append((*current, start, position - start))
+    footer = [_U16.pack(len(names))]
+    for name in names:  # insertion order = state ids
+        encoded = name.encode("utf-8")
+        footer += [_U16.pack(len(encoded)), encoded]
+    footer.append(_U32.pack(len(index)))
+    footer += [_INDEX.pack(*row) for row in index]
+    footer += [_U64.pack(position), MAGIC]
+    out.write(b"".join(footer))
+    return counts
+
+
+def read_index(data: bytes | memoryview) -> tuple[list[str], list[tuple[int, int, int, int]]]:
+    """State names and (state, key group, offset, length) rows of a canonical snapshot."""
+    view = memoryview(data)
+    tail = len(MAGIC) + _U64.size
+    if len(view) < len(MAGIC) + tail or bytes(view[:len(MAGIC)]) != MAGIC or \
+            bytes(view[-len(MAGIC):]) != MAGIC:
+        msg = "not a canonical state snapshot (bad magic): the file is damaged or not weir's"
+        raise StateError(msg)
+    (position,) = _U64.unpack_from(view, len(view) - tail)
+    try:
+        (count,) = _U16.unpack_from(view, position)
+        position += 2
+        names = []
+        for _ in range(count):
+            (length,) = _U16.unpack_from(view, position)
+            names.append(bytes(view[position + 2:position + 2 + length]).decode("utf-8"))
+            position += 2 + length
+        (rows,) = _U32.unpack_from(view, position)
+        position += 4
+        index = [_INDEX.unpack_from(view, position + i * _INDEX.size) for i in range(rows)]
+    except (struct.error, UnicodeDecodeError) as err:
+        msg = f"the index of a canonical state snapshot is damaged: {err}"
+        raise StateError(msg) from err
+    return names, index
+
+
+def read_canonical(data: bytes | memoryview, key_groups: KeyGroupRange) -> Iterator[Entry]:
+    """The entries of ``data`` whose key group is in ``key_groups`` (reading only those)."""
+    view = memoryview(data)
+    names, index = read_index(view)
+    unpack = _U32.unpack_from
+    for state_id, key_group, offset, length in index:
+        if key_group not in key_groups:
+            continue
+        state = names[state_id]
+        position, end = offset, offset + length
+        while position < end:
+            (n,) = unpack(view, position)
+            key = bytes(view[position + 4:position + 4 + n])
+            position += 4 + n
+            (n,) = unpack(view, position)
+            namespace = bytes(view[position + 4:position + 4 + n])
+            position += 4 + n
+            (n,) = unpack(view, position)
+            value = bytes(view[position + 4:position + 4 + n])
+            position += 4 + n
+            yield state, key_group, key, namespace, value
+        if position != end:
+            msg = f"key group {key_group} of state {state!r} overruns its index entry"
+            raise StateError(msg)
+
+
+def key_group_range_of(data: bytes | memoryview) -> KeyGroupRange | None:
+    """The smallest range holding every key group of a snapshot (None if it is empty)."""
+    _, index = read_index(data)
+    if not index:
+        return None
+    groups = [row[1] for row in index]
+    return KeyGroupRange(min(groups), max(groups))

@@ -1,0 +1,158 @@
+"""State descriptors and time-to-live, with PyFlink's names.
+
+Example:
+    >>> from weir.types import Types
+    >>> from state.descriptors import StateTtlConfig, ValueStateDescriptor
+    >>> from weir.time import Time
+    >>> ttl = StateTtlConfig.new_builder(Time.seconds(10)).build()
+    >>> descriptor = ValueStateDescriptor("total", Types.LONG())
+    >>> descriptor.enable_time_to_live(ttl)
+    >>> descriptor.ttl_config.ttl_ms
+    10000
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weir.time import to_millis
+from weir.types import TypeInformation
+
+
+class StateTtlConfig:
+    """Time to live of state entries (processing time), as Flink's ``StateTtlConfig``."""
+
+    class UpdateType(enum.Enum):
+        """When an entry's clock restarts."""
+
+        Disabled = 0
+        OnCreateAndWrite = 1
+        OnReadAndWrite = 2
+
+    class StateVisibility(enum.Enum):
+        """Whether an expired entry not yet cleaned up may still be read."""
+
+        ReturnExpiredIfNotCleanedUp = 0
+        NeverReturnExpired = 1
+
+    def __init__(self, ttl_ms: int, update_type: StateTtlConfig.UpdateType,
+                 visibility: StateTtlConfig.StateVisibility) -> None:
+        if ttl_ms <= 0:
+            msg = f"the time to live must be positive, got {ttl_ms} ms"
+            raise ValueError(msg)
+        self.ttl_ms = ttl_ms
+        self.update_type = update_type
+        self.visibility = visibility
+
+    @staticmethod
+    def new_builder(ttl: Any) -> StateTtlConfig.Builder:
+        return StateTtlConfig.Builder(ttl)
+
+    class Builder:
+        def __init__(self, ttl: Any) -> None:
+            self._ttl_ms = to_millis(ttl)
+            self._update = StateTtlConfig.UpdateType.OnCreateAndWrite
+            self._visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
+
+        def set_update_type(self, update_type: StateTtlConfig.UpdateType
+                            ) -> StateTtlConfig.Builder:
+            self._update = update_type
+            return self
+
+        def update_ttl_on_create_and_write(self) -> StateTtlConfig.Builder:
+            return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
+
+        def update_ttl_on_read_and_write(self) -> StateTtlConfig.Builder:
+            return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+
+        def set_state_visibility(self, visibility: StateTtlConfig.StateVisibility
+                                 ) -> StateTtlConfig.Builder:
+            self._visibility = visibility
+            return self
+
+        def never_return_expired(self) -> StateTtlConfig.Builder:
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
+
+        def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
+            return self.set_state_visibility(
+                StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+
+        def build(self) -> StateTtlConfig:
+            return StateTtlConfig(self._ttl_ms, self._update, self._visibility)
+
+
+@dataclass
+class StateDescriptor:
+    """Names a piece of keyed state; the type is optional (values are pickled)."""
+
+    name: str
+    type_info: TypeInformation | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            msg = f"a state needs a non-empty name, got {self.name!r}"
+            raise ValueError(msg)
+        self.ttl_config: StateTtlConfig | None = None
+
+    kind = "value"
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
+        self.ttl_config = ttl_config
+
+    def get_name(self) -> str:
+        return self.name
+
+
+@dataclass
+class ValueStateDescriptor(StateDescriptor):
+    kind = "value"
+
+
+@dataclass
+class ListStateDescriptor(StateDescriptor):
+    kind = "list"
+
+
+@dataclass
+class MapStateDescriptor(StateDescriptor):
+    """``MapStateDescriptor("name", key_type, value_type)``; both types are optional."""
+
+    value_type_info: TypeInformation | None = None
+    kind = "map"
+
+
+@dataclass(init=False)
+class ReducingStateDescriptor(StateDescriptor):
+    """``ReducingStateDescriptor("name", reduce_function, type)``."""
+
+    kind = "reducing"
+
+    def __init__(self, name: str, reduce_function: Any,
+                 type_info: TypeInformation | None = None) -> None:
+        super().__init__(name, type_info)
+        self.reduce_function = reduce_function
+
+    def reducer(self) -> Callable[[Any, Any], Any]:
+        fn = self.reduce_function
+        return fn.reduce if hasattr(fn, "reduce") else fn
+
+
+@dataclass(init=False)
+class AggregatingStateDescriptor(StateDescriptor):
+    """``AggregatingStateDescriptor("name", aggregate_function, accumulator_type)``; the
+    function has ``create_accumulator()``, ``add(value, accumulator)``,
+    ``get_result(accumulator)`` (and ``merge(a, b)`` for session windows)."""
+
+    kind = "aggregating"
+
+    def __init__(self, name: str, agg_function: Any,
+                 type_info: TypeInformation | None = None) -> None:
+        super().__init__(name, type_info)
+        for method in ("create_accumulator", "add", "get_result"):
+            if not callable(getattr(agg_function, method, None)):
+                msg = f"the aggregate function of state {name!r} has no {method}() method"
+                raise TypeError(msg)
+        self.agg_function = agg_function

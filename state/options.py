@@ -1,0 +1,27 @@
+"""State backend options (Flink's key names where the concept is the same)."""
+
+from __future__ import annotations
+
+from weir.config import MemorySize, Option, positive
+
+BACKEND_TYPE = Option(
+    "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),
+    doc="Keyed state backend: in-memory hash maps or RocksDB (rocksdict).")
+INCREMENTAL = Option(
+    "state.backend.incremental", bool, default=True,
+    doc="RocksDB: upload only the SST files a previous checkpoint did not (native "
+        "incremental snapshots).")
+ROCKSDB_LOCALDIR = Option(
+    "state.backend.rocksdb.localdir", str, default=None,
+    doc="Directory of the RocksDB instances (default: the TaskExecutor's working directory).")
+ROCKSDB_MEMORY = Option(
+    "state.backend.rocksdb.memory.managed-size", MemorySize, default="64mb",
+    validator=positive, doc="Block cache and write buffers of one RocksDB instance.")
+LAZY_RESTORE = Option(
+    "state.backend.restore.lazy", bool, default=False,
+    doc="Start processing before all key groups are restored; a record waits only for "
+        "its own key group.")
+LOCAL_RECOVERY = Option(
+    "state.backend.local-recovery", bool, default=False,
+    doc="Keep a verified secondary copy of each snapshot in the TaskExecutor's working "
+        "directory for task-local recovery.")
