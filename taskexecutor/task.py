@@ -186,7 +186,8 @@ class Task:
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=tdd.job_id, config=dict(tdd.config),
-            services={COLLECT_SERVICE: self._push_collect})
+            services={COLLECT_SERVICE: self._push_collect},
+            configuration=self.configuration.merged(dict(tdd.config)))
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
         if tdd.source:
             source = cloudpickle.loads(tdd.source)

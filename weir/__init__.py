@@ -32,18 +32,34 @@ from weir.row import Row
 from weir.sinks import DiscardingSink, FileSink, Sink
 from weir.sources.api import Source, SourceReader, SplitAssignment, SplitEnumerator
 from weir.sources.files import FileSource
-from weir.state_api import ValueState, ValueStateDescriptor
+from weir.state_api import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateTtlConfig,
+    ValueState,
+    ValueStateDescriptor,
+)
+from weir.time import Duration, Time
 from weir.types import TypeInformation, Types
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AggregatingState",
+    "AggregatingStateDescriptor",
     "CloseableIterator",
     "ConfigError",
     "Configuration",
     "DataStream",
     "DataStreamSink",
     "DiscardingSink",
+    "Duration",
     "FileSink",
     "FileSource",
     "FilterFunction",
@@ -54,9 +70,15 @@ __all__ = [
     "KeySelector",
     "KeyedProcessFunction",
     "KeyedStream",
+    "ListState",
+    "ListStateDescriptor",
     "MapFunction",
+    "MapState",
+    "MapStateDescriptor",
     "ProcessFunction",
     "ReduceFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
     "Row",
     "RuntimeContext",
     "Sink",
@@ -64,7 +86,9 @@ __all__ = [
     "SourceReader",
     "SplitAssignment",
     "SplitEnumerator",
+    "StateTtlConfig",
     "StreamExecutionEnvironment",
+    "Time",
     "TypeInformation",
     "Types",
     "UserError",

@@ -19,7 +19,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from weir.state_api import ValueState, ValueStateDescriptor
+    from state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
+    from state.descriptors import (
+        AggregatingStateDescriptor,
+        ListStateDescriptor,
+        MapStateDescriptor,
+        ReducingStateDescriptor,
+        StateDescriptor,
+        ValueStateDescriptor,
+    )
 
 T = TypeVar("T")
 
@@ -51,12 +59,32 @@ class RuntimeContext:
     def get_attempt_number(self) -> int:
         return self._attempt_number
 
-    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
-        """Keyed ValueState; only available in functions applied to a keyed stream."""
+    def _keyed_state(self, descriptor: StateDescriptor, kind: str) -> Any:
         if self._state_store is None:
             msg = "keyed state is only available on a keyed stream (use key_by first)"
             raise RuntimeError(msg)
-        return self._state_store.get_value_state(descriptor)  # type: ignore[no-any-return]
+        if descriptor.kind != kind:
+            msg = (f"get_{kind}_state needs a {kind.capitalize()}StateDescriptor, got "
+                   f"{type(descriptor).__name__}")
+            raise TypeError(msg)
+        return self._state_store.get_state(descriptor)
+
+    def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
+        """Keyed ValueState; only available in functions applied to a keyed stream."""
+        return self._keyed_state(descriptor, "value")  # type: ignore[no-any-return]
+
+    def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
+        return self._keyed_state(descriptor, "list")  # type: ignore[no-any-return]
+
+    def get_map_state(self, descriptor: MapStateDescriptor) -> MapState:
+        return self._keyed_state(descriptor, "map")  # type: ignore[no-any-return]
+
+    def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState:
+        return self._keyed_state(descriptor, "reducing")  # type: ignore[no-any-return]
+
+    def get_aggregating_state(self, descriptor: AggregatingStateDescriptor
+                              ) -> AggregatingState:
+        return self._keyed_state(descriptor, "aggregating")  # type: ignore[no-any-return]
 
 
 class Function(ABC):  # noqa: B024 - lifecycle hooks only, all optional

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tests.support.cluster import (
     ClientEnvironment,
@@ -167,8 +168,9 @@ def test_cluster_status_json_shape(shared_cluster: LocalCluster):
         assert set(te) >= {"resource_id", "pid", "address", "metrics_url"}
 
 
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_keyed_process_function_with_value_state_and_json_sink(shared_cluster: LocalCluster,
-                                                               tmp_path: Path):
+                                                               tmp_path: Path, backend: str):
     out = tmp_path / "json-out"
     job = write_job(tmp_path, f"""
         from weir import (FileSink, KeyedProcessFunction, StreamExecutionEnvironment,
@@ -192,11 +194,62 @@ def test_keyed_process_function_with_value_state_and_json_sink(shared_cluster: L
             .sink_to(FileSink({str(out)!r}, format="json")))
         env.execute("first seen")
     """)
-    result = shared_cluster.weir("run", str(job))
+    result = shared_cluster.weir("run", "-D", f"state.backend.type={backend}", str(job))
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for path in sorted(out.glob("*.jsonl"))
             for line in path.read_text().splitlines()]
     assert sorted((r["key"], r["first"]) for r in rows) == [(k, k) for k in range(13)]
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_list_map_and_reducing_state_in_a_job(shared_cluster: LocalCluster, tmp_path: Path,
+                                              backend: str):
+    out = tmp_path / "state-out"
+    local = tmp_path / "rocksdb-local"
+    job = write_job(tmp_path, f"""
+        from weir import (FileSink, KeyedProcessFunction, ListStateDescriptor,
+                          MapStateDescriptor, ReducingStateDescriptor,
+                          StreamExecutionEnvironment)
+
+        class Profile(KeyedProcessFunction):
+            def open(self, runtime_context):
+                self.recent = runtime_context.get_list_state(ListStateDescriptor("recent"))
+                self.by_digit = runtime_context.get_map_state(MapStateDescriptor("digits"))
+                self.total = runtime_context.get_reducing_state(
+                    ReducingStateDescriptor("total", lambda a, b: a + b))
+
+            def process_element(self, value, ctx):
+                self.recent.add(value)
+                digit = value % 10
+                self.by_digit.put(digit, (self.by_digit.get(digit) or 0) + 1)
+                self.total.add(value)
+                if len(self.recent.get()) == 100:  # the key's last record
+                    yield {{"key": ctx.get_current_key(), "sum": self.total.get(),
+                           "recent": sum(self.recent.get()),
+                           "digits": sorted(self.by_digit.items())}}
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(2)
+        (env.from_sequence(0, 2_999).key_by(lambda n: n % 30).process(Profile())
+            .sink_to(FileSink({str(out)!r}, format="json")))
+        env.execute("state kinds")
+    """)
+    result = shared_cluster.weir("run", "-D", f"state.backend.type={backend}",
+                                 "-D", f"state.backend.rocksdb.localdir={local}", str(job))
+    assert result.returncode == 0, result.stderr
+    rows = {r["key"]: r for path in sorted(out.glob("*.jsonl"))
+            for r in map(json.loads, path.read_text().splitlines())}
+    expected = {}
+    for key in range(30):
+        values = [n for n in range(3000) if n % 30 == key]
+        digits = {}
+        for n in values:
+            digits[n % 10] = digits.get(n % 10, 0) + 1
+        expected[key] = {"key": key, "sum": sum(values), "recent": sum(values),
+                         "digits": [list(d) for d in sorted(digits.items())]}
+    assert rows == expected
+    # RocksDB instances are removed when their task ends.
+    assert not local.exists() or not any(local.iterdir())
 
 
 def test_jobmaster_loss_stops_the_tasks_of_every_task_executor(cluster_factory, tmp_path: Path):

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from weir.config import Configuration
 from weir.functions import Function, RuntimeContext
 from weir.records import Elements
 
 #: Largest batch a per-record operator processes at once.
 PER_RECORD_SLICE = 8192
+
+
+if TYPE_CHECKING:
+    from state.backend import KeyedStateBackend
 
 
 class Output(ABC):
@@ -40,6 +45,19 @@ class OperatorContext:
     config: dict[str, str] = field(default_factory=dict)
     #: Services the task offers operators (e.g. the collect-sink channel to the JobMaster).
     services: dict[str, Any] = field(default_factory=dict)
+    #: The TaskExecutor's configuration with the job's on top (None: the job's alone).
+    configuration: Configuration | None = None
+
+    def create_keyed_state_backend(self, operator: str) -> KeyedStateBackend:
+        """A keyed state backend (``state.backend.type``) over this subtask's key groups."""
+        from state.factory import create_keyed_state_backend
+        from state.key_groups import key_group_range_for_operator
+
+        conf = self.configuration or Configuration.from_pairs(self.config)
+        key_groups = key_group_range_for_operator(self.max_parallelism, self.parallelism,
+                                                  self.subtask_index)
+        return create_keyed_state_backend(conf, self.max_parallelism, key_groups,
+                                          f"{self.task_name}-{self.subtask_index}-{operator}")
 
     def runtime_context(self, state_store: Any = None) -> RuntimeContext:
         return RuntimeContext(self.task_name, self.subtask_index, self.parallelism,

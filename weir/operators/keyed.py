@@ -1,7 +1,8 @@
 """Per-record operators on keyed streams: reduce, field aggregations, keyed process.
 
 Semantics are Flink's: a keyed reduce or aggregation emits the updated value for every
-input record. Keyed state lives in memory in a :class:`HeapKeyedStateStore` for now.
+input record. A keyed process function's state lives in the job's keyed state backend
+(``state.backend.type``).
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from weir.functions import KeyedProcessFunction, resolve_callable
-from weir.keys import KeySpec
+from weir.keys import KeySpec, key_groups_of_keys
 from weir.operators.base import PER_RECORD_SLICE, StreamOperator
 from weir.records import Elements
 from weir.row import Row
-from weir.state_api import HeapKeyedStateStore
 from weir.types import TypeInformation
 
 _MISSING = object()
@@ -137,20 +137,30 @@ class KeyedProcessOperator(StreamOperator):
         return [self.fn]
 
     def open(self) -> None:
-        self._store = HeapKeyedStateStore()
+        assert self.ctx is not None
+        self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
         self._fn_ctx = KeyedProcessFunction.Context()
         self._process = resolve_callable(self.fn, "process_element")
-        self._open_functions(self._store)
+        self._open_functions(self._backend)
 
     def close(self) -> None:
-        self._close_functions()
+        try:
+            self._close_functions()
+        finally:
+            backend = getattr(self, "_backend", None)
+            if backend is not None:
+                backend.dispose()
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        assert self.ctx is not None
         out: list[Any] = []
         ctx = self._fn_ctx
         process = self._process
-        for key, record in zip(self.key.keys(elements), elements.records(), strict=True):
-            self._store.set_current_key(key)
+        set_current_key = self._backend.set_current_key
+        keys = self.key.keys(elements)
+        groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+        for key, group, record in zip(keys, groups, elements.records(), strict=True):
+            set_current_key(key, group)
             ctx._key = key
             result = process(record, ctx)
             if result is not None:

@@ -1,0 +1,39 @@
+"""Creates the keyed state backend an operator instance uses, from ``state.backend.type``.
+
+Example:
+    >>> from weir.config import Configuration
+    >>> from state.key_groups import KeyGroupRange
+    >>> conf = Configuration.from_pairs({"state.backend.type": "hashmap"})
+    >>> create_keyed_state_backend(conf, 128, KeyGroupRange(0, 63), "op").name
+    'hashmap'
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+from state import options
+from state.backend import KeyedStateBackend
+from state.heap import HashMapStateBackend
+from state.key_groups import KeyGroupRange
+from weir.config import Configuration
+
+
+def create_keyed_state_backend(config: Configuration, max_parallelism: int,
+                               key_group_range: KeyGroupRange,
+                               operator: str) -> KeyedStateBackend:
+    """A fresh backend for one operator instance; RocksDB instances live in their own
+    directory under ``state.backend.rocksdb.localdir`` (default: the system temp dir)."""
+    if config.get(options.BACKEND_TYPE) == "hashmap":
+        return HashMapStateBackend(max_parallelism, key_group_range)
+    from state.rocksdb import RocksDBStateBackend  # loads the native library only if used
+
+    base = config.get(options.ROCKSDB_LOCALDIR)
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
+    directory = tempfile.mkdtemp(prefix=f"weir-rocksdb-{safe}-", dir=base or None)
+    return RocksDBStateBackend(max_parallelism, key_group_range, directory,
+                               int(config.get(options.ROCKSDB_MEMORY)))
