@@ -1,3 +1,4 @@
-"""Shared fixtures: real local clusters (daemon processes), in-process mini clusters, Spark."""
+"""Shared fixtures: real local clusters (daemon processes), in-process mini clusters, Spark,
+a SeaweedFS S3 server."""
 
-pytest_plugins = ["tests.support.cluster", "tests.support.spark"]
+pytest_plugins = ["tests.support.cluster", "tests.support.spark", "tests.support.seaweedfs"]

@@ -1,0 +1,216 @@
+"""Checkpoint storage on a local or mounted file system (``file:///abs/dir``).
+
+Every write goes to a hidden temporary file in the destination directory, is fsynced and then
+renamed over the final name, so a reader (or a restore after a crash) sees a whole object or
+none. The same helper makes downloads from any storage atomic at their destination.
+
+Example:
+    >>> import tempfile
+    >>> storage = FileSystemCheckpointStorage(tempfile.mkdtemp())
+    >>> handle = storage.write("job/chk-1/state-0", b"abc")
+    >>> storage.list("job") == [handle.uri]
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+from urllib.parse import unquote, urlparse
+
+from checkpoint.storage import (
+    CHUNK_SIZE,
+    CheckpointStorage,
+    Crc32,
+    StreamStateHandle,
+    check_relative,
+    checksum_of,
+    target_uri,
+    verify,
+)
+from weir.errors import ConfigError, MissingStateError
+
+T = TypeVar("T")
+
+#: Temporary files are ``.<final name>.<random><TEMP_SUFFIX>`` next to the final file.
+TEMP_SUFFIX = ".weir-tmp"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of our in-progress temporary files."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename is only durable once the directory entry is on disk.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # some platforms and file systems cannot open directories: best effort
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_local_write(final: str | Path, fill: Callable[[BinaryIO], T]) -> T:
+    """Create ``final`` by calling ``fill(file)`` on a temp file, then fsync and rename.
+
+    If ``fill`` (or anything before the rename) raises, the temp file is removed and
+    ``final`` is left as it was. Returns what ``fill`` returned.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    # Same directory as the target: os.replace is only atomic within one file system.
+    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            result = fill(f)
+            f.flush()
+            # Data durable before the name becomes visible, or a crash could leave a
+            # complete-looking name over an empty file.
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(final.parent)
+    return result
+
+
+class FileSystemCheckpointStorage(CheckpointStorage):
+    """Checkpoint storage in a directory; URIs are ``file:///abs/path``."""
+
+    def __init__(self, base: str | Path) -> None:
+        if not os.path.isabs(base):
+            msg = f"checkpoint directory must be an absolute path, got {str(base)!r}"
+            raise ConfigError(msg)
+        # abspath (not resolve): normalise '..' without following symlinks the user chose.
+        self._base = Path(os.path.abspath(base))
+
+    @staticmethod
+    def path_from_uri(uri: str) -> Path:
+        """The local path of ``file:///abs/path`` (percent-decoded) or of a plain path."""
+        if uri.startswith("file:"):
+            parsed = urlparse(uri)
+            if parsed.netloc not in ("", "localhost"):
+                msg = (f"file URI {uri!r} names host {parsed.netloc!r}; use file:///abs/path "
+                       "(mount remote storage locally, or use s3://)")
+                raise ConfigError(msg)
+            path = unquote(parsed.path)
+        else:
+            path = uri
+        if not os.path.isabs(path):
+            msg = f"checkpoint location {uri!r} is not an absolute path"
+            raise ConfigError(msg)
+        return Path(path)
+
+    @property
+    def base_uri(self) -> str:
+        return self._base.as_uri()
+
+    @property
+    def base_path(self) -> Path:
+        return self._base
+
+    def _path(self, relative_path: str) -> Path:
+        return self._base / check_relative(relative_path)
+
+    def _local(self, target: StreamStateHandle | str) -> Path:
+        uri = target_uri(target)
+        if not uri.startswith("file:"):
+            msg = f"{uri!r} is not a file:// URI; this storage is {self.base_uri}"
+            raise ValueError(msg)
+        return self.path_from_uri(uri)
+
+    def write(self, relative_path: str, data: bytes | bytearray | memoryview
+              ) -> StreamStateHandle:
+        path = self._path(relative_path)
+        view = memoryview(data).cast("B")
+        atomic_local_write(path, lambda f: f.write(view))
+        return StreamStateHandle(path.as_uri(), len(view), checksum_of(view))
+
+    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+        path = self._path(relative_path)
+        with open(local_path, "rb") as source:
+            def copy(f: BinaryIO) -> Crc32:
+                crc = Crc32()
+                while chunk := source.read(CHUNK_SIZE):
+                    crc.update(chunk)
+                    f.write(chunk)
+                return crc
+
+            crc = atomic_local_write(path, copy)
+        return StreamStateHandle(path.as_uri(), crc.length, crc.hexdigest())
+
+    def _open(self, handle: StreamStateHandle) -> BinaryIO:
+        path = self._local(handle)
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            msg = f"state object {handle.uri} does not exist"
+            raise MissingStateError(msg) from None
+        try:
+            # Fail on a wrong size before reading (possibly gigabytes of) the wrong file.
+            verify(handle, os.fstat(f.fileno()).st_size, None)
+        except BaseException:
+            f.close()
+            raise
+        return f
+
+    def read(self, handle: StreamStateHandle) -> bytes:
+        with self._open(handle) as f:
+            data = f.read()
+        verify(handle, len(data), checksum_of(data))
+        return data
+
+    def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
+        with self._open(handle) as source:
+            def copy(f: BinaryIO) -> None:
+                crc = Crc32()
+                while chunk := source.read(CHUNK_SIZE):
+                    crc.update(chunk)
+                    f.write(chunk)
+                # Inside fill: a mismatch discards the temp file, the destination stays as is.
+                verify(handle, crc.length, crc.hexdigest())
+
+            atomic_local_write(local_path, copy)
+
+    def delete(self, target: StreamStateHandle | str) -> None:
+        self._local(target).unlink(missing_ok=True)
+
+    def delete_prefix(self, relative_prefix: str) -> None:
+        relative = check_relative(relative_prefix, allow_empty=True)
+        directory = self._base / relative if relative else self._base
+        if not directory.is_dir():
+            return
+        if relative:
+            shutil.rmtree(directory)
+            return
+        # The whole storage: empty the base directory but keep it (it may be a mount point).
+        for entry in directory.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+
+    def exists(self, target: StreamStateHandle | str) -> bool:
+        return self._local(target).is_file()
+
+    def list(self, relative_prefix: str = "") -> list[str]:
+        relative = check_relative(relative_prefix, allow_empty=True)
+        directory = self._base / relative if relative else self._base
+        uris = []
+        for root, _dirs, files in os.walk(directory):
+            for name in files:
+                if not is_temp_name(name):
+                    uris.append(Path(root, name).as_uri())
+        return sorted(uris)

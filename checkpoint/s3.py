@@ -1,0 +1,369 @@
+"""Checkpoint storage on S3 or an S3-compatible service (``s3://bucket/prefix``).
+
+Objects are written with one PUT (small) or a multipart upload (large); both become visible
+only when complete, which is what makes writes atomic. The CRC-32 in each handle is computed
+locally and checked on every read. Failures the user can fix (wrong credentials, a missing
+bucket, an unreachable endpoint) become one-line :class:`~weir.errors.UserError`\\ s naming
+the option to change, never a botocore traceback.
+
+Example:
+    >>> storage = S3CheckpointStorage(                              # doctest: +SKIP
+    ...     "checkpoints", "prod", endpoint="http://127.0.0.1:8333",
+    ...     access_key="AK", secret_key="SK")
+    >>> handle = storage.write("job/chk-1/state-0", b"abc")         # doctest: +SKIP
+    >>> handle.uri                                                  # doctest: +SKIP
+    's3://checkpoints/prod/job/chk-1/state-0'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    FlexibleChecksumError,
+    NoCredentialsError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from checkpoint.filesystem import atomic_local_write
+from checkpoint.storage import (
+    CHUNK_SIZE,
+    CheckpointStorage,
+    Crc32,
+    StreamStateHandle,
+    check_relative,
+    checksum_of,
+    file_checksum,
+    target_uri,
+    verify,
+)
+from weir.config import Configuration
+from weir.errors import (
+    ConfigError,
+    CorruptStateError,
+    MissingStateError,
+    StorageAccessError,
+    StorageError,
+    StorageUnreachableError,
+)
+
+#: Error codes that mean "these credentials are not accepted" (HEAD answers carry only "403").
+_CREDENTIAL_CODES = frozenset({
+    "403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken",
+    "ExpiredToken", "InvalidSecurity", "AuthorizationHeaderMalformed",
+})
+_MISSING_KEY_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+_DELETE_BATCH = 1000  # the DeleteObjects limit
+_MIB = 1024 * 1024
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def _status(err: ClientError) -> int | None:
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return int(status) if status is not None else None
+
+
+def _parse_s3_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith("s3://"):
+        msg = f"{uri!r} is not an s3:// URI"
+        raise ValueError(msg)
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return bucket, key
+
+
+class S3CheckpointStorage(CheckpointStorage):
+    """Checkpoint storage in an S3 bucket under an optional key prefix.
+
+    ``access_key``/``secret_key`` None means boto3's default credential chain (environment,
+    ``~/.aws``, instance roles). ``endpoint`` None means AWS itself.
+    """
+
+    def __init__(self, bucket: str, prefix: str = "", *, endpoint: str | None = None,
+                 access_key: str | None = None, secret_key: str | None = None,
+                 region: str = "us-east-1", path_style: bool = True,
+                 multipart_threshold: int = 8 * _MIB, multipart_chunksize: int = 8 * _MIB,
+                 ) -> None:
+        if not bucket:
+            msg = "S3 checkpoint location needs a bucket: s3://bucket/prefix"
+            raise ConfigError(msg)
+        if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+            msg = (f"invalid value for 's3.endpoint': {endpoint!r} "
+                   "(use a URL such as http://127.0.0.1:8333)")
+            raise ConfigError(msg)
+        if (access_key is None) != (secret_key is None):
+            msg = ("set both 's3.access-key' and 's3.secret-key', or neither to use the AWS "
+                   "default credential chain")
+            raise ConfigError(msg)
+        try:
+            self._prefix = check_relative(prefix, allow_empty=True)
+        except ValueError as err:
+            msg = f"invalid S3 key prefix {prefix!r} for bucket '{bucket}': {err}"
+            raise ConfigError(msg) from err
+        self.bucket = bucket
+        self.endpoint = endpoint
+        self.region = region
+        self._client: Any = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint, region_name=region,
+            aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+            config=Config(
+                retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=5, read_timeout=60,
+                # S3-compatible servers rarely have wildcard DNS for bucket subdomains.
+                s3={"addressing_style": "path" if path_style else "virtual"}))
+        self._transfer = TransferConfig(
+            multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize,
+            max_concurrency=4,
+            # The CRT client (when awscrt is installed) reports errors differently; stay on
+            # the classic one so the error translation below holds.
+            preferred_transfer_client="classic")
+
+    @classmethod
+    def from_uri(cls, uri: str, config: Configuration | None = None) -> S3CheckpointStorage:
+        """The storage for ``s3://bucket/prefix``, configured from the ``s3.*`` options."""
+        from checkpoint.options import (
+            S3_ACCESS_KEY,
+            S3_ENDPOINT,
+            S3_PATH_STYLE,
+            S3_REGION,
+            S3_SECRET_KEY,
+        )
+
+        conf = config if config is not None else Configuration()
+        bucket, prefix = _parse_s3_uri(uri)
+        if not bucket:
+            msg = f"S3 checkpoint location {uri!r} has no bucket (use s3://bucket/prefix)"
+            raise ConfigError(msg)
+        return cls(bucket, prefix, endpoint=conf.get(S3_ENDPOINT),
+                   access_key=conf.get(S3_ACCESS_KEY), secret_key=conf.get(S3_SECRET_KEY),
+                   region=conf.get(S3_REGION) or "us-east-1",
+                   path_style=bool(conf.get(S3_PATH_STYLE)))
+
+    # -- paths ------------------------------------------------------------------------------
+
+    @property
+    def base_uri(self) -> str:
+        return f"s3://{self.bucket}/{self._prefix}".rstrip("/")
+
+    def _key(self, relative_path: str) -> str:
+        relative = check_relative(relative_path)
+        return f"{self._prefix}/{relative}" if self._prefix else relative
+
+    def _dir_prefix(self, relative_prefix: str) -> str:
+        """The key prefix of a directory-like relative prefix ('' for the whole storage)."""
+        relative = check_relative(relative_prefix, allow_empty=True)
+        joined = "/".join(p for p in (self._prefix, relative) if p)
+        return joined + "/" if joined else ""
+
+    def _where(self) -> str:
+        return self.endpoint or "AWS S3 (no s3.endpoint set)"
+
+    # -- error translation ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _errors(self, bucket: str, uri: str) -> Iterator[None]:
+        """Turn botocore failures into weir errors that say what to fix."""
+        try:
+            yield
+        except BotoConnectionError as err:
+            # EndpointConnectionError and ConnectTimeoutError, after the retries.
+            msg = (f"cannot reach S3 endpoint {self._where()} ({err}); check 's3.endpoint' "
+                   "and that the service is running")
+            raise StorageUnreachableError(msg) from err
+        except NoCredentialsError as err:
+            msg = (f"no S3 credentials for {self._where()}, bucket '{bucket}': set "
+                   "'s3.access-key' and 's3.secret-key'")
+            raise StorageAccessError(msg) from err
+        except FlexibleChecksumError as err:
+            # The service's own checksum of the response did not match: corrupt in transit.
+            msg = f"state object {uri} is corrupt: {err}"
+            raise CorruptStateError(msg) from err
+        except ClientError as err:
+            raise self._client_error(err, bucket, uri) from err
+        except BotoCoreError as err:
+            msg = f"S3 request for {uri} at {self._where()} failed: {err}"
+            raise StorageError(msg) from err
+
+    def _client_error(self, err: ClientError, bucket: str, uri: str) -> StorageError:
+        code = _code(err)
+        if code == "NoSuchBucket":
+            return StorageAccessError(
+                f"bucket '{bucket}' does not exist at S3 endpoint {self._where()}: create it, "
+                f"or point the checkpoint location ({self.base_uri}) at an existing bucket")
+        if code in _CREDENTIAL_CODES or _status(err) == 403:
+            return StorageAccessError(
+                f"S3 endpoint {self._where()} refused access to bucket '{bucket}' ({code}): "
+                "check 's3.access-key' / 's3.secret-key' and that this identity may use "
+                "the bucket")
+        message = err.response.get("Error", {}).get("Message", "")
+        return StorageError(f"S3 request for {uri} at {self._where()} failed: "
+                            f"{code or _status(err)} {message}".rstrip())
+
+    def _raise_if_bucket_missing(self, bucket: str, uri: str) -> None:
+        # HEAD answers have no body, so a 404 does not say whether the key or the bucket is
+        # missing; ask about the bucket only on this (rare) path.
+        try:
+            self._client.head_bucket(Bucket=bucket)
+        except ClientError as err:
+            if _status(err) == 404:
+                missing = ClientError({"Error": {"Code": "NoSuchBucket"}}, "HeadBucket")
+                raise self._client_error(missing, bucket, uri) from err
+            raise
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def write(self, relative_path: str, data: bytes | bytearray | memoryview
+              ) -> StreamStateHandle:
+        key = self._key(relative_path)
+        uri = f"s3://{self.bucket}/{key}"
+        body = data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))
+        with self._errors(self.bucket, uri):
+            if len(body) >= self._transfer.multipart_threshold:
+                self._client.upload_fileobj(io.BytesIO(body), self.bucket, key,
+                                            Config=self._transfer)
+            else:
+                self._client.put_object(Bucket=self.bucket, Key=key, Body=body)
+        return StreamStateHandle(uri, len(body), checksum_of(body))
+
+    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+        key = self._key(relative_path)
+        uri = f"s3://{self.bucket}/{key}"
+        # A separate pass: multipart parts are read and retried out of order, so hashing the
+        # stream as it is uploaded would not be reliable. CRC-32 is far faster than the wire.
+        length, checksum = file_checksum(local_path)
+        with open(local_path, "rb") as f, self._errors(self.bucket, uri):
+            # upload_fileobj, not upload_file: the latter wraps every ClientError in
+            # S3UploadFailedError, losing the error code we translate.
+            self._client.upload_fileobj(f, self.bucket, key, Config=self._transfer)
+        return StreamStateHandle(uri, length, checksum)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _get(self, handle: StreamStateHandle) -> Any:
+        bucket, key = _parse_s3_uri(handle.uri)
+        try:
+            response = self._client.get_object(Bucket=bucket, Key=key)
+        except ClientError as err:
+            if _code(err) in _MISSING_KEY_CODES:
+                msg = f"state object {handle.uri} does not exist"
+                raise MissingStateError(msg) from None
+            raise
+        try:
+            # Fail on a wrong size before transferring (possibly gigabytes of) the wrong body.
+            verify(handle, int(response["ContentLength"]), None)
+        except BaseException:
+            response["Body"].close()
+            raise
+        return response
+
+    def read(self, handle: StreamStateHandle) -> bytes:
+        bucket, _ = _parse_s3_uri(handle.uri)
+        with self._errors(bucket, handle.uri):
+            response = self._get(handle)
+            with contextlib.closing(response["Body"]) as body:
+                data: bytes = body.read()
+        verify(handle, len(data), checksum_of(data))
+        return data
+
+    def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
+        bucket, _ = _parse_s3_uri(handle.uri)
+        with self._errors(bucket, handle.uri):
+            response = self._get(handle)
+            with contextlib.closing(response["Body"]) as body:
+                def copy(f: BinaryIO) -> None:
+                    crc = Crc32()
+                    for chunk in body.iter_chunks(CHUNK_SIZE):
+                        crc.update(chunk)
+                        f.write(chunk)
+                    # Inside fill: a mismatch discards the temp file, not the destination.
+                    verify(handle, crc.length, crc.hexdigest())
+
+                atomic_local_write(local_path, copy)
+
+    def exists(self, target: StreamStateHandle | str) -> bool:
+        uri = target_uri(target)
+        bucket, key = _parse_s3_uri(uri)
+        with self._errors(bucket, uri):
+            try:
+                self._client.head_object(Bucket=bucket, Key=key)
+            except ClientError as err:
+                if _status(err) != 404:
+                    raise
+                self._raise_if_bucket_missing(bucket, uri)
+                return False
+        return True
+
+    def _list_keys(self, key_prefix: str) -> list[str]:
+        keys: list[str] = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=key_prefix):
+            # Keys ending in '/' are folder markers some tools create, not state objects.
+            keys.extend(o["Key"] for o in page.get("Contents", ()) if not o["Key"].endswith("/"))
+        return keys
+
+    def list(self, relative_prefix: str = "") -> list[str]:
+        key_prefix = self._dir_prefix(relative_prefix)
+        uri = f"s3://{self.bucket}/{key_prefix}"
+        with self._errors(self.bucket, uri):
+            keys = self._list_keys(key_prefix)
+        return sorted(f"s3://{self.bucket}/{key}" for key in keys)
+
+    # -- deletes ----------------------------------------------------------------------------
+
+    def delete(self, target: StreamStateHandle | str) -> None:
+        uri = target_uri(target)
+        bucket, key = _parse_s3_uri(uri)
+        with self._errors(bucket, uri):
+            self._client.delete_object(Bucket=bucket, Key=key)
+
+    def delete_prefix(self, relative_prefix: str) -> None:
+        key_prefix = self._dir_prefix(relative_prefix)
+        uri = f"s3://{self.bucket}/{key_prefix}"
+        with self._errors(self.bucket, uri):
+            keys = self._list_keys(key_prefix)
+            for start in range(0, len(keys), _DELETE_BATCH):
+                batch = keys[start:start + _DELETE_BATCH]
+                response = self._client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+                # DeleteObjects answers 200 even when single keys fail; check each.
+                errors = response.get("Errors") or []
+                if errors:
+                    first = errors[0]
+                    msg = (f"could not delete {len(errors)} object(s) under {uri}, e.g. "
+                           f"s3://{self.bucket}/{first.get('Key')}: {first.get('Code')} "
+                           f"{first.get('Message', '')}".rstrip())
+                    raise StorageError(msg)
+
+    # -- administration ---------------------------------------------------------------------
+
+    def ensure_bucket(self) -> None:
+        """Create the bucket if it does not exist (for an embedded or test S3 service)."""
+        with self._errors(self.bucket, self.base_uri):
+            try:
+                self._client.head_bucket(Bucket=self.bucket)
+                return
+            except ClientError as err:
+                if _status(err) != 404:
+                    raise
+            kwargs: dict[str, Any] = {"Bucket": self.bucket}
+            if self.region != "us-east-1":
+                # us-east-1 is the one region that rejects an explicit location constraint.
+                kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
+            try:
+                self._client.create_bucket(**kwargs)
+            except ClientError as err:
+                # Someone (another TaskExecutor) created it first: that is what we wanted.
+                if _code(err) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise

@@ -1,0 +1,214 @@
+"""Checkpoint storage: where state snapshots go, as immutable objects behind handles.
+
+A :class:`CheckpointStorage` writes bytes or local files under its base URI (a local
+directory or an S3 bucket and prefix) and returns a :class:`StreamStateHandle`: the object's
+absolute URI, length and CRC-32. Writes are atomic (a reader sees the whole object or
+nothing); reads and downloads verify length and checksum, so a corrupted or truncated snapshot
+raises :class:`~weir.errors.CorruptStateError` instead of restoring wrong state.
+:func:`create_storage` picks the implementation from the URI scheme.
+
+Example:
+    >>> import tempfile
+    >>> storage = create_storage(tempfile.mkdtemp())
+    >>> handle = storage.write("job-1/chk-3/op-a/state-0", b"snapshot bytes")
+    >>> handle.length, handle.checksum
+    (14, 'crc32:654ba1ce')
+    >>> storage.read(StreamStateHandle.from_dict(handle.to_dict()))
+    b'snapshot bytes'
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from weir.errors import ConfigError, CorruptStateError
+
+if TYPE_CHECKING:
+    from weir.config import Configuration
+
+#: Chunk size for streaming copies and checksums: large enough to amortise syscalls,
+#: small enough that a big snapshot never sits in memory whole.
+CHUNK_SIZE = 1 << 20
+
+
+@dataclass(frozen=True)
+class StreamStateHandle:
+    """A pointer to one immutable state object, with what is needed to verify it.
+
+    Example:
+        >>> h = StreamStateHandle("s3://bucket/job/chk-1/state-0", 3, "crc32:352441c2")
+        >>> StreamStateHandle.from_dict(h.to_dict()) == h
+        True
+    """
+
+    uri: str
+    length: int
+    checksum: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form (for checkpoint metadata and RPC messages)."""
+        return {"uri": self.uri, "length": self.length, "checksum": self.checksum}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StreamStateHandle:
+        """The inverse of :meth:`to_dict`; raises ValueError on a malformed dict."""
+        try:
+            uri, length, checksum = data["uri"], data["length"], data["checksum"]
+        except (KeyError, TypeError) as err:
+            msg = f"not a state handle (needs uri, length, checksum): {data!r}"
+            raise ValueError(msg) from err
+        if not isinstance(uri, str) or not isinstance(checksum, str) \
+                or isinstance(length, bool) or not isinstance(length, int) or length < 0:
+            msg = f"malformed state handle: {data!r}"
+            raise ValueError(msg)
+        return cls(uri=uri, length=length, checksum=checksum)
+
+
+class Crc32:
+    """An incremental CRC-32 (zlib's: cheap, and enough to catch corruption, not tampering)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.length = 0
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self.value = zlib.crc32(data, self.value)
+        self.length += len(data)
+
+    def hexdigest(self) -> str:
+        return f"crc32:{self.value:08x}"
+
+
+def checksum_of(data: bytes | bytearray | memoryview) -> str:
+    """The handle checksum of ``data`` (``crc32:`` and eight hex digits)."""
+    return f"crc32:{zlib.crc32(data):08x}"
+
+
+def file_checksum(path: str | Path) -> tuple[int, str]:
+    """Length and handle checksum of a local file, read in chunks."""
+    crc = Crc32()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_SIZE):
+            crc.update(chunk)
+    return crc.length, crc.hexdigest()
+
+
+def verify(handle: StreamStateHandle, length: int, checksum: str | None) -> None:
+    """Raise CorruptStateError unless ``length``/``checksum`` match the handle's.
+
+    ``checksum`` None checks the length only (used before a body is read, to fail early).
+    """
+    if length != handle.length:
+        msg = (f"state object {handle.uri} is corrupt: length is {length} bytes, "
+               f"the handle recorded {handle.length}")
+        raise CorruptStateError(msg)
+    if checksum is not None and checksum != handle.checksum:
+        msg = (f"state object {handle.uri} is corrupt: checksum is {checksum}, "
+               f"the handle recorded {handle.checksum}")
+        raise CorruptStateError(msg)
+
+
+def check_relative(path: str, allow_empty: bool = False) -> str:
+    """Normalise a storage-relative path (``a/b/c``); refuse escapes and absolute paths.
+
+    Paths are ``/``-separated on every platform, since they double as S3 keys.
+    """
+    # A prefix may be written directory-style ('a/b/'); an object path may not.
+    text = path.rstrip("/") if allow_empty else path
+    if not text:
+        if allow_empty:
+            return ""
+        msg = "relative path must not be empty"
+        raise ValueError(msg)
+    if text.startswith("/") or "\\" in text \
+            or any(part in ("", ".", "..") for part in text.split("/")):
+        msg = f"not a plain relative path: {path!r} (use 'a/b/c' below the storage base)"
+        raise ValueError(msg)
+    return text
+
+
+class CheckpointStorage(ABC):
+    """Where snapshots are stored: atomic writes, verified reads, prefix listing and deletion.
+
+    Paths given to ``write*``, ``list`` and ``delete_prefix`` are relative to
+    :attr:`base_uri` (``job-id/chk-3/op-uid/state-0``); handles and listed entries are
+    absolute URIs. A prefix names a directory: ``list("job/chk-3")`` covers
+    ``job/chk-3/...`` but not ``job/chk-30/...``.
+    """
+
+    @property
+    @abstractmethod
+    def base_uri(self) -> str:
+        """The absolute URI every relative path is resolved against (no trailing slash)."""
+
+    @abstractmethod
+    def write(self, relative_path: str, data: bytes | bytearray | memoryview
+              ) -> StreamStateHandle:
+        """Store ``data`` atomically at ``relative_path`` (replacing any previous object)."""
+
+    @abstractmethod
+    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+        """Upload a local file atomically, streaming it (the file must not change meanwhile)."""
+
+    @abstractmethod
+    def read(self, handle: StreamStateHandle) -> bytes:
+        """The object's bytes, verified against the handle's length and checksum."""
+
+    @abstractmethod
+    def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
+        """Copy the object to ``local_path``, verified; the destination appears only whole."""
+
+    @abstractmethod
+    def delete(self, target: StreamStateHandle | str) -> None:
+        """Delete one object by handle or URI; deleting a missing object is not an error."""
+
+    @abstractmethod
+    def delete_prefix(self, relative_prefix: str) -> None:
+        """Delete every object under ``relative_prefix`` (a directory-like prefix)."""
+
+    @abstractmethod
+    def exists(self, target: StreamStateHandle | str) -> bool:
+        """Whether the object a handle or URI names exists."""
+
+    @abstractmethod
+    def list(self, relative_prefix: str = "") -> list[str]:
+        """URIs of every object under ``relative_prefix``, sorted."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.base_uri!r})"
+
+
+def target_uri(target: StreamStateHandle | str) -> str:
+    """The URI of a handle, or the string itself."""
+    return target.uri if isinstance(target, StreamStateHandle) else target
+
+
+def create_storage(uri: str, config: Configuration | None = None) -> CheckpointStorage:
+    """The storage for ``uri``: ``file:///abs/dir``, ``/abs/dir`` or ``s3://bucket/prefix``.
+
+    S3 storage is configured from the ``s3.*`` options of ``config`` (or, without one, from
+    ``WEIR_S3_*`` environment variables and defaults).
+    """
+    text = uri.strip()
+    if text.startswith("s3://"):
+        # Imported here: boto3 takes a noticeable time to import, and file-only users
+        # (and the unit tests) should not pay for it.
+        from checkpoint.s3 import S3CheckpointStorage
+
+        return S3CheckpointStorage.from_uri(text, config)
+    if text.startswith("file:") or text.startswith("/"):
+        from checkpoint.filesystem import FileSystemCheckpointStorage
+
+        return FileSystemCheckpointStorage(FileSystemCheckpointStorage.path_from_uri(text))
+    scheme = text.partition("://")[0] if "://" in text else ""
+    if scheme:
+        msg = (f"unsupported checkpoint storage scheme '{scheme}://' in {uri!r} "
+               "(use file:///absolute/path, an absolute path, or s3://bucket/prefix)")
+    else:
+        msg = (f"checkpoint storage location {uri!r} is not absolute "
+               "(use file:///absolute/path, an absolute path, or s3://bucket/prefix)")
+    raise ConfigError(msg)
