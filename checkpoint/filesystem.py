@@ -34,6 +34,7 @@ from checkpoint.storage import (
     verify,
 )
 from weir.errors import ConfigError, MissingStateError
+from weir.files import fsync_directory
 
 T = TypeVar("T")
 
@@ -44,20 +45,6 @@ TEMP_SUFFIX = ".weir-tmp"
 def is_temp_name(name: str) -> bool:
     """Whether a file name is one of our in-progress temporary files."""
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # The rename is only durable once the directory entry is on disk.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # some platforms and file systems cannot open directories: best effort
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def atomic_local_write(final: str | Path, fill: Callable[[BinaryIO], T]) -> T:
@@ -82,7 +69,7 @@ def atomic_local_write(final: str | Path, fill: Callable[[BinaryIO], T]) -> T:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(final.parent)
+    fsync_directory(final.parent)
     return result
 
 

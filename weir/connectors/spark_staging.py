@@ -66,6 +66,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from weir.files import fsync_directory
+
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -395,19 +397,6 @@ def _write_parquet(df: DataFrame, local_dir: str) -> None:
             pass
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _new_tmp_dir(root: str, name: str) -> str:
     return os.path.join(root, f"{TMP_PREFIX}{name}-{uuid.uuid4().hex[:12]}")
 
@@ -420,7 +409,7 @@ def _publish(tmp: str, final: str) -> bool:
             return False
         shutil.rmtree(final)  # an invisible leftover that is not ours to keep
     os.rename(tmp, final)
-    _fsync_dir(os.path.dirname(final))
+    fsync_directory(os.path.dirname(final))
     return True
 
 
