@@ -162,12 +162,15 @@ class RocksDBStateBackend(KeyedStateBackend):
     def load_entries(self, entries: Iterable[Entry]) -> int:
         loaded = 0
         batch = WriteBatch(raw_mode=True)
+        handles: dict[str, Any] = {}
         for state, key_group, key, namespace, value in entries:
             if key_group not in self.key_group_range:
                 continue
-            self._register(state)
-            batch.put(row_key(key_group, key, namespace), value,
-                      self._db.get_column_family_handle(state))
+            handle = handles.get(state)
+            if handle is None:
+                self._register(state)
+                handle = handles[state] = self._db.get_column_family_handle(state)
+            batch.put(row_key(key_group, key, namespace), value, handle)
             loaded += 1
             if len(batch) >= 10_000:
                 self._guard(state, "restore", lambda b=batch: self._db.write(b))
