@@ -196,6 +196,18 @@ class TaskExecutor:
             idle_ms_per_s=idle, back_pressured_ms_per_s=backpressured)
 
     @staticmethod
+    def _event_time_metrics(task: Task) -> list[tuple[str, float]]:
+        c = task.counters
+        out = [(name, float(value)) for name, value in (
+            ("currentInputWatermark", c.input_watermark),
+            ("currentOutputWatermark", c.output_watermark)) if value is not None]
+        chain = task._chain
+        if chain is not None:
+            dropped = sum(getattr(op, "num_late_records_dropped", 0) for op in chain.operators)
+            out.append(("numLateRecordsDropped", float(dropped)))
+        return out
+
+    @staticmethod
     def _pool_metrics(task: Task) -> list[tuple[str, float]]:
         writers = [w.metrics() for w in task._writers]
         gates = [g.metrics() for g in task._gates]
@@ -328,7 +340,12 @@ class TaskExecutor:
                 ("inputQueueBytes", "Bytes queued in the task's remote input channels."),
                 ("debloatedBufferSize", "Buffer size chosen by buffer debloating (bytes)."),
                 ("estimatedTimeToConsumeBuffersMs",
-                 "Time the task needs to consume its queued input, at its throughput."))}
+                 "Time the task needs to consume its queued input, at its throughput."),
+                ("currentInputWatermark", "The task's event time: the minimum watermark over "
+                 "its inputs (epoch ms; absent before the first watermark)."),
+                ("currentOutputWatermark", "The last watermark the task sent (epoch ms)."),
+                ("numLateRecordsDropped",
+                 "Records the task's windows dropped as later than the allowed lateness."))}
         for task in tasks:
             m = self._task_metrics(task)
             values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]
@@ -338,7 +355,7 @@ class TaskExecutor:
                                 ("busyTimeMsPerSecond", m.busy_ms_per_s),
                                 ("idleTimeMsPerSecond", m.idle_ms_per_s),
                                 ("backPressuredTimeMsPerSecond", m.back_pressured_ms_per_s),
-                                *self._pool_metrics(task)):
+                                *self._pool_metrics(task), *self._event_time_metrics(task)):
                 families[name].add_metric(values, value)
         return [slots_total, slots_used, uptime, *families.values()]
 

@@ -14,6 +14,12 @@ class _ChainedOutput(Output):
         self._operator = operator
         self._slice = operator.max_batch_records
 
+    def emit_watermark(self, watermark: int) -> None:
+        self._operator.process_watermark(watermark)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        self._operator.process_watermark_status(idle)
+
     def emit(self, elements: Elements, input_index: int = 0) -> None:
         if self._slice is not None and len(elements) > self._slice:
             for piece in elements.slices(self._slice):
@@ -32,6 +38,15 @@ class _WritersOutput(Output):
         for writer in self._writers:
             writer.emit(elements)
 
+    def emit_watermark(self, watermark: int) -> None:
+        self._counters.output_watermark = watermark
+        for writer in self._writers:
+            writer.broadcast_watermark(watermark)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        for writer in self._writers:
+            writer.broadcast_watermark_status(idle)
+
 
 class TaskCounters:
     """Per-task counters, written by the task thread and read by metric collectors."""
@@ -42,6 +57,10 @@ class TaskCounters:
         self.busy_s = 0.0
         self.idle_s = 0.0
         self.backpressured_s = 0.0
+        #: The last watermark the task sent downstream (Flink's currentOutputWatermark).
+        self.output_watermark: int | None = None
+        #: The task's combined input watermark (Flink's currentInputWatermark).
+        self.input_watermark: int | None = None
 
 
 class OperatorChain:
@@ -71,6 +90,24 @@ class OperatorChain:
             self._head_output.emit(elements)
         else:
             self._head.emit(elements, input_index)
+
+    @property
+    def watermark(self) -> int | None:
+        """The last watermark given to the chain."""
+        return self._counters.input_watermark
+
+    def process_watermark(self, watermark: int) -> None:
+        self._counters.input_watermark = watermark
+        if self._head is None:
+            self._head_output.emit_watermark(watermark)
+        else:
+            self._head.emit_watermark(watermark)
+
+    def process_watermark_status(self, idle: bool) -> None:
+        if self._head is None:
+            self._head_output.emit_watermark_status(idle)
+        else:
+            self._head.emit_watermark_status(idle)
 
     def finish(self) -> None:
         for operator in self.operators:

@@ -9,10 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from proto import common_pb2
-from shuffle.api import ResultPartitionWriter
+from shuffle.api import Event, ResultPartitionWriter
 from state.key_groups import operator_indexes
 from weir.keys import KeySpec
 from weir.records import Elements
+from weir.watermarks import encode_watermark
+
+#: Event types of the in-band watermark events.
+WATERMARK_EVENT = "watermark"
+WATERMARK_STATUS_EVENT = "watermark-status"
 
 
 class RecordWriter:
@@ -45,6 +50,13 @@ class RecordWriter:
             for target, part in split_by_target(elements, targets, n):
                 self.writer.emit(target, part)
 
+    def broadcast_watermark(self, watermark: int) -> None:
+        """Send a watermark to every consumer, in order after the data emitted so far."""
+        self.writer.broadcast_event(Event(WATERMARK_EVENT, encode_watermark(watermark)))
+
+    def broadcast_watermark_status(self, idle: bool) -> None:
+        self.writer.broadcast_event(Event(WATERMARK_STATUS_EVENT, b"idle" if idle else b"active"))
+
 
 #: Up to this many targets, one pass per target (``flatnonzero``) beats sorting.
 _SCAN_TARGETS = 4
@@ -65,11 +77,12 @@ def split_by_target(elements: Elements, targets: np.ndarray,
                            kind="stable")
         bounds = np.concatenate(([0], np.cumsum(counts)))
         positions = [order[bounds[target]:bounds[target + 1]] for target in nonzero]
+    take_ts = elements.take_timestamps
     if elements.is_arrow:
         batch = elements.arrow()
-        return [(target, Elements.from_arrow(batch.take(indices)))
+        return [(target, Elements.from_arrow(batch.take(indices), take_ts(indices)))
                 for target, indices in zip(nonzero, positions, strict=True)]
     records = elements.records()
     return [(target, Elements.from_records([records[i] for i in indices.tolist()],
-                                           elements.type_info))
+                                           elements.type_info, take_ts(indices)))
             for target, indices in zip(nonzero, positions, strict=True)]

@@ -23,13 +23,16 @@ import cloudpickle
 from proto import common_pb2, jobgraph_pb2
 from shuffle.api import InputGate, ResultPartitionWriter, ShuffleEnvironment, TaskShuffleContext
 from taskexecutor.operator_chain import OperatorChain, TaskCounters
-from taskexecutor.record_writer import RecordWriter
+from taskexecutor.record_writer import WATERMARK_EVENT, WATERMARK_STATUS_EVENT, RecordWriter
+from taskexecutor.watermark_valve import StatusWatermarkValve
 from weir import options
 from weir.config import Configuration
 from weir.errors import UserError
 from weir.operators.base import OperatorContext
+from weir.operators.processing_time import ProcessingTimeService
 from weir.operators.sinks import COLLECT_SERVICE
 from weir.sources.api import ReaderContext, SourceReader
+from weir.watermarks import MAX_WATERMARK, decode_watermark
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,10 @@ class Task:
         self._cancelled = threading.Event()
         self._writers: list[ResultPartitionWriter] = []
         self._gates: list[InputGate] = []
+        #: Index of each gate's first channel in the task-wide channel numbering.
+        self._channel_offsets: list[int] = []
+        self._valve = StatusWatermarkValve(0)
+        self.processing_time = ProcessingTimeService()
         self._chain: OperatorChain | None = None
         self._reader: SourceReader | None = None
         self._buffer_timeout = configuration.get(options.BUFFER_TIMEOUT)
@@ -134,6 +141,9 @@ class Task:
             self._loop()
             self._check_cancelled()
             assert self._chain is not None
+            # End of input is the end of event time: every event-time timer fires, here and
+            # (through the writers) downstream, before operators flush what they hold.
+            self._advance_watermark(MAX_WATERMARK)
             self._chain.finish()
             for writer in self._writers:
                 writer.finish()
@@ -177,17 +187,22 @@ class Task:
             key = cloudpickle.loads(deployment.key_selector) if deployment.key_selector else None
             writers.append(RecordWriter(writer, deployment.partitioner, key,
                                         deployment.max_parallelism, tdd.subtask_index))
+        channels = 0
         for deployment in tdd.input_gates:
             gate = self._shuffle.create_input_gate(shuffle_ctx, deployment)
             self._gates.append(gate)
+            self._channel_offsets.append(channels)
+            channels += len(deployment.channels)
             gate.request_partitions()
+        self._valve = StatusWatermarkValve(channels)
         operators = cloudpickle.loads(tdd.chain)
         ctx = OperatorContext(
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=tdd.job_id, config=dict(tdd.config),
             services={COLLECT_SERVICE: self._push_collect},
-            configuration=self.configuration.merged(dict(tdd.config)))
+            configuration=self.configuration.merged(dict(tdd.config)),
+            processing_time=self.processing_time)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
         if tdd.source:
             source = cloudpickle.loads(tdd.source)
@@ -208,6 +223,7 @@ class Task:
             for mail in self.mailbox.drain():
                 mail()
             self._check_cancelled()
+            self.processing_time.fire_due()
             self._flush_if_due()
             for gate in self._gates:
                 gate.maintain()
@@ -229,6 +245,9 @@ class Task:
 
     def _wait_timeout(self) -> float:
         timeout = _MAX_IDLE_WAIT_S
+        next_timer = self.processing_time.seconds_until_next()
+        if next_timer is not None:
+            timeout = min(timeout, next_timer)
         for writer in self._writers:
             age = writer.oldest_pending_age()
             if age is not None:
@@ -257,7 +276,7 @@ class Task:
         if not self._gates:
             return "end"
         all_finished = True
-        for gate in self._gates:
+        for index, gate in enumerate(self._gates):
             if gate.is_finished():
                 continue
             all_finished = False
@@ -267,8 +286,34 @@ class Task:
             if event.elements:
                 for elements in event.elements:
                     self._chain.process(elements)
+            elif event.event is not None:
+                self._on_event(self._channel_offsets[index] + event.channel, event.event)
+            elif event.end_of_partition:
+                self._advance_watermark(self._valve.channel_finished(
+                    self._channel_offsets[index] + event.channel))
             return "more"
         return "end" if all_finished else "nothing"
+
+    def _on_event(self, channel: int, event: Any) -> None:
+        if event.type == WATERMARK_EVENT:
+            self._advance_watermark(self._valve.input_watermark(
+                channel, decode_watermark(event.payload)))
+        elif event.type == WATERMARK_STATUS_EVENT:
+            watermark, idle = self._valve.input_status(channel, event.payload == b"idle")
+            assert self._chain is not None
+            if idle is False:  # active before the watermark: idle inputs ignore watermarks
+                self._chain.process_watermark_status(False)
+            self._advance_watermark(watermark)
+            if idle is True:
+                self._chain.process_watermark_status(True)
+
+    def _advance_watermark(self, watermark: int | None) -> None:
+        """Event time of this task moved to ``watermark`` (None: it did not move)."""
+        if watermark is None or self._chain is None:
+            return
+        if self._chain.watermark is not None and watermark <= self._chain.watermark:
+            return
+        self._chain.process_watermark(watermark)
 
     def _process_source(self) -> str:
         assert self._reader is not None and self._chain is not None

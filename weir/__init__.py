@@ -9,7 +9,13 @@ Example:
 """
 
 from weir.config import Configuration
-from weir.datastream import CloseableIterator, DataStream, DataStreamSink, KeyedStream
+from weir.datastream import (
+    CloseableIterator,
+    DataStream,
+    DataStreamSink,
+    KeyedStream,
+    WindowedStream,
+)
 from weir.environment import JobExecutionResult, StreamExecutionEnvironment
 from weir.errors import (
     ConfigError,
@@ -27,6 +33,8 @@ from weir.functions import (
     ProcessFunction,
     ReduceFunction,
     RuntimeContext,
+    TimeDomain,
+    TimerService,
 )
 from weir.row import Row
 from weir.sinks import DiscardingSink, FileSink, Sink
@@ -47,19 +55,41 @@ from weir.state_api import (
 )
 from weir.time import Duration, Time
 from weir.types import TypeInformation, Types
+from weir.watermarks import TimestampAssigner, WatermarkStrategy
+from weir.window import (
+    AggregateFunction,
+    CountTrigger,
+    EventTimeSessionWindows,
+    EventTimeTrigger,
+    ProcessingTimeSessionWindows,
+    ProcessingTimeTrigger,
+    ProcessWindowFunction,
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+    WindowAssigner,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
     "CloseableIterator",
     "ConfigError",
     "Configuration",
+    "CountTrigger",
     "DataStream",
     "DataStreamSink",
     "DiscardingSink",
     "Duration",
+    "EventTimeSessionWindows",
+    "EventTimeTrigger",
     "FileSink",
     "FileSource",
     "FilterFunction",
@@ -76,12 +106,17 @@ __all__ = [
     "MapState",
     "MapStateDescriptor",
     "ProcessFunction",
+    "ProcessWindowFunction",
+    "ProcessingTimeSessionWindows",
+    "ProcessingTimeTrigger",
     "ReduceFunction",
     "ReducingState",
     "ReducingStateDescriptor",
     "Row",
     "RuntimeContext",
     "Sink",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
     "Source",
     "SourceReader",
     "SplitAssignment",
@@ -89,10 +124,21 @@ __all__ = [
     "StateTtlConfig",
     "StreamExecutionEnvironment",
     "Time",
+    "TimeDomain",
+    "TimeWindow",
+    "TimerService",
+    "TimestampAssigner",
+    "Trigger",
+    "TriggerResult",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
     "TypeInformation",
     "Types",
     "UserError",
     "ValueState",
     "ValueStateDescriptor",
+    "WatermarkStrategy",
     "WeirError",
+    "WindowAssigner",
+    "WindowedStream",
 ]

@@ -26,10 +26,23 @@ from weir.operators.basic import (
     MapOperator,
     ProcessOperator,
 )
+from weir.operators.event_time import TimestampsAndWatermarksOperator
 from weir.operators.keyed import FieldAggregateOperator, KeyedProcessOperator, ReduceOperator
 from weir.operators.sinks import CollectSinkOperator, PrintSinkOperator
 from weir.operators.vectorized import VectorizedAggregateOperator
+from weir.operators.vectorized_window import VectorizedWindowAggregateOperator
+from weir.operators.window import (
+    AGGREGATE,
+    PROCESS,
+    REDUCE,
+    CountPerKey,
+    FieldReducer,
+    WindowOperator,
+)
+from weir.time import to_millis
 from weir.types import TypeInformation
+from weir.watermarks import WatermarkStrategy
+from weir.window import Trigger, WindowAssigner
 
 if TYPE_CHECKING:
     from weir.environment import StreamExecutionEnvironment
@@ -100,6 +113,17 @@ class DataStream:
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
         """Apply a ProcessFunction (``process_element(value, ctx)`` yields outputs)."""
         return self._then("Process", ProcessOperator("Process", func, output_type))
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy
+                                         ) -> DataStream:
+        """Stamp each record with its event-time timestamp and emit watermarks, as the
+        strategy says (see :class:`~weir.watermarks.WatermarkStrategy`)."""
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            msg = ("assign_timestamps_and_watermarks expects a WatermarkStrategy, got "
+                   f"{type(watermark_strategy).__name__}")
+            raise TypeError(msg)
+        name = "Timestamps/Watermarks"
+        return self._then(name, TimestampsAndWatermarksOperator(name, watermark_strategy))
 
     # -- vectorised operators ---------------------------------------------------------------
 
@@ -208,9 +232,112 @@ class KeyedStream(DataStream):
         return self._aggregate("count", None)
 
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
-        """Apply a KeyedProcessFunction, with keyed ValueState via ``open(runtime_context)``."""
+        """Apply a KeyedProcessFunction: keyed state via ``open(runtime_context)``, timers
+        via ``ctx.timer_service()`` firing ``on_timer``."""
         return self._keyed("Keyed Process",
                            KeyedProcessOperator("Keyed Process", self._key, func, output_type))
+
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
+        """Group each key's records into windows (tumbling, sliding, session; by event or
+        processing time), evaluated by the function given next."""
+        if not isinstance(window_assigner, WindowAssigner):
+            msg = ("window expects a WindowAssigner (e.g. TumblingEventTimeWindows.of(...)), "
+                   f"got {type(window_assigner).__name__}")
+            raise TypeError(msg)
+        return WindowedStream(self, window_assigner)
+
+
+class WindowedStream:
+    """A keyed stream cut into windows; the window function makes it a DataStream again.
+
+    Example:
+        >>> from weir import StreamExecutionEnvironment, TumblingEventTimeWindows, Time
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> sums = (env.from_collection([("a", 1)]).key_by(lambda r: r[0])
+        ...         .window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        ...         .reduce(lambda x, y: (x[0], x[1] + y[1])))
+        >>> sums.get_name()
+        'Window(TumblingEventTimeWindows.of(10000 ms), Reduce)'
+    """
+
+    def __init__(self, keyed: KeyedStream, assigner: WindowAssigner) -> None:
+        self._keyed = keyed
+        self._assigner = assigner
+        self._trigger: Trigger | None = None
+        self._lateness_ms = 0
+
+    def trigger(self, trigger: Trigger) -> WindowedStream:
+        """Replace the assigner's default trigger."""
+        if not isinstance(trigger, Trigger):
+            msg = f"trigger expects a Trigger, got {type(trigger).__name__}"
+            raise TypeError(msg)
+        self._trigger = trigger
+        return self
+
+    def allowed_lateness(self, time: Any) -> WindowedStream:
+        """Keep windows this long (Duration, Time or ms) after they fired, for late records."""
+        lateness = to_millis(time)
+        if lateness < 0:
+            msg = f"allowed lateness must not be negative, got {lateness} ms"
+            raise ValueError(msg)
+        self._lateness_ms = lateness
+        return self
+
+    def _apply(self, what: str, kind: str, function: Any, window_function: Any = None,
+               output_type: TypeInformation | None = None) -> DataStream:
+        name = f"Window({self._assigner!r}, {what})"
+        operator = WindowOperator(name, self._keyed._key, self._assigner, kind, function,
+                                  window_function, self._trigger, self._lateness_ms,
+                                  output_type)
+        return self._keyed._keyed(name, operator)
+
+    def reduce(self, reduce_function: Any, window_function: Any = None,
+               output_type: TypeInformation | None = None) -> DataStream:
+        """Fold each window's records with ``reduce_function(a, b)`` as they arrive; with
+        a ProcessWindowFunction, it gets the reduced value (and the window) at the end."""
+        return self._apply("Reduce", REDUCE, reduce_function, window_function, output_type)
+
+    def aggregate(self, aggregate_function: Any, window_function: Any = None,
+                  output_type: TypeInformation | None = None) -> DataStream:
+        """Fold each window's records into an accumulator (an AggregateFunction)."""
+        return self._apply("Aggregate", AGGREGATE, aggregate_function, window_function,
+                           output_type)
+
+    def process(self, process_window_function: Any,
+                output_type: TypeInformation | None = None) -> DataStream:
+        """Evaluate each window with all its records (a ProcessWindowFunction)."""
+        return self._apply("Process", PROCESS, process_window_function, None, output_type)
+
+    def _builtin(self, kind: str, field: str | int | None) -> DataStream:
+        column = self._keyed._key.column if isinstance(self._keyed._key, FieldKeySpec) \
+            else None
+        if isinstance(column, str) and (field is None or isinstance(field, str)) and \
+                not self._assigner.is_merging() and self._trigger is None:
+            name = f"Window({self._assigner!r}, {kind.capitalize()})"
+            operator = VectorizedWindowAggregateOperator(name, column, self._assigner, kind,
+                                                         field, self._lateness_ms)
+            return self._keyed._keyed(name, operator)
+        key = self._keyed._key
+        if kind == "count":
+            return self._apply("Count", AGGREGATE, CountPerKey(key))
+        return self._apply(kind.capitalize(), REDUCE,
+                           FieldReducer(kind, 0 if field is None else field))
+
+    def sum(self, field: str | int = 0) -> DataStream:
+        """Sum of ``field`` per key and window. Keyed by a column name, vectorised: emits
+        Rows ``(key column, window_start, window_end, field)`` without per-record Python."""
+        return self._builtin("sum", field)
+
+    def min(self, field: str | int = 0) -> DataStream:
+        return self._builtin("min", field)
+
+    def max(self, field: str | int = 0) -> DataStream:
+        return self._builtin("max", field)
+
+    def count(self) -> DataStream:
+        """Records per key and window: ``(key, count)``, or vectorised Rows
+        ``(key column, window_start, window_end, count)``."""
+        return self._builtin("count", None)
 
 
 class DataStreamSink:

@@ -30,6 +30,7 @@ from weir.sources.api import Source
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource
 from weir.types import TypeInformation
+from weir.watermarks import WatermarkStrategy
 
 
 @dataclass
@@ -144,18 +145,27 @@ class StreamExecutionEnvironment:
 
     # -- sources ----------------------------------------------------------------------------
 
-    def from_source(self, source: Source | PreparedSource | str, source_name: str | None = None,
-                    *, format: str = "parquet",
+    def from_source(self, source: Source | PreparedSource | str,
+                    watermark_strategy: WatermarkStrategy | str | None = None,
+                    source_name: str | None = None, *, format: str = "parquet",
                     monitor_interval: float | None = None) -> DataStream:
         """Read a FLIP-27 Source, or files under a path (Parquet, CSV or JSON lines).
 
-        ``monitor_interval`` (seconds) keeps watching the directory for new files.
+        As in PyFlink, ``from_source(source, watermark_strategy, source_name)`` stamps the
+        records and generates watermarks right at the source; the name alone may also be
+        given second. ``monitor_interval`` (seconds) keeps watching a directory for new
+        files.
         """
+        if isinstance(watermark_strategy, str):
+            watermark_strategy, source_name = None, watermark_strategy
         if isinstance(source, str):
             source = FileSource(source, format=format, monitor_interval=monitor_interval)
         name = source_name or f"Source: {getattr(source, 'name', type(source).__name__)}"
         t = Transformation(name=name, kind="source", source=source)
-        return DataStream(self, t)
+        stream = DataStream(self, t)
+        if watermark_strategy is not None:
+            stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
+        return stream
 
     add_source = from_source
 
@@ -163,11 +173,11 @@ class StreamExecutionEnvironment:
                         type_info: TypeInformation | None = None) -> DataStream:
         """The items of a collection, in order (parallelism 1)."""
         return self.from_source(CollectionSource(list(collection), type_info),
-                                "Source: Collection")
+                                source_name="Source: Collection")
 
     def from_sequence(self, start: int, end: int) -> DataStream:
         """The numbers ``start..end`` inclusive, read in parallel."""
-        return self.from_source(SequenceSource(start, end), "Source: Sequence")
+        return self.from_source(SequenceSource(start, end), source_name="Source: Sequence")
 
     def from_spark(self, query: Callable[[Any], Any], *, streaming: bool = False,
                    staging: str | None = None, name: str | None = None) -> DataStream:
@@ -181,7 +191,7 @@ class StreamExecutionEnvironment:
 
         source = SparkSource(query, streaming=streaming, staging=staging)
         label = getattr(query, "__name__", "query")
-        return self.from_source(source, name or f"Source: Spark ({label})")
+        return self.from_source(source, source_name=name or f"Source: Spark ({label})")
 
     # -- execution --------------------------------------------------------------------------
 

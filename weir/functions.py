@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     )
 
 T = TypeVar("T")
+#: Same as weir.watermarks.NO_TIMESTAMP (kept here to spare this module the import).
+_NO_TIMESTAMP = -(1 << 63)
 
 
 class RuntimeContext:
@@ -128,14 +131,55 @@ class ProcessFunction(Function):
     class Context:
         def __init__(self) -> None:
             self.current_key: Any = None
+            self._timestamp: int | None = None
+
+        def timestamp(self) -> int | None:
+            """The event-time timestamp of the current record (None if it has none)."""
+            return None if self._timestamp == _NO_TIMESTAMP else self._timestamp
 
     @abstractmethod
     def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None:
         ...
 
 
+class TimeDomain(enum.Enum):
+    """Which clock a timer follows."""
+
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
+class TimerService:
+    """Timers and clocks of a keyed function; timers belong to the current key."""
+
+    def __init__(self, timers: Any) -> None:
+        self._timers = timers
+
+    def current_processing_time(self) -> int:
+        """The wall clock, epoch milliseconds."""
+        return int(self._timers.current_processing_time())
+
+    def current_watermark(self) -> int:
+        """The operator's event time: the last watermark it received."""
+        return int(self._timers.current_watermark)
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        """Call ``on_timer`` once the watermark reaches ``timestamp``."""
+        self._timers.register_event_time_timer(None, timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        """Call ``on_timer`` once the wall clock reaches ``timestamp``."""
+        self._timers.register_processing_time_timer(None, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._timers.delete_event_time_timer(None, timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._timers.delete_processing_time_timer(None, timestamp)
+
+
 class KeyedProcessFunction(Function, Generic[T]):
-    """Process function on a keyed stream, with keyed state via the runtime context.
+    """Process function on a keyed stream, with keyed state and timers.
 
     Example:
         >>> from weir import KeyedProcessFunction, ValueStateDescriptor
@@ -145,20 +189,50 @@ class KeyedProcessFunction(Function, Generic[T]):
         ...     def process_element(self, value, ctx):
         ...         n = (self.count.value() or 0) + 1
         ...         self.count.update(n)
-        ...         yield ctx.get_current_key(), n
+        ...         if n == 1:   # report the key's count a minute of event time later
+        ...             ctx.timer_service().register_event_time_timer(ctx.timestamp() + 60_000)
+        ...     def on_timer(self, timestamp, ctx):
+        ...         yield ctx.get_current_key(), self.count.value()
     """
 
     class Context:
-        def __init__(self) -> None:
+        def __init__(self, timer_service: TimerService | None = None) -> None:
             self._key: Any = None
+            self._timestamp: int | None = None
+            self._timer_service = timer_service
 
         def get_current_key(self) -> Any:
             return self._key
+
+        def timestamp(self) -> int | None:
+            """The current record's event-time timestamp (None if it has none); in
+            ``on_timer``, the timer's timestamp."""
+            return None if self._timestamp == _NO_TIMESTAMP else self._timestamp
+
+        def timer_service(self) -> TimerService:
+            if self._timer_service is None:
+                msg = "timers are only available on a keyed stream"
+                raise RuntimeError(msg)
+            return self._timer_service
+
+    class OnTimerContext(Context):
+        def __init__(self, timer_service: TimerService | None = None) -> None:
+            super().__init__(timer_service)
+            self._time_domain = TimeDomain.EVENT_TIME
+
+        def time_domain(self) -> TimeDomain:
+            """Whether the firing timer was an event-time or a processing-time one."""
+            return self._time_domain
 
     @abstractmethod
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> (
             Iterable[Any] | None):
         ...
+
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> (
+            Iterable[Any] | None):
+        """A timer of the current key fired (may yield outputs)."""
+        return None
 
 
 def resolve_callable(fn: Any, method: str) -> Any:

@@ -30,6 +30,10 @@ BATCH_SIZE = Option(
     doc="Largest number of records a source puts in one Arrow record batch. Vectorised "
         "operators gain from large batches; per-record operators get them in slices of "
         "8192 records.")
+AUTO_WATERMARK_INTERVAL = Option(
+    "pipeline.auto-watermark-interval", Duration, default="200 ms", validator=positive,
+    doc="How often assign_timestamps_and_watermarks emits a watermark (and checks for "
+        "idleness).")
 CLIENT_TIMEOUT = Option(
     "client.timeout", Duration, default="60 s", validator=positive,
     doc="Timeout of a single client RPC to the JobMaster.")

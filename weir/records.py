@@ -45,6 +45,8 @@ from weir.types import (
 _SCALAR_TYPES = (int, float, str, bytes, bool)
 #: Size assumed per record not yet encoded, to decide when output buffers are full.
 ESTIMATED_RECORD_BYTES = 24
+#: Name of the column that carries records' timestamps between tasks.
+TIMESTAMP_COLUMN = "__weir_timestamp"
 
 
 class Elements:
@@ -53,22 +55,51 @@ class Elements:
     Immutable once emitted: operators build new lists rather than mutating their input.
     """
 
-    __slots__ = ("_batch", "_records", "type_info")
+    __slots__ = ("_batch", "_records", "timestamps", "type_info")
 
     def __init__(self, records: list[Any] | None = None, batch: pa.RecordBatch | None = None,
-                 type_info: TypeInformation | None = None) -> None:
+                 type_info: TypeInformation | None = None,
+                 timestamps: np.ndarray | None = None) -> None:
         self._records = records
         self._batch = batch
         self.type_info = type_info
+        #: Event-time timestamps (int64 epoch milliseconds), one per record, or None when
+        #: the records carry none (no timestamp assigner upstream).
+        self.timestamps = timestamps
 
     @classmethod
-    def from_records(cls, records: list[Any],
-                     type_info: TypeInformation | None = None) -> Elements:
-        return cls(records=records, type_info=type_info)
+    def from_records(cls, records: list[Any], type_info: TypeInformation | None = None,
+                     timestamps: np.ndarray | None = None) -> Elements:
+        return cls(records=records, type_info=type_info, timestamps=timestamps)
 
     @classmethod
-    def from_arrow(cls, batch: pa.RecordBatch) -> Elements:
+    def from_arrow(cls, batch: pa.RecordBatch, timestamps: np.ndarray | None = None) -> Elements:
+        return cls(batch=batch, timestamps=timestamps)
+
+    @classmethod
+    def from_wire(cls, batch: pa.RecordBatch) -> Elements:
+        """A batch as it travelled between tasks: timestamps, if any, ride in a trailing
+        column (see :meth:`wire_batch`), taken out here."""
+        if batch.num_columns and batch.schema.names[-1] == TIMESTAMP_COLUMN:
+            timestamps = batch.column(batch.num_columns - 1).to_numpy()
+            return cls(batch=batch.drop_columns([TIMESTAMP_COLUMN]), timestamps=timestamps)
         return cls(batch=batch)
+
+    def wire_batch(self) -> pa.RecordBatch:
+        """The Arrow form to send to another task: the records plus, when there are
+        timestamps, a trailing int64 column :data:`TIMESTAMP_COLUMN`."""
+        batch = self.arrow()
+        if self.timestamps is None:
+            return batch
+        return batch.append_column(TIMESTAMP_COLUMN, pa.array(self.timestamps, pa.int64()))
+
+    def with_timestamps(self, timestamps: np.ndarray | None) -> Elements:
+        """The same records (and cached forms) with other timestamps."""
+        return Elements(self._records, self._batch, self.type_info, timestamps)
+
+    def take_timestamps(self, indices: np.ndarray | list[int]) -> np.ndarray | None:
+        """The timestamps of the records at ``indices`` (None without timestamps)."""
+        return None if self.timestamps is None else self.timestamps[indices]
 
     def __len__(self) -> int:
         if self._records is not None:
@@ -100,16 +131,21 @@ class Elements:
         n = len(self)
         if n <= size:
             return [self]
+        ts = self.timestamps
         if self._batch is not None:
-            return [Elements.from_arrow(self._batch.slice(i, size)) for i in range(0, n, size)]
+            return [Elements.from_arrow(self._batch.slice(i, size),
+                                        None if ts is None else ts[i:i + size])
+                    for i in range(0, n, size)]
         assert self._records is not None
-        return [Elements.from_records(self._records[i:i + size], self.type_info)
+        return [Elements.from_records(self._records[i:i + size], self.type_info,
+                                      None if ts is None else ts[i:i + size])
                 for i in range(0, n, size)]
 
     def estimated_bytes(self) -> int:
+        extra = 0 if self.timestamps is None else 8 * len(self.timestamps)
         if self._batch is not None:
-            return int(self._batch.nbytes)
-        return len(self) * ESTIMATED_RECORD_BYTES
+            return int(self._batch.nbytes) + extra
+        return len(self) * ESTIMATED_RECORD_BYTES + extra
 
     def __repr__(self) -> str:
         form = "arrow" if self._batch is not None else "records"

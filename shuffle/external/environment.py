@@ -91,7 +91,7 @@ def encode_chunks(elements: list[Elements],
     for item in elements:
         if len(item) == 0:
             continue
-        for batch in _slices(item.arrow(), max_chunk_bytes):
+        for batch in _slices(item.wire_batch(), max_chunk_bytes):
             if writer is None or size >= max_chunk_bytes or \
                     not batch.schema.equals(schema, check_metadata=True):
                 if writer is not None:
@@ -112,7 +112,7 @@ def encode_chunks(elements: list[Elements],
 def decode_chunk(chunk: bytes) -> list[Elements]:
     """The batches of one chunk (zero-copy over ``chunk``); raises pyarrow.ArrowInvalid."""
     with pa.ipc.open_stream(pa.py_buffer(chunk)) as reader:
-        return [Elements.from_arrow(batch) for batch in reader]
+        return [Elements.from_wire(batch) for batch in reader]
 
 
 def _rpc_status(err: BaseException) -> str:

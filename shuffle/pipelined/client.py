@@ -489,7 +489,7 @@ class RemoteInputChannel:
                     continue
                 assert self._schema is not None
                 batch = pa.ipc.read_record_batch(item.message, self._schema)
-                return Buffer([Elements.from_arrow(batch)], item.message.size)
+                return Buffer([Elements.from_wire(batch)], item.message.size)
         finally:
             if credit or surplus:
                 self._recycle(credit, surplus)

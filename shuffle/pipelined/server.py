@@ -151,7 +151,7 @@ class SubpartitionView:
             return [self._event_frame(buffer)]
         items: list[_Frame | _Message] = []
         for elements in buffer.elements:
-            batch = elements.arrow()
+            batch = elements.wire_batch()
             if self._schema is None or not batch.schema.equals(self._schema,
                                                                 check_metadata=True):
                 self._schema = batch.schema

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.operators import CollectingOutput
 from weir.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -17,7 +18,7 @@ from weir.functions import (
     ReduceFunction,
 )
 from weir.keys import FieldKeySpec, FunctionKeySpec
-from weir.operators.base import OperatorContext, Output, StreamOperator
+from weir.operators.base import OperatorContext, StreamOperator
 from weir.operators.basic import (
     FilterBatchesOperator,
     FilterOperator,
@@ -39,18 +40,6 @@ from weir.state_api import ValueStateDescriptor
 from weir.types import Types
 
 FAST = settings(max_examples=50, deadline=None)
-
-
-class CollectingOutput(Output):
-    def __init__(self) -> None:
-        self.batches: list[Elements] = []
-
-    def emit(self, elements: Elements) -> None:
-        self.batches.append(elements)
-
-    @property
-    def records(self) -> list:
-        return [r for batch in self.batches for r in batch.records()]
 
 
 def opened(operator: StreamOperator, subtask_index: int = 0,

@@ -4,6 +4,10 @@ Lifecycle, all on the task's mailbox thread: ``setup`` (once, wiring), ``open`` 
 before the first batch), ``process`` (per batch, any number of times), ``finish`` (once,
 at end of input: emit what is pending), ``close`` (once, last; also after a failure, so it
 must tolerate a partly opened operator).
+
+Event time flows through the same chain: ``process_watermark`` (the task's combined
+watermark advanced) and ``process_watermark_status`` (all inputs went idle, or one came
+back), which by default pass straight on to the next operator.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.config import Configuration
 from weir.functions import Function, RuntimeContext
+from weir.operators.processing_time import ProcessingTimeService
 from weir.records import Elements
 
 #: Largest batch a per-record operator processes at once.
@@ -31,6 +36,14 @@ class Output(ABC):
     def emit(self, elements: Elements) -> None:
         """Pass a batch on. Called on the task thread; may block only in the task's writers."""
 
+    @abstractmethod
+    def emit_watermark(self, watermark: int) -> None:
+        """Pass on a watermark (epoch ms): no record with a smaller timestamp follows."""
+
+    @abstractmethod
+    def emit_watermark_status(self, idle: bool) -> None:
+        """Pass on that this output went idle (no watermarks for now) or is active again."""
+
 
 @dataclass
 class OperatorContext:
@@ -47,13 +60,18 @@ class OperatorContext:
     services: dict[str, Any] = field(default_factory=dict)
     #: The TaskExecutor's configuration with the job's on top (None: the job's alone).
     configuration: Configuration | None = None
+    #: Wall-clock callbacks, run on the task thread between batches.
+    processing_time: ProcessingTimeService = field(default_factory=ProcessingTimeService)
+
+    def get_configuration(self) -> Configuration:
+        return self.configuration or Configuration.from_pairs(self.config)
 
     def create_keyed_state_backend(self, operator: str) -> KeyedStateBackend:
         """A keyed state backend (``state.backend.type``) over this subtask's key groups."""
         from state.factory import create_keyed_state_backend
         from state.key_groups import key_group_range_for_operator
 
-        conf = self.configuration or Configuration.from_pairs(self.config)
+        conf = self.get_configuration()
         key_groups = key_group_range_for_operator(self.max_parallelism, self.parallelism,
                                                   self.subtask_index)
         return create_keyed_state_backend(conf, self.max_parallelism, key_groups,
@@ -88,6 +106,16 @@ class StreamOperator(ABC):
     @abstractmethod
     def process(self, elements: Elements, input_index: int = 0) -> None:
         """Process one batch and emit results through ``self.output``."""
+
+    def process_watermark(self, watermark: int) -> None:
+        """Event time reached ``watermark``: fire what it completes, then pass it on."""
+        assert self.output is not None
+        self.output.emit_watermark(watermark)
+
+    def process_watermark_status(self, idle: bool) -> None:
+        """The input went idle or became active again; passed on unchanged by default."""
+        assert self.output is not None
+        self.output.emit_watermark_status(idle)
 
     def finish(self) -> None:  # noqa: B027 - optional hook
         """End of input: emit anything still held back."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from weir.functions import ProcessFunction, resolve_callable
@@ -33,17 +34,17 @@ class _FunctionOperator(StreamOperator):
     def close(self) -> None:
         self._close_functions()
 
-    def _emit(self, records: list[Any]) -> None:
+    def _emit(self, records: list[Any], timestamps: np.ndarray | None = None) -> None:
         if records:
             assert self.output is not None
-            self.output.emit(Elements.from_records(records, self.output_type))
+            self.output.emit(Elements.from_records(records, self.output_type, timestamps))
 
 
 class MapOperator(_FunctionOperator):
     method = "map"
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
-        self._emit(list(map(self._call, elements.records())))
+        self._emit(list(map(self._call, elements.records())), elements.timestamps)
 
 
 class FlatMapOperator(_FunctionOperator):
@@ -53,6 +54,9 @@ class FlatMapOperator(_FunctionOperator):
     max_output_records = 8192
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        if elements.timestamps is not None:
+            self._process_timestamped(elements, elements.timestamps)
+            return
         out: list[Any] = []
         extend = out.extend
         call = self._call
@@ -67,18 +71,41 @@ class FlatMapOperator(_FunctionOperator):
                     extend = out.extend
         self._emit(out)
 
+    def _process_timestamped(self, elements: Elements, timestamps: np.ndarray) -> None:
+        """As ``process``, every output taking the timestamp of the record it came from."""
+        out: list[Any] = []
+        stamps: list[int] = []
+        call = self._call
+        limit = self.max_output_records
+        for record, stamp in zip(elements.records(), timestamps.tolist(), strict=True):
+            result = call(record)
+            if result is not None:
+                before = len(out)
+                out.extend(result)
+                stamps.extend([stamp] * (len(out) - before))
+                if len(out) >= limit:
+                    self._emit(out, np.array(stamps, dtype=np.int64))
+                    out, stamps = [], []
+        self._emit(out, np.array(stamps, dtype=np.int64))
+
 
 class FilterOperator(_FunctionOperator):
     method = "filter"
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         records = elements.records()
-        kept = list(filter(self._call, records))
+        if elements.timestamps is None:
+            kept = list(filter(self._call, records))
+            timestamps = None
+        else:
+            mask = np.fromiter(map(self._call, records), dtype=bool, count=len(records))
+            kept = [r for r, keep in zip(records, mask.tolist(), strict=True) if keep]
+            timestamps = elements.timestamps[mask]
         if len(kept) == len(records):
             assert self.output is not None
             self.output.emit(elements)  # nothing dropped: keep the cached Arrow form
         else:
-            self._emit(kept)
+            self._emit(kept, timestamps)
 
 
 class ProcessOperator(_FunctionOperator):
@@ -87,11 +114,24 @@ class ProcessOperator(_FunctionOperator):
     def process(self, elements: Elements, input_index: int = 0) -> None:
         ctx = ProcessFunction.Context()
         out: list[Any] = []
-        for record in elements.records():
+        stamps: list[int] = []
+        timestamps = elements.timestamps
+        records = elements.records()
+        if timestamps is None:
+            for record in records:
+                result = self._call(record, ctx)
+                if result is not None:
+                    out.extend(result)
+            self._emit(out)
+            return
+        for record, stamp in zip(records, timestamps.tolist(), strict=True):
+            ctx._timestamp = stamp
             result = self._call(record, ctx)
             if result is not None:
+                before = len(out)
                 out.extend(result)
-        self._emit(out)
+                stamps.extend([stamp] * (len(out) - before))
+        self._emit(out, np.array(stamps, dtype=np.int64))
 
 
 class MapBatchesOperator(StreamOperator):
@@ -111,9 +151,16 @@ class MapBatchesOperator(StreamOperator):
     def process(self, elements: Elements, input_index: int = 0) -> None:
         result = self.fn(elements.arrow())
         assert self.output is not None
-        for batch in _as_batches(result, self.name):
+        batches = _as_batches(result, self.name)
+        # Rows keep their timestamps when the function keeps the rows (one batch out, as
+        # many rows as came in, as a column-wise transformation does); otherwise which
+        # output row came from which input row is unknown, and timestamps are dropped.
+        timestamps = elements.timestamps
+        if len(batches) != 1 or batches[0].num_rows != len(elements):
+            timestamps = None
+        for batch in batches:
             if batch.num_rows:
-                self.output.emit(Elements.from_arrow(batch))
+                self.output.emit(Elements.from_arrow(batch, timestamps))
 
 
 class FilterBatchesOperator(StreamOperator):
@@ -132,10 +179,16 @@ class FilterBatchesOperator(StreamOperator):
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         batch = elements.arrow()
-        kept = batch.filter(self.fn(batch))
+        mask = self.fn(batch)
+        kept = batch.filter(mask)
+        timestamps = elements.timestamps
+        if timestamps is not None:
+            flags = mask.to_numpy(zero_copy_only=False) if hasattr(mask, "to_numpy") \
+                else np.asarray(mask)
+            timestamps = timestamps[flags.astype(bool)]
         if kept.num_rows:
             assert self.output is not None
-            self.output.emit(Elements.from_arrow(kept))
+            self.output.emit(Elements.from_arrow(kept, timestamps))
 
 
 def _as_batches(result: Any, name: str) -> list[pa.RecordBatch]:

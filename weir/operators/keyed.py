@@ -1,22 +1,25 @@
 """Per-record operators on keyed streams: reduce, field aggregations, keyed process.
 
 Semantics are Flink's: a keyed reduce or aggregation emits the updated value for every
-input record. A keyed process function's state lives in the job's keyed state backend
-(``state.backend.type``).
+input record. Their state, and a keyed process function's state and timers, live in the
+job's keyed state backend (``state.backend.type``), so snapshots capture them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from weir.functions import KeyedProcessFunction, resolve_callable
+import numpy as np
+
+from state.descriptors import ValueStateDescriptor
+from state.timers import InternalTimerService, Timer
+from weir.functions import KeyedProcessFunction, TimeDomain, TimerService, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
 from weir.operators.base import PER_RECORD_SLICE, StreamOperator
 from weir.records import Elements
 from weir.row import Row
 from weir.types import TypeInformation
-
-_MISSING = object()
+from weir.watermarks import NO_TIMESTAMP
 
 
 class ReduceOperator(StreamOperator):
@@ -34,27 +37,42 @@ class ReduceOperator(StreamOperator):
         return [self.fn]
 
     def open(self) -> None:
+        assert self.ctx is not None
         self._reduce = resolve_callable(self.fn, "reduce")
-        self._values: dict[Any, Any] = {}
+        self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
+        self._state = self._backend.get_state(ValueStateDescriptor("reduce"))
         self._open_functions()
 
     def close(self) -> None:
-        self._close_functions()
+        try:
+            self._close_functions()
+        finally:
+            _dispose(self)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        assert self.ctx is not None
         records = elements.records()
         keys = self.key.keys(elements)
-        values = self._values
+        groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+        set_current_key = self._backend.set_current_key
+        state = self._state
         reduce = self._reduce
         out = []
         append = out.append
-        for key, record in zip(keys, records, strict=True):
-            current = values.get(key, _MISSING)
-            current = record if current is _MISSING else reduce(current, record)
-            values[key] = current
+        for key, group, record in zip(keys, groups, records, strict=True):
+            set_current_key(key, group)
+            current = state.value()
+            current = record if current is None else reduce(current, record)
+            state.update(current)
             append(current)
         assert self.output is not None
-        self.output.emit(Elements.from_records(out))
+        self.output.emit(Elements.from_records(out, None, elements.timestamps))
+
+
+def _dispose(operator: StreamOperator) -> None:
+    backend = getattr(operator, "_backend", None)
+    if backend is not None:
+        backend.dispose()
 
 
 def replace_field(record: Any, field: str | int, value: Any) -> Any:
@@ -96,7 +114,12 @@ class FieldAggregateOperator(StreamOperator):
         self.output_type = output_type
 
     def open(self) -> None:
-        self._values: dict[Any, Any] = {}
+        assert self.ctx is not None
+        self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
+        self._state = self._backend.get_state(ValueStateDescriptor("aggregate"))
+
+    def close(self) -> None:
+        _dispose(self)
 
     def _get(self, record: Any) -> Any:
         if isinstance(record, int | float) and self.field in (0, "f0"):
@@ -104,24 +127,34 @@ class FieldAggregateOperator(StreamOperator):
         return record[self.field]
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        assert self.ctx is not None
         op = self._OPS[self.kind]
-        values = self._values
+        keys = self.key.keys(elements)
+        groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+        set_current_key = self._backend.set_current_key
+        state = self._state
         out = []
-        for key, record in zip(self.key.keys(elements), elements.records(), strict=True):
-            current = values.get(key, _MISSING)
-            if current is _MISSING:
+        for key, group, record in zip(keys, groups, elements.records(), strict=True):
+            set_current_key(key, group)
+            current = state.value()
+            if current is None:
                 current = record
             else:
                 current = replace_field(current, self.field,
                                         op(self._get(current), self._get(record)))
-            values[key] = current
+            state.update(current)
             out.append(current)
         assert self.output is not None
-        self.output.emit(Elements.from_records(out, self.output_type))
+        self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
 
 
 class KeyedProcessOperator(StreamOperator):
-    """Runs a :class:`KeyedProcessFunction` with keyed ValueState scoped to each record's key."""
+    """Runs a :class:`KeyedProcessFunction`: keyed state scoped to each record's key, and
+    event-time and processing-time timers (kept in the same backend) firing ``on_timer``.
+
+    Outputs take the timestamp of the record they came from; outputs of ``on_timer`` take
+    the timer's timestamp for event-time timers, none for processing-time ones (as Flink).
+    """
 
     max_batch_records = PER_RECORD_SLICE
 
@@ -139,32 +172,80 @@ class KeyedProcessOperator(StreamOperator):
     def open(self) -> None:
         assert self.ctx is not None
         self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
-        self._fn_ctx = KeyedProcessFunction.Context()
+        self.timers = InternalTimerService("user", self._backend, self.ctx.processing_time,
+                                           self)
+        service = TimerService(self.timers)
+        self._fn_ctx = KeyedProcessFunction.Context(service)
+        self._timer_ctx = KeyedProcessFunction.OnTimerContext(service)
         self._process = resolve_callable(self.fn, "process_element")
+        self._on_timer = getattr(self.fn, "on_timer", None)
         self._open_functions(self._backend)
 
     def close(self) -> None:
         try:
             self._close_functions()
         finally:
-            backend = getattr(self, "_backend", None)
-            if backend is not None:
-                backend.dispose()
+            timers = getattr(self, "timers", None)
+            if timers is not None:
+                timers.close()
+            _dispose(self)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
         out: list[Any] = []
+        stamps: list[int] = []
         ctx = self._fn_ctx
         process = self._process
         set_current_key = self._backend.set_current_key
         keys = self.key.keys(elements)
         groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
-        for key, group, record in zip(keys, groups, elements.records(), strict=True):
+        timestamps = elements.timestamps
+        if timestamps is None:
+            for key, group, record in zip(keys, groups, elements.records(), strict=True):
+                set_current_key(key, group)
+                ctx._key = key
+                result = process(record, ctx)
+                if result is not None:
+                    out.extend(result)
+            self._emit(out, None)
+            return
+        for key, group, record, stamp in zip(keys, groups, elements.records(),
+                                             timestamps.tolist(), strict=True):
             set_current_key(key, group)
             ctx._key = key
+            ctx._timestamp = stamp
             result = process(record, ctx)
             if result is not None:
+                before = len(out)
                 out.extend(result)
+                stamps.extend([stamp] * (len(out) - before))
+        self._emit(out, stamps)
+
+    def _emit(self, out: list[Any], stamps: list[int] | None) -> None:
         if out:
             assert self.output is not None
-            self.output.emit(Elements.from_records(out, self.output_type))
+            timestamps = None if stamps is None else np.array(stamps, dtype=np.int64)
+            self.output.emit(Elements.from_records(out, self.output_type, timestamps))
+
+    def _fire(self, timer: Timer, domain: TimeDomain) -> None:
+        if self._on_timer is None:
+            return
+        ctx = self._timer_ctx
+        ctx._key = timer.key
+        ctx._timestamp = timer.timestamp
+        ctx._time_domain = domain
+        result = self._on_timer(timer.timestamp, ctx)
+        if result is not None:
+            out = list(result)
+            stamp = timer.timestamp if domain is TimeDomain.EVENT_TIME else NO_TIMESTAMP
+            self._emit(out, [stamp] * len(out))
+
+    def on_event_time(self, timer: Timer) -> None:
+        self._fire(timer, TimeDomain.EVENT_TIME)
+
+    def on_processing_time(self, timer: Timer) -> None:
+        self._fire(timer, TimeDomain.PROCESSING_TIME)
+
+    def process_watermark(self, watermark: int) -> None:
+        self.timers.advance_watermark(watermark)
+        super().process_watermark(watermark)

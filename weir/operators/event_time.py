@@ -1,0 +1,146 @@
+"""``assign_timestamps_and_watermarks``: stamps records and emits watermarks periodically.
+
+Timestamps come from the strategy's assigner (one call per record) or, vectorised, from a
+column. Watermarks are generated on a processing-time callback every
+``pipeline.auto-watermark-interval``, as Flink's periodic generators: bounded
+out-of-orderness ``B`` gives ``max timestamp seen - B - 1``. Watermarks from upstream are
+not forwarded — this operator is where event time starts — except the final one, sent
+when an input ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from weir import options
+from weir.errors import UserError
+from weir.operators.base import StreamOperator
+from weir.operators.processing_time import ScheduledTimer
+from weir.records import Elements
+from weir.watermarks import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP, WatermarkStrategy
+
+
+class TimestampsAndWatermarksOperator(StreamOperator):
+    """Applies a :class:`WatermarkStrategy` (see the module docstring)."""
+
+    def __init__(self, name: str, strategy: WatermarkStrategy) -> None:
+        super().__init__(name)
+        self.strategy = strategy
+
+    def functions(self) -> list[Any]:
+        assigner = self.strategy.timestamp_assigner
+        return [] if assigner is None else [assigner]
+
+    def open(self) -> None:
+        assert self.ctx is not None
+        assigner = self.strategy.timestamp_assigner
+        self._extract = None if assigner is None else getattr(
+            assigner, "extract_timestamp", assigner)
+        self._max_timestamp = MIN_WATERMARK
+        self._emitted = MIN_WATERMARK
+        self._idle = False
+        self._last_record_ms = self.ctx.processing_time.current_time_ms()
+        self._interval_ms = max(1, round(self.ctx.get_configuration().get(
+            options.AUTO_WATERMARK_INTERVAL) * 1000))
+        self._timer: ScheduledTimer | None = None
+        if self.strategy.max_out_of_orderness_ms is not None or \
+                self.strategy.idle_timeout_ms is not None:
+            self._schedule()
+        self._open_functions()
+
+    def close(self) -> None:
+        timer = getattr(self, "_timer", None)
+        if timer is not None:
+            timer.cancel()
+        self._close_functions()
+
+    def _schedule(self) -> None:
+        assert self.ctx is not None
+        service = self.ctx.processing_time
+        self._timer = service.register_timer(service.current_time_ms() + self._interval_ms,
+                                             self._on_periodic_emit)
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        if not len(elements):
+            return
+        timestamps = self._timestamps(elements)
+        self._max_timestamp = max(self._max_timestamp, int(timestamps.max()))
+        assert self.ctx is not None and self.output is not None
+        self._last_record_ms = self.ctx.processing_time.current_time_ms()
+        if self._idle:
+            self._idle = False
+            self.output.emit_watermark_status(False)
+        self.output.emit(elements.with_timestamps(timestamps))
+
+    def _timestamps(self, elements: Elements) -> np.ndarray:
+        column = self.strategy.timestamp_column
+        if column is not None:
+            return _column_timestamps(elements.arrow(), column)
+        if self._extract is None:
+            if elements.timestamps is None:
+                msg = (f"'{self.name}': the WatermarkStrategy has no timestamp assigner and "
+                       "the records carry no timestamps: add with_timestamp_assigner(...) or "
+                       "with_timestamp_column(...)")
+                raise UserError(msg)
+            return elements.timestamps
+        extract = self._extract
+        previous = elements.timestamps
+        records = elements.records()
+        if previous is None:
+            values = [extract(r, NO_TIMESTAMP) for r in records]
+        else:
+            values = list(map(extract, records, previous.tolist()))
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError) as err:
+            msg = (f"'{self.name}': the timestamp assigner must return epoch milliseconds as "
+                   f"int, got {values[0]!r}: {err}")
+            raise UserError(msg) from err
+
+    def _on_periodic_emit(self, now_ms: int) -> None:
+        assert self.output is not None and self.ctx is not None
+        idle_timeout = self.strategy.idle_timeout_ms
+        if idle_timeout is not None and not self._idle and \
+                self.ctx.processing_time.current_time_ms() - self._last_record_ms >= idle_timeout:
+            self._idle = True
+            self.output.emit_watermark_status(True)
+        bound = self.strategy.max_out_of_orderness_ms
+        if bound is not None and not self._idle and self._max_timestamp > MIN_WATERMARK:
+            watermark = self._max_timestamp - bound - 1
+            if watermark > self._emitted:
+                self._emitted = watermark
+                self.output.emit_watermark(watermark)
+        self._schedule()
+
+    def process_watermark(self, watermark: int) -> None:
+        # Event time starts here: only the end of input's final watermark goes through.
+        if watermark == MAX_WATERMARK and self._emitted < MAX_WATERMARK:
+            self._emitted = MAX_WATERMARK
+            assert self.output is not None
+            self.output.emit_watermark(watermark)
+
+    def process_watermark_status(self, idle: bool) -> None:
+        """Idleness is this operator's own decision, not its input's."""
+
+
+def _column_timestamps(batch: pa.RecordBatch, column: str | int) -> np.ndarray:
+    try:
+        array = batch.column(column)
+    except (KeyError, IndexError):
+        msg = (f"timestamp column {column!r} is not a column of the stream "
+               f"(columns: {', '.join(batch.schema.names)})")
+        raise UserError(msg) from None
+    if pa.types.is_timestamp(array.type):
+        array = pc.cast(array, pa.timestamp("ms")).cast(pa.int64())
+    elif not pa.types.is_integer(array.type):
+        msg = (f"timestamp column {column!r} has type {array.type}: it must hold int64 epoch "
+               "milliseconds or Arrow timestamps")
+        raise UserError(msg)
+    if array.null_count:
+        msg = f"timestamp column {column!r} has {array.null_count} null values"
+        raise UserError(msg)
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.int64)
