@@ -202,6 +202,23 @@ class KeyedStream(DataStream):
     def _keyed(self, name: str, operator: Any) -> DataStream:
         return self._then(name, operator)
 
+    # Per-record functions on a keyed stream get keyed state through their runtime context
+    # (Flink's rich functions on a KeyedStream).
+
+    def map(self, func: Callable[[Any], Any] | Any,
+            output_type: TypeInformation | None = None) -> DataStream:
+        """One output per record; a MapFunction's ``open(runtime_context)`` may ask for
+        keyed state, scoped to each record's key."""
+        return self._then("Map", MapOperator("Map", func, output_type, key=self._key))
+
+    def flat_map(self, func: Callable[[Any], Any] | Any,
+                 output_type: TypeInformation | None = None) -> DataStream:
+        return self._then("Flat Map", FlatMapOperator("Flat Map", func, output_type,
+                                                      key=self._key))
+
+    def filter(self, func: Callable[[Any], bool] | Any) -> DataStream:
+        return self._then("Filter", FilterOperator("Filter", func, key=self._key))
+
     def reduce(self, func: Callable[[Any, Any], Any] | Any) -> DataStream:
         """Running reduction per key: the updated value is emitted for every record."""
         return self._keyed("Keyed Reduce", ReduceOperator("Keyed Reduce", self._key, func))

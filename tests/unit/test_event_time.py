@@ -25,7 +25,9 @@ from taskexecutor.watermark_valve import StatusWatermarkValve
 from tests.support.operators import OperatorHarness
 from weir import (
     Duration,
+    FilterFunction,
     KeyedProcessFunction,
+    MapFunction,
     TimeDomain,
     TimestampAssigner,
     ValueStateDescriptor,
@@ -357,3 +359,44 @@ def test_reduce_keeps_its_running_value_in_the_keyed_backend() -> None:
 
 def test_watermark_constants_bracket_every_timestamp() -> None:
     assert MIN_WATERMARK < -(10**18) and MAX_WATERMARK > 10**18
+
+
+class _RunningTotal(MapFunction):
+    def open(self, runtime_context: object) -> None:
+        self.total = runtime_context.get_state(ValueStateDescriptor("total"))  # type: ignore[attr-defined]
+
+    def map(self, value: tuple) -> tuple:
+        total = (self.total.value() or 0) + value[1]
+        self.total.update(total)
+        return (value[0], total)
+
+
+class _FirstOnly(FilterFunction):
+    def open(self, runtime_context: object) -> None:
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen"))  # type: ignore[attr-defined]
+
+    def filter(self, value: tuple) -> bool:
+        first = self.seen.value() is None
+        self.seen.update(True)
+        return first
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_rich_functions_on_a_keyed_stream_get_state_scoped_to_each_records_key(
+        backend: str) -> None:
+    key = FunctionKeySpec(lambda v: v[0])
+    config = {"state.backend.type": backend}
+    mapped = OperatorHarness(MapOperator("m", _RunningTotal(), key=key), config=config)
+    mapped.process([("a", 1), ("b", 10), ("a", 2), ("b", 20)])
+    assert mapped.output.records == [("a", 1), ("b", 10), ("a", 3), ("b", 30)]
+    mapped.close()
+    first = OperatorHarness(FilterOperator("f", _FirstOnly(), key=key), config=config)
+    first.process([("a", 1), ("b", 2), ("a", 3), ("c", 4)], timestamps=[1, 2, 3, 4])
+    assert first.output.records == [("a", 1), ("b", 2), ("c", 4)]
+    assert first.output.timestamps == [1, 2, 4]
+    first.close()
+
+
+def test_keyed_state_outside_a_keyed_stream_is_a_clear_error() -> None:
+    with pytest.raises(RuntimeError, match="key_by"):
+        OperatorHarness(MapOperator("m", _RunningTotal()))  # open() asks for state

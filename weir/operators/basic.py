@@ -1,4 +1,10 @@
-"""Stateless per-record and vectorised operators."""
+"""Per-record and vectorised operators.
+
+Applied to a keyed stream (``key_by(...).map(f)``), the per-record operators give their
+function keyed state, as Flink's rich functions have: each call runs with the backend's
+current key set to the record's key, so ``runtime_context.get_state(...)`` in ``open``
+returns handles scoped to whichever record is being processed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from weir.functions import ProcessFunction, resolve_callable
+from weir.keys import KeySpec, key_groups_of_keys
 from weir.operators.base import PER_RECORD_SLICE, StreamOperator
 from weir.records import Elements
 from weir.types import TypeInformation
@@ -18,21 +25,52 @@ class _FunctionOperator(StreamOperator):
     max_batch_records = PER_RECORD_SLICE
     method = ""
 
-    def __init__(self, name: str, fn: Any, output_type: TypeInformation | None = None) -> None:
+    def __init__(self, name: str, fn: Any, output_type: TypeInformation | None = None,
+                 key: KeySpec | None = None) -> None:
         super().__init__(name)
         self.fn = fn
         self.output_type = output_type
+        #: Set on a keyed stream: the function then has keyed state.
+        self.key = key
         resolve_callable(fn, self.method)  # fail at graph-building time, not in the cluster
 
     def functions(self) -> list[Any]:
         return [self.fn]
 
     def open(self) -> None:
+        assert self.ctx is not None
         self._call = resolve_callable(self.fn, self.method)
-        self._open_functions()
+        self._backend = None
+        if self.key is not None:
+            self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
+            self._call = self._scoped(self._call)
+        self._open_functions(self._backend)
+
+    def _scoped(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """``call`` run with the current key set to each record's key, in record order
+        (the keys of a batch are computed at once by :meth:`_start_batch`)."""
+        assert self._backend is not None
+        set_current_key = self._backend.set_current_key
+
+        def scoped(*args: Any) -> Any:
+            set_current_key(*next(self._batch_keys))
+            return call(*args)
+        return scoped
+
+    def _start_batch(self, elements: Elements) -> None:
+        if self.key is not None:
+            assert self.ctx is not None
+            keys = self.key.keys(elements)
+            groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+            self._batch_keys = zip(keys, groups, strict=True)
 
     def close(self) -> None:
-        self._close_functions()
+        try:
+            self._close_functions()
+        finally:
+            backend = getattr(self, "_backend", None)
+            if backend is not None:
+                backend.dispose()
 
     def _emit(self, records: list[Any], timestamps: np.ndarray | None = None) -> None:
         if records:
@@ -44,6 +82,7 @@ class MapOperator(_FunctionOperator):
     method = "map"
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._start_batch(elements)
         self._emit(list(map(self._call, elements.records())), elements.timestamps)
 
 
@@ -54,6 +93,7 @@ class FlatMapOperator(_FunctionOperator):
     max_output_records = 8192
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._start_batch(elements)
         if elements.timestamps is not None:
             self._process_timestamped(elements, elements.timestamps)
             return
@@ -93,6 +133,7 @@ class FilterOperator(_FunctionOperator):
     method = "filter"
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._start_batch(elements)
         records = elements.records()
         if elements.timestamps is None:
             kept = list(filter(self._call, records))
@@ -112,6 +153,7 @@ class ProcessOperator(_FunctionOperator):
     method = "process_element"
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
+        self._start_batch(elements)
         ctx = ProcessFunction.Context()
         out: list[Any] = []
         stamps: list[int] = []
