@@ -1,6 +1,8 @@
 """weir: a distributed stream-processing engine built around fault tolerance.
 
-Everything a job program needs is importable from here.
+Everything a job program needs is importable from here. Names are loaded on first use
+(PEP 562), so that importing one module of the package — ``weir.time`` from ``state/``,
+say — does not load the whole API, which itself depends on ``state/``.
 
 Example:
     >>> from weir import StreamExecutionEnvironment, Row, Types
@@ -8,137 +10,312 @@ Example:
     2
 """
 
-from weir.config import Configuration
-from weir.datastream import (
-    CloseableIterator,
-    DataStream,
-    DataStreamSink,
-    KeyedStream,
-    WindowedStream,
-)
-from weir.environment import JobExecutionResult, StreamExecutionEnvironment
-from weir.errors import (
-    ConfigError,
-    InvalidJobError,
-    JobExecutionError,
-    UserError,
-    WeirError,
-)
-from weir.functions import (
-    FilterFunction,
-    FlatMapFunction,
-    KeyedProcessFunction,
-    KeySelector,
-    MapFunction,
-    ProcessFunction,
-    ReduceFunction,
-    RuntimeContext,
-    TimeDomain,
-    TimerService,
-)
-from weir.row import Row
-from weir.sinks import DiscardingSink, FileSink, Sink
-from weir.sources.api import Source, SourceReader, SplitAssignment, SplitEnumerator
-from weir.sources.files import FileSource
-from weir.state_api import (
-    AggregatingState,
-    AggregatingStateDescriptor,
-    ListState,
-    ListStateDescriptor,
-    MapState,
-    MapStateDescriptor,
-    ReducingState,
-    ReducingStateDescriptor,
-    StateTtlConfig,
-    ValueState,
-    ValueStateDescriptor,
-)
-from weir.time import Duration, Time
-from weir.types import TypeInformation, Types
-from weir.watermarks import TimestampAssigner, WatermarkStrategy
-from weir.window import (
-    AggregateFunction,
-    CountTrigger,
-    EventTimeSessionWindows,
-    EventTimeTrigger,
-    ProcessingTimeSessionWindows,
-    ProcessingTimeTrigger,
-    ProcessWindowFunction,
-    SlidingEventTimeWindows,
-    SlidingProcessingTimeWindows,
-    TimeWindow,
-    Trigger,
-    TriggerResult,
-    TumblingEventTimeWindows,
-    TumblingProcessingTimeWindows,
-    WindowAssigner,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AggregateFunction",
-    "AggregatingState",
-    "AggregatingStateDescriptor",
-    "CloseableIterator",
-    "ConfigError",
-    "Configuration",
-    "CountTrigger",
-    "DataStream",
-    "DataStreamSink",
-    "DiscardingSink",
-    "Duration",
-    "EventTimeSessionWindows",
-    "EventTimeTrigger",
-    "FileSink",
-    "FileSource",
-    "FilterFunction",
-    "FlatMapFunction",
-    "InvalidJobError",
-    "JobExecutionError",
-    "JobExecutionResult",
-    "KeySelector",
-    "KeyedProcessFunction",
-    "KeyedStream",
-    "ListState",
-    "ListStateDescriptor",
-    "MapFunction",
-    "MapState",
-    "MapStateDescriptor",
-    "ProcessFunction",
-    "ProcessWindowFunction",
-    "ProcessingTimeSessionWindows",
-    "ProcessingTimeTrigger",
-    "ReduceFunction",
-    "ReducingState",
-    "ReducingStateDescriptor",
-    "Row",
-    "RuntimeContext",
-    "Sink",
-    "SlidingEventTimeWindows",
-    "SlidingProcessingTimeWindows",
-    "Source",
-    "SourceReader",
-    "SplitAssignment",
-    "SplitEnumerator",
-    "StateTtlConfig",
-    "StreamExecutionEnvironment",
-    "Time",
-    "TimeDomain",
-    "TimeWindow",
-    "TimerService",
-    "TimestampAssigner",
-    "Trigger",
-    "TriggerResult",
-    "TumblingEventTimeWindows",
-    "TumblingProcessingTimeWindows",
-    "TypeInformation",
-    "Types",
-    "UserError",
-    "ValueState",
-    "ValueStateDescriptor",
-    "WatermarkStrategy",
-    "WeirError",
-    "WindowAssigner",
-    "WindowedStream",
-]
+#: Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "AggregateFunction": "weir.window",
+    "AggregatingState": "weir.state_api",
+    "AggregatingStateDescriptor": "weir.state_api",
+    "CheckpointListener": "state.operator_state",
+    "CheckpointedFunction": "state.operator_state",
+    "CloseableIterator": "weir.datastream",
+    "ConfigError": "weir.errors",
+    "Configuration": "weir.config",
+    "CountTrigger": "weir.window",
+    "DataStream": "weir.datastream",
+    "DataStreamSink": "weir.datastream",
+    "DiscardingSink": "weir.sinks",
+    "Duration": "weir.time",
+    "EventTimeSessionWindows": "weir.window",
+    "EventTimeTrigger": "weir.window",
+    "FileSink": "weir.sinks",
+    "FileSource": "weir.sources.files",
+    "FilterFunction": "weir.functions",
+    "FlatMapFunction": "weir.functions",
+    "FunctionInitializationContext": "state.operator_state",
+    "FunctionSnapshotContext": "state.operator_state",
+    "InvalidJobError": "weir.errors",
+    "JobExecutionError": "weir.errors",
+    "JobExecutionResult": "weir.environment",
+    "KeySelector": "weir.functions",
+    "KeyedProcessFunction": "weir.functions",
+    "KeyedStream": "weir.datastream",
+    "ListState": "weir.state_api",
+    "ListStateDescriptor": "weir.state_api",
+    "MapFunction": "weir.functions",
+    "MapState": "weir.state_api",
+    "MapStateDescriptor": "weir.state_api",
+    "OperatorListState": "state.operator_state",
+    "OperatorStateStore": "state.operator_state",
+    "ProcessFunction": "weir.functions",
+    "ProcessWindowFunction": "weir.window",
+    "ProcessingTimeSessionWindows": "weir.window",
+    "ProcessingTimeTrigger": "weir.window",
+    "ReduceFunction": "weir.functions",
+    "ReducingState": "weir.state_api",
+    "ReducingStateDescriptor": "weir.state_api",
+    "Row": "weir.row",
+    "RuntimeContext": "weir.functions",
+    "Sink": "weir.sinks",
+    "SlidingEventTimeWindows": "weir.window",
+    "SlidingProcessingTimeWindows": "weir.window",
+    "Source": "weir.sources.api",
+    "SourceReader": "weir.sources.api",
+    "SplitAssignment": "weir.sources.api",
+    "SplitEnumerator": "weir.sources.api",
+    "StateTtlConfig": "weir.state_api",
+    "StreamExecutionEnvironment": "weir.environment",
+    "Time": "weir.time",
+    "TimeDomain": "weir.functions",
+    "TimeWindow": "weir.window",
+    "TimerService": "weir.functions",
+    "TimestampAssigner": "weir.watermarks",
+    "Trigger": "weir.window",
+    "TriggerResult": "weir.window",
+    "TumblingEventTimeWindows": "weir.window",
+    "TumblingProcessingTimeWindows": "weir.window",
+    "TypeInformation": "weir.types",
+    "Types": "weir.types",
+    "UserError": "weir.errors",
+    "ValueState": "weir.state_api",
+    "ValueStateDescriptor": "weir.state_api",
+    "WatermarkStrategy": "weir.watermarks",
+    "WeirError": "weir.errors",
+    "WindowAssigner": "weir.window",
+    "WindowedStream": "weir.datastream",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        msg = f"module 'weir' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:
+    from state.operator_state import (
+        CheckpointedFunction as CheckpointedFunction,
+    )
+    from state.operator_state import (
+        CheckpointListener as CheckpointListener,
+    )
+    from state.operator_state import (
+        FunctionInitializationContext as FunctionInitializationContext,
+    )
+    from state.operator_state import (
+        FunctionSnapshotContext as FunctionSnapshotContext,
+    )
+    from state.operator_state import (
+        OperatorListState as OperatorListState,
+    )
+    from state.operator_state import (
+        OperatorStateStore as OperatorStateStore,
+    )
+    from weir.config import (
+        Configuration as Configuration,
+    )
+    from weir.datastream import (
+        CloseableIterator as CloseableIterator,
+    )
+    from weir.datastream import (
+        DataStream as DataStream,
+    )
+    from weir.datastream import (
+        DataStreamSink as DataStreamSink,
+    )
+    from weir.datastream import (
+        KeyedStream as KeyedStream,
+    )
+    from weir.datastream import (
+        WindowedStream as WindowedStream,
+    )
+    from weir.environment import (
+        JobExecutionResult as JobExecutionResult,
+    )
+    from weir.environment import (
+        StreamExecutionEnvironment as StreamExecutionEnvironment,
+    )
+    from weir.errors import (
+        ConfigError as ConfigError,
+    )
+    from weir.errors import (
+        InvalidJobError as InvalidJobError,
+    )
+    from weir.errors import (
+        JobExecutionError as JobExecutionError,
+    )
+    from weir.errors import (
+        UserError as UserError,
+    )
+    from weir.errors import (
+        WeirError as WeirError,
+    )
+    from weir.functions import (
+        FilterFunction as FilterFunction,
+    )
+    from weir.functions import (
+        FlatMapFunction as FlatMapFunction,
+    )
+    from weir.functions import (
+        KeyedProcessFunction as KeyedProcessFunction,
+    )
+    from weir.functions import (
+        KeySelector as KeySelector,
+    )
+    from weir.functions import (
+        MapFunction as MapFunction,
+    )
+    from weir.functions import (
+        ProcessFunction as ProcessFunction,
+    )
+    from weir.functions import (
+        ReduceFunction as ReduceFunction,
+    )
+    from weir.functions import (
+        RuntimeContext as RuntimeContext,
+    )
+    from weir.functions import (
+        TimeDomain as TimeDomain,
+    )
+    from weir.functions import (
+        TimerService as TimerService,
+    )
+    from weir.row import (
+        Row as Row,
+    )
+    from weir.sinks import (
+        DiscardingSink as DiscardingSink,
+    )
+    from weir.sinks import (
+        FileSink as FileSink,
+    )
+    from weir.sinks import (
+        Sink as Sink,
+    )
+    from weir.sources.api import (
+        Source as Source,
+    )
+    from weir.sources.api import (
+        SourceReader as SourceReader,
+    )
+    from weir.sources.api import (
+        SplitAssignment as SplitAssignment,
+    )
+    from weir.sources.api import (
+        SplitEnumerator as SplitEnumerator,
+    )
+    from weir.sources.files import (
+        FileSource as FileSource,
+    )
+    from weir.state_api import (
+        AggregatingState as AggregatingState,
+    )
+    from weir.state_api import (
+        AggregatingStateDescriptor as AggregatingStateDescriptor,
+    )
+    from weir.state_api import (
+        ListState as ListState,
+    )
+    from weir.state_api import (
+        ListStateDescriptor as ListStateDescriptor,
+    )
+    from weir.state_api import (
+        MapState as MapState,
+    )
+    from weir.state_api import (
+        MapStateDescriptor as MapStateDescriptor,
+    )
+    from weir.state_api import (
+        ReducingState as ReducingState,
+    )
+    from weir.state_api import (
+        ReducingStateDescriptor as ReducingStateDescriptor,
+    )
+    from weir.state_api import (
+        StateTtlConfig as StateTtlConfig,
+    )
+    from weir.state_api import (
+        ValueState as ValueState,
+    )
+    from weir.state_api import (
+        ValueStateDescriptor as ValueStateDescriptor,
+    )
+    from weir.time import (
+        Duration as Duration,
+    )
+    from weir.time import (
+        Time as Time,
+    )
+    from weir.types import (
+        TypeInformation as TypeInformation,
+    )
+    from weir.types import (
+        Types as Types,
+    )
+    from weir.watermarks import (
+        TimestampAssigner as TimestampAssigner,
+    )
+    from weir.watermarks import (
+        WatermarkStrategy as WatermarkStrategy,
+    )
+    from weir.window import (
+        AggregateFunction as AggregateFunction,
+    )
+    from weir.window import (
+        CountTrigger as CountTrigger,
+    )
+    from weir.window import (
+        EventTimeSessionWindows as EventTimeSessionWindows,
+    )
+    from weir.window import (
+        EventTimeTrigger as EventTimeTrigger,
+    )
+    from weir.window import (
+        ProcessingTimeSessionWindows as ProcessingTimeSessionWindows,
+    )
+    from weir.window import (
+        ProcessingTimeTrigger as ProcessingTimeTrigger,
+    )
+    from weir.window import (
+        ProcessWindowFunction as ProcessWindowFunction,
+    )
+    from weir.window import (
+        SlidingEventTimeWindows as SlidingEventTimeWindows,
+    )
+    from weir.window import (
+        SlidingProcessingTimeWindows as SlidingProcessingTimeWindows,
+    )
+    from weir.window import (
+        TimeWindow as TimeWindow,
+    )
+    from weir.window import (
+        Trigger as Trigger,
+    )
+    from weir.window import (
+        TriggerResult as TriggerResult,
+    )
+    from weir.window import (
+        TumblingEventTimeWindows as TumblingEventTimeWindows,
+    )
+    from weir.window import (
+        TumblingProcessingTimeWindows as TumblingProcessingTimeWindows,
+    )
+    from weir.window import (
+        WindowAssigner as WindowAssigner,
+    )

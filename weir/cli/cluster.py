@@ -4,6 +4,14 @@ Layout of the directory: ``jobmaster.json`` / ``taskexecutor-N.json`` (addresses
 written by the daemons once they listen), ``log/*.log``, and ``cluster.json`` (what
 ``start`` launched). Daemons run in their own session, so they outlive the shell.
 
+With ``--with-s3`` an embedded S3 server (SeaweedFS, :mod:`checkpoint.seaweedfs`) starts
+first: its data, weed's identity file and the generated credentials
+(``s3/credentials.json``, mode 0600, reused by later starts) live under ``s3/``, its log is
+``log/s3.log`` and ``s3.json`` says where it listens. The daemons get the ``s3.*`` options
+and ``state.checkpoints.dir`` = ``s3://<bucket>/checkpoints`` as ``WEIR_*`` environment
+variables: the lowest precedence, so ``--conf`` and ``-D`` still override them, and the
+secret never shows in a process listing.
+
 Example:
     >>> from weir.cli.cluster import default_cluster_dir
     >>> default_cluster_dir().name
@@ -20,12 +28,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.errors import UserError
 
+if TYPE_CHECKING:
+    from checkpoint.seaweedfs import SeaweedServer
+
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+S3_INFO = "s3.json"
+S3_DIR = "s3"
 
 
 def default_cluster_dir() -> Path:
@@ -66,13 +79,66 @@ def jobmaster_address(directory: Path) -> str | None:
     return None
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None
+           ) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log.with_suffix(".out"), "ab")  # noqa: SIM115 - handed to the child
     return subprocess.Popen([sys.executable, "-m", "weir", *args], stdout=out,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env={**os.environ,
+                            start_new_session=True, env={**os.environ, **(env or {}),
                                                          "PYTHONUNBUFFERED": "1"})
+
+
+def s3_info(directory: Path) -> dict[str, Any] | None:
+    """Where the cluster's embedded S3 server listens (``s3.json``), if it was started."""
+    return _read_json(directory / S3_INFO)
+
+
+def _s3_running(info: dict[str, Any] | None) -> bool:
+    from checkpoint.seaweedfs import is_server_process
+
+    if not info or not info.get("pid") or not pid_alive(int(info["pid"])):
+        return False
+    # The pid may have been reused since: only our weed counts.
+    return is_server_process(int(info["pid"]), info.get("data_dir", ""))
+
+
+def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
+              ) -> tuple[SeaweedServer, dict[str, str]]:
+    """Start the embedded S3 server and publish ``s3.json``; returns the server and the
+    environment that points the daemons at it."""
+    from checkpoint import options as storage_options
+    from checkpoint.seaweedfs import S3Credentials, SeaweedServer, find_weed
+    from weir import options
+    from weir.config import Configuration
+
+    conf = Configuration.load(conf_file, dynamic)
+    binary = find_weed(conf.get(options.CLUSTER_S3_BINARY))
+    bucket = conf.get(options.CLUSTER_S3_BUCKET)
+    data_dir = directory / S3_DIR
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    credentials = S3Credentials.load_or_generate(data_dir / "credentials.json")
+    server = SeaweedServer(data_dir, credentials, binary=binary,
+                           log_path=directory / "log" / "s3.log")
+    server.start()
+    try:
+        server.create_bucket(bucket)
+    except BaseException:
+        server.stop()
+        raise
+    checkpoints = f"s3://{bucket}/checkpoints"
+    (directory / S3_INFO).write_text(json.dumps(
+        {**server.info(), "bucket": bucket, "checkpoints": checkpoints,
+         "credentials_file": str(data_dir / "credentials.json")}, indent=2))
+    env = {
+        storage_options.CHECKPOINTS_DIR.env_var: checkpoints,
+        storage_options.S3_ENDPOINT.env_var: server.endpoint,
+        storage_options.S3_ACCESS_KEY.env_var: credentials.access_key,
+        storage_options.S3_SECRET_KEY.env_var: credentials.secret_key,
+        storage_options.S3_REGION.env_var: "us-east-1",
+        storage_options.S3_PATH_STYLE.env_var: "true",
+    }
+    return server, env
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str,
@@ -92,24 +158,36 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str,
 
 
 def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
-          conf_file: str | None) -> dict[str, Any]:
-    """Start a JobMaster and ``task_executors`` TaskExecutors; returns the status."""
+          conf_file: str | None, with_s3: bool = False) -> dict[str, Any]:
+    """Start a JobMaster and ``task_executors`` TaskExecutors (after an embedded S3 server
+    when ``with_s3``); returns the status. Raises UserError when something does not start;
+    whatever did start is stopped again."""
     if jobmaster_address(directory):
         msg = (f"a cluster is already running in {directory}: stop it with "
                f"`weir cluster stop --dir {directory}` or use another --dir")
+        raise UserError(msg)
+    old_s3 = s3_info(directory)
+    if old_s3 and _s3_running(old_s3):
+        msg = (f"the S3 server of an earlier cluster still runs in {directory} (pid "
+               f"{old_s3['pid']}): stop it with `weir cluster stop --dir {directory}`")
         raise UserError(msg)
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.json"):
         old.unlink()
     common = [f"-D{d}" for d in dynamic] + (["--conf", conf_file] if conf_file else [])
-    deadline = time.monotonic() + START_TIMEOUT_S
     launched: list[subprocess.Popen[bytes]] = []
+    s3_server: SeaweedServer | None = None
+    env: dict[str, str] = {}
     try:
+        if with_s3:
+            s3_server, env = _start_s3(directory, dynamic, conf_file)
+        # The daemons' deadline starts after the S3 server's own start-up timeout.
+        deadline = time.monotonic() + START_TIMEOUT_S
         jm = _spawn(["jobmaster", *common, "-Djobmaster.rpc.port=0",
                      "-Dmetrics.reporter.prom.port=0",
                      "--info-file", str(directory / "jobmaster.json"),
                      "--log-file", str(directory / "log" / "jobmaster.log")],
-                    directory / "log" / "jobmaster.log")
+                    directory / "log" / "jobmaster.log", env)
         launched.append(jm)
         info = _wait_for(directory / "jobmaster.json", jm, "JobMaster", deadline)
         address = info["address"]
@@ -121,7 +199,7 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
                            f"-Dtaskmanager.resource-id={directory.name}-te-{i}",
                            "--info-file", str(directory / f"{name}.json"),
                            "--log-file", str(directory / "log" / f"{name}.log")],
-                          directory / "log" / f"{name}.log")
+                          directory / "log" / f"{name}.log", env)
             launched.append(proc)
             tes.append((name, proc))
         for name, proc in tes:
@@ -131,6 +209,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
         for proc in launched:
             with contextlib.suppress(OSError):
                 proc.kill()
+        if s3_server is not None:
+            s3_server.stop()
+            with contextlib.suppress(OSError):
+                (directory / S3_INFO).unlink()
         raise
     (directory / "cluster.json").write_text(json.dumps(
         {"pids": [p.pid for p in launched], "started": time.time()}))
@@ -195,11 +277,19 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
             entry["slots_free"] = registered[te["resource_id"]].slots_free
             entry["slots_total"] = registered[te["resource_id"]].slots_total
         result["taskexecutors"].append(entry)
+    s3 = s3_info(directory)
+    if s3 is not None:
+        result["s3"] = {key: s3.get(key) for key in (
+            "endpoint", "bucket", "checkpoints", "pid", "credentials_file", "log")}
+        result["s3"]["alive"] = _s3_running(s3)
     return result
 
 
 def stop(directory: Path) -> list[int]:
-    """SIGTERM every daemon of the cluster (TaskExecutors first), SIGKILL what lingers."""
+    """SIGTERM every daemon of the cluster (TaskExecutors first), SIGKILL what lingers; then
+    stop the embedded S3 server, if any, the same way (its data stays under ``s3/``)."""
+    from checkpoint.seaweedfs import stop_server
+
     pids: list[int] = []
     for path in [*sorted(directory.glob("taskexecutor-*.json")), directory / "jobmaster.json"]:
         info = _read_json(path)
@@ -207,7 +297,8 @@ def stop(directory: Path) -> list[int]:
             pids.append(int(info["pid"]))
     launched = _read_json(directory / "cluster.json") or {}
     pids += [p for p in launched.get("pids", []) if p not in pids and pid_alive(p)]
-    if not pids:
+    s3 = s3_info(directory)
+    if not pids and not _s3_running(s3):
         msg = f"no cluster is running in {directory}"
         raise UserError(msg)
     for pid in pids:
@@ -220,6 +311,9 @@ def stop(directory: Path) -> list[int]:
         if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+    # Last: the daemons may have been writing checkpoints to it until they stopped.
+    if s3 is not None and stop_server(s3, STOP_TIMEOUT_S):
+        pids.append(int(s3["pid"]))
     for path in directory.glob("*.json"):
         path.unlink()
     return pids

@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--taskexecutors", type=int, default=2)
     start.add_argument("--slots", type=int, default=2)
     start.add_argument("--dir", help="working directory (default ~/.weir/cluster)")
+    start.add_argument(
+        "--with-s3", action="store_true",
+        help="also start an S3 server (SeaweedFS) on 127.0.0.1 with generated credentials, "
+             "and default the daemons' state.checkpoints.dir to s3://weir/checkpoints on it")
     st = csub.add_parser("status", help="show the local cluster")
     st.add_argument("--dir")
     st.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -151,7 +155,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise UserError(msg)
             Configuration.load(args.conf, args.dynamic)  # validate before starting anything
             info = cluster.start(directory, args.taskexecutors, args.slots, args.dynamic,
-                                 args.conf)
+                                 args.conf, with_s3=args.with_s3)
             _print_cluster(info)
             return EXIT_OK
         if args.cluster_command == "status":
@@ -177,6 +181,11 @@ def _print_cluster(info: dict[str, Any]) -> None:
                  if "slots_total" in te else "")
         print(f"  TaskExecutor  {te['resource_id']}  {te['address']}  pid {te['pid']}  "
               f"{state}  {slots}  metrics {te['metrics_url']}")
+    s3 = info.get("s3")
+    if s3 is not None:
+        state = "alive" if s3["alive"] else "DEAD"
+        print(f"  S3 (SeaweedFS) {s3['endpoint']}  pid {s3['pid']}  {state}  "
+              f"checkpoints {s3['checkpoints']}  credentials {s3['credentials_file']}")
     if "error" in info:
         print(f"  ({info['error']})")
 

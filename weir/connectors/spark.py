@@ -1,10 +1,18 @@
-"""``env.from_spark(query)``: Spark prepares the input, weir streams it.
+r"""``env.from_spark(query)``: Spark prepares the input, weir streams it.
 
 Spark runs on the client (where the job program runs), once per job: a batch query is
 staged as Parquet splits before the job is submitted; a streaming query keeps staging one
 commit directory per micro-batch while the job runs. The job reads the staging location
 with the file source's split enumerator and readers, so a reader's position is always
 (split, row offset). See ``weir.connectors.spark_staging`` for the staging contract.
+
+Checkpoints: staged splits are immutable Parquet files, so a reader's state is its
+unfinished :class:`~weir.sources.files.FileSplit`\ s with the rows already read
+(``offset``), and a restored reader skips exactly those rows. The enumerator's checkpoint
+holds the splits not handed out yet and every split it has seen: a restored batch source
+reads the files it staged at submission (Spark does not run again), and a restored
+streaming source never hands out a micro-batch twice. The staging location must therefore
+outlive the checkpoints that point into it.
 
 Example:
     >>> from weir.connectors.spark import SparkSource

@@ -3,8 +3,14 @@
 A :class:`Source` is pickled into the job graph. The JobMaster creates one
 :class:`SplitEnumerator` per source and answers readers' split requests from it (on the
 JobMaster's main thread). Each source subtask creates a :class:`SourceReader` on its
-mailbox thread; the reader asks for splits when it has none, and its position is
-(split, offset), so a later checkpoint can replay exactly.
+mailbox thread; the reader asks for splits when it has none.
+
+Checkpoints: a split carries its own progress (``offset``: records already read), so
+:meth:`SourceReader.snapshot_state` is the list of the reader's unfinished splits at their
+current offsets, and a restored reader given those splits with ``add_splits`` resumes
+exactly there (see :mod:`weir.sources.reader_state` for how a source task keeps them in
+operator list state). :meth:`SplitEnumerator.snapshot_state` is the enumerator's side
+(splits not handed out yet), restored with :meth:`Source.restore_enumerator`.
 """
 
 from __future__ import annotations
@@ -37,6 +43,19 @@ class SplitEnumerator(ABC):
     def add_splits_back(self, splits: list[Any], subtask_index: int) -> None:  # noqa: B027
         """Splits of a failed reader, to hand out again."""
 
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        """The enumerator's state for checkpoint ``checkpoint_id``: a picklable value that
+        :meth:`Source.restore_enumerator` turns back into an equivalent enumerator.
+
+        Called on the JobMaster's main thread, between two split requests. Splits handed out
+        before this call belong to the readers' state from then on, so the caller must make
+        sure every split assigned before it reaches its reader before that reader's snapshot
+        of the same checkpoint (and treat assignments made after it as not checkpointed).
+        Raises NotImplementedError for an enumerator that cannot be checkpointed.
+        """
+        msg = f"{type(self).__name__} cannot be checkpointed (it has no snapshot_state)"
+        raise NotImplementedError(msg)
+
     def close(self) -> None:  # noqa: B027
         """The job ended."""
 
@@ -66,6 +85,18 @@ class SourceReader(ABC):
         """(split id, records read from it) of the split being read, for replay."""
         return None
 
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        """The reader's unfinished splits, each at its current offset, in reading order.
+
+        Called on the task thread between two ``poll`` calls, when checkpoint
+        ``checkpoint_id`` is taken: every record of a batch ``poll`` returned before is
+        counted as read. Does not change the reader. Handing the result to a new reader's
+        ``add_splits`` makes it emit exactly the records this reader has not emitted yet.
+        Raises NotImplementedError for a reader that cannot be checkpointed.
+        """
+        msg = f"{type(self).__name__} cannot be checkpointed (it has no snapshot_state)"
+        raise NotImplementedError(msg)
+
     def close(self) -> None:  # noqa: B027
         """Release files and connections; called on the task thread, also after failure."""
 
@@ -85,12 +116,34 @@ class Source(ABC):
     @abstractmethod
     def create_reader(self, context: ReaderContext) -> SourceReader: ...
 
+    def restore_enumerator(self, parallelism: int, checkpoint: Any) -> SplitEnumerator:
+        """An enumerator continuing from ``checkpoint`` (what ``snapshot_state`` returned).
+
+        Called in the JobMaster when a job restores. Raises NotImplementedError for a
+        source whose enumerator cannot be checkpointed.
+        """
+        msg = f"{type(self).__name__} cannot restore its split enumerator from a checkpoint"
+        raise NotImplementedError(msg)
+
 
 class StaticSplitEnumerator(SplitEnumerator):
-    """Hands out a fixed list of splits, one per request, then says there are no more."""
+    """Hands out a fixed list of splits, one per request, then says there are no more.
+
+    Its checkpoint is the list of splits not handed out yet.
+
+    Example:
+        >>> enumerator = StaticSplitEnumerator(["a", "b"])
+        >>> enumerator.request_splits(0).splits
+        ['a']
+        >>> StaticSplitEnumerator(enumerator.snapshot_state(1)).request_splits(0).splits
+        ['b']
+    """
 
     def __init__(self, splits: list[Any]) -> None:
         self._pending = list(splits)
+
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        return list(self._pending)
 
     def request_splits(self, subtask_index: int) -> SplitAssignment:
         if self._pending:

