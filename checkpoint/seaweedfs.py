@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from weir.errors import UserError
+from weir.processes import process_alive
 
 #: gRPC listeners sit at HTTP port + this offset (SeaweedFS convention).
 GRPC_OFFSET = 10000
@@ -371,21 +372,6 @@ def remove_stray_sockets(ports: dict[str, int]) -> None:
             if sock.is_socket():
                 with contextlib.suppress(OSError):
                     sock.unlink()
-
-
-def process_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie counts as ended)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def is_server_process(pid: int, data_dir: str | Path) -> bool:

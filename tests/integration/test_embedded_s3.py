@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from checkpoint.seaweedfs import S3Credentials, process_alive, s3_client
+from checkpoint.seaweedfs import S3Credentials, s3_client
 from checkpoint.storage import create_storage
 from tests.support.cluster import poll, weir_cli
 from weir.config import Configuration
+from weir.processes import process_alive
 
 
 @pytest.fixture

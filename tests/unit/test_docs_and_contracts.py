@@ -65,3 +65,14 @@ def test_every_public_name_resolves_and_any_module_imports_first():
         result = subprocess.run([sys.executable, "-c", code, module], cwd=REPO,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, f"import {module} first: {result.stderr[-500:]}"
+
+
+def test_small_helper_modules_examples():
+    import doctest
+
+    import weir.files
+    import weir.processes
+
+    for module in (weir.files, weir.processes):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

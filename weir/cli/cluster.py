@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.errors import UserError
+from weir.processes import process_alive
 
 if TYPE_CHECKING:
     from checkpoint.seaweedfs import SeaweedServer
@@ -49,21 +50,6 @@ def default_cluster_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".weir" / "cluster"
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still "exists": treat it as dead.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return True
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())  # type: ignore[no-any-return]
@@ -74,7 +60,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def jobmaster_address(directory: Path) -> str | None:
     """The address of the local cluster's JobMaster in ``directory``, if it runs."""
     info = _read_json(directory / "jobmaster.json")
-    if info and pid_alive(int(info.get("pid", 0))):
+    if info and process_alive(int(info.get("pid", 0))):
         return str(info["address"])
     return None
 
@@ -97,7 +83,7 @@ def s3_info(directory: Path) -> dict[str, Any] | None:
 def _s3_running(info: dict[str, Any] | None) -> bool:
     from checkpoint.seaweedfs import is_server_process
 
-    if not info or not info.get("pid") or not pid_alive(int(info["pid"])):
+    if not info or not info.get("pid") or not process_alive(int(info["pid"])):
         return False
     # The pid may have been reused since: only our weed counts.
     return is_server_process(int(info["pid"]), info.get("data_dir", ""))
@@ -245,7 +231,7 @@ def _wait_registered(address: str, count: int, deadline: float, dynamic: list[st
 def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
     """The cluster in ``directory`` as a dict (the ``--json`` form of `cluster status`)."""
     info = _read_json(directory / "jobmaster.json")
-    if info is None or not pid_alive(int(info.get("pid", 0))):
+    if info is None or not process_alive(int(info.get("pid", 0))):
         msg = (f"no cluster is running in {directory}: start one with "
                f"`weir cluster start --dir {directory}`")
         raise UserError(msg)
@@ -269,7 +255,7 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
         te = _read_json(path)
         if te is None:
             continue
-        alive = pid_alive(int(te["pid"]))
+        alive = process_alive(int(te["pid"]))
         entry = {"resource_id": te["resource_id"], "pid": te["pid"], "address": te["address"],
                  "metrics_url": te["metrics_url"], "alive": alive,
                  "registered": te["resource_id"] in registered}
@@ -293,10 +279,10 @@ def stop(directory: Path) -> list[int]:
     pids: list[int] = []
     for path in [*sorted(directory.glob("taskexecutor-*.json")), directory / "jobmaster.json"]:
         info = _read_json(path)
-        if info and pid_alive(int(info["pid"])):
+        if info and process_alive(int(info["pid"])):
             pids.append(int(info["pid"]))
     launched = _read_json(directory / "cluster.json") or {}
-    pids += [p for p in launched.get("pids", []) if p not in pids and pid_alive(p)]
+    pids += [p for p in launched.get("pids", []) if p not in pids and process_alive(p)]
     s3 = s3_info(directory)
     if not pids and not _s3_running(s3):
         msg = f"no cluster is running in {directory}"
@@ -305,10 +291,10 @@ def stop(directory: Path) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(process_alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
-        if pid_alive(pid):
+        if process_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     # Last: the daemons may have been writing checkpoints to it until they stopped.

@@ -27,6 +27,7 @@ PER_RECORD_SLICE = 8192
 
 if TYPE_CHECKING:
     from state.backend import KeyedStateBackend
+    from state.timers import InternalTimerService, Timer
 
 
 class Output(ABC):
@@ -137,3 +138,62 @@ class StreamOperator(ABC):
         for fn in self.functions():
             if isinstance(fn, Function):
                 fn.close()
+
+
+class KeyedOperator(StreamOperator):
+    """An operator on a keyed stream: keyed state in ``self.backend`` and, if it asks for
+    them, event-time and processing-time timers in ``self.timers`` (stored in the same
+    backend). Subclasses call :meth:`open_keyed` from ``open``; closing, and firing
+    event-time timers as the watermark advances, are done here.
+    """
+
+    backend: KeyedStateBackend | None = None
+    timers: InternalTimerService | None = None
+    #: Processing-time windows of a bounded input are evaluated at its end rather than
+    #: lost with the task (Flink's BATCH-mode behaviour); a keyed process function's
+    #: processing-time timers are not.
+    fire_processing_time_at_end = False
+
+    def open_keyed(self, timers: str | None = None) -> KeyedStateBackend:
+        """Create the backend over this subtask's key groups (and a timer service named
+        ``timers``, if given)."""
+        assert self.ctx is not None
+        from state.timers import InternalTimerService
+
+        backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
+        self.backend = backend
+        if timers is not None:
+            self.timers = InternalTimerService(timers, backend, self.ctx.processing_time, self)
+        return backend
+
+    def on_event_time(self, timer: Timer) -> None:
+        """An event-time timer fired; the backend's current key is the timer's."""
+
+    def on_processing_time(self, timer: Timer) -> None:
+        """A processing-time timer fired; the backend's current key is the timer's."""
+
+    def after_timers(self) -> None:
+        """Timers fired (at a watermark or a wall-clock wake-up): emit what they produced
+        as one batch."""
+
+    def process_watermark(self, watermark: int) -> None:
+        if self.timers is not None:
+            self.timers.advance_watermark(watermark)
+            self.after_timers()
+        super().process_watermark(watermark)
+
+    def finish(self) -> None:
+        if self.fire_processing_time_at_end and self.timers is not None:
+            from weir.watermarks import MAX_WATERMARK
+
+            self.timers.fire_processing_time(MAX_WATERMARK)
+            self.after_timers()
+
+    def close(self) -> None:
+        try:
+            self._close_functions()
+        finally:
+            if self.timers is not None:
+                self.timers.close()
+            if self.backend is not None:
+                self.backend.dispose()

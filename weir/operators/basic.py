@@ -16,12 +16,12 @@ import pyarrow as pa
 
 from weir.functions import ProcessFunction, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, StreamOperator
+from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, StreamOperator
 from weir.records import Elements
 from weir.types import TypeInformation
 
 
-class _FunctionOperator(StreamOperator):
+class _FunctionOperator(KeyedOperator):
     max_batch_records = PER_RECORD_SLICE
     method = ""
 
@@ -40,17 +40,16 @@ class _FunctionOperator(StreamOperator):
     def open(self) -> None:
         assert self.ctx is not None
         self._call = resolve_callable(self.fn, self.method)
-        self._backend = None
         if self.key is not None:
-            self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
+            self.open_keyed()
             self._call = self._scoped(self._call)
-        self._open_functions(self._backend)
+        self._open_functions(self.backend)
 
     def _scoped(self, call: Callable[..., Any]) -> Callable[..., Any]:
         """``call`` run with the current key set to each record's key, in record order
         (the keys of a batch are computed at once by :meth:`_start_batch`)."""
-        assert self._backend is not None
-        set_current_key = self._backend.set_current_key
+        assert self.backend is not None
+        set_current_key = self.backend.set_current_key
 
         def scoped(*args: Any) -> Any:
             set_current_key(*next(self._batch_keys))
@@ -64,13 +63,6 @@ class _FunctionOperator(StreamOperator):
             groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
             self._batch_keys = zip(keys, groups, strict=True)
 
-    def close(self) -> None:
-        try:
-            self._close_functions()
-        finally:
-            backend = getattr(self, "_backend", None)
-            if backend is not None:
-                backend.dispose()
 
     def _emit(self, records: list[Any], timestamps: np.ndarray | None = None) -> None:
         if records:

@@ -12,17 +12,17 @@ from typing import Any
 import numpy as np
 
 from state.descriptors import ValueStateDescriptor
-from state.timers import InternalTimerService, Timer
+from state.timers import Timer
 from weir.functions import KeyedProcessFunction, TimeDomain, TimerService, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, StreamOperator
+from weir.operators.base import PER_RECORD_SLICE, KeyedOperator
 from weir.records import Elements
 from weir.row import Row
 from weir.types import TypeInformation
 from weir.watermarks import NO_TIMESTAMP
 
 
-class ReduceOperator(StreamOperator):
+class ReduceOperator(KeyedOperator):
     """``reduce(fn)``: the running reduction per key, emitted for every record."""
 
     max_batch_records = PER_RECORD_SLICE
@@ -39,22 +39,16 @@ class ReduceOperator(StreamOperator):
     def open(self) -> None:
         assert self.ctx is not None
         self._reduce = resolve_callable(self.fn, "reduce")
-        self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
-        self._state = self._backend.get_state(ValueStateDescriptor("reduce"))
+        self._state = self.open_keyed().get_state(ValueStateDescriptor("reduce"))
         self._open_functions()
-
-    def close(self) -> None:
-        try:
-            self._close_functions()
-        finally:
-            _dispose(self)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
         records = elements.records()
         keys = self.key.keys(elements)
         groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
-        set_current_key = self._backend.set_current_key
+        assert self.backend is not None
+        set_current_key = self.backend.set_current_key
         state = self._state
         reduce = self._reduce
         out = []
@@ -67,12 +61,6 @@ class ReduceOperator(StreamOperator):
             append(current)
         assert self.output is not None
         self.output.emit(Elements.from_records(out, None, elements.timestamps))
-
-
-def _dispose(operator: StreamOperator) -> None:
-    backend = getattr(operator, "_backend", None)
-    if backend is not None:
-        backend.dispose()
 
 
 def replace_field(record: Any, field: str | int, value: Any) -> Any:
@@ -95,7 +83,7 @@ def replace_field(record: Any, field: str | int, value: Any) -> Any:
     raise TypeError(msg)
 
 
-class FieldAggregateOperator(StreamOperator):
+class FieldAggregateOperator(KeyedOperator):
     """``sum``/``min``/``max`` of one field per key; other fields come from the first record."""
 
     max_batch_records = PER_RECORD_SLICE
@@ -114,12 +102,7 @@ class FieldAggregateOperator(StreamOperator):
         self.output_type = output_type
 
     def open(self) -> None:
-        assert self.ctx is not None
-        self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
-        self._state = self._backend.get_state(ValueStateDescriptor("aggregate"))
-
-    def close(self) -> None:
-        _dispose(self)
+        self._state = self.open_keyed().get_state(ValueStateDescriptor("aggregate"))
 
     def _get(self, record: Any) -> Any:
         if isinstance(record, int | float) and self.field in (0, "f0"):
@@ -131,7 +114,8 @@ class FieldAggregateOperator(StreamOperator):
         op = self._OPS[self.kind]
         keys = self.key.keys(elements)
         groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
-        set_current_key = self._backend.set_current_key
+        assert self.backend is not None
+        set_current_key = self.backend.set_current_key
         state = self._state
         out = []
         for key, group, record in zip(keys, groups, elements.records(), strict=True):
@@ -148,7 +132,7 @@ class FieldAggregateOperator(StreamOperator):
         self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
 
 
-class KeyedProcessOperator(StreamOperator):
+class KeyedProcessOperator(KeyedOperator):
     """Runs a :class:`KeyedProcessFunction`: keyed state scoped to each record's key, and
     event-time and processing-time timers (kept in the same backend) firing ``on_timer``.
 
@@ -170,25 +154,15 @@ class KeyedProcessOperator(StreamOperator):
         return [self.fn]
 
     def open(self) -> None:
-        assert self.ctx is not None
-        self._backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
-        self.timers = InternalTimerService("user", self._backend, self.ctx.processing_time,
-                                           self)
+        backend = self.open_keyed(timers="user")
         service = TimerService(self.timers)
         self._fn_ctx = KeyedProcessFunction.Context(service)
         self._timer_ctx = KeyedProcessFunction.OnTimerContext(service)
         self._process = resolve_callable(self.fn, "process_element")
         self._on_timer = getattr(self.fn, "on_timer", None)
-        self._open_functions(self._backend)
-
-    def close(self) -> None:
-        try:
-            self._close_functions()
-        finally:
-            timers = getattr(self, "timers", None)
-            if timers is not None:
-                timers.close()
-            _dispose(self)
+        self._pending: list[Any] = []
+        self._pending_ts: list[int] = []
+        self._open_functions(backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -196,7 +170,8 @@ class KeyedProcessOperator(StreamOperator):
         stamps: list[int] = []
         ctx = self._fn_ctx
         process = self._process
-        set_current_key = self._backend.set_current_key
+        assert self.backend is not None
+        set_current_key = self.backend.set_current_key
         keys = self.key.keys(elements)
         groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
         timestamps = elements.timestamps
@@ -236,9 +211,10 @@ class KeyedProcessOperator(StreamOperator):
         ctx._time_domain = domain
         result = self._on_timer(timer.timestamp, ctx)
         if result is not None:
-            out = list(result)
+            before = len(self._pending)
+            self._pending.extend(result)
             stamp = timer.timestamp if domain is TimeDomain.EVENT_TIME else NO_TIMESTAMP
-            self._emit(out, [stamp] * len(out))
+            self._pending_ts.extend([stamp] * (len(self._pending) - before))
 
     def on_event_time(self, timer: Timer) -> None:
         self._fire(timer, TimeDomain.EVENT_TIME)
@@ -246,6 +222,7 @@ class KeyedProcessOperator(StreamOperator):
     def on_processing_time(self, timer: Timer) -> None:
         self._fire(timer, TimeDomain.PROCESSING_TIME)
 
-    def process_watermark(self, watermark: int) -> None:
-        self.timers.advance_watermark(watermark)
-        super().process_watermark(watermark)
+    def after_timers(self) -> None:
+        out, stamps = self._pending, self._pending_ts
+        self._pending, self._pending_ts = [], []
+        self._emit(out, stamps)

@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from state.key_groups import key_groups_of_array
-from state.timers import InternalTimerService, Timer
+from state.timers import Timer
 from weir.errors import UserError
-from weir.operators.base import StreamOperator
+from weir.operators.base import KeyedOperator
 from weir.records import Elements
 from weir.state_api import ValueStateDescriptor
 from weir.watermarks import MAX_WATERMARK
@@ -49,7 +49,7 @@ def window_starts(timestamps: np.ndarray, size: int, slide: int,
     return rows[valid], starts[valid]
 
 
-class VectorizedWindowAggregateOperator(StreamOperator):
+class VectorizedWindowAggregateOperator(KeyedOperator):
     """count/sum/min/max per key and window over Arrow batches (see the module docstring)."""
 
     def __init__(self, name: str, key_column: str, assigner: WindowAssigner, kind: str,
@@ -71,24 +71,14 @@ class VectorizedWindowAggregateOperator(StreamOperator):
         self.allowed_lateness_ms = allowed_lateness_ms if assigner.is_event_time() else 0
 
     def open(self) -> None:
-        assert self.ctx is not None
-        self.backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
-        self.timers = InternalTimerService("window", self.backend, self.ctx.processing_time,
-                                           self)
-        self._state = self.backend.get_state(ValueStateDescriptor("_window/aggregate"))
+        self._state = self.open_keyed(timers="window").get_state(
+            ValueStateDescriptor("_window/aggregate"))
         self._event_time = self.assigner.is_event_time()
+        self.fire_processing_time_at_end = not self._event_time
         self._combine = _COMBINE[self.kind]
         self._out_name = "count" if self.kind == "count" else str(self.field)
         self._pending: list[tuple[Any, int, Any]] = []
         self.num_late_records_dropped = 0
-
-    def close(self) -> None:
-        timers = getattr(self, "timers", None)
-        if timers is not None:
-            timers.close()
-        backend = getattr(self, "backend", None)
-        if backend is not None:
-            backend.dispose()
 
     def _cleanup_time(self, max_timestamp: np.ndarray | int) -> Any:
         # Saturate instead of overflowing int64 (a window near the end of time).
@@ -199,13 +189,3 @@ class VectorizedWindowAggregateOperator(StreamOperator):
                                  "window_end": end_array, self._out_name: pa.array(values)})
         assert self.output is not None
         self.output.emit(Elements.from_arrow(batch, end_array - 1))
-
-    def process_watermark(self, watermark: int) -> None:
-        self.timers.advance_watermark(watermark)
-        self._flush()
-        super().process_watermark(watermark)
-
-    def finish(self) -> None:
-        if not self._event_time:
-            self.timers.fire_processing_time(MAX_WATERMARK)
-            self._flush()

@@ -26,11 +26,11 @@ from state.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from state.timers import InternalTimerService, Timer
+from state.timers import Timer
 from weir.errors import UserError
 from weir.functions import resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, StreamOperator
+from weir.operators.base import PER_RECORD_SLICE, KeyedOperator
 from weir.operators.keyed import replace_field
 from weir.records import Elements
 from weir.types import TypeInformation
@@ -163,7 +163,7 @@ class _WindowContext:
         return _NamespacedState(self._op.backend, None)
 
 
-class WindowOperator(StreamOperator):
+class WindowOperator(KeyedOperator):
     """``key_by(...).window(assigner)[.trigger(t)][.allowed_lateness(ms)].reduce/aggregate/
     process(...)`` (see the module docstring)."""
 
@@ -218,11 +218,9 @@ class WindowOperator(StreamOperator):
     # -- lifecycle -----------------------------------------------------------------------
 
     def open(self) -> None:
-        assert self.ctx is not None
-        self.backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
-        self.timers = InternalTimerService("window", self.backend, self.ctx.processing_time,
-                                           self)
+        backend = self.open_keyed(timers="window")
         self._event_time = self.assigner.is_event_time()
+        self.fire_processing_time_at_end = not self._event_time
         if self.kind == REDUCE:
             descriptor: StateDescriptor = ReducingStateDescriptor(
                 "_window/contents", resolve_callable(self.function, "reduce"))
@@ -230,8 +228,8 @@ class WindowOperator(StreamOperator):
             descriptor = AggregatingStateDescriptor("_window/contents", self.function)
         else:
             descriptor = ListStateDescriptor("_window/contents")
-        self._contents = self.backend.get_state(descriptor)
-        self._sessions = self.backend.get_state(ValueStateDescriptor("_window/sessions")) \
+        self._contents = backend.get_state(descriptor)
+        self._sessions = backend.get_state(ValueStateDescriptor("_window/sessions")) \
             if self.assigner.is_merging() else None
         self._trigger_ctx = _TriggerContext(self)
         self._window_ctx = _WindowContext(self)
@@ -239,18 +237,7 @@ class WindowOperator(StreamOperator):
         self._out: list[Any] = []
         self._out_ts: list[int] = []
         self.num_late_records_dropped = 0
-        self._open_functions(self.backend)
-
-    def close(self) -> None:
-        try:
-            self._close_functions()
-        finally:
-            timers = getattr(self, "timers", None)
-            if timers is not None:
-                timers.close()
-            backend = getattr(self, "backend", None)
-            if backend is not None:
-                backend.dispose()
+        self._open_functions(backend)
 
     def _make_emitter(self) -> Callable[[Any, TimeWindow, Any], Any]:
         """A function (key, window, stored contents) -> iterable of outputs."""
@@ -461,18 +448,6 @@ class WindowOperator(StreamOperator):
         if self._sessions is not None:
             sessions = [s for s in (self._sessions.value() or []) if s != window]
             self._sessions.update(sessions or None)
-
-    def process_watermark(self, watermark: int) -> None:
-        self.timers.advance_watermark(watermark)
-        self._flush()
-        super().process_watermark(watermark)
-
-    def finish(self) -> None:
-        # A bounded input's processing-time windows are evaluated at its end instead of
-        # being lost with the task (event-time ones fired on the final watermark).
-        if not self._event_time:
-            self.timers.fire_processing_time(MAX_WATERMARK)
-            self._flush()
 
 
 def _implements_merge(function: Any) -> bool:
