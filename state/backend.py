@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from state.descriptors import (
     AggregatingStateDescriptor,
@@ -34,10 +36,32 @@ from state.descriptors import (
 from state.key_groups import KeyGroupRange, assign_to_key_group
 from weir.errors import StateError
 
+if TYPE_CHECKING:
+    from state.handles import KeyedStateHandle
+    from state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
+
 MISSING: Any = object()
 
 #: One entry of a snapshot: (state name, key group, key bytes, namespace bytes, value bytes).
 Entry = tuple[str, int, bytes, bytes, bytes]
+
+#: Key groups of a batch of keys, as computed by ``key_groups_of_array`` (or a list of ints).
+KeyGroups = Sequence[int] | np.ndarray
+
+
+class KeyGroupGate(Protocol):
+    """What a backend waits on while a lazy restore still loads key groups (state/lazy.py).
+
+    Called on the task thread only; each method returns once the key groups are loaded, and
+    raises StateError if loading failed or did not finish within the restore's timeout."""
+
+    def await_key_group(self, key_group: int) -> None: ...
+
+    def await_key_groups(self, key_groups: Iterable[int]) -> None: ...
+
+    def await_all(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class KeyedStateBackend(ABC):
@@ -55,6 +79,11 @@ class KeyedStateBackend(ABC):
         self._clock = clock or time.time
         self._descriptors: dict[str, StateDescriptor] = {}
         self._handles: dict[str, Any] = {}
+        #: Set by a lazy restore until every key group is loaded (see state/lazy.py).
+        self._restore_gate: KeyGroupGate | None = None
+        #: ``state.backend.restore.lazy``, set by the factory; ``restore()`` reads it.
+        self.lazy_restore = False
+        self._snapshot_strategies: dict[str, SnapshotStrategy] = {}
 
     # -- keys -----------------------------------------------------------------------------
 
@@ -66,6 +95,9 @@ class KeyedStateBackend(ABC):
             msg = (f"key {key!r} is in key group {key_group}, which this subtask does not own "
                    f"({self.key_group_range}): the stream was not partitioned by this key")
             raise StateError(msg)
+        gate = self._restore_gate
+        if gate is not None:
+            gate.await_key_group(key_group)
         self.current_key = key
         self.current_key_group = key_group
 
@@ -137,6 +169,168 @@ class KeyedStateBackend(ABC):
     @abstractmethod
     def dispose(self) -> None:
         """Release resources (files, handles)."""
+
+    # -- batched primitives (vectorised operators) ----------------------------------------
+
+    def get_many(self, state: str, key_groups: KeyGroups, keys: Sequence[Any],
+                 namespace: Any = None) -> list[Any]:
+        """The stored values of ``keys`` (whose key groups are given) in ``namespace``, or
+        MISSING for absent ones; the values are not to be mutated.
+
+        Values are raw: a state with a time to live stores ``(value, last access ms)``
+        pairs, which are returned as they are, expired or not, and no access time is
+        refreshed. ``state`` must have been registered with :meth:`get_state`. Runs on the
+        task thread; the current key is left as it was.
+
+        Example:
+            >>> from state.heap import HashMapStateBackend
+            >>> from state.key_groups import KeyGroupRange, assign_to_key_group
+            >>> from state.descriptors import ValueStateDescriptor
+            >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
+            >>> _ = backend.get_state(ValueStateDescriptor("total"))
+            >>> keys = ["a", "b"]
+            >>> groups = [assign_to_key_group(k, 128) for k in keys]
+            >>> backend.put_many("total", groups, keys, None, [1, 2])
+            >>> backend.get_many("total", groups, keys, None)
+            [1, 2]
+            >>> backend.get_many("total", [assign_to_key_group("c", 128)], ["c"])[0] is MISSING
+            True
+        """
+        groups = self._checked_batch(state, key_groups, keys)
+        return self._get_many(state, groups, keys, namespace)
+
+    def put_many(self, state: str, key_groups: KeyGroups, keys: Sequence[Any],
+                 namespace: Any, values: Sequence[Any]) -> None:
+        """Store ``values[i]`` for ``keys[i]`` in ``namespace`` (raw values: no TTL stamp is
+        added, see :meth:`get_many`). A later key wins over an earlier equal one."""
+        if len(values) != len(keys):
+            msg = f"put_many on state {state!r}: {len(keys)} keys but {len(values)} values"
+            raise StateError(msg)
+        groups = self._checked_batch(state, key_groups, keys)
+        self._put_many(state, groups, keys, namespace, values)
+
+    def delete_many(self, state: str, key_groups: KeyGroups, keys: Sequence[Any],
+                    namespace: Any = None) -> None:
+        """Remove the values of ``keys`` in ``namespace`` (absent ones are ignored)."""
+        groups = self._checked_batch(state, key_groups, keys)
+        self._delete_many(state, groups, keys, namespace)
+
+    def _checked_batch(self, state: str, key_groups: KeyGroups, keys: Sequence[Any]
+                       ) -> list[int]:
+        if state not in self._descriptors:
+            msg = (f"state {state!r} is not registered with this backend: call "
+                   "get_state(descriptor) before using it in a batch")
+            raise StateError(msg)
+        groups: list[int] = key_groups.tolist() if isinstance(key_groups, np.ndarray) \
+            else list(key_groups)
+        if len(groups) != len(keys):
+            msg = (f"batch on state {state!r}: {len(keys)} keys but {len(groups)} key "
+                   "groups")
+            raise StateError(msg)
+        if groups:
+            owned = self.key_group_range
+            if min(groups) < owned.start or max(groups) > owned.end:
+                index = next(i for i, g in enumerate(groups) if g not in owned)
+                msg = (f"key {keys[index]!r} is in key group {groups[index]}, which this "
+                       f"subtask does not own ({owned}): the stream was not partitioned by "
+                       "this key")
+                raise StateError(msg)
+            gate = self._restore_gate
+            if gate is not None:
+                gate.await_key_groups(set(groups))
+        return groups
+
+    # Generic versions over the single-key primitives; the backends override them.
+
+    def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                  namespace: Any) -> list[Any]:
+        saved = self.current_key, self.current_key_group
+        try:
+            out = []
+            for key_group, key in zip(key_groups, keys, strict=True):
+                self.current_key, self.current_key_group = key, key_group
+                out.append(self._get(state, namespace))
+            return out
+        finally:
+            self.current_key, self.current_key_group = saved
+
+    def _put_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                  namespace: Any, values: Sequence[Any]) -> None:
+        saved = self.current_key, self.current_key_group
+        try:
+            for key_group, key, value in zip(key_groups, keys, values, strict=True):
+                self.current_key, self.current_key_group = key, key_group
+                self._put(state, namespace, value)
+        finally:
+            self.current_key, self.current_key_group = saved
+
+    def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                     namespace: Any) -> None:
+        saved = self.current_key, self.current_key_group
+        try:
+            for key_group, key in zip(key_groups, keys, strict=True):
+                self.current_key, self.current_key_group = key, key_group
+                self._delete(state, namespace)
+        finally:
+            self.current_key, self.current_key_group = saved
+
+    # -- checkpoints (state/snapshot.py) --------------------------------------------------
+
+    def snapshot_to(self, checkpoint_id: int, location: SnapshotLocation, *,
+                    canonical: bool = False) -> AsyncSnapshot:
+        """The synchronous part of checkpoint ``checkpoint_id``.
+
+        Called on the task thread when the checkpoint's barrier is processed; it blocks only
+        for the backend's freeze (O(key groups) for ``hashmap``; a flush and a RocksDB
+        checkpoint of hard links for ``rocksdb``). The returned snapshot's ``run()`` — the
+        asynchronous part — may run on another thread while the task goes on reading and
+        writing state; it writes to ``location`` and returns the state handle.
+        ``canonical`` forces the backend-independent format (savepoints); otherwise
+        ``rocksdb`` writes a native incremental snapshot when ``state.backend.incremental``
+        is on. During a lazy restore this waits until every key group is loaded."""
+        self._await_restored()
+        return self._snapshot_strategy(canonical).snapshot(checkpoint_id, location)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` completed (every task acknowledged it and its
+        metadata is durable): the next incremental snapshot may build on it, and older local
+        copies are removed. Task thread; cheap (no remote I/O)."""
+        for strategy in list(self._snapshot_strategies.values()):
+            strategy.notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` will never complete: nothing may build on it, and its
+        local copy is removed. Task thread."""
+        for strategy in list(self._snapshot_strategies.values()):
+            strategy.notify_checkpoint_aborted(checkpoint_id)
+
+    def restored_from(self, handle: KeyedStateHandle) -> None:
+        """Called by ``state.restore.restore`` after this backend was restored from exactly
+        ``handle`` (same key-group range): a backend may build its next incremental
+        snapshot on the restored files. Nothing to do for a full-snapshot backend."""
+        return None
+
+    def _snapshot_strategy(self, canonical: bool) -> SnapshotStrategy:
+        strategy = self._snapshot_strategies.get("canonical")
+        if strategy is None:
+            from state.snapshot import CanonicalSnapshotStrategy  # snapshot imports backend
+
+            strategy = self._snapshot_strategies["canonical"] = CanonicalSnapshotStrategy(self)
+        return strategy
+
+    # -- lazy restore hook ----------------------------------------------------------------
+
+    def _await_restored(self) -> None:
+        """Block until a lazy restore has loaded every key group (whole-state operations)."""
+        gate = self._restore_gate
+        if gate is not None:
+            gate.await_all()
+
+    def _close_restore_gate(self) -> None:
+        """Stop a lazy restore's loader thread (dispose)."""
+        gate, self._restore_gate = self._restore_gate, None
+        if gate is not None:
+            gate.close()
 
 
 class _Handle:

@@ -106,12 +106,20 @@ def read_canonical(data: bytes | memoryview, key_groups: KeyGroupRange) -> Itera
     """The entries of ``data`` whose key group is in ``key_groups`` (reading only those)."""
     view = memoryview(data)
     names, index = read_index(view)
-    unpack = _U32.unpack_from
     for state_id, key_group, offset, length in index:
-        if key_group not in key_groups:
-            continue
-        state = names[state_id]
-        position, end = offset, offset + length
+        if key_group in key_groups:
+            yield from read_segment(view, names[state_id], key_group, offset, length)
+
+
+def read_segment(view: memoryview, state: str, key_group: int, offset: int, length: int
+                 ) -> Iterator[Entry]:
+    """The entries of one (state, key group) index row: what a lazy restore loads at once."""
+    if offset < 0 or offset + length > len(view):
+        msg = f"key group {key_group} of state {state!r} points outside the snapshot"
+        raise StateError(msg)
+    unpack = _U32.unpack_from
+    position, end = offset, offset + length
+    try:
         while position < end:
             (n,) = unpack(view, position)
             key = bytes(view[position + 4:position + 4 + n])
@@ -123,9 +131,12 @@ def read_canonical(data: bytes | memoryview, key_groups: KeyGroupRange) -> Itera
             value = bytes(view[position + 4:position + 4 + n])
             position += 4 + n
             yield state, key_group, key, namespace, value
-        if position != end:
-            msg = f"key group {key_group} of state {state!r} overruns its index entry"
-            raise StateError(msg)
+    except struct.error as err:
+        msg = f"key group {key_group} of state {state!r} is damaged: {err}"
+        raise StateError(msg) from err
+    if position != end:
+        msg = f"key group {key_group} of state {state!r} overruns its index entry"
+        raise StateError(msg)
 
 
 def key_group_range_of(data: bytes | memoryview) -> KeyGroupRange | None:

@@ -25,7 +25,17 @@ def create_keyed_state_backend(config: Configuration, max_parallelism: int,
                                key_group_range: KeyGroupRange,
                                operator: str) -> KeyedStateBackend:
     """A fresh backend for one operator instance; RocksDB instances live in their own
-    directory under ``state.backend.rocksdb.localdir`` (default: the system temp dir)."""
+    directory under ``state.backend.rocksdb.localdir`` (default: the system temp dir).
+
+    ``state.backend.incremental`` chooses RocksDB's checkpoint format and
+    ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state."""
+    backend = _create(config, max_parallelism, key_group_range, operator)
+    backend.lazy_restore = bool(config.get(options.LAZY_RESTORE))
+    return backend
+
+
+def _create(config: Configuration, max_parallelism: int, key_group_range: KeyGroupRange,
+            operator: str) -> KeyedStateBackend:
     if config.get(options.BACKEND_TYPE) == "hashmap":
         return HashMapStateBackend(max_parallelism, key_group_range)
     from state.rocksdb import RocksDBStateBackend  # loads the native library only if used
@@ -36,4 +46,5 @@ def create_keyed_state_backend(config: Configuration, max_parallelism: int,
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
     directory = tempfile.mkdtemp(prefix=f"weir-rocksdb-{safe}-", dir=base or None)
     return RocksDBStateBackend(max_parallelism, key_group_range, directory,
-                               int(config.get(options.ROCKSDB_MEMORY)))
+                               int(config.get(options.ROCKSDB_MEMORY)),
+                               incremental=bool(config.get(options.INCREMENTAL)))

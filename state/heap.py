@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from state.backend import MISSING, Entry, KeyedStateBackend
@@ -108,7 +108,45 @@ class HashMapStateBackend(KeyedStateBackend):
         assert table is not None
         del table.data[(self.current_key, namespace)]
 
+    def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                  namespace: Any) -> list[Any]:
+        tables = self._tables[state]
+        start = self.key_group_range.start
+        missing = MISSING
+        out: list[Any] = []
+        append = out.append
+        for key_group, key in zip(key_groups, keys, strict=True):
+            table = tables[key_group - start]
+            append(missing if table is None else table.data.get((key, namespace), missing))
+        return out
+
+    def _put_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                  namespace: Any, values: Sequence[Any]) -> None:
+        # One copy-on-write check per key group of the batch, not per key.
+        writable: dict[int, _Table] = {}
+        for key_group, key, value in zip(key_groups, keys, values, strict=True):
+            table = writable.get(key_group)
+            if table is None:
+                found = self._table(state, key_group, create=True)
+                assert found is not None
+                table = writable[key_group] = found
+            entry = (key, namespace)
+            table.data[entry] = value
+            if table.owned is not None:
+                table.owned.add(entry)
+
+    def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                     namespace: Any) -> None:
+        for key_group, key in zip(key_groups, keys, strict=True):
+            table = self._table(state, key_group, create=False)
+            if table is None or (key, namespace) not in table.data:
+                continue
+            table = self._table(state, key_group, create=True)
+            assert table is not None
+            del table.data[(key, namespace)]
+
     def keys(self, state: str, namespace: Any = None) -> Iterator[Any]:
+        self._await_restored()
         for table in list(self._tables.get(state, ())):
             if table is not None:
                 for key, ns in list(table.data):
@@ -119,6 +157,7 @@ class HashMapStateBackend(KeyedStateBackend):
 
     def snapshot(self) -> HeapSnapshot:
         """Freeze the current tables (synchronous part: O(states x key groups))."""
+        self._await_restored()
         self._epoch += 1
         frozen = {state: list(tables) for state, tables in self._tables.items()}
         return HeapSnapshot(frozen, self.key_group_range)
@@ -138,8 +177,8 @@ class HashMapStateBackend(KeyedStateBackend):
             loaded += 1
         return loaded
 
-
     def dispose(self) -> None:
+        self._close_restore_gate()
         self._tables.clear()
 
 

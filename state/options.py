@@ -25,3 +25,7 @@ LOCAL_RECOVERY = Option(
     "state.backend.local-recovery", bool, default=False,
     doc="Keep a verified secondary copy of each snapshot in the TaskExecutor's working "
         "directory for task-local recovery.")
+LOCAL_ROOT_DIR = Option(
+    "taskmanager.state.local.root-dirs", str, default=None,
+    doc="Where local copies of snapshots go when state.backend.local-recovery is on "
+        "(default: <TaskExecutor working directory>/localState).")

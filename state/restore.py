@@ -4,6 +4,13 @@ Each new subtask reads the snapshots whose key groups overlap its range and inse
 the entries of its own key groups, so the union of the restored subtasks is the original
 state, with no key in two of them, whatever the old and new parallelism.
 
+:func:`restore` takes keyed state handles (state/handles.py) and dispatches on their
+kind: canonical files are loaded entry by entry — lazily, on a background thread, with
+``state.backend.restore.lazy`` (state/lazy.py); RocksDB native snapshots are restored as
+instances into a RocksDB backend (clip or baseline, state/rocksdb_restore.py) and read row
+by row into any other backend. A verified local copy is preferred to the remote files.
+:func:`restore_canonical` restores raw canonical bytes.
+
 Example:
     >>> import io
     >>> from state.canonical import write_canonical
@@ -24,10 +31,24 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from checkpoint.filesystem import FileSystemCheckpointStorage
+from checkpoint.storage import CheckpointStorage
 from state.backend import KeyedStateBackend
 from state.canonical import read_canonical
+from state.handles import CanonicalStateHandle, IncrementalRocksDBStateHandle, KeyedStateHandle
+from state.incremental import TRANSFER_THREADS
+from state.lazy import DEFAULT_WAIT_TIMEOUT, LazyRestore
+from weir.errors import CorruptStateError, MissingStateError, StateError, StorageError
+
+if TYPE_CHECKING:
+    from state.rocksdb_restore import NativeRestoreStats
+
+log = logging.getLogger(__name__)
 
 
 def restore_canonical(backend: KeyedStateBackend,
@@ -38,3 +59,110 @@ def restore_canonical(backend: KeyedStateBackend,
     for data in snapshots:
         loaded += backend.load_entries(read_canonical(data, backend.key_group_range))
     return loaded
+
+
+@dataclass
+class RestoreResult:
+    """What :func:`restore` did."""
+
+    #: Handles that overlapped the backend's key groups.
+    handles: int = 0
+    #: Canonical entries loaded (eagerly; a lazy restore counts none here).
+    entries: int = 0
+    local_copies_used: int = 0
+    native: NativeRestoreStats | None = None
+    lazy: LazyRestore | None = None
+
+
+def describe(handle: KeyedStateHandle) -> str:
+    kg = handle.key_group_range
+    return (f"the {handle.kind} snapshot of key groups {kg.start}-{kg.end} in checkpoint "
+            f"{handle.checkpoint_id}")
+
+
+def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
+                    ) -> tuple[bytes, bool]:
+    """The verified bytes of a canonical snapshot, and whether they came from the local
+    copy (preferred; a missing or corrupt copy is logged and the remote file read)."""
+    local = handle.local.files.get(CanonicalStateHandle.LOCAL_NAME) if handle.local else None
+    if local is not None:
+        directory = FileSystemCheckpointStorage.path_from_uri(local.uri).parent
+        try:
+            return FileSystemCheckpointStorage(directory).read(local), True
+        except (StorageError, OSError) as err:
+            log.warning("local copy of %s is unusable (%s); restoring from checkpoint "
+                        "storage instead", describe(handle), err)
+    try:
+        return storage.read(handle.data), False
+    except MissingStateError as err:
+        msg = (f"{err}: it holds {describe(handle)}. Restore from another retained "
+               "checkpoint or a savepoint")
+        raise MissingStateError(msg) from err
+    except CorruptStateError as err:
+        msg = (f"{err}: it holds {describe(handle)}. Restore from another retained "
+               "checkpoint or a savepoint")
+        raise CorruptStateError(msg) from err
+
+
+def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
+            storage: CheckpointStorage, *, lazy: bool | None = None,
+            rescale_method: str = "clip", wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
+            transfer_threads: int = TRANSFER_THREADS) -> RestoreResult:
+    """Restore the key groups of ``backend`` (a fresh one) from ``handles``, any kind, any
+    old key-group ranges; handles that do not overlap are skipped.
+
+    Called on the task thread before processing starts. ``storage`` reads the handles'
+    remote files (their URIs are absolute). ``lazy`` (default: the backend's
+    ``state.backend.restore.lazy``) returns as soon as the loader thread started, for
+    canonical handles; native RocksDB handles are always restored before returning.
+    ``rescale_method`` is ``clip`` or ``baseline`` for native handles into RocksDB.
+
+    Raises MissingStateError / CorruptStateError (naming the file and what to do) when a
+    file is gone or damaged, StateError when a backend cannot take the state; the backend
+    must then be disposed.
+    """
+    owned = backend.key_group_range
+    relevant = [h for h in handles if len(h.overlap(owned))]
+    result = RestoreResult(handles=len(relevant))
+    canonical = [h for h in relevant if isinstance(h, CanonicalStateHandle)]
+    native = [h for h in relevant if isinstance(h, IncrementalRocksDBStateHandle)]
+    unknown = [h for h in relevant if h not in canonical and h not in native]
+    if unknown:
+        msg = f"cannot restore keyed state handles of kind {unknown[0].kind!r}"
+        raise StateError(msg)
+    lazy = backend.lazy_restore if lazy is None else lazy
+    if native:
+        if lazy:
+            log.info("lazy restore needs canonical snapshots; restoring the %d RocksDB native "
+                     "snapshot(s) of %s before processing", len(native), owned)
+        result.native = _restore_native(backend, native, storage, rescale_method,
+                                        transfer_threads)
+        result.local_copies_used += result.native.local_copies_used
+    if canonical and lazy:
+        def fetch(handle: CanonicalStateHandle) -> bytes:
+            data, _ = fetch_canonical(handle, storage)
+            return data
+
+        result.lazy = LazyRestore(backend, canonical, fetch, wait_timeout).start()
+    elif canonical:
+        for handle in canonical:
+            data, local = fetch_canonical(handle, storage)
+            result.local_copies_used += local
+            result.entries += backend.load_entries(read_canonical(data, owned))
+    return result
+
+
+def _restore_native(backend: KeyedStateBackend,
+                    handles: list[IncrementalRocksDBStateHandle],
+                    storage: CheckpointStorage, method: str, threads: int
+                    ) -> NativeRestoreStats:
+    from state import rocksdb_restore  # loads rocksdict only when native state is restored
+
+    if backend.name == "rocksdb":
+        return rocksdb_restore.restore_native(backend, handles, storage,  # type: ignore[arg-type]
+                                              method, threads)
+    stats = rocksdb_restore.NativeRestoreStats("entries", handles=len(handles))
+    for handle in handles:
+        stats.rows_inserted += backend.load_entries(rocksdb_restore.native_entries(
+            handle, storage, backend.key_group_range, threads))
+    return stats

@@ -1,0 +1,268 @@
+"""Restoring RocksDB native snapshots, for any new key-group range (rescaling).
+
+A new subtask takes the handles whose key groups overlap its range. Two methods:
+
+* ``clip`` (Flink 1.16's): the handle with the largest overlap becomes the base — its
+  files are downloaded and opened as the instance itself, and ``delete_range`` removes the
+  key groups outside the new range from every column family (no row is read or
+  rewritten). Only the in-range rows of the *other* handles are inserted: each is opened
+  read-only and read from the first owned key group to the last (rows start with their
+  key group, so that is one contiguous range per column family), in write batches.
+* ``baseline`` (the older method, kept to measure against): an empty instance into which
+  the in-range rows of *every* overlapping handle are inserted.
+
+On scale-in (3 -> 2) clip inserts about a third of what baseline inserts; on scale-out a
+new subtask often lies inside one old range and inserts nothing. Both give the same rows.
+
+Restoring a native snapshot into the ``hashmap`` backend reads the same files row by row
+(:func:`native_entries`), so switching backends works with either kind of snapshot.
+
+Example:
+    >>> import tempfile
+    >>> from checkpoint.storage import create_storage
+    >>> from state.descriptors import ValueStateDescriptor
+    >>> from state.key_groups import KeyGroupRange
+    >>> from state.rocksdb import RocksDBStateBackend
+    >>> from state.snapshot import SnapshotLocation
+    >>> storage = create_storage(tempfile.mkdtemp())
+    >>> old = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
+    >>> count = old.get_state(ValueStateDescriptor("count"))
+    >>> for user in range(100):
+    ...     old.set_current_key(user); count.update(user)
+    >>> handle = old.snapshot_to(1, SnapshotLocation.for_checkpoint(storage, "j", 1, "op")).run()
+    >>> halves = [RocksDBStateBackend(128, KeyGroupRange(0, 63), tempfile.mkdtemp()),
+    ...           RocksDBStateBackend(128, KeyGroupRange(64, 127), tempfile.mkdtemp())]
+    >>> [restore_native(half, [handle], storage).method for half in halves]
+    ['clip', 'clip']
+    >>> sum(len(list(half.entries())) for half in halves)
+    100
+    >>> for backend in (old, *halves): backend.dispose()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocksdict import AccessType, Options, Rdict, ReadOptions
+
+from checkpoint.filesystem import FileSystemCheckpointStorage
+from checkpoint.storage import CheckpointStorage, StreamStateHandle, file_checksum, verify
+from state.backend import Entry
+from state.handles import IncrementalRocksDBStateHandle
+from state.incremental import TRANSFER_THREADS, is_shared_file, run_all
+from state.key_groups import KeyGroupRange
+from state.local_recovery import materialise, usable_local_copy
+from state.rocksdb import RocksDBStateBackend, key_group_bounds, split_row_key
+from weir.errors import CorruptStateError, MissingStateError, StateError
+
+log = logging.getLogger(__name__)
+
+#: ``clip`` (base instance + delete_range) or ``baseline`` (empty instance, insert all).
+RESCALE_METHODS = ("clip", "baseline")
+
+
+@dataclass
+class NativeRestoreStats:
+    """What a native restore did (for logs, metrics and the benchmark)."""
+
+    method: str
+    handles: int = 0
+    base_checkpoint: int | None = None
+    rows_inserted: int = 0
+    local_copies_used: int = 0
+    bytes_fetched: int = 0
+    fetch_seconds: float = 0.0
+    insert_seconds: float = 0.0
+
+
+def describe(handle: IncrementalRocksDBStateHandle) -> str:
+    kg = handle.key_group_range
+    return (f"the RocksDB snapshot of key groups {kg.start}-{kg.end} in checkpoint "
+            f"{handle.checkpoint_id}")
+
+
+def fetch_files(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage,
+                target: Path, threads: int = TRANSFER_THREADS) -> bool:
+    """Put every file of ``handle`` into ``target``: from its local copy if that verifies
+    (returns True), else from checkpoint storage (False). Raises MissingStateError or
+    CorruptStateError naming the file and what to do."""
+    files = handle.files()
+    if "CURRENT" not in files or not any(n.startswith("MANIFEST-") for n in files):
+        # Opening such a directory would create an empty instance and lose the state.
+        msg = (f"{describe(handle)} is incomplete: it lists no CURRENT or MANIFEST file. "
+               "Restore from another retained checkpoint or a savepoint")
+        raise CorruptStateError(msg)
+    local = usable_local_copy(handle.local, describe(handle))
+    if local is not None and set(local.files) == set(files):
+        materialise(local, target, link=frozenset(n for n in files if is_shared_file(n)))
+        return True
+    if local is not None:
+        log.warning("local copy of %s does not list the same files; restoring from "
+                    "checkpoint storage instead", describe(handle))
+    target.mkdir(parents=True, exist_ok=True)
+
+    def download(name: str, _: str) -> None:
+        try:
+            if not (is_shared_file(name) and _link_verified(storage, files[name], target / name)):
+                storage.download(files[name], target / name)
+        except MissingStateError as err:
+            msg = (f"{err}: it is file {name} of {describe(handle)}. Restore from another "
+                   "retained checkpoint or a savepoint (shared files are deleted only when "
+                   "no retained checkpoint refers to them, so check the storage's "
+                   "retention and that nothing else deleted it)")
+            raise MissingStateError(msg) from err
+        except CorruptStateError as err:
+            msg = (f"{err}: it is file {name} of {describe(handle)}. Restore from another "
+                   "retained checkpoint or a savepoint")
+            raise CorruptStateError(msg) from err
+
+    run_all(download, [(name, name) for name in sorted(files)], threads)
+    return False
+
+
+def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target: Path
+                   ) -> bool:
+    """Hard-link a file of file:// checkpoint storage instead of copying it, when both are
+    on one file system; the link is verified like a download. Only for SST files: RocksDB
+    never writes to them (it writes new MANIFEST, CURRENT and OPTIONS files, which are
+    therefore copied), so the checkpoint's file cannot change through the link. Returns
+    False when a link is not possible (other storage, other file system)."""
+    if not isinstance(storage, FileSystemCheckpointStorage) or \
+            not handle.uri.startswith("file:"):
+        return False
+    source = FileSystemCheckpointStorage.path_from_uri(handle.uri)
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        return False  # the download reports it as missing, with the usual message
+    except OSError:
+        return False
+    try:
+        verify(handle, *file_checksum(target))
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    return True
+
+
+@contextlib.contextmanager
+def open_read_only(path: Path, what: str) -> Iterator[Rdict]:
+    """A downloaded RocksDB checkpoint opened read-only (closed on exit)."""
+    try:
+        db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
+    except Exception as err:  # rocksdict raises plain Exception subclasses
+        msg = (f"cannot open {what} (downloaded to {path}): {err}; the snapshot's files are "
+               "damaged or incomplete: restore from another retained checkpoint")
+        raise StateError(msg) from err
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def rows_in_range(db: Rdict, column_family: str, key_groups: KeyGroupRange
+                  ) -> Iterator[tuple[bytes, bytes]]:
+    """The rows of ``key_groups`` in one column family: a seek and a bounded scan."""
+    low, high = key_group_bounds(key_groups.start, key_groups.end)
+    read_options = ReadOptions()
+    read_options.set_iterate_upper_bound(high)
+    family = db.get_column_family(column_family)
+    try:
+        yield from family.items(from_key=low, read_opt=read_options)
+    finally:
+        del family  # a column family object keeps the instance open
+
+
+def _check_mapping(handle: IncrementalRocksDBStateHandle) -> None:
+    for state, family in handle.column_families.items():
+        if state != family:
+            msg = (f"{describe(handle)} stores state {state!r} in column family {family!r}; "
+                   "this version of weir keeps each state in the column family of its name "
+                   "and cannot restore it natively: take a canonical savepoint instead")
+            raise StateError(msg)
+
+
+def restore_native(backend: RocksDBStateBackend,
+                   handles: Sequence[IncrementalRocksDBStateHandle],
+                   storage: CheckpointStorage, method: str = "clip",
+                   threads: int = TRANSFER_THREADS) -> NativeRestoreStats:
+    """Restore ``handles`` (those overlapping the backend's key groups are used) into a
+    fresh RocksDB ``backend`` with ``method`` (see the module docstring).
+
+    Runs on the task thread before processing starts. Raises MissingStateError or
+    CorruptStateError for a missing or damaged file, StateError if RocksDB fails; the
+    backend must then be disposed."""
+    if method not in RESCALE_METHODS:
+        msg = f"unknown rescaling restore method {method!r} (accepted: clip, baseline)"
+        raise StateError(msg)
+    owned = backend.key_group_range
+    relevant = [h for h in handles if len(h.overlap(owned))]
+    stats = NativeRestoreStats(method, handles=len(relevant))
+    for handle in relevant:
+        _check_mapping(handle)
+    scratch = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.directory))
+    try:
+        others = list(relevant)
+        if method == "clip" and relevant:
+            # The largest overlap is the base; ties go to the first handle (deterministic).
+            base = max(relevant, key=lambda h: len(h.overlap(owned)))
+            others.remove(base)
+            started = time.perf_counter()
+            stats.local_copies_used += fetch_files(base, storage, scratch / "base", threads)
+            stats.bytes_fetched += base.state_size
+            stats.fetch_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            backend.adopt_instance(scratch / "base")
+            inside = base.key_group_range.intersection(owned) == base.key_group_range
+            if not inside:
+                backend.clip()
+            stats.base_checkpoint = base.checkpoint_id
+            stats.insert_seconds += time.perf_counter() - started
+            if base.key_group_range == owned and not others:
+                backend.restored_from(base)  # the instance *is* that checkpoint
+        for index, handle in enumerate(others):
+            directory = scratch / f"handle-{index}"
+            started = time.perf_counter()
+            stats.local_copies_used += fetch_files(handle, storage, directory, threads)
+            stats.bytes_fetched += handle.state_size
+            stats.fetch_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            overlap = handle.overlap(owned)
+            with open_read_only(directory, describe(handle)) as db:
+                for state, family in sorted(handle.column_families.items()):
+                    stats.rows_inserted += backend.write_rows(
+                        state, rows_in_range(db, family, overlap))
+            shutil.rmtree(directory, ignore_errors=True)
+            stats.insert_seconds += time.perf_counter() - started
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return stats
+
+
+def native_entries(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage,
+                   key_groups: KeyGroupRange, threads: int = TRANSFER_THREADS
+                   ) -> Iterator[Entry]:
+    """The canonical entries of ``handle`` in ``key_groups`` (canonical order), read from
+    its downloaded files: how a native snapshot restores into another backend."""
+    _check_mapping(handle)
+    overlap = handle.overlap(key_groups)
+    if not len(overlap):
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="weir-restore-"))
+    try:
+        fetch_files(handle, storage, scratch / "db", threads)
+        with open_read_only(scratch / "db", describe(handle)) as db:
+            for state, family in sorted(handle.column_families.items()):
+                for row, value in rows_in_range(db, family, overlap):
+                    key_group, key, namespace = split_row_key(row)
+                    yield state, key_group, key, namespace, value
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

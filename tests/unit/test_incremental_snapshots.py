@@ -1,0 +1,275 @@
+"""RocksDB native incremental snapshots: what gets uploaded, which checkpoint they build
+on, the shared-state registry's reference counts, cancellation, local copies and the
+handles' JSON form."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import checkpoint.shared_registry
+import state.factory
+import state.handles
+import state.incremental
+import state.lazy
+import state.local_recovery
+import state.restore
+import state.rocksdb_restore
+import state.snapshot
+from checkpoint.filesystem import FileSystemCheckpointStorage
+from checkpoint.shared_registry import SharedStateRegistry
+from checkpoint.storage import StreamStateHandle
+from state.descriptors import ValueStateDescriptor
+from state.handles import (
+    CanonicalStateHandle,
+    IncrementalRocksDBStateHandle,
+    KeyedStateHandle,
+)
+from state.key_groups import KeyGroupRange, assign_to_key_group
+from state.rocksdb import RocksDBStateBackend
+from state.snapshot import SnapshotLocation
+from weir.errors import StateError, StorageError
+
+MAX_PAR = 128
+ALL = KeyGroupRange(0, MAX_PAR - 1)
+
+
+class CountingStorage(FileSystemCheckpointStorage):
+    """File storage that records every upload, and can be told to fail the n-th one."""
+
+    def __init__(self, base: Path, fail_on_upload: int | None = None) -> None:
+        super().__init__(base)
+        self.uploads: list[StreamStateHandle] = []
+        self.fail_on_upload = fail_on_upload
+
+    def write_file(self, relative_path: str, local_path) -> StreamStateHandle:
+        if self.fail_on_upload is not None and len(self.uploads) + 1 >= self.fail_on_upload:
+            raise StorageError(f"injected failure uploading {relative_path}")
+        handle = super().write_file(relative_path, local_path)
+        self.uploads.append(handle)
+        return handle
+
+    def shared_uploads(self) -> list[StreamStateHandle]:
+        return [h for h in self.uploads if "/shared/" in h.uri]
+
+    def files(self, prefix: str) -> set[str]:
+        return set(self.list(prefix))
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> CountingStorage:
+    return CountingStorage(tmp_path / "checkpoints")
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[RocksDBStateBackend]:
+    created = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
+    created.get_state(ValueStateDescriptor("v"))
+    yield created
+    created.dispose()
+
+
+def put(backend: RocksDBStateBackend, keys: list[int], rng: random.Random,
+        size: int = 100) -> None:
+    for start in range(0, len(keys), 10_000):
+        chunk = keys[start:start + 10_000]
+        groups = [assign_to_key_group(k, MAX_PAR) for k in chunk]
+        # Random bytes: incompressible, so file sizes are proportional to rows written.
+        backend.put_many("v", groups, chunk, None, [rng.randbytes(size) for _ in chunk])
+
+
+def take_checkpoint(backend: RocksDBStateBackend, storage: CountingStorage, n: int,
+               local_root: Path | None = None) -> IncrementalRocksDBStateHandle:
+    location = SnapshotLocation.for_checkpoint(storage, "job", n, "op-0", local_root)
+    handle = backend.snapshot_to(n, location).run()
+    assert isinstance(handle, IncrementalRocksDBStateHandle)
+    return handle
+
+
+def test_module_examples_run():
+    for module in (state.handles, state.snapshot, state.incremental, state.rocksdb_restore,
+                   state.lazy, state.local_recovery, state.restore, state.factory,
+                   checkpoint.shared_registry):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_after_changing_one_percent_of_keys_about_one_percent_is_uploaded(backend, storage):
+    rng = random.Random(1)
+    keys = list(range(200_000))
+    put(backend, keys, rng)
+    # Settle the LSM tree first: the load itself triggered compactions, which would
+    # otherwise still rewrite files between the two checkpoints.
+    backend.compact()
+    full = take_checkpoint(backend, storage, 1)
+    assert full.uploaded_bytes == full.state_size and full.files_reused == 0
+    backend.notify_checkpoint_complete(1)
+    uploads_before = len(storage.uploads)
+
+    put(backend, rng.sample(keys, 2_000), rng)
+    incremental = take_checkpoint(backend, storage, 2)
+
+    fraction = incremental.uploaded_bytes / full.state_size
+    assert 0.005 < fraction < 0.02, f"uploaded {fraction:.2%} of the state"
+    assert set(full.shared) < set(incremental.shared)
+    for name in full.shared:
+        assert incremental.shared[name] == full.shared[name], "reused, not uploaded again"
+    new = storage.uploads[uploads_before:]
+    new_shared = [h for h in new if "/shared/" in h.uri]
+    assert len(new_shared) == 1, "one flushed level-0 file for the one column family"
+    assert incremental.files_reused == len(full.shared)
+    assert sum(h.length for h in new) == incremental.uploaded_bytes
+    private_names = set(incremental.private)
+    assert {"CURRENT"} <= private_names and any(n.startswith("MANIFEST") for n in private_names)
+    assert not any(n.endswith(".sst") for n in private_names)
+    assert all(h.uri.startswith(storage.base_uri + "/job/chk-2/op-0/")
+               for h in incremental.private.values())
+
+
+def test_only_a_confirmed_checkpoint_is_built_upon(backend, storage):
+    rng = random.Random(2)
+    put(backend, list(range(5_000)), rng)
+    first = take_checkpoint(backend, storage, 1)
+    # Checkpoint 1 is not confirmed (yet): checkpoint 2 may not rely on its uploads.
+    second = take_checkpoint(backend, storage, 2)
+    assert second.files_reused == 0
+    assert all(second.shared[n] != first.shared[n] for n in first.shared)
+    backend.notify_checkpoint_complete(2)
+    assert backend.incremental_strategy.confirmed_checkpoint_id == 2
+
+    put(backend, list(range(100)), rng)
+    third = take_checkpoint(backend, storage, 3)
+    new_in_third = set(third.shared) - set(second.shared)
+    assert len(new_in_third) == 1
+    backend.notify_checkpoint_aborted(3)
+
+    put(backend, list(range(100, 200)), rng)
+    fourth = take_checkpoint(backend, storage, 4)
+    (name,) = new_in_third
+    assert fourth.shared[name] != third.shared[name], "an aborted upload is not reused"
+    for reused in second.shared:
+        assert fourth.shared[reused] == second.shared[reused]
+    # A late confirmation of the subsumed checkpoint 1 changes nothing.
+    backend.notify_checkpoint_complete(4)
+    backend.notify_checkpoint_complete(1)
+    assert backend.incremental_strategy.confirmed_checkpoint_id == 4
+
+
+def test_shared_files_are_deleted_when_no_retained_checkpoint_refers_to_them(backend, storage):
+    rng = random.Random(3)
+    registry = SharedStateRegistry(storage)
+    put(backend, list(range(20_000)), rng)
+    handles: dict[int, IncrementalRocksDBStateHandle] = {}
+
+    def complete(n: int) -> None:
+        handles[n] = take_checkpoint(backend, storage, n)
+        backend.notify_checkpoint_complete(n)
+        registry.register_checkpoint(n, [handles[n]])
+        for old in registry.checkpoints:
+            if old < n:  # retain one checkpoint: register first, then subsume
+                registry.unregister_checkpoint(old)
+
+    complete(1)
+    put(backend, list(range(100)), rng)
+    complete(2)
+    assert registry.checkpoints == [2]
+    for handle in handles[1].shared.values():
+        assert storage.exists(handle), "still referred to by checkpoint 2"
+        assert registry.reference_count(handle) == 1
+    backend.compact()  # rewrites every file: checkpoint 3 shares nothing with 1 and 2
+    complete(3)
+    gone = {h.uri for h in (*handles[1].shared.values(), *handles[2].shared.values())}
+    assert gone.isdisjoint({h.uri for h in handles[3].shared.values()})
+    assert not any(storage.exists(uri) for uri in gone)
+    assert storage.files("job/shared") == {h.uri for h in handles[3].shared.values()}
+    assert len(registry) == len(handles[3].shared)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_checkpoint(3, [handles[3]])
+    registry.unregister_checkpoint(3)
+    assert storage.files("job/shared") == set()
+
+
+def test_a_failed_upload_deletes_what_it_uploaded(backend, tmp_path):
+    storage = CountingStorage(tmp_path / "failing", fail_on_upload=3)
+    put(backend, list(range(1_000)), random.Random(4))
+    running = backend.snapshot_to(1, SnapshotLocation.for_checkpoint(storage, "j", 1, "op"))
+    with pytest.raises(StorageError, match="injected"):
+        running.run()
+    assert storage.list() == []
+    assert not any(p.name.startswith("chk-") for p in backend.directory.iterdir()), \
+        "the scratch checkpoint is released"
+
+
+def test_a_cancelled_snapshot_releases_its_files_and_cannot_run(backend, storage):
+    put(backend, list(range(1_000)), random.Random(5))
+    running = backend.snapshot_to(1, SnapshotLocation.for_checkpoint(storage, "j", 1, "op"))
+    assert any(p.name.startswith("chk-1-") for p in backend.directory.iterdir())
+    running.cancel()
+    assert not any(p.name.startswith("chk-1-") for p in backend.directory.iterdir())
+    with pytest.raises(StateError, match="already ran"):
+        running.run()
+    assert storage.uploads == []
+
+
+def test_handles_round_trip_through_json(backend, storage, tmp_path):
+    put(backend, list(range(500)), random.Random(6))
+    native = take_checkpoint(backend, storage, 1, local_root=tmp_path / "local")
+    canonical = backend.snapshot_to(
+        2, SnapshotLocation.for_checkpoint(storage, "job", 2, "op-0"), canonical=True).run()
+    assert isinstance(canonical, CanonicalStateHandle)
+    for handle in (native, canonical):
+        text = json.dumps(handle.to_dict())
+        assert KeyedStateHandle.from_dict(json.loads(text)) == handle
+    assert native.local is not None and native.column_families == {"v": "v"}
+    with pytest.raises(ValueError, match="not a keyed state handle"):
+        KeyedStateHandle.from_dict({"kind": "nope"})
+
+
+def test_local_copies_of_older_and_aborted_checkpoints_are_removed(backend, storage, tmp_path):
+    root = tmp_path / "local"
+    owner = root / "job" / "op-0"
+    put(backend, list(range(1_000)), random.Random(7))
+    first = take_checkpoint(backend, storage, 1, local_root=root)
+    second = take_checkpoint(backend, storage, 2, local_root=root)
+    assert first.local and second.local
+    assert set(os.listdir(owner)) == {"chk-1", "chk-2"}
+    for name, handle in second.local.files.items():
+        assert Path(second.local.directory, name).stat().st_size == handle.length
+    backend.notify_checkpoint_complete(2)
+    assert set(os.listdir(owner)) == {"chk-2"}
+    take_checkpoint(backend, storage, 3, local_root=root)
+    backend.notify_checkpoint_aborted(3)
+    assert set(os.listdir(owner)) == {"chk-2"}
+
+
+def test_without_incremental_rocksdb_writes_canonical_snapshots(tmp_path, storage):
+    backend = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "full", incremental=False)
+    try:
+        backend.get_state(ValueStateDescriptor("v"))
+        put(backend, list(range(100)), random.Random(8))
+        handle = backend.snapshot_to(
+            1, SnapshotLocation.for_checkpoint(storage, "job", 1, "op")).run()
+        assert isinstance(handle, CanonicalStateHandle)
+        assert handle.shared_state() == [] and handle.private_state() == [handle.data]
+    finally:
+        backend.dispose()
+
+
+def test_local_copies_go_to_the_configured_root_or_the_working_directory(tmp_path):
+    from state.local_recovery import local_state_root
+    from weir.config import Configuration
+
+    off = Configuration.from_pairs({})
+    assert local_state_root(off, tmp_path) is None
+    on = Configuration.from_pairs({"state.backend.local-recovery": "true"})
+    assert local_state_root(on, tmp_path) == tmp_path / "localState"
+    assert local_state_root(on, None) is None
+    rooted = Configuration.from_pairs({"state.backend.local-recovery": "true",
+                                       "taskmanager.state.local.root-dirs": str(tmp_path / "x")})
+    assert local_state_root(rooted, None) == tmp_path / "x"
