@@ -24,11 +24,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.operators.base import StreamOperator
+from state.backend import MISSING
+from state.descriptors import ValueStateDescriptor
+from state.key_groups import key_groups_of_array
+from weir.operators.base import KeyedOperator
 from weir.records import Elements
 from weir.types import KIND_KEY, KIND_PICKLE
 
 AGGREGATIONS = ("count", "sum", "min", "max")
+#: The keyed state holding each key's running total.
+_STATE = "aggregate"
 
 
 def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: str | int | None,
@@ -130,7 +135,7 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
                                       names=[key_name, out_name])
 
 
-class VectorizedAggregateOperator(StreamOperator):
+class VectorizedAggregateOperator(KeyedOperator):
     """``key_by(column).count()/sum(col)/min(col)/max(col)`` over Arrow batches."""
 
     def __init__(self, name: str, key: str | int, kind: str, field: str | int | None) -> None:
@@ -143,7 +148,22 @@ class VectorizedAggregateOperator(StreamOperator):
         self.field = field
 
     def open(self) -> None:
-        self._state: dict[Any, Any] = {}
+        self.open_keyed().get_state(ValueStateDescriptor(_STATE))
+
+    def _aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The running aggregate of ``batch``, its keys' totals read from and written back
+        to the keyed backend in one batched read and one batched write."""
+        assert self.ctx is not None and self.backend is not None
+        distinct = pc.unique(batch.column(self.key))
+        keys = distinct.to_pylist()
+        groups = key_groups_of_array(distinct, self.ctx.max_parallelism)
+        stored = self.backend.get_many(_STATE, groups, keys)
+        totals = {k: v for k, v in zip(keys, stored, strict=True) if v is not MISSING}
+        result = running_aggregate(batch, self.key, self.kind, self.field, totals)
+        present = [i for i, k in enumerate(keys) if k in totals]
+        self.backend.put_many(_STATE, groups[present], [keys[i] for i in present], None,
+                               [totals[keys[i]] for i in present])
+        return result
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         batch = elements.arrow()
@@ -157,7 +177,7 @@ class VectorizedAggregateOperator(StreamOperator):
                 records = elements.records()
                 batch = pa.RecordBatch.from_pydict(
                     {str(n): [r[n] for r in records] for n in names})
-            result = running_aggregate(batch, self.key, self.kind, self.field, self._state)
+            result = self._aggregate(batch)
         except KeyError as err:
             wanted = [self.key] if self.field is None else [self.key, self.field]
             missing = [n for n in wanted if isinstance(n, str) and n not in batch.schema.names]
@@ -166,4 +186,4 @@ class VectorizedAggregateOperator(StreamOperator):
                    f"(columns: {', '.join(batch.schema.names)})")
             raise KeyError(msg) from None
         assert self.output is not None
-        self.output.emit(Elements.from_arrow(result))
+        self.output.emit(Elements.from_arrow(result, elements.timestamps))
