@@ -34,6 +34,7 @@ proto: install
 bench: install
 	$(PY) benchmarks/wordcount.py $(BENCH_ARGS)
 	$(PY) benchmarks/shuffle.py $(BENCH_ARGS)
+	$(PY) benchmarks/state.py $(BENCH_ARGS)
 
 docs: install
 	$(PY) -m weir.docgen
