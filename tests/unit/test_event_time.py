@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import doctest
 import io
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +18,7 @@ import tests.support.operators
 import weir.operators.processing_time
 import weir.watermarks
 from state.canonical import write_canonical
-from state.heap import HashMapStateBackend
+from state.factory import create_keyed_state_backend
 from state.key_groups import KeyGroupRange
 from state.restore import restore_canonical
 from state.timers import InternalTimerService, Timer
@@ -33,6 +35,7 @@ from weir import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
+from weir.config import Configuration
 from weir.errors import UserError
 from weir.keys import FunctionKeySpec
 from weir.operators.basic import (
@@ -305,9 +308,17 @@ class _Recorder:
         self.fired.append(("processing", timer.key, timer.timestamp))
 
 
-def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_once() -> None:
+def _backend(kind: str, key_groups: KeyGroupRange, directory: Path) -> Any:
+    config = Configuration.from_pairs({"state.backend.type": kind,
+                                       "state.backend.rocksdb.localdir": str(directory)})
+    return create_keyed_state_backend(config, 128, key_groups, f"op-{key_groups}")
+
+
+@pytest.mark.parametrize("kind", ["hashmap", "rocksdb"])
+def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_once(
+        kind: str, tmp_path: Path) -> None:
     clock = [0]
-    source = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    source = _backend(kind, KeyGroupRange(0, 127), tmp_path)
     timers = InternalTimerService("op", source, ProcessingTimeService(lambda: clock[0]),
                                   _Recorder())
     keys = [f"user-{i}" for i in range(200)]
@@ -318,11 +329,11 @@ def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_on
     timers.delete_event_time_timer(None, 1_000 + 199)  # key 199's current key is set
     out = io.BytesIO()
     write_canonical(source.snapshot().entries(), out)
+    source.dispose()
 
-    halves = [KeyGroupRange(0, 63), KeyGroupRange(64, 127)]
     fired: list[tuple[str, object, int]] = []
-    for key_groups in halves:
-        backend = HashMapStateBackend(128, key_groups)
+    for key_groups in (KeyGroupRange(0, 63), KeyGroupRange(64, 127)):
+        backend = _backend(kind, key_groups, tmp_path)
         restore_canonical(backend, [out.getvalue()])
         recorder = _Recorder()
         restored = InternalTimerService("op", backend, ProcessingTimeService(lambda: clock[0]),
@@ -335,6 +346,7 @@ def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_on
         for _, key, _ in recorder.fired:
             assert _key_group(key) in key_groups
         fired.extend(recorder.fired)
+        backend.dispose()
     expected = [("event", k, 1_000 + i) for i, k in enumerate(keys) if i != 199] + \
                [("processing", k, 5_000 + i) for i, k in enumerate(keys)]
     assert sorted(fired, key=str) == sorted(expected, key=str)
