@@ -89,6 +89,27 @@ class _TimerQueue:
         self._store.update(True)
         return True
 
+    def add_many(self, keys: list[Any], key_groups: list[int], namespace: Any,
+                 timestamp: int) -> list[int]:
+        """Register one timer per key (key groups given) without changing the backend's
+        current key; one batched write. Returns the positions of the new ones."""
+        fresh = []
+        live = self._live
+        heap = self._heap
+        for i, (key, group) in enumerate(zip(keys, key_groups, strict=True)):
+            identity = (timestamp, key, namespace)
+            if identity in live:
+                continue
+            live.add(identity)
+            heapq.heappush(heap, (timestamp, next(self._sequence),
+                                  Timer(timestamp, key, group, namespace)))
+            fresh.append(i)
+        if fresh:
+            self._backend.put_many(self.state_name, [key_groups[i] for i in fresh],
+                                   [keys[i] for i in fresh], (timestamp, namespace),
+                                   [True] * len(fresh))
+        return fresh
+
     def delete(self, namespace: Any, timestamp: int) -> None:
         identity = (timestamp, self._backend.current_key, namespace)
         if identity in self._live:
@@ -154,6 +175,16 @@ class InternalTimerService:
 
     def register_event_time_timer(self, namespace: Any, timestamp: int) -> None:
         self._event.add(namespace, int(timestamp))
+
+    def register_event_time_timers(self, keys: list[Any], key_groups: list[int],
+                                   namespace: Any, timestamp: int) -> None:
+        """One event-time timer for each key (vectorised operators: one batched write)."""
+        self._event.add_many(keys, key_groups, namespace, int(timestamp))
+
+    def register_processing_time_timers(self, keys: list[Any], key_groups: list[int],
+                                        namespace: Any, timestamp: int) -> None:
+        if self._processing.add_many(keys, key_groups, namespace, int(timestamp)):
+            self._schedule(int(timestamp))
 
     def delete_event_time_timer(self, namespace: Any, timestamp: int) -> None:
         self._event.delete(namespace, int(timestamp))

@@ -223,15 +223,26 @@ def test_vectorised_count_min_max_run_python_per_group_not_per_record(
             "w", "k", TumblingEventTimeWindows.of(Time.seconds(10)), kind,
             None if kind == "count" else "v")
         harness = OperatorHarness(operator, config=config)
-        calls = [0]
-        original = operator.backend.set_current_key
+        calls = {"set_current_key": 0, "get_many": 0, "keys_read": 0}
+        backend = operator.backend
+        original_set, original_get = backend.set_current_key, backend.get_many
 
-        def counting(key: Any, group: Any = None, original: Any = original) -> None:
-            calls[0] += 1
-            original(key, group)
-        operator.backend.set_current_key = counting  # type: ignore[method-assign]
+        def counting_set(*args: Any, original: Any = original_set) -> None:
+            calls["set_current_key"] += 1
+            original(*args)
+
+        def counting_get(state: str, groups: Any, keys: Any, *rest: Any,
+                         original: Any = original_get) -> Any:
+            calls["get_many"] += 1
+            calls["keys_read"] += len(keys)
+            return original(state, groups, keys, *rest)
+        backend.set_current_key = counting_set  # type: ignore[method-assign]
+        backend.get_many = counting_get  # type: ignore[method-assign]
         harness.process_elements(Elements.from_arrow(batch, stamps))
-        assert calls[0] == len(expected)  # once per (key, window), not per record
+        # Python per (key, window), state read in one batch per window: never per record.
+        assert calls["set_current_key"] == 0
+        assert calls["keys_read"] == len(expected)
+        assert calls["get_many"] == len({start for _, start in expected})
         harness.watermark(MAX_WATERMARK)
         column = "count" if kind == "count" else "v"
         got = {(r["k"], r["window_start"]): r[column] for r in harness.output.records}

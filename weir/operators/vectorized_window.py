@@ -3,8 +3,9 @@
 For tumbling and sliding windows (event or processing time) keyed by a column, a batch is
 aggregated without a Python call per record: numpy computes every row's window start(s)
 and drops rows too late for their window, pyarrow groups the rows by (key, window) and
-aggregates each group, and Python then runs once per *group* — to fold the group's partial
-result into the keyed state of its window and to register the window's timer. Firing emits
+aggregates each group. Python then runs once per *group*, folding the group's partial result
+into the keyed state of its window; each window's keys are read and written in one batch
+each (one RocksDB multi-get and write batch) and get their timers in one batch. Firing emits
 one Arrow batch of Rows ``(key column, window_start, window_end, <field or "count">)``.
 
 Example:
@@ -22,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from state.backend import MISSING
 from state.key_groups import key_groups_of_array
 from state.timers import Timer
 from weir.errors import UserError
@@ -31,6 +33,8 @@ from weir.state_api import ValueStateDescriptor
 from weir.watermarks import MAX_WATERMARK
 from weir.window import WindowAssigner
 
+#: The keyed state holding each (key, window)'s aggregate; the namespace is the window start.
+_STATE = "_window/aggregate"
 _COMBINE = {"sum": lambda a, b: a + b, "count": lambda a, b: a + b, "min": min, "max": max}
 
 
@@ -72,7 +76,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
 
     def open(self) -> None:
         self._state = self.open_keyed(timers="window").get_state(
-            ValueStateDescriptor("_window/aggregate"))
+            ValueStateDescriptor(_STATE))
         self._event_time = self.assigner.is_event_time()
         self.fire_processing_time_at_end = not self._event_time
         self._combine = _COMBINE[self.kind]
@@ -131,31 +135,36 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
 
     def _fold(self, keys: list[Any], starts: list[int], groups: list[int],
               partials: list[Any]) -> None:
-        """Fold one partial aggregate per (key, window) into state; Python per group."""
-        set_current_key = self.backend.set_current_key
-        state = self._state
-        combine = self._combine
-        watermark = self.timers.current_watermark
-        timers = self.timers
-        size = self.size
-        for key, start, group, partial in zip(keys, starts, groups, partials, strict=True):
-            if partial is None:
-                continue  # only nulls: nothing to add
-            set_current_key(key, group)
-            state.set_current_namespace(start)
-            current = state.value()
-            state.update(partial if current is None else combine(current, partial))
-            max_timestamp = start + size - 1
+        """Fold one partial aggregate per (key, window) into state: per window, one batched
+        read and one batched write of its keys, and one batched timer registration."""
+        assert self.backend is not None and self.timers is not None
+        by_window: dict[int, list[int]] = {}
+        for i, (start, partial) in enumerate(zip(starts, partials, strict=True)):
+            if partial is not None:  # a group of only nulls adds nothing
+                by_window.setdefault(start, []).append(i)
+        backend, timers, combine = self.backend, self.timers, self._combine
+        watermark = timers.current_watermark
+        for start, rows in by_window.items():
+            window_keys = [keys[i] for i in rows]
+            window_groups = [groups[i] for i in rows]
+            stored = backend.get_many(_STATE, window_groups, window_keys, start)
+            values = [partials[i] if old is MISSING else combine(old, partials[i])
+                      for i, old in zip(rows, stored, strict=True)]
+            backend.put_many(_STATE, window_groups, window_keys, start, values)
+            max_timestamp = start + self.size - 1
             if not self._event_time:
-                timers.register_processing_time_timer(start, max_timestamp)
+                timers.register_processing_time_timers(window_keys, window_groups, start,
+                                                       max_timestamp)
                 continue
-            if max_timestamp <= watermark:
-                self._pending.append((key, start, state.value()))  # late, within lateness
+            if max_timestamp <= watermark:  # late, within the allowed lateness: fire now
+                self._pending.extend((k, start, v) for k, v in zip(window_keys, values,
+                                                                     strict=True))
             else:
-                timers.register_event_time_timer(start, max_timestamp)
+                timers.register_event_time_timers(window_keys, window_groups, start,
+                                                  max_timestamp)
             cleanup = int(self._cleanup_time(max_timestamp))
             if cleanup != max_timestamp and cleanup < MAX_WATERMARK:
-                timers.register_event_time_timer(start, cleanup)
+                timers.register_event_time_timers(window_keys, window_groups, start, cleanup)
 
     def _on_timer(self, timer: Timer) -> None:
         start = timer.namespace
