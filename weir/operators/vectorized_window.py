@@ -106,10 +106,11 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
         rows, starts = window_starts(timestamps, self.size, self.slide, self.offset)
         if self._event_time:
             on_time = self._cleanup_time(starts + self.size - 1) > self.timers.current_watermark
-            # A record is dropped when none of its windows is still open (Flink's count).
-            self.num_late_records_dropped += len(np.unique(rows)) - \
-                len(np.unique(rows[on_time]))
-            rows, starts = rows[on_time], starts[on_time]
+            if not on_time.all():
+                # A record is dropped when none of its windows is still open (Flink's count).
+                self.num_late_records_dropped += len(np.unique(rows)) - \
+                    len(np.unique(rows[on_time]))
+                rows, starts = rows[on_time], starts[on_time]
             if not len(rows):
                 return
         try:
