@@ -28,13 +28,18 @@ chaos: install
 lint: install
 	$(VENV)/bin/ruff check .
 
+# The .proto files live in proto/ but are compiled as weir/proto/*.proto, so that the
+# generated modules import each other as weir.proto.* (the installed package name).
 proto: install
-	$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. proto/*.proto
+	@rm -rf build/protoc && mkdir -p build/protoc/weir && ln -s "$(CURDIR)/proto" build/protoc/weir/proto
+	$(PY) -m grpc_tools.protoc -Ibuild/protoc --python_out=build/protoc --pyi_out=build/protoc \
+		--grpc_python_out=build/protoc build/protoc/weir/proto/*.proto
+	@rm -rf build/protoc
 
 bench: install
-	$(PY) benchmarks/wordcount.py $(BENCH_ARGS)
-	$(PY) benchmarks/shuffle.py $(BENCH_ARGS)
-	$(PY) benchmarks/state.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_wordcount.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_shuffle.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_state.py $(BENCH_ARGS)
 
 docs: install
 	$(PY) -m weir.docgen

@@ -32,35 +32,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "build"
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 
-if str(REPO_ROOT) not in sys.path:  # run as `python benchmarks/x.py` from anywhere
-    sys.path.insert(0, str(REPO_ROOT))
-
-
-def _import_engine_shuffle_package() -> None:
-    """Make ``import shuffle`` mean the engine's package, not ``benchmarks/shuffle.py``.
-
-    A script run from this directory has it first on ``sys.path``, where the benchmark's
-    ``shuffle.py`` would shadow the engine's ``shuffle`` package (``shuffle.api`` etc.,
-    which weir imports on demand, e.g. for its option modules). Importing the package once
-    with the repository first on the path puts it in ``sys.modules`` for good.
-    """
-    import importlib
-
-    if "shuffle" in sys.modules:  # the package already, or the benchmark imported by name
-        return
-    here = Path(__file__).resolve().parent
-    saved = list(sys.path)
-    sys.path[:] = [str(REPO_ROOT), *(p for p in saved
-                                     if Path(p or os.getcwd()).resolve() != here)]
-    try:
-        importlib.import_module("shuffle")
-    finally:
-        sys.path[:] = saved
-
-
-_import_engine_shuffle_package()
-
-
 # -- a local cluster of real processes --------------------------------------------------------
 
 
@@ -148,8 +119,9 @@ class LocalCluster:
     def environment(self, config: dict[str, Any] | None = None) -> Any:
         """A StreamExecutionEnvironment that submits to this cluster."""
         from weir import StreamExecutionEnvironment
-        from weir.config import Configuration
-        from weir.environment import ExecutionContext, set_execution_context
+        from weir.core.config import Configuration
+        from weir.core.execution import ExecutionContext
+        from weir.environment import set_execution_context
 
         assert self.address is not None, "start() the cluster first"
         set_execution_context(ExecutionContext(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 from urllib.parse import unquote, urlparse
 
-from checkpoint.storage import (
+from weir.checkpoint.storage import (
     CHUNK_SIZE,
     CheckpointStorage,
     Crc32,
@@ -33,8 +33,8 @@ from checkpoint.storage import (
     target_uri,
     verify,
 )
-from weir.errors import ConfigError, MissingStateError
-from weir.files import fsync_directory
+from weir.core.errors import ConfigError, MissingStateError
+from weir.core.files import fsync_directory
 
 T = TypeVar("T")
 

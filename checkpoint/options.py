@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.config import Option
+from weir.core.config import Option
 
 CHECKPOINTS_DIR = Option(
     "state.checkpoints.dir", str, default=None,

@@ -3,7 +3,7 @@
 Objects are written with one PUT (small) or a multipart upload (large); both become visible
 only when complete, which is what makes writes atomic. The CRC-32 in each handle is computed
 locally and checked on every read. Failures the user can fix (wrong credentials, a missing
-bucket, an unreachable endpoint) become one-line :class:`~weir.errors.UserError`\\ s naming
+bucket, an unreachable endpoint) become one-line :class:`~weir.core.errors.UserError`\\ s naming
 the option to change, never a botocore traceback.
 
 Example:
@@ -34,8 +34,8 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from checkpoint.filesystem import atomic_local_write
-from checkpoint.storage import (
+from weir.checkpoint.filesystem import atomic_local_write
+from weir.checkpoint.storage import (
     CHUNK_SIZE,
     CheckpointStorage,
     Crc32,
@@ -46,8 +46,8 @@ from checkpoint.storage import (
     target_uri,
     verify,
 )
-from weir.config import Configuration
-from weir.errors import (
+from weir.core.config import Configuration
+from weir.core.errors import (
     ConfigError,
     CorruptStateError,
     MissingStateError,
@@ -132,7 +132,7 @@ class S3CheckpointStorage(CheckpointStorage):
     @classmethod
     def from_uri(cls, uri: str, config: Configuration | None = None) -> S3CheckpointStorage:
         """The storage for ``s3://bucket/prefix``, configured from the ``s3.*`` options."""
-        from checkpoint.options import (
+        from weir.checkpoint.options import (
             S3_ACCESS_KEY,
             S3_ENDPOINT,
             S3_PATH_STYLE,

@@ -33,8 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from weir.errors import UserError
-from weir.processes import process_alive
+from weir.core.errors import UserError
+from weir.core.processes import process_alive
 
 #: gRPC listeners sit at HTTP port + this offset (SeaweedFS convention).
 GRPC_OFFSET = 10000

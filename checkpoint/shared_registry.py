@@ -16,7 +16,7 @@ backends.
 
 Example:
     >>> import tempfile
-    >>> from checkpoint.storage import create_storage
+    >>> from weir.checkpoint.storage import create_storage
     >>> storage = create_storage(tempfile.mkdtemp())
     >>> sst = storage.write("job/shared/a-000009.sst", b"rows")
     >>> class Handle:
@@ -38,8 +38,8 @@ import threading
 from collections.abc import Iterable
 from typing import Protocol
 
-from checkpoint.storage import CheckpointStorage, StreamStateHandle, target_uri
-from weir.errors import StorageError
+from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, target_uri
+from weir.core.errors import StorageError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ A :class:`CheckpointStorage` writes bytes or local files under its base URI (a l
 directory or an S3 bucket and prefix) and returns a :class:`StreamStateHandle`: the object's
 absolute URI, length and CRC-32. Writes are atomic (a reader sees the whole object or
 nothing); reads and downloads verify length and checksum, so a corrupted or truncated snapshot
-raises :class:`~weir.errors.CorruptStateError` instead of restoring wrong state.
+raises :class:`~weir.core.errors.CorruptStateError` instead of restoring wrong state.
 :func:`create_storage` picks the implementation from the URI scheme.
 
 Example:
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weir.errors import ConfigError, CorruptStateError
+from weir.core.errors import ConfigError, CorruptStateError
 
 if TYPE_CHECKING:
-    from weir.config import Configuration
+    from weir.core.config import Configuration
 
 #: Chunk size for streaming copies and checksums: large enough to amortise syscalls,
 #: small enough that a big snapshot never sits in memory whole.
@@ -197,11 +197,11 @@ def create_storage(uri: str, config: Configuration | None = None) -> CheckpointS
     if text.startswith("s3://"):
         # Imported here: boto3 takes a noticeable time to import, and file-only users
         # (and the unit tests) should not pay for it.
-        from checkpoint.s3 import S3CheckpointStorage
+        from weir.checkpoint.s3 import S3CheckpointStorage
 
         return S3CheckpointStorage.from_uri(text, config)
     if text.startswith("file:") or text.startswith("/"):
-        from checkpoint.filesystem import FileSystemCheckpointStorage
+        from weir.checkpoint.filesystem import FileSystemCheckpointStorage
 
         return FileSystemCheckpointStorage(FileSystemCheckpointStorage.path_from_uri(text))
     scheme = text.partition("://")[0] if "://" in text else ""

@@ -20,17 +20,17 @@ import cloudpickle
 import grpc
 from prometheus_client import CollectorRegistry
 
-from jobmaster import options as jm_options
-from jobmaster.main_thread import MainThreadExecutor
-from jobmaster.resource_manager import ResourceManager
-from jobmaster.scheduler import JobScheduler
-from proto import common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
-from shuffle.loader import load_shuffle_service_factory
-from weir import options
-from weir.config import Configuration
-from weir.ids import JobId
-from weir.metrics import CallbackCollector, MetricsServer, gauge
-from weir.rpc import create_server
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.ids import JobId
+from weir.core.metrics import CallbackCollector, MetricsServer, gauge
+from weir.core.rpc import create_server
+from weir.jobmaster import options as jm_options
+from weir.jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.resource_manager import ResourceManager
+from weir.jobmaster.scheduler import JobScheduler
+from weir.proto import common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.shuffle.loader import load_shuffle_service_factory
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from proto import common_pb2, jobgraph_pb2, jobmaster_pb2
-from weir.ids import new_attempt_id
+from weir.core.ids import new_attempt_id
+from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2
 
 TERMINAL_TASK_STATES = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
 TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}

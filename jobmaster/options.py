@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.config import Duration, Option, non_negative, positive
+from weir.core.config import Duration, Option, non_negative, positive
 
 RPC_BIND_HOST = Option(
     "jobmaster.rpc.bind-host", str, default="127.0.0.1",

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from proto import jobmaster_pb2, taskexecutor_pb2_grpc
-from weir.rpc import create_channel
+from weir.core.rpc import create_channel
+from weir.proto import jobmaster_pb2, taskexecutor_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class ResourceManager:
         self.task_executors: dict[str, TaskExecutorRecord] = {}
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest) -> TaskExecutorRecord:
-        from proto import common_pb2
+        from weir.proto import common_pb2
 
         if request.resource_id in self.task_executors:
             # A restarted process with the same id: its old incarnation is gone.
@@ -99,7 +99,7 @@ class ResourceManager:
         return True
 
     def check_heartbeats(self) -> None:
-        from proto import common_pb2
+        from weir.proto import common_pb2
 
         now = time.monotonic()
         for record in list(self.task_executors.values()):

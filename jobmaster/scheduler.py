@@ -14,18 +14,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jobmaster import options as jm_options
-from jobmaster.collect import CollectBuffer
-from jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
-from jobmaster.main_thread import MainThreadExecutor
-from jobmaster.resource_manager import ResourceManager, Slot
-from jobmaster.source_coordinator import SourceCoordinator
-from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
-from shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
-from taskexecutor import options as te_options
-from weir import options
-from weir.config import Configuration
-from weir.rpc import keep_until_done
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.rpc import keep_until_done
+from weir.jobmaster import options as jm_options
+from weir.jobmaster.collect import CollectBuffer
+from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
+from weir.jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.resource_manager import ResourceManager, Slot
+from weir.jobmaster.source_coordinator import SourceCoordinator
+from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
+from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +288,7 @@ class JobScheduler:
             keep_until_done(record.stub.CancelTask.future(
                 taskexecutor_pb2.CancelTaskRequest(attempt_id=ev.attempt_id),
                 timeout=RPC_TIMEOUT_S))
-        timeout = self._config.get(te_options.CANCELLATION_TIMEOUT)
+        timeout = self._config.get(options.CANCELLATION_TIMEOUT)
         self._main.schedule(timeout + 5, self._cancellation_watchdog)
 
     def _cancellation_watchdog(self) -> None:

@@ -6,8 +6,8 @@ import logging
 
 import cloudpickle
 
-from proto import jobgraph_pb2, jobmaster_pb2
-from weir.sources.api import SplitEnumerator
+from weir.core.source import SplitEnumerator
+from weir.proto import jobgraph_pb2, jobmaster_pb2
 
 log = logging.getLogger(__name__)
 

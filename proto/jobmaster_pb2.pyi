@@ -1,5 +1,5 @@
-from proto import common_pb2 as _common_pb2
-from proto import jobgraph_pb2 as _jobgraph_pb2
+from weir.proto import common_pb2 as _common_pb2
+from weir.proto import jobgraph_pb2 as _jobgraph_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto import jobmaster_pb2 as proto_dot_jobmaster__pb2
+from weir.proto import jobmaster_pb2 as weir_dot_proto_dot_jobmaster__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/jobmaster_pb2_grpc.py depends on'
+        + ' but the generated code in weir/proto/jobmaster_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,58 +37,58 @@ class JobMasterServiceStub:
         """
         self.RegisterTaskExecutor = channel.unary_unary(
                 '/weir.JobMasterService/RegisterTaskExecutor',
-                request_serializer=proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.stream_stream(
                 '/weir.JobMasterService/Heartbeat',
-                request_serializer=proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.JobMasterHeartbeat.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobMasterHeartbeat.FromString,
                 _registered_method=True)
         self.UpdateTaskExecutionState = channel.unary_unary(
                 '/weir.JobMasterService/UpdateTaskExecutionState',
-                request_serializer=proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.Ack.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
         self.RequestSplits = channel.unary_unary(
                 '/weir.JobMasterService/RequestSplits',
-                request_serializer=proto_dot_jobmaster__pb2.SplitRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.SplitResponse.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.SplitRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.SplitResponse.FromString,
                 _registered_method=True)
         self.PushCollectBatch = channel.unary_unary(
                 '/weir.JobMasterService/PushCollectBatch',
-                request_serializer=proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.Ack.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
         self.SubmitJob = channel.unary_unary(
                 '/weir.JobMasterService/SubmitJob',
-                request_serializer=proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.SubmitJobResponse.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/weir.JobMasterService/ListJobs',
-                request_serializer=proto_dot_jobmaster__pb2.ListJobsRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.ListJobsResponse.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
         self.GetJobDetails = channel.unary_unary(
                 '/weir.JobMasterService/GetJobDetails',
-                request_serializer=proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.JobDetails.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobDetails.FromString,
                 _registered_method=True)
         self.CancelJob = channel.unary_unary(
                 '/weir.JobMasterService/CancelJob',
-                request_serializer=proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.Ack.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
         self.FetchCollectResults = channel.unary_unary(
                 '/weir.JobMasterService/FetchCollectResults',
-                request_serializer=proto_dot_jobmaster__pb2.FetchCollectRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.FetchCollectResponse.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectResponse.FromString,
                 _registered_method=True)
         self.GetClusterOverview = channel.unary_unary(
                 '/weir.JobMasterService/GetClusterOverview',
-                request_serializer=proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
-                response_deserializer=proto_dot_jobmaster__pb2.ClusterOverview.FromString,
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.FromString,
                 _registered_method=True)
 
 
@@ -171,58 +171,58 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'RegisterTaskExecutor': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterTaskExecutor,
-                    request_deserializer=proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.SerializeToString,
             ),
             'Heartbeat': grpc.stream_stream_rpc_method_handler(
                     servicer.Heartbeat,
-                    request_deserializer=proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.JobMasterHeartbeat.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobMasterHeartbeat.SerializeToString,
             ),
             'UpdateTaskExecutionState': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateTaskExecutionState,
-                    request_deserializer=proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.Ack.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
             'RequestSplits': grpc.unary_unary_rpc_method_handler(
                     servicer.RequestSplits,
-                    request_deserializer=proto_dot_jobmaster__pb2.SplitRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.SplitResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.SplitRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.SplitResponse.SerializeToString,
             ),
             'PushCollectBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.PushCollectBatch,
-                    request_deserializer=proto_dot_jobmaster__pb2.CollectBatch.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.Ack.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
             'SubmitJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitJob,
-                    request_deserializer=proto_dot_jobmaster__pb2.SubmitJobRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.SubmitJobResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobResponse.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
-                    request_deserializer=proto_dot_jobmaster__pb2.ListJobsRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.ListJobsResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsResponse.SerializeToString,
             ),
             'GetJobDetails': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJobDetails,
-                    request_deserializer=proto_dot_jobmaster__pb2.JobIdRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.JobDetails.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobDetails.SerializeToString,
             ),
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
-                    request_deserializer=proto_dot_jobmaster__pb2.JobIdRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.Ack.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
             'FetchCollectResults': grpc.unary_unary_rpc_method_handler(
                     servicer.FetchCollectResults,
-                    request_deserializer=proto_dot_jobmaster__pb2.FetchCollectRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.FetchCollectResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectResponse.SerializeToString,
             ),
             'GetClusterOverview': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClusterOverview,
-                    request_deserializer=proto_dot_jobmaster__pb2.ClusterOverviewRequest.FromString,
-                    response_serializer=proto_dot_jobmaster__pb2.ClusterOverview.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -251,8 +251,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/RegisterTaskExecutor',
-            proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -278,8 +278,8 @@ class JobMasterService:
             request_iterator,
             target,
             '/weir.JobMasterService/Heartbeat',
-            proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.SerializeToString,
-            proto_dot_jobmaster__pb2.JobMasterHeartbeat.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.JobMasterHeartbeat.FromString,
             options,
             channel_credentials,
             insecure,
@@ -305,8 +305,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/UpdateTaskExecutionState',
-            proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.SerializeToString,
-            proto_dot_jobmaster__pb2.Ack.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
             channel_credentials,
             insecure,
@@ -332,8 +332,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/RequestSplits',
-            proto_dot_jobmaster__pb2.SplitRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.SplitResponse.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.SplitRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.SplitResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -359,8 +359,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/PushCollectBatch',
-            proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
-            proto_dot_jobmaster__pb2.Ack.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
             channel_credentials,
             insecure,
@@ -386,8 +386,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/SubmitJob',
-            proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.SubmitJobResponse.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.SubmitJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -413,8 +413,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/ListJobs',
-            proto_dot_jobmaster__pb2.ListJobsRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.ListJobsResponse.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.ListJobsRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -440,8 +440,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/GetJobDetails',
-            proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.JobDetails.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.JobDetails.FromString,
             options,
             channel_credentials,
             insecure,
@@ -467,8 +467,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/CancelJob',
-            proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.Ack.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
             channel_credentials,
             insecure,
@@ -494,8 +494,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/FetchCollectResults',
-            proto_dot_jobmaster__pb2.FetchCollectRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.FetchCollectResponse.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.FetchCollectRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.FetchCollectResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -521,8 +521,8 @@ class JobMasterService:
             request,
             target,
             '/weir.JobMasterService/GetClusterOverview',
-            proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
-            proto_dot_jobmaster__pb2.ClusterOverview.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from proto import shuffle_service_pb2 as proto_dot_shuffle__service__pb2
+from weir.proto import shuffle_service_pb2 as weir_dot_proto_dot_shuffle__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/shuffle_service_pb2_grpc.py depends on'
+        + ' but the generated code in weir/proto/shuffle_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -43,23 +43,23 @@ class ShuffleServiceStub:
         """
         self.WritePartition = channel.stream_unary(
                 '/weir.ShuffleService/WritePartition',
-                request_serializer=proto_dot_shuffle__service__pb2.WritePartitionRequest.SerializeToString,
-                response_deserializer=proto_dot_shuffle__service__pb2.WritePartitionResponse.FromString,
+                request_serializer=weir_dot_proto_dot_shuffle__service__pb2.WritePartitionRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_shuffle__service__pb2.WritePartitionResponse.FromString,
                 _registered_method=True)
         self.ReadSubpartition = channel.unary_stream(
                 '/weir.ShuffleService/ReadSubpartition',
-                request_serializer=proto_dot_shuffle__service__pb2.ReadSubpartitionRequest.SerializeToString,
-                response_deserializer=proto_dot_shuffle__service__pb2.ReadSubpartitionResponse.FromString,
+                request_serializer=weir_dot_proto_dot_shuffle__service__pb2.ReadSubpartitionRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_shuffle__service__pb2.ReadSubpartitionResponse.FromString,
                 _registered_method=True)
         self.ReleasePartitions = channel.unary_unary(
                 '/weir.ShuffleService/ReleasePartitions',
-                request_serializer=proto_dot_shuffle__service__pb2.ReleasePartitionsRequest.SerializeToString,
-                response_deserializer=proto_dot_shuffle__service__pb2.ReleasePartitionsResponse.FromString,
+                request_serializer=weir_dot_proto_dot_shuffle__service__pb2.ReleasePartitionsRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_shuffle__service__pb2.ReleasePartitionsResponse.FromString,
                 _registered_method=True)
         self.ListPartitions = channel.unary_unary(
                 '/weir.ShuffleService/ListPartitions',
-                request_serializer=proto_dot_shuffle__service__pb2.ListPartitionsRequest.SerializeToString,
-                response_deserializer=proto_dot_shuffle__service__pb2.ListPartitionsResponse.FromString,
+                request_serializer=weir_dot_proto_dot_shuffle__service__pb2.ListPartitionsRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_shuffle__service__pb2.ListPartitionsResponse.FromString,
                 _registered_method=True)
 
 
@@ -116,23 +116,23 @@ def add_ShuffleServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'WritePartition': grpc.stream_unary_rpc_method_handler(
                     servicer.WritePartition,
-                    request_deserializer=proto_dot_shuffle__service__pb2.WritePartitionRequest.FromString,
-                    response_serializer=proto_dot_shuffle__service__pb2.WritePartitionResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_shuffle__service__pb2.WritePartitionRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_shuffle__service__pb2.WritePartitionResponse.SerializeToString,
             ),
             'ReadSubpartition': grpc.unary_stream_rpc_method_handler(
                     servicer.ReadSubpartition,
-                    request_deserializer=proto_dot_shuffle__service__pb2.ReadSubpartitionRequest.FromString,
-                    response_serializer=proto_dot_shuffle__service__pb2.ReadSubpartitionResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_shuffle__service__pb2.ReadSubpartitionRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_shuffle__service__pb2.ReadSubpartitionResponse.SerializeToString,
             ),
             'ReleasePartitions': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleasePartitions,
-                    request_deserializer=proto_dot_shuffle__service__pb2.ReleasePartitionsRequest.FromString,
-                    response_serializer=proto_dot_shuffle__service__pb2.ReleasePartitionsResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_shuffle__service__pb2.ReleasePartitionsRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_shuffle__service__pb2.ReleasePartitionsResponse.SerializeToString,
             ),
             'ListPartitions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPartitions,
-                    request_deserializer=proto_dot_shuffle__service__pb2.ListPartitionsRequest.FromString,
-                    response_serializer=proto_dot_shuffle__service__pb2.ListPartitionsResponse.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_shuffle__service__pb2.ListPartitionsRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_shuffle__service__pb2.ListPartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -167,8 +167,8 @@ class ShuffleService:
             request_iterator,
             target,
             '/weir.ShuffleService/WritePartition',
-            proto_dot_shuffle__service__pb2.WritePartitionRequest.SerializeToString,
-            proto_dot_shuffle__service__pb2.WritePartitionResponse.FromString,
+            weir_dot_proto_dot_shuffle__service__pb2.WritePartitionRequest.SerializeToString,
+            weir_dot_proto_dot_shuffle__service__pb2.WritePartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -194,8 +194,8 @@ class ShuffleService:
             request,
             target,
             '/weir.ShuffleService/ReadSubpartition',
-            proto_dot_shuffle__service__pb2.ReadSubpartitionRequest.SerializeToString,
-            proto_dot_shuffle__service__pb2.ReadSubpartitionResponse.FromString,
+            weir_dot_proto_dot_shuffle__service__pb2.ReadSubpartitionRequest.SerializeToString,
+            weir_dot_proto_dot_shuffle__service__pb2.ReadSubpartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -221,8 +221,8 @@ class ShuffleService:
             request,
             target,
             '/weir.ShuffleService/ReleasePartitions',
-            proto_dot_shuffle__service__pb2.ReleasePartitionsRequest.SerializeToString,
-            proto_dot_shuffle__service__pb2.ReleasePartitionsResponse.FromString,
+            weir_dot_proto_dot_shuffle__service__pb2.ReleasePartitionsRequest.SerializeToString,
+            weir_dot_proto_dot_shuffle__service__pb2.ReleasePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -248,8 +248,8 @@ class ShuffleService:
             request,
             target,
             '/weir.ShuffleService/ListPartitions',
-            proto_dot_shuffle__service__pb2.ListPartitionsRequest.SerializeToString,
-            proto_dot_shuffle__service__pb2.ListPartitionsResponse.FromString,
+            weir_dot_proto_dot_shuffle__service__pb2.ListPartitionsRequest.SerializeToString,
+            weir_dot_proto_dot_shuffle__service__pb2.ListPartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

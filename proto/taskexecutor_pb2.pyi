@@ -1,4 +1,4 @@
-from proto import jobgraph_pb2 as _jobgraph_pb2
+from weir.proto import jobgraph_pb2 as _jobgraph_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Optional as _Optional

@@ -3,8 +3,8 @@
 import grpc
 import warnings
 
-from proto import jobgraph_pb2 as proto_dot_jobgraph__pb2
-from proto import taskexecutor_pb2 as proto_dot_taskexecutor__pb2
+from weir.proto import jobgraph_pb2 as weir_dot_proto_dot_jobgraph__pb2
+from weir.proto import taskexecutor_pb2 as weir_dot_proto_dot_taskexecutor__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -19,7 +19,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in proto/taskexecutor_pb2_grpc.py depends on'
+        + ' but the generated code in weir/proto/taskexecutor_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,18 +38,18 @@ class TaskExecutorServiceStub:
         """
         self.SubmitTask = channel.unary_unary(
                 '/weir.TaskExecutorService/SubmitTask',
-                request_serializer=proto_dot_jobgraph__pb2.TaskDeploymentDescriptor.SerializeToString,
-                response_deserializer=proto_dot_taskexecutor__pb2.TaskAck.FromString,
+                request_serializer=weir_dot_proto_dot_jobgraph__pb2.TaskDeploymentDescriptor.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
                 _registered_method=True)
         self.CancelTask = channel.unary_unary(
                 '/weir.TaskExecutorService/CancelTask',
-                request_serializer=proto_dot_taskexecutor__pb2.CancelTaskRequest.SerializeToString,
-                response_deserializer=proto_dot_taskexecutor__pb2.TaskAck.FromString,
+                request_serializer=weir_dot_proto_dot_taskexecutor__pb2.CancelTaskRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
                 _registered_method=True)
         self.ReleaseJob = channel.unary_unary(
                 '/weir.TaskExecutorService/ReleaseJob',
-                request_serializer=proto_dot_taskexecutor__pb2.ReleaseJobRequest.SerializeToString,
-                response_deserializer=proto_dot_taskexecutor__pb2.TaskAck.FromString,
+                request_serializer=weir_dot_proto_dot_taskexecutor__pb2.ReleaseJobRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
                 _registered_method=True)
 
 
@@ -81,18 +81,18 @@ def add_TaskExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'SubmitTask': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitTask,
-                    request_deserializer=proto_dot_jobgraph__pb2.TaskDeploymentDescriptor.FromString,
-                    response_serializer=proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_jobgraph__pb2.TaskDeploymentDescriptor.FromString,
+                    response_serializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
             ),
             'CancelTask': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelTask,
-                    request_deserializer=proto_dot_taskexecutor__pb2.CancelTaskRequest.FromString,
-                    response_serializer=proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_taskexecutor__pb2.CancelTaskRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
             ),
             'ReleaseJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseJob,
-                    request_deserializer=proto_dot_taskexecutor__pb2.ReleaseJobRequest.FromString,
-                    response_serializer=proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
+                    request_deserializer=weir_dot_proto_dot_taskexecutor__pb2.ReleaseJobRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -121,8 +121,8 @@ class TaskExecutorService:
             request,
             target,
             '/weir.TaskExecutorService/SubmitTask',
-            proto_dot_jobgraph__pb2.TaskDeploymentDescriptor.SerializeToString,
-            proto_dot_taskexecutor__pb2.TaskAck.FromString,
+            weir_dot_proto_dot_jobgraph__pb2.TaskDeploymentDescriptor.SerializeToString,
+            weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
             options,
             channel_credentials,
             insecure,
@@ -148,8 +148,8 @@ class TaskExecutorService:
             request,
             target,
             '/weir.TaskExecutorService/CancelTask',
-            proto_dot_taskexecutor__pb2.CancelTaskRequest.SerializeToString,
-            proto_dot_taskexecutor__pb2.TaskAck.FromString,
+            weir_dot_proto_dot_taskexecutor__pb2.CancelTaskRequest.SerializeToString,
+            weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
             options,
             channel_credentials,
             insecure,
@@ -175,8 +175,8 @@ class TaskExecutorService:
             request,
             target,
             '/weir.TaskExecutorService/ReleaseJob',
-            proto_dot_taskexecutor__pb2.ReleaseJobRequest.SerializeToString,
-            proto_dot_taskexecutor__pb2.TaskAck.FromString,
+            weir_dot_proto_dot_taskexecutor__pb2.ReleaseJobRequest.SerializeToString,
+            weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
             options,
             channel_credentials,
             insecure,

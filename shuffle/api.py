@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proto import jobgraph_pb2
-from weir.config import Configuration
-from weir.records import Elements
+from weir.core.config import Configuration
+from weir.core.records import Elements
+from weir.proto import jobgraph_pb2
 
 
 @dataclass(frozen=True)

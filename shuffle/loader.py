@@ -1,8 +1,8 @@
 """Loads the ShuffleServiceFactory named by ``shuffle-service-factory.class``.
 
 Example:
-    >>> from shuffle.loader import load_shuffle_service_factory
-    >>> from weir.config import Configuration
+    >>> from weir.shuffle.loader import load_shuffle_service_factory
+    >>> from weir.core.config import Configuration
     >>> type(load_shuffle_service_factory(Configuration())).__name__
     'PipelinedShuffleServiceFactory'
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import importlib
 
-from shuffle.api import ShuffleServiceFactory
-from shuffle.options import SHUFFLE_SERVICE_FACTORY
-from weir.config import Configuration
-from weir.errors import ConfigError
+from weir.core.config import Configuration
+from weir.core.errors import ConfigError
+from weir.shuffle.api import ShuffleServiceFactory
+from weir.shuffle.options import SHUFFLE_SERVICE_FACTORY
 
 
 def load_shuffle_service_factory(configuration: Configuration) -> ShuffleServiceFactory:

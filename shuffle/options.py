@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from weir.config import Duration, MemorySize, Option, non_negative, positive
+from weir.core.config import Duration, MemorySize, Option, non_negative, positive
 
 SHUFFLE_SERVICE_FACTORY = Option(
     "shuffle-service-factory.class", str,
-    default="shuffle.pipelined.factory.PipelinedShuffleServiceFactory",
+    default="weir.shuffle.pipelined.factory.PipelinedShuffleServiceFactory",
     doc="Dotted path of the ShuffleServiceFactory implementation.")
 DATA_PORT = Option(
     "taskmanager.data.port", int, default=0, validator=non_negative,
@@ -51,4 +51,4 @@ MIN_SEGMENT_SIZE = Option(
 SHUFFLE_SERVICE_ADDRESS = Option(
     "shuffle-service.address", str, default=None,
     doc="HOST:PORT of the external shuffle service (`weir shuffle-service`), used by "
-        "shuffle.external.factory.ExternalShuffleServiceFactory.")
+        "weir.shuffle.external.factory.ExternalShuffleServiceFactory.")

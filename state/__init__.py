@@ -1,6 +1,6 @@
 """Keyed state: key groups, backends, snapshots."""
 
-from state.key_groups import (
+from weir.state.key_groups import (
     DEFAULT_MAX_PARALLELISM,
     UPPER_BOUND_MAX_PARALLELISM,
     KeyGroupRange,

@@ -8,9 +8,9 @@ the same. Everything runs on the task's mailbox thread; only a snapshot's asynch
 part runs elsewhere, on data the synchronous part froze.
 
 Example:
-    >>> from state.heap import HashMapStateBackend
-    >>> from state.key_groups import KeyGroupRange
-    >>> from state.descriptors import ListStateDescriptor
+    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.key_groups import KeyGroupRange
+    >>> from weir.state.descriptors import ListStateDescriptor
     >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
     >>> clicks = backend.get_state(ListStateDescriptor("clicks"))
     >>> backend.set_current_key("alice"); clicks.add("home"); clicks.add("cart")
@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from state.descriptors import (
+from weir.core.errors import StateError
+from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
     StateDescriptor,
     StateTtlConfig,
 )
-from state.key_groups import KeyGroupRange, assign_to_key_group
-from weir.errors import StateError
+from weir.state.key_groups import KeyGroupRange, assign_to_key_group
 
 if TYPE_CHECKING:
-    from state.handles import KeyedStateHandle
-    from state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
+    from weir.state.handles import KeyedStateHandle
+    from weir.state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
 
 MISSING: Any = object()
 
@@ -183,9 +183,9 @@ class KeyedStateBackend(ABC):
         task thread; the current key is left as it was.
 
         Example:
-            >>> from state.heap import HashMapStateBackend
-            >>> from state.key_groups import KeyGroupRange, assign_to_key_group
-            >>> from state.descriptors import ValueStateDescriptor
+            >>> from weir.state.heap import HashMapStateBackend
+            >>> from weir.state.key_groups import KeyGroupRange, assign_to_key_group
+            >>> from weir.state.descriptors import ValueStateDescriptor
             >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
             >>> _ = backend.get_state(ValueStateDescriptor("total"))
             >>> keys = ["a", "b"]
@@ -305,7 +305,7 @@ class KeyedStateBackend(ABC):
             strategy.notify_checkpoint_aborted(checkpoint_id)
 
     def restored_from(self, handle: KeyedStateHandle) -> None:
-        """Called by ``state.restore.restore`` after this backend was restored from exactly
+        """Called by ``weir.state.restore.restore`` after this backend was restored from exactly
         ``handle`` (same key-group range): a backend may build its next incremental
         snapshot on the restored files. Nothing to do for a full-snapshot backend."""
         return None
@@ -313,7 +313,7 @@ class KeyedStateBackend(ABC):
     def _snapshot_strategy(self, canonical: bool) -> SnapshotStrategy:
         strategy = self._snapshot_strategies.get("canonical")
         if strategy is None:
-            from state.snapshot import CanonicalSnapshotStrategy  # snapshot imports backend
+            from weir.state.snapshot import CanonicalSnapshotStrategy  # snapshot imports backend
 
             strategy = self._snapshot_strategies["canonical"] = CanonicalSnapshotStrategy(self)
         return strategy

@@ -28,9 +28,9 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from state.backend import Entry
-from state.key_groups import KeyGroupRange
-from weir.errors import StateError
+from weir.core.errors import StateError
+from weir.state.backend import Entry
+from weir.state.key_groups import KeyGroupRange
 
 MAGIC = b"WEIRKGS1"
 _U16 = struct.Struct(">H")

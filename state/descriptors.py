@@ -1,9 +1,9 @@
 """State descriptors and time-to-live, with PyFlink's names.
 
 Example:
-    >>> from weir.types import Types
-    >>> from state.descriptors import StateTtlConfig, ValueStateDescriptor
-    >>> from weir.time import Time
+    >>> from weir.core.types import Types
+    >>> from weir.state.descriptors import StateTtlConfig, ValueStateDescriptor
+    >>> from weir.core.time import Time
     >>> ttl = StateTtlConfig.new_builder(Time.seconds(10)).build()
     >>> descriptor = ValueStateDescriptor("total", Types.LONG())
     >>> descriptor.enable_time_to_live(ttl)
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from weir.time import to_millis
-from weir.types import TypeInformation
+from weir.core.time import to_millis
+from weir.core.types import TypeInformation
 
 
 class StateTtlConfig:

@@ -1,8 +1,8 @@
 """Creates the keyed state backend an operator instance uses, from ``state.backend.type``.
 
 Example:
-    >>> from weir.config import Configuration
-    >>> from state.key_groups import KeyGroupRange
+    >>> from weir.core.config import Configuration
+    >>> from weir.state.key_groups import KeyGroupRange
     >>> conf = Configuration.from_pairs({"state.backend.type": "hashmap"})
     >>> create_keyed_state_backend(conf, 128, KeyGroupRange(0, 63), "op").name
     'hashmap'
@@ -14,11 +14,11 @@ import re
 import tempfile
 from pathlib import Path
 
-from state import options
-from state.backend import KeyedStateBackend
-from state.heap import HashMapStateBackend
-from state.key_groups import KeyGroupRange
-from weir.config import Configuration
+from weir.core.config import Configuration
+from weir.state import options
+from weir.state.backend import KeyedStateBackend
+from weir.state.heap import HashMapStateBackend
+from weir.state.key_groups import KeyGroupRange
 
 
 def create_keyed_state_backend(config: Configuration, max_parallelism: int,
@@ -38,7 +38,7 @@ def _create(config: Configuration, max_parallelism: int, key_group_range: KeyGro
             operator: str) -> KeyedStateBackend:
     if config.get(options.BACKEND_TYPE) == "hashmap":
         return HashMapStateBackend(max_parallelism, key_group_range)
-    from state.rocksdb import RocksDBStateBackend  # loads the native library only if used
+    from weir.state.rocksdb import RocksDBStateBackend  # loads the native library only if used
 
     base = config.get(options.ROCKSDB_LOCALDIR)
     if base:

@@ -9,15 +9,15 @@ the handles overlapping its own range. Kinds:
   written by either backend; ``hashmap`` always writes this kind.
 * ``rocksdb-incremental`` — a RocksDB checkpoint of the instance: its SST files are
   *shared* (uploaded once under ``<dir>/shared/``, reused by later checkpoints, reference
-  counted by ``checkpoint.shared_registry``), its other files (MANIFEST, CURRENT, OPTIONS,
+  counted by ``weir.checkpoint.shared_registry``), its other files (MANIFEST, CURRENT, OPTIONS,
   ...) are *private* to the checkpoint.
 
 Either kind may name a verified local copy (``local``, task-local recovery) that a restore
 prefers to the remote files.
 
 Example:
-    >>> from checkpoint.storage import StreamStateHandle
-    >>> from state.key_groups import KeyGroupRange
+    >>> from weir.checkpoint.storage import StreamStateHandle
+    >>> from weir.state.key_groups import KeyGroupRange
     >>> data = StreamStateHandle("file:///c/job/chk-3/op-0/state", 120, "crc32:0000abcd")
     >>> handle = CanonicalStateHandle(KeyGroupRange(0, 63), 3, data)
     >>> restored = KeyedStateHandle.from_dict(handle.to_dict())
@@ -32,8 +32,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from checkpoint.storage import StreamStateHandle
-from state.key_groups import KeyGroupRange
+from weir.checkpoint.storage import StreamStateHandle
+from weir.state.key_groups import KeyGroupRange
 
 KIND_CANONICAL = "canonical"
 KIND_ROCKSDB_INCREMENTAL = "rocksdb-incremental"

@@ -10,8 +10,8 @@ O(key groups) and processing goes on while the asynchronous part writes:
   in-place change of such a value copies it too (``_get_mutable``).
 
 Example:
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.key_groups import KeyGroupRange
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.key_groups import KeyGroupRange
     >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
     >>> total = backend.get_state(ValueStateDescriptor("total"))
     >>> backend.set_current_key("k"); total.update(1)
@@ -27,9 +27,9 @@ import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from state.backend import MISSING, Entry, KeyedStateBackend
-from state.key_groups import KeyGroupRange
-from state.serializers import decode_key, deserialize_value, encode_key, serialize_value
+from weir.state.backend import MISSING, Entry, KeyedStateBackend
+from weir.state.key_groups import KeyGroupRange
+from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
 
 decode_value = deserialize_value
 

@@ -21,11 +21,11 @@ subsumes are unregistered).
 
 Example:
     >>> import tempfile
-    >>> from checkpoint.storage import create_storage
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.key_groups import KeyGroupRange
-    >>> from state.rocksdb import RocksDBStateBackend
-    >>> from state.snapshot import SnapshotLocation
+    >>> from weir.checkpoint.storage import create_storage
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.key_groups import KeyGroupRange
+    >>> from weir.state.rocksdb import RocksDBStateBackend
+    >>> from weir.state.snapshot import SnapshotLocation
     >>> storage = create_storage(tempfile.mkdtemp())
     >>> backend = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
     >>> total = backend.get_state(ValueStateDescriptor("total"))
@@ -54,15 +54,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from checkpoint.storage import CheckpointStorage, StreamStateHandle
-from state.handles import IncrementalRocksDBStateHandle, KeyedStateHandle, LocalCopy
-from state.key_groups import KeyGroupRange
-from state.local_recovery import LocalCopyTracker, move_into, record_local_copy
-from state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
-from weir.errors import StorageError
+from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle
+from weir.core.errors import StorageError
+from weir.state.handles import IncrementalRocksDBStateHandle, KeyedStateHandle, LocalCopy
+from weir.state.key_groups import KeyGroupRange
+from weir.state.local_recovery import LocalCopyTracker, move_into, record_local_copy
+from weir.state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
 
 if TYPE_CHECKING:
-    from state.rocksdb import RocksDBStateBackend
+    from weir.state.rocksdb import RocksDBStateBackend
 
 log = logging.getLogger(__name__)
 

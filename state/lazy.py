@@ -23,12 +23,12 @@ state access; ``close()`` (the backend's ``dispose``) stops the loader and joins
 
 Example:
     >>> import io
-    >>> from checkpoint.storage import StreamStateHandle
-    >>> from state.canonical import write_canonical
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.handles import CanonicalStateHandle
-    >>> from state.heap import HashMapStateBackend
-    >>> from state.key_groups import KeyGroupRange
+    >>> from weir.checkpoint.storage import StreamStateHandle
+    >>> from weir.state.canonical import write_canonical
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.handles import CanonicalStateHandle
+    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.key_groups import KeyGroupRange
     >>> source = HashMapStateBackend(128, KeyGroupRange(0, 127))
     >>> count = source.get_state(ValueStateDescriptor("count"))
     >>> for user in range(50):
@@ -54,10 +54,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
-from state.backend import KeyedStateBackend
-from state.canonical import read_index, read_segment
-from state.handles import CanonicalStateHandle
-from weir.errors import StateError
+from weir.core.errors import StateError
+from weir.state.backend import KeyedStateBackend
+from weir.state.canonical import read_index, read_segment
+from weir.state.handles import CanonicalStateHandle
 
 log = logging.getLogger(__name__)
 

@@ -35,11 +35,11 @@ import shutil
 import threading
 from pathlib import Path
 
-from checkpoint.filesystem import FileSystemCheckpointStorage
-from checkpoint.storage import StreamStateHandle, file_checksum
-from state.handles import LocalCopy
-from weir.config import Configuration
-from weir.errors import StorageError
+from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.storage import StreamStateHandle, file_checksum
+from weir.core.config import Configuration
+from weir.core.errors import StorageError
+from weir.state.handles import LocalCopy
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def local_state_root(config: Configuration, working_dir: str | Path | None) -> P
     """Where local copies go if ``state.backend.local-recovery`` is on:
     ``taskmanager.state.local.root-dirs`` if set, else ``<working_dir>/localState``; None
     (no local copies) when recovery is off or there is no directory to use."""
-    from state.options import LOCAL_RECOVERY, LOCAL_ROOT_DIR
+    from weir.state.options import LOCAL_RECOVERY, LOCAL_ROOT_DIR
 
     if not config.get(LOCAL_RECOVERY):
         return None

@@ -13,7 +13,7 @@ subtasks are handed to the new subtasks on restore is the state's :class:`Distri
   subtasks, in old-subtask order. For state each subtask must see whole, such as the
   largest part-file counter of a file sink.
 
-Elements are pickled (:func:`state.serializers.serialize_value`). A snapshot is bytes in
+Elements are pickled (:func:`weir.state.serializers.serialize_value`). A snapshot is bytes in
 this versioned layout (big-endian)::
 
     MAGIC "WEIROPS" + u8 version (1)
@@ -26,7 +26,7 @@ Functions take part through :class:`CheckpointedFunction` (``initialize_state`` 
 :class:`FunctionSnapshotContext`) and :class:`CheckpointListener`, as in Flink.
 
 Example:
-    >>> from state.descriptors import ListStateDescriptor
+    >>> from weir.state.descriptors import ListStateDescriptor
     >>> old = []
     >>> for subtask, offsets in enumerate([[10, 11], [12], [13]]):
     ...     backend = OperatorStateBackend()
@@ -49,9 +49,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from state.descriptors import ListStateDescriptor
-from state.serializers import deserialize_value, serialize_value
-from weir.errors import StateError
+from weir.core.errors import StateError
+from weir.state.descriptors import ListStateDescriptor
+from weir.state.serializers import deserialize_value, serialize_value
 
 __all__ = [
     "FORMAT_VERSION",
@@ -182,7 +182,7 @@ class OperatorStateBackend(OperatorStateStore):
     so a version of a job that does not use a state does not lose it.
 
     Example:
-        >>> from state.descriptors import ListStateDescriptor
+        >>> from weir.state.descriptors import ListStateDescriptor
         >>> backend = OperatorStateBackend()
         >>> buffered = backend.get_list_state(ListStateDescriptor("buffered"))
         >>> buffered.add_all(["a", "b"])
@@ -417,7 +417,7 @@ class CheckpointedFunction(ABC):
     holds in its own fields into the registered states, and the backend snapshot follows.
 
     Example:
-        >>> from state.descriptors import ListStateDescriptor
+        >>> from weir.state.descriptors import ListStateDescriptor
         >>> class BufferingSink(CheckpointedFunction):
         ...     def __init__(self):
         ...         self.buffer = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.config import MemorySize, Option, positive
+from weir.core.config import MemorySize, Option, positive
 
 BACKEND_TYPE = Option(
     "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),

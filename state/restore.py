@@ -13,10 +13,10 @@ by row into any other backend. A verified local copy is preferred to the remote 
 
 Example:
     >>> import io
-    >>> from state.canonical import write_canonical
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.heap import HashMapStateBackend
-    >>> from state.key_groups import KeyGroupRange
+    >>> from weir.state.canonical import write_canonical
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.key_groups import KeyGroupRange
     >>> source = HashMapStateBackend(128, KeyGroupRange(0, 127))
     >>> count = source.get_state(ValueStateDescriptor("count"))
     >>> for user in ("ann", "bob", "cyd"):
@@ -36,17 +36,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from checkpoint.filesystem import FileSystemCheckpointStorage
-from checkpoint.storage import CheckpointStorage
-from state.backend import KeyedStateBackend
-from state.canonical import read_canonical
-from state.handles import CanonicalStateHandle, IncrementalRocksDBStateHandle, KeyedStateHandle
-from state.incremental import TRANSFER_THREADS
-from state.lazy import DEFAULT_WAIT_TIMEOUT, LazyRestore
-from weir.errors import CorruptStateError, MissingStateError, StateError, StorageError
+from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.storage import CheckpointStorage
+from weir.core.errors import CorruptStateError, MissingStateError, StateError, StorageError
+from weir.state.backend import KeyedStateBackend
+from weir.state.canonical import read_canonical
+from weir.state.handles import CanonicalStateHandle, IncrementalRocksDBStateHandle, KeyedStateHandle
+from weir.state.incremental import TRANSFER_THREADS
+from weir.state.lazy import DEFAULT_WAIT_TIMEOUT, LazyRestore
 
 if TYPE_CHECKING:
-    from state.rocksdb_restore import NativeRestoreStats
+    from weir.state.rocksdb_restore import NativeRestoreStats
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def _restore_native(backend: KeyedStateBackend,
                     handles: list[IncrementalRocksDBStateHandle],
                     storage: CheckpointStorage, method: str, threads: int
                     ) -> NativeRestoreStats:
-    from state import rocksdb_restore  # loads rocksdict only when native state is restored
+    from weir.state import rocksdb_restore  # loads rocksdict only when native state is restored
 
     if backend.name == "rocksdb":
         return rocksdb_restore.restore_native(backend, handles, storage,  # type: ignore[arg-type]

@@ -15,8 +15,8 @@ checkpoint), and every snapshot flushes the memtables first.
 
 Example:
     >>> import tempfile
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.key_groups import KeyGroupRange
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.key_groups import KeyGroupRange
     >>> backend = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
     >>> total = backend.get_state(ValueStateDescriptor("total"))
     >>> backend.set_current_key("k"); total.update(41); total.value()
@@ -47,16 +47,16 @@ from rocksdict import (
     WriteOptions,
 )
 
-from state.backend import MISSING, Entry, KeyedStateBackend
-from state.key_groups import KeyGroupRange
-from state.serializers import decode_key, deserialize_value, encode_key, serialize_value
-from weir.errors import StateError
+from weir.core.errors import StateError
+from weir.state.backend import MISSING, Entry, KeyedStateBackend
+from weir.state.key_groups import KeyGroupRange
+from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
 
 if TYPE_CHECKING:
-    from state.handles import KeyedStateHandle
-    from state.incremental import IncrementalSnapshotStrategy
-    from state.local_recovery import LocalCopyTracker
-    from state.snapshot import SnapshotStrategy
+    from weir.state.handles import KeyedStateHandle
+    from weir.state.incremental import IncrementalSnapshotStrategy
+    from weir.state.local_recovery import LocalCopyTracker
+    from weir.state.snapshot import SnapshotStrategy
 
 _PREFIX = struct.Struct(">HI")  # key group, key length
 
@@ -358,7 +358,7 @@ class RocksDBStateBackend(KeyedStateBackend):
 
     def _tracker(self) -> LocalCopyTracker:
         if self._local_copies is None:
-            from state.local_recovery import LocalCopyTracker
+            from weir.state.local_recovery import LocalCopyTracker
 
             self._local_copies = LocalCopyTracker()
         return self._local_copies
@@ -368,11 +368,11 @@ class RocksDBStateBackend(KeyedStateBackend):
         strategy = self._snapshot_strategies.get(kind)
         if strategy is None:
             if kind == "canonical":
-                from state.snapshot import CanonicalSnapshotStrategy
+                from weir.state.snapshot import CanonicalSnapshotStrategy
 
                 strategy = CanonicalSnapshotStrategy(self, self._tracker())
             else:
-                from state.incremental import IncrementalSnapshotStrategy
+                from weir.state.incremental import IncrementalSnapshotStrategy
 
                 strategy = IncrementalSnapshotStrategy(self, self._tracker())
             self._snapshot_strategies[kind] = strategy
@@ -381,7 +381,7 @@ class RocksDBStateBackend(KeyedStateBackend):
     @property
     def incremental_strategy(self) -> IncrementalSnapshotStrategy:
         """The native incremental snapshot strategy (created on first use)."""
-        from state.incremental import IncrementalSnapshotStrategy
+        from weir.state.incremental import IncrementalSnapshotStrategy
 
         strategy = self._snapshot_strategies.get("incremental")
         if strategy is None:
@@ -391,7 +391,7 @@ class RocksDBStateBackend(KeyedStateBackend):
         return strategy
 
     def restored_from(self, handle: KeyedStateHandle) -> None:
-        from state.handles import IncrementalRocksDBStateHandle
+        from weir.state.handles import IncrementalRocksDBStateHandle
 
         if isinstance(handle, IncrementalRocksDBStateHandle) and self.incremental:
             self.incremental_strategy.seed(handle)

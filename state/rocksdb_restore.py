@@ -19,11 +19,11 @@ Restoring a native snapshot into the ``hashmap`` backend reads the same files ro
 
 Example:
     >>> import tempfile
-    >>> from checkpoint.storage import create_storage
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.key_groups import KeyGroupRange
-    >>> from state.rocksdb import RocksDBStateBackend
-    >>> from state.snapshot import SnapshotLocation
+    >>> from weir.checkpoint.storage import create_storage
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.key_groups import KeyGroupRange
+    >>> from weir.state.rocksdb import RocksDBStateBackend
+    >>> from weir.state.snapshot import SnapshotLocation
     >>> storage = create_storage(tempfile.mkdtemp())
     >>> old = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
     >>> count = old.get_state(ValueStateDescriptor("count"))
@@ -53,15 +53,15 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict, ReadOptions
 
-from checkpoint.filesystem import FileSystemCheckpointStorage
-from checkpoint.storage import CheckpointStorage, StreamStateHandle, file_checksum, verify
-from state.backend import Entry
-from state.handles import IncrementalRocksDBStateHandle
-from state.incremental import TRANSFER_THREADS, is_shared_file, run_all
-from state.key_groups import KeyGroupRange
-from state.local_recovery import materialise, usable_local_copy
-from state.rocksdb import RocksDBStateBackend, key_group_bounds, split_row_key
-from weir.errors import CorruptStateError, MissingStateError, StateError
+from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, file_checksum, verify
+from weir.core.errors import CorruptStateError, MissingStateError, StateError
+from weir.state.backend import Entry
+from weir.state.handles import IncrementalRocksDBStateHandle
+from weir.state.incremental import TRANSFER_THREADS, is_shared_file, run_all
+from weir.state.key_groups import KeyGroupRange
+from weir.state.local_recovery import materialise, usable_local_copy
+from weir.state.rocksdb import RocksDBStateBackend, key_group_bounds, split_row_key
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ always); the RocksDB native incremental strategy lives in state/incremental.py.
 
 Example:
     >>> import tempfile
-    >>> from checkpoint.storage import create_storage
-    >>> from state.descriptors import ValueStateDescriptor
-    >>> from state.heap import HashMapStateBackend
-    >>> from state.key_groups import KeyGroupRange
-    >>> from state.restore import restore
+    >>> from weir.checkpoint.storage import create_storage
+    >>> from weir.state.descriptors import ValueStateDescriptor
+    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.key_groups import KeyGroupRange
+    >>> from weir.state.restore import restore
     >>> storage = create_storage(tempfile.mkdtemp())
     >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
     >>> count = backend.get_state(ValueStateDescriptor("count"))
@@ -48,15 +48,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from checkpoint.storage import CheckpointStorage, check_relative
-from state.canonical import write_canonical
-from state.handles import CanonicalStateHandle, KeyedStateHandle, LocalCopy
-from state.key_groups import KeyGroupRange
-from state.local_recovery import LocalCopyTracker, local_checkpoint_dir, record_local_copy
-from weir.errors import StateError, StorageError
+from weir.checkpoint.storage import CheckpointStorage, check_relative
+from weir.core.errors import StateError, StorageError
+from weir.state.canonical import write_canonical
+from weir.state.handles import CanonicalStateHandle, KeyedStateHandle, LocalCopy
+from weir.state.key_groups import KeyGroupRange
+from weir.state.local_recovery import LocalCopyTracker, local_checkpoint_dir, record_local_copy
 
 if TYPE_CHECKING:
-    from state.backend import KeyedStateBackend
+    from weir.state.backend import KeyedStateBackend
 
 #: Sub-prefix of a job's checkpoint directory holding files shared between checkpoints.
 SHARED_DIR = "shared"

@@ -8,14 +8,14 @@ in-memory heap over the same timers, rebuilt from the backend by :meth:`restore`
 
 Event-time timers fire, in timestamp order, when the operator's watermark reaches them;
 processing-time timers when the task's wall clock does (through the task's
-:class:`~weir.operators.processing_time.ProcessingTimeService`, on the task thread). Before
+:class:`~weir.core.processing_time.ProcessingTimeService`, on the task thread). Before
 a timer fires, the backend's current key is set to the timer's key, so the callback reads
 and writes that key's state.
 
 Example:
-    >>> from state.heap import HashMapStateBackend
-    >>> from state.key_groups import KeyGroupRange
-    >>> from weir.operators.processing_time import ProcessingTimeService
+    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.key_groups import KeyGroupRange
+    >>> from weir.core.processing_time import ProcessingTimeService
     >>> fired = []
     >>> class Target:
     ...     def on_event_time(self, timer): fired.append((timer.key, timer.timestamp))
@@ -35,11 +35,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from state.backend import KeyedStateBackend
-from state.descriptors import ValueStateDescriptor
-from state.serializers import decode_key
-from weir.operators.processing_time import ProcessingTimeService, ScheduledTimer
-from weir.watermarks import MIN_WATERMARK
+from weir.core.processing_time import ProcessingTimeService, ScheduledTimer
+from weir.core.watermarks import MIN_WATERMARK
+from weir.state.backend import KeyedStateBackend
+from weir.state.descriptors import ValueStateDescriptor
+from weir.state.serializers import decode_key
 
 EVENT_TIME = "event-time"
 PROCESSING_TIME = "processing-time"

@@ -18,16 +18,22 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry
 
-from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2, taskexecutor_pb2_grpc
-from shuffle.api import ShuffleEnvironmentContext
-from shuffle.loader import load_shuffle_service_factory
-from taskexecutor import options as te_options
-from taskexecutor.jobmaster_gateway import JobMasterGateway
-from taskexecutor.task import Task
-from weir import options
-from weir.config import Configuration
-from weir.metrics import CallbackCollector, MetricsServer, gauge
-from weir.rpc import create_server
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.metrics import CallbackCollector, MetricsServer, gauge
+from weir.core.rpc import create_server
+from weir.proto import (
+    common_pb2,
+    jobgraph_pb2,
+    jobmaster_pb2,
+    taskexecutor_pb2,
+    taskexecutor_pb2_grpc,
+)
+from weir.shuffle.api import ShuffleEnvironmentContext
+from weir.shuffle.loader import load_shuffle_service_factory
+from weir.taskexecutor import options as te_options
+from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
+from weir.taskexecutor.task import Task
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import grpc
 
-from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
-from weir.rpc import create_channel, keep_until_done
+from weir.core.rpc import create_channel, keep_until_done
+from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 
 log = logging.getLogger(__name__)
 

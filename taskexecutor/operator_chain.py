@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskexecutor.record_writer import RecordWriter
-from weir.operators.base import OperatorContext, Output, StreamOperator
-from weir.records import Elements
+from weir.core.records import Elements
+from weir.taskexecutor.operator import OperatorContext, Output, StreamOperator
+from weir.taskexecutor.record_writer import RecordWriter
 
 
 class _ChainedOutput(Output):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.config import Duration, Option, non_negative, positive
+from weir.core.config import Duration, Option, non_negative, positive
 
 NUM_TASK_SLOTS = Option(
     "taskmanager.numberOfTaskSlots", int, default=1, validator=positive,
@@ -19,6 +19,3 @@ RESOURCE_ID = Option(
 REGISTRATION_TIMEOUT = Option(
     "taskmanager.registration.timeout", Duration, default="5 min", validator=positive,
     doc="A TaskExecutor that cannot register with the JobMaster for this long exits.")
-CANCELLATION_TIMEOUT = Option(
-    "task.cancellation.timeout", Duration, default="30 s", validator=positive,
-    doc="A task that does not stop this long after cancellation is reported as a fatal error.")

@@ -6,14 +6,24 @@ batch), hash (key group of each record -> the subtask owning it) and broadcast.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
-from proto import common_pb2
-from shuffle.api import Event, ResultPartitionWriter
-from state.key_groups import operator_indexes
-from weir.keys import KeySpec
-from weir.records import Elements
-from weir.watermarks import encode_watermark
+from weir.core.records import Elements
+from weir.core.watermarks import encode_watermark
+from weir.proto import common_pb2
+from weir.shuffle.api import Event, ResultPartitionWriter
+from weir.state.key_groups import operator_indexes
+
+
+class KeyGroupSelector(Protocol):
+    """What a hash partitioner needs of a key selector (``weir.keys.KeySpec`` is one)."""
+
+    def key_groups(self, elements: Elements, max_parallelism: int) -> np.ndarray:
+        """The key group of every record of ``elements``, in order."""
+        ...
+
 
 #: Event types of the in-band watermark events.
 WATERMARK_EVENT = "watermark"
@@ -23,8 +33,8 @@ WATERMARK_STATUS_EVENT = "watermark-status"
 class RecordWriter:
     """Partitions batches for one result partition. Used on the task thread only."""
 
-    def __init__(self, writer: ResultPartitionWriter, partitioner: int, key: KeySpec | None,
-                 max_parallelism: int, subtask_index: int) -> None:
+    def __init__(self, writer: ResultPartitionWriter, partitioner: int,
+                 key: KeyGroupSelector | None, max_parallelism: int, subtask_index: int) -> None:
         self.writer = writer
         self._partitioner = partitioner
         self._key = key

@@ -20,19 +20,23 @@ from typing import Any
 
 import cloudpickle
 
-from proto import common_pb2, jobgraph_pb2
-from shuffle.api import InputGate, ResultPartitionWriter, ShuffleEnvironment, TaskShuffleContext
-from taskexecutor.operator_chain import OperatorChain, TaskCounters
-from taskexecutor.record_writer import WATERMARK_EVENT, WATERMARK_STATUS_EVENT, RecordWriter
-from taskexecutor.watermark_valve import StatusWatermarkValve
-from weir import options
-from weir.config import Configuration
-from weir.errors import UserError
-from weir.operators.base import OperatorContext
-from weir.operators.processing_time import ProcessingTimeService
-from weir.operators.sinks import COLLECT_SERVICE
-from weir.sources.api import ReaderContext, SourceReader
-from weir.watermarks import MAX_WATERMARK, decode_watermark
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.errors import UserError
+from weir.core.processing_time import ProcessingTimeService
+from weir.core.source import ReaderContext, SourceReader
+from weir.core.watermarks import MAX_WATERMARK, decode_watermark
+from weir.proto import common_pb2, jobgraph_pb2
+from weir.shuffle.api import (
+    InputGate,
+    ResultPartitionWriter,
+    ShuffleEnvironment,
+    TaskShuffleContext,
+)
+from weir.taskexecutor.operator import COLLECT_SERVICE, OperatorContext
+from weir.taskexecutor.operator_chain import OperatorChain, TaskCounters
+from weir.taskexecutor.record_writer import WATERMARK_EVENT, WATERMARK_STATUS_EVENT, RecordWriter
+from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +165,7 @@ class Task:
         self._set_state(final, error)
 
     def _error_info(self, err: BaseException) -> common_pb2.ErrorInfo:
-        from weir.errors import PartitionNotFoundError, RemoteTransportError
+        from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 
         reason = common_pb2.USER_CODE_ERROR
         if isinstance(err, PartitionNotFoundError):

@@ -1,7 +1,7 @@
 """weir: a distributed stream-processing engine built around fault tolerance.
 
 Everything a job program needs is importable from here. Names are loaded on first use
-(PEP 562), so that importing one module of the package — ``weir.time`` from ``state/``,
+(PEP 562), so that importing one module of the package — ``weir.core.time`` from ``state/``,
 say — does not load the whole API, which itself depends on ``state/``.
 
 Example:
@@ -22,26 +22,26 @@ _EXPORTS: dict[str, str] = {
     "AggregateFunction": "weir.window",
     "AggregatingState": "weir.state_api",
     "AggregatingStateDescriptor": "weir.state_api",
-    "CheckpointListener": "state.operator_state",
-    "CheckpointedFunction": "state.operator_state",
+    "CheckpointListener": "weir.state.operator_state",
+    "CheckpointedFunction": "weir.state.operator_state",
     "CloseableIterator": "weir.datastream",
-    "ConfigError": "weir.errors",
-    "Configuration": "weir.config",
+    "ConfigError": "weir.core.errors",
+    "Configuration": "weir.core.config",
     "CountTrigger": "weir.window",
     "DataStream": "weir.datastream",
     "DataStreamSink": "weir.datastream",
     "DiscardingSink": "weir.sinks",
-    "Duration": "weir.time",
+    "Duration": "weir.core.time",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
     "FileSink": "weir.sinks",
     "FileSource": "weir.sources.files",
     "FilterFunction": "weir.functions",
     "FlatMapFunction": "weir.functions",
-    "FunctionInitializationContext": "state.operator_state",
-    "FunctionSnapshotContext": "state.operator_state",
-    "InvalidJobError": "weir.errors",
-    "JobExecutionError": "weir.errors",
+    "FunctionInitializationContext": "weir.state.operator_state",
+    "FunctionSnapshotContext": "weir.state.operator_state",
+    "InvalidJobError": "weir.core.errors",
+    "JobExecutionError": "weir.core.errors",
     "JobExecutionResult": "weir.environment",
     "KeySelector": "weir.functions",
     "KeyedProcessFunction": "weir.functions",
@@ -51,8 +51,8 @@ _EXPORTS: dict[str, str] = {
     "MapFunction": "weir.functions",
     "MapState": "weir.state_api",
     "MapStateDescriptor": "weir.state_api",
-    "OperatorListState": "state.operator_state",
-    "OperatorStateStore": "state.operator_state",
+    "OperatorListState": "weir.state.operator_state",
+    "OperatorStateStore": "weir.state.operator_state",
     "ProcessFunction": "weir.functions",
     "ProcessWindowFunction": "weir.window",
     "ProcessingTimeSessionWindows": "weir.window",
@@ -60,18 +60,18 @@ _EXPORTS: dict[str, str] = {
     "ReduceFunction": "weir.functions",
     "ReducingState": "weir.state_api",
     "ReducingStateDescriptor": "weir.state_api",
-    "Row": "weir.row",
+    "Row": "weir.core.row",
     "RuntimeContext": "weir.functions",
     "Sink": "weir.sinks",
     "SlidingEventTimeWindows": "weir.window",
     "SlidingProcessingTimeWindows": "weir.window",
-    "Source": "weir.sources.api",
-    "SourceReader": "weir.sources.api",
-    "SplitAssignment": "weir.sources.api",
-    "SplitEnumerator": "weir.sources.api",
+    "Source": "weir.core.source",
+    "SourceReader": "weir.core.source",
+    "SplitAssignment": "weir.core.source",
+    "SplitEnumerator": "weir.core.source",
     "StateTtlConfig": "weir.state_api",
     "StreamExecutionEnvironment": "weir.environment",
-    "Time": "weir.time",
+    "Time": "weir.core.time",
     "TimeDomain": "weir.functions",
     "TimeWindow": "weir.window",
     "TimerService": "weir.functions",
@@ -80,13 +80,13 @@ _EXPORTS: dict[str, str] = {
     "TriggerResult": "weir.window",
     "TumblingEventTimeWindows": "weir.window",
     "TumblingProcessingTimeWindows": "weir.window",
-    "TypeInformation": "weir.types",
-    "Types": "weir.types",
-    "UserError": "weir.errors",
+    "TypeInformation": "weir.core.types",
+    "Types": "weir.core.types",
+    "UserError": "weir.core.errors",
     "ValueState": "weir.state_api",
     "ValueStateDescriptor": "weir.state_api",
     "WatermarkStrategy": "weir.watermarks",
-    "WeirError": "weir.errors",
+    "WeirError": "weir.core.errors",
     "WindowAssigner": "weir.window",
     "WindowedStream": "weir.datastream",
 }
@@ -109,26 +109,50 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from state.operator_state import (
-        CheckpointedFunction as CheckpointedFunction,
-    )
-    from state.operator_state import (
-        CheckpointListener as CheckpointListener,
-    )
-    from state.operator_state import (
-        FunctionInitializationContext as FunctionInitializationContext,
-    )
-    from state.operator_state import (
-        FunctionSnapshotContext as FunctionSnapshotContext,
-    )
-    from state.operator_state import (
-        OperatorListState as OperatorListState,
-    )
-    from state.operator_state import (
-        OperatorStateStore as OperatorStateStore,
-    )
-    from weir.config import (
+    from weir.core.config import (
         Configuration as Configuration,
+    )
+    from weir.core.errors import (
+        ConfigError as ConfigError,
+    )
+    from weir.core.errors import (
+        InvalidJobError as InvalidJobError,
+    )
+    from weir.core.errors import (
+        JobExecutionError as JobExecutionError,
+    )
+    from weir.core.errors import (
+        UserError as UserError,
+    )
+    from weir.core.errors import (
+        WeirError as WeirError,
+    )
+    from weir.core.row import (
+        Row as Row,
+    )
+    from weir.core.source import (
+        Source as Source,
+    )
+    from weir.core.source import (
+        SourceReader as SourceReader,
+    )
+    from weir.core.source import (
+        SplitAssignment as SplitAssignment,
+    )
+    from weir.core.source import (
+        SplitEnumerator as SplitEnumerator,
+    )
+    from weir.core.time import (
+        Duration as Duration,
+    )
+    from weir.core.time import (
+        Time as Time,
+    )
+    from weir.core.types import (
+        TypeInformation as TypeInformation,
+    )
+    from weir.core.types import (
+        Types as Types,
     )
     from weir.datastream import (
         CloseableIterator as CloseableIterator,
@@ -150,21 +174,6 @@ if TYPE_CHECKING:
     )
     from weir.environment import (
         StreamExecutionEnvironment as StreamExecutionEnvironment,
-    )
-    from weir.errors import (
-        ConfigError as ConfigError,
-    )
-    from weir.errors import (
-        InvalidJobError as InvalidJobError,
-    )
-    from weir.errors import (
-        JobExecutionError as JobExecutionError,
-    )
-    from weir.errors import (
-        UserError as UserError,
-    )
-    from weir.errors import (
-        WeirError as WeirError,
     )
     from weir.functions import (
         FilterFunction as FilterFunction,
@@ -196,9 +205,6 @@ if TYPE_CHECKING:
     from weir.functions import (
         TimerService as TimerService,
     )
-    from weir.row import (
-        Row as Row,
-    )
     from weir.sinks import (
         DiscardingSink as DiscardingSink,
     )
@@ -208,20 +214,26 @@ if TYPE_CHECKING:
     from weir.sinks import (
         Sink as Sink,
     )
-    from weir.sources.api import (
-        Source as Source,
-    )
-    from weir.sources.api import (
-        SourceReader as SourceReader,
-    )
-    from weir.sources.api import (
-        SplitAssignment as SplitAssignment,
-    )
-    from weir.sources.api import (
-        SplitEnumerator as SplitEnumerator,
-    )
     from weir.sources.files import (
         FileSource as FileSource,
+    )
+    from weir.state.operator_state import (
+        CheckpointedFunction as CheckpointedFunction,
+    )
+    from weir.state.operator_state import (
+        CheckpointListener as CheckpointListener,
+    )
+    from weir.state.operator_state import (
+        FunctionInitializationContext as FunctionInitializationContext,
+    )
+    from weir.state.operator_state import (
+        FunctionSnapshotContext as FunctionSnapshotContext,
+    )
+    from weir.state.operator_state import (
+        OperatorListState as OperatorListState,
+    )
+    from weir.state.operator_state import (
+        OperatorStateStore as OperatorStateStore,
     )
     from weir.state_api import (
         AggregatingState as AggregatingState,
@@ -255,18 +267,6 @@ if TYPE_CHECKING:
     )
     from weir.state_api import (
         ValueStateDescriptor as ValueStateDescriptor,
-    )
-    from weir.time import (
-        Duration as Duration,
-    )
-    from weir.time import (
-        Time as Time,
-    )
-    from weir.types import (
-        TypeInformation as TypeInformation,
-    )
-    from weir.types import (
-        Types as Types,
     )
     from weir.watermarks import (
         TimestampAssigner as TimestampAssigner,

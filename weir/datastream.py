@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from weir.core.time import to_millis
+from weir.core.types import TypeInformation
 from weir.graph import BROADCAST, HASH, REBALANCE, Transformation
 from weir.keys import FieldKeySpec, KeySpec, key_spec
 from weir.operators.basic import (
@@ -39,8 +41,6 @@ from weir.operators.window import (
     FieldReducer,
     WindowOperator,
 )
-from weir.time import to_millis
-from weir.types import TypeInformation
 from weir.watermarks import WatermarkStrategy
 from weir.window import Trigger, WindowAssigner
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from weir.config import options_reference_markdown
+from weir.core.config import options_reference_markdown
 
 BEGIN = "<!-- BEGIN GENERATED: configuration (python -m weir.docgen) -->"
 END = "<!-- END GENERATED: configuration -->"

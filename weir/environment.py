@@ -15,37 +15,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from proto import jobgraph_pb2
-from weir import options
-from weir.client import JobClient, JobMasterClient
-from weir.config import Configuration
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.errors import InvalidJobError
+from weir.core.execution import ExecutionContext, JobClient, load_executor
+from weir.core.ids import JobId
+from weir.core.source import Source
+from weir.core.types import TypeInformation
 from weir.datastream import DataStream
-from weir.errors import InvalidJobError
 from weir.graph import Transformation, build_job_graph
-from weir.ids import JobId
-from weir.sources.api import Source
+from weir.proto import jobgraph_pb2
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource
-from weir.types import TypeInformation
 from weir.watermarks import WatermarkStrategy
-
-
-@dataclass
-class ExecutionContext:
-    """Set by ``weir run``: where programs submit their jobs and how."""
-
-    address: str
-    token: str | None
-    configuration: Configuration
-    detached: bool = False
-    show_progress: bool = False
-    #: The local cluster's directory, when the client found the JobMaster through it.
-    cluster_dir: str | None = None
-    submitted: list[str] = field(default_factory=list)
-
 
 _context: ExecutionContext | None = None
 
@@ -248,17 +233,13 @@ class StreamExecutionEnvironment:
         try:
             graph = self.get_job_graph(job_name)
             self._sinks = []
-            client, more_cleanups = self._connect(graph)
-            cleanups.extend(more_cleanups)
-            job_id = client.submit_job(graph)
+            executor = load_executor("local" if self._context is None else "remote")
+            return executor.execute(graph, self._config, self._context,
+                                    list(reversed(cleanups)))
         except BaseException:
             for cleanup in reversed(cleanups):
                 cleanup()
             raise
-        if self._context is not None:
-            self._context.submitted.append(job_id)
-        show = bool(self._context and self._context.show_progress)
-        return JobClient(client, job_id, on_done=list(reversed(cleanups)), show_progress=show)
 
     def execute(self, job_name: str | None = None) -> JobExecutionResult:
         """Run the job; returns when it finished (at once with ``weir run --detached``)."""
@@ -268,17 +249,3 @@ class StreamExecutionEnvironment:
             return JobExecutionResult(job.job_id)
         job.wait()
         return JobExecutionResult(job.job_id, time.monotonic() - started)
-
-    def _connect(self, graph: jobgraph_pb2.JobGraph) -> tuple[
-            JobMasterClient, list[Callable[[], None]]]:
-        token = self._config.get(options.AUTH_TOKEN)
-        timeout = self._config.get(options.CLIENT_TIMEOUT)
-        if self._context is not None:
-            return JobMasterClient(self._context.address, self._context.token or token,
-                                   timeout), []
-        from weir.minicluster import MiniCluster
-
-        slots = max(v.parallelism for v in graph.vertices)
-        cluster = MiniCluster(num_slots=slots, configuration=self._config)
-        cluster.start()
-        return JobMasterClient(cluster.address, token, timeout), [cluster.stop]

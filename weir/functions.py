@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
-    from state.descriptors import (
+    from weir.state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
+    from weir.state.descriptors import (
         AggregatingStateDescriptor,
         ListStateDescriptor,
         MapStateDescriptor,

@@ -14,12 +14,12 @@ from typing import Any
 
 import cloudpickle
 
-from proto import common_pb2, jobgraph_pb2
-from state.key_groups import check_parallelism
-from weir.errors import InvalidJobError
+from weir.core.errors import InvalidJobError
 from weir.keys import KeySpec
-from weir.operators.base import StreamOperator
 from weir.operators.sinks import CollectSinkOperator
+from weir.proto import common_pb2, jobgraph_pb2
+from weir.state.key_groups import check_parallelism
+from weir.taskexecutor.operator import StreamOperator
 
 FORWARD = common_pb2.FORWARD
 REBALANCE = common_pb2.REBALANCE

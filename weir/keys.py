@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from state.key_groups import assign_to_key_group, key_groups_of_array, key_groups_of_columns
+from weir.core.records import Elements
+from weir.core.types import KIND_KEY, KIND_PICKLE
 from weir.functions import KeySelector, resolve_callable
-from weir.records import Elements
-from weir.types import KIND_KEY, KIND_PICKLE
+from weir.state.key_groups import assign_to_key_group, key_groups_of_array, key_groups_of_columns
 
 
 class KeySpec:

@@ -8,9 +8,9 @@ Example:
 
 from __future__ import annotations
 
-from weir.config import MemorySize
-from weir.operators.base import StreamOperator
+from weir.core.config import MemorySize
 from weir.operators.sinks import DiscardingSinkOperator, FileSinkOperator
+from weir.taskexecutor.operator import StreamOperator
 
 
 class Sink:

@@ -15,8 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
-from state.descriptors import (
+from weir.state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
+from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,

@@ -24,29 +24,11 @@ Example:
 
 from __future__ import annotations
 
-import struct
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Any
 
-from weir.time import to_millis
-
-#: The smallest watermark: event time has not started.
-MIN_WATERMARK = -(1 << 63)
-#: The end of event time: every timer fires (sent when an input ends).
-MAX_WATERMARK = (1 << 63) - 1
-#: Marks a record without a timestamp inside a batch that otherwise has them.
-NO_TIMESTAMP = MIN_WATERMARK
-
-_WATERMARK = struct.Struct(">q")
-
-
-def encode_watermark(watermark: int) -> bytes:
-    return _WATERMARK.pack(watermark)
-
-
-def decode_watermark(payload: bytes) -> int:
-    return int(_WATERMARK.unpack(payload)[0])
+from weir.core.time import to_millis
 
 
 class TimestampAssigner(ABC):
@@ -55,7 +37,7 @@ class TimestampAssigner(ABC):
     @abstractmethod
     def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
         """The record's timestamp; ``record_timestamp`` is the one it already carries
-        (:data:`NO_TIMESTAMP` if none)."""
+        (``weir.core.watermarks.NO_TIMESTAMP`` if none)."""
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.core.time import Time, to_millis
+from weir.core.watermarks import MAX_WATERMARK
 from weir.functions import Function
-from weir.time import Time, to_millis
-from weir.watermarks import MAX_WATERMARK
 
 __all__ = [
     "AggregateFunction",
@@ -335,7 +335,7 @@ class CountTrigger(Trigger):
         return cls(count)
 
     def _counter(self, ctx: Any) -> Any:
-        from state.descriptors import ReducingStateDescriptor
+        from weir.state.descriptors import ReducingStateDescriptor
 
         return ctx.get_partitioned_state(
             ReducingStateDescriptor("count-trigger", lambda a, b: a + b))

@@ -30,10 +30,14 @@ from typing import Any
 import grpc
 import pyarrow as pa
 
-from proto import jobgraph_pb2, shuffle_service_pb2_grpc
-from proto import shuffle_service_pb2 as pb
-from shuffle import options as shuffle_options
-from shuffle.api import (
+from weir.core import options
+from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.records import Elements
+from weir.core.rpc import create_channel, keep_until_done
+from weir.proto import jobgraph_pb2, shuffle_service_pb2_grpc
+from weir.proto import shuffle_service_pb2 as pb
+from weir.shuffle import options as shuffle_options
+from weir.shuffle.api import (
     BufferOrEvent,
     Event,
     InputGate,
@@ -43,11 +47,7 @@ from shuffle.api import (
     TaskShuffleContext,
     poll_round_robin,
 )
-from shuffle.external.service import IN_PROGRESS, PARTITION_STATE_KEY
-from weir import options
-from weir.errors import PartitionNotFoundError, RemoteTransportError
-from weir.records import Elements
-from weir.rpc import create_channel, keep_until_done
+from weir.shuffle.external.service import IN_PROGRESS, PARTITION_STATE_KEY
 
 log = logging.getLogger(__name__)
 

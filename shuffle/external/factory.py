@@ -1,21 +1,21 @@
 """Factory of the external shuffle service: ``shuffle-service-factory.class`` =
-``shuffle.external.factory.ExternalShuffleServiceFactory``, with ``shuffle-service.address``
+``weir.shuffle.external.factory.ExternalShuffleServiceFactory``, with ``shuffle-service.address``
 naming a running ``weir shuffle-service``."""
 
 from __future__ import annotations
 
-from shuffle.api import (
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.errors import ConfigError
+from weir.shuffle.api import (
     ShuffleEnvironment,
     ShuffleEnvironmentContext,
     ShuffleMaster,
     ShuffleServiceFactory,
 )
-from shuffle.external.environment import ExternalShuffleEnvironment
-from shuffle.external.master import ExternalShuffleMaster
-from shuffle.options import SHUFFLE_SERVICE_ADDRESS
-from weir import options
-from weir.config import Configuration
-from weir.errors import ConfigError
+from weir.shuffle.external.environment import ExternalShuffleEnvironment
+from weir.shuffle.external.master import ExternalShuffleMaster
+from weir.shuffle.options import SHUFFLE_SERVICE_ADDRESS
 
 
 def service_address(configuration: Configuration) -> str:

@@ -15,11 +15,11 @@ from typing import Any
 
 import grpc
 
-from proto import shuffle_service_pb2 as pb
-from proto import shuffle_service_pb2_grpc
-from shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
-from shuffle.external.environment import RELEASE_TIMEOUT_S
-from weir.rpc import create_channel, keep_until_done
+from weir.core.rpc import create_channel, keep_until_done
+from weir.proto import shuffle_service_pb2 as pb
+from weir.proto import shuffle_service_pb2_grpc
+from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
+from weir.shuffle.external.environment import RELEASE_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 

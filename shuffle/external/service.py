@@ -19,9 +19,14 @@ from concurrent import futures
 
 import grpc
 
-from proto import shuffle_service_pb2 as pb
-from proto import shuffle_service_pb2_grpc
-from shuffle.external.storage import (
+from weir.core.errors import UserError
+
+# The generic create_server does not expose its thread pool, and stop() must end every
+# thread it started: build the server here with the same options and auth interceptor.
+from weir.core.rpc import create_server
+from weir.proto import shuffle_service_pb2 as pb
+from weir.proto import shuffle_service_pb2_grpc
+from weir.shuffle.external.storage import (
     DEFAULT_SPILL_THRESHOLD,
     CorruptPartitionError,
     InvalidRequestError,
@@ -33,11 +38,6 @@ from shuffle.external.storage import (
     UnknownPartitionError,
     WriteAbortedError,
 )
-from weir.errors import UserError
-
-# The generic create_server does not expose its thread pool, and stop() must end every
-# thread it started: build the server here with the same options and auth interceptor.
-from weir.rpc import create_server
 
 log = logging.getLogger(__name__)
 

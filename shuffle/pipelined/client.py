@@ -28,12 +28,12 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from proto import dataplane_pb2
-from shuffle.api import Event
-from shuffle.pipelined import protocol
-from shuffle.pipelined.partition import Buffer
-from weir.errors import PartitionNotFoundError, RemoteTransportError
-from weir.records import Elements
+from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.records import Elements
+from weir.proto import dataplane_pb2
+from weir.shuffle.api import Event
+from weir.shuffle.pipelined import protocol
+from weir.shuffle.pipelined.partition import Buffer
 
 log = logging.getLogger(__name__)
 

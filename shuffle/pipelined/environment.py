@@ -5,21 +5,21 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from proto import dataplane_pb2, jobgraph_pb2
-from shuffle import options as shuffle_options
-from shuffle.api import (
+from weir.core import options
+from weir.proto import dataplane_pb2, jobgraph_pb2
+from weir.shuffle import options as shuffle_options
+from weir.shuffle.api import (
     InputGate,
     ResultPartitionWriter,
     ShuffleEnvironment,
     ShuffleEnvironmentContext,
     TaskShuffleContext,
 )
-from shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
-from shuffle.pipelined.debloat import BufferDebloater
-from shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
-from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
-from shuffle.pipelined.server import DataServer
-from weir import options
+from weir.shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from weir.shuffle.pipelined.debloat import BufferDebloater
+from weir.shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
+from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from weir.shuffle.pipelined.server import DataServer
 
 
 class PipelinedShuffleEnvironment(ShuffleEnvironment):

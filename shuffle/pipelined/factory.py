@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from shuffle.api import (
+from weir.core.config import Configuration
+from weir.shuffle.api import (
     ShuffleEnvironment,
     ShuffleEnvironmentContext,
     ShuffleMaster,
     ShuffleServiceFactory,
 )
-from shuffle.pipelined.environment import PipelinedShuffleEnvironment
-from shuffle.pipelined.master import PipelinedShuffleMaster
-from weir.config import Configuration
+from weir.shuffle.pipelined.environment import PipelinedShuffleEnvironment
+from weir.shuffle.pipelined.master import PipelinedShuffleMaster
 
 
 class PipelinedShuffleServiceFactory(ShuffleServiceFactory):
     """The default: ``shuffle-service-factory.class`` =
-    ``shuffle.pipelined.factory.PipelinedShuffleServiceFactory``."""
+    ``weir.shuffle.pipelined.factory.PipelinedShuffleServiceFactory``."""
 
     def create_shuffle_master(self, configuration: Configuration) -> ShuffleMaster:
         return PipelinedShuffleMaster()

@@ -6,11 +6,16 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 
-from shuffle.api import BufferOrEvent, InputGate, poll_round_robin
-from shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
-from shuffle.pipelined.debloat import BufferDebloater
-from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
-from weir.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.shuffle.api import BufferOrEvent, InputGate, poll_round_robin
+from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
+from weir.shuffle.pipelined.debloat import BufferDebloater
+from weir.shuffle.pipelined.partition import (
+    Buffer,
+    PartitionManager,
+    ProducerFailedError,
+    Subpartition,
+)
 
 
 class InputChannel(ABC):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from proto import dataplane_pb2
-from shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
+from weir.proto import dataplane_pb2
+from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
 
 
 class PipelinedShuffleMaster(ShuffleMaster):

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shuffle.api import Event, ResultPartitionWriter
-from weir.errors import PartitionNotFoundError
-from weir.records import Elements
+from weir.core.errors import PartitionNotFoundError
+from weir.core.records import Elements
+from weir.shuffle.api import Event, ResultPartitionWriter
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from proto import dataplane_pb2
+from weir.proto import dataplane_pb2
 
 PARTITION_REQUEST = 1
 ADD_CREDIT = 2

@@ -19,10 +19,15 @@ from collections import deque
 
 import pyarrow as pa
 
-from proto import dataplane_pb2
-from shuffle.pipelined import protocol
-from shuffle.pipelined.partition import Buffer, PartitionManager, ProducerFailedError, Subpartition
-from weir.errors import PartitionNotFoundError
+from weir.core.errors import PartitionNotFoundError
+from weir.proto import dataplane_pb2
+from weir.shuffle.pipelined import protocol
+from weir.shuffle.pipelined.partition import (
+    Buffer,
+    PartitionManager,
+    ProducerFailedError,
+    Subpartition,
+)
 
 log = logging.getLogger(__name__)
 

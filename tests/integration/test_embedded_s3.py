@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from checkpoint.seaweedfs import S3Credentials, s3_client
-from checkpoint.storage import create_storage
 from tests.support.cluster import poll, weir_cli
-from weir.config import Configuration
-from weir.processes import process_alive
+from weir.checkpoint.seaweedfs import S3Credentials, s3_client
+from weir.checkpoint.storage import create_storage
+from weir.core.config import Configuration
+from weir.core.processes import process_alive
 
 
 @pytest.fixture

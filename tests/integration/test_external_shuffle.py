@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from proto import common_pb2
 from tests.support.cluster import (
     REPO,
     LocalCluster,
@@ -23,8 +22,9 @@ from tests.support.cluster import (
     wait_job_status,
     write_job,
 )
+from weir.proto import common_pb2
 
-FACTORY = "shuffle.external.factory.ExternalShuffleServiceFactory"
+FACTORY = "weir.shuffle.external.factory.ExternalShuffleServiceFactory"
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from proto import common_pb2
 from tests.support.cluster import (
     REPO,
     LocalCluster,
@@ -21,7 +20,8 @@ from tests.support.cluster import (
     wait_job_status,
     write_job,
 )
-from weir.client import failure_text
+from weir.client.cluster_client import failure_text
+from weir.proto import common_pb2
 
 ENDLESS = """
     from weir import StreamExecutionEnvironment, DiscardingSink

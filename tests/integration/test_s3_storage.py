@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.s3 import S3CheckpointStorage
-from checkpoint.storage import StreamStateHandle, checksum_of, create_storage
 from tests.support.seaweedfs import SeaweedS3
-from weir.errors import (
+from weir.checkpoint.s3 import S3CheckpointStorage
+from weir.checkpoint.storage import StreamStateHandle, checksum_of, create_storage
+from weir.core.errors import (
     CorruptStateError,
     MissingStateError,
     StorageAccessError,

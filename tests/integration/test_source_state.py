@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from weir.config import Configuration
-from weir.sources.api import ReaderContext, Source, SourceReader, SplitEnumerator
+from weir.core.config import Configuration
+from weir.core.source import ReaderContext, Source, SourceReader, SplitEnumerator
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource, FileSplit
 from weir.sources.reader_state import SourceReaderState

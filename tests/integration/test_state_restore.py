@@ -16,24 +16,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkpoint.filesystem import FileSystemCheckpointStorage
-from checkpoint.shared_registry import SharedStateRegistry
-from checkpoint.storage import CheckpointStorage, StreamStateHandle, create_storage
-from state.backend import KeyedStateBackend
-from state.canonical import read_canonical, write_canonical
-from state.descriptors import MapStateDescriptor, ValueStateDescriptor
-from state.handles import (
+from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.shared_registry import SharedStateRegistry
+from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, create_storage
+from weir.core.errors import CorruptStateError, MissingStateError, StateError
+from weir.state.backend import KeyedStateBackend
+from weir.state.canonical import read_canonical, write_canonical
+from weir.state.descriptors import MapStateDescriptor, ValueStateDescriptor
+from weir.state.handles import (
     CanonicalStateHandle,
     IncrementalRocksDBStateHandle,
     KeyedStateHandle,
 )
-from state.heap import HashMapStateBackend
-from state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
-from state.restore import restore
-from state.rocksdb import RocksDBStateBackend
-from state.serializers import encode_key
-from state.snapshot import SnapshotLocation
-from weir.errors import CorruptStateError, MissingStateError, StateError
+from weir.state.heap import HashMapStateBackend
+from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
+from weir.state.restore import restore
+from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.serializers import encode_key
+from weir.state.snapshot import SnapshotLocation
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)

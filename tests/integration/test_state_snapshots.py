@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from checkpoint.storage import CheckpointStorage, create_storage
-from state.backend import KeyedStateBackend
-from state.canonical import write_canonical
-from state.descriptors import MapStateDescriptor, ValueStateDescriptor
-from state.heap import HashMapStateBackend
-from state.key_groups import KeyGroupRange, key_group_range_for_operator
-from state.restore import restore_canonical
-from state.rocksdb import RocksDBStateBackend
-from weir.errors import CorruptStateError
+from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.core.errors import CorruptStateError
+from weir.state.backend import KeyedStateBackend
+from weir.state.canonical import write_canonical
+from weir.state.descriptors import MapStateDescriptor, ValueStateDescriptor
+from weir.state.heap import HashMapStateBackend
+from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator
+from weir.state.restore import restore_canonical
+from weir.state.rocksdb import RocksDBStateBackend
 
 MAX_PAR = 128
 

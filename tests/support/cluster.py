@@ -75,7 +75,7 @@ class LocalCluster:
         return weir_cli(*args[:1], "--dir", str(self.dir), *args[1:], timeout=timeout)
 
     def client(self) -> Any:
-        from weir.client import JobMasterClient
+        from weir.client.cluster_client import JobMasterClient
 
         return JobMasterClient(self.address, timeout=10)
 
@@ -118,8 +118,8 @@ class ClientEnvironment:
     """Submits jobs from the test process to a running cluster (as ``weir run`` would)."""
 
     def __init__(self, cluster: LocalCluster, **config: str) -> None:
-        from weir.config import Configuration
-        from weir.environment import ExecutionContext
+        from weir.core.config import Configuration
+        from weir.core.execution import ExecutionContext
 
         self.context = ExecutionContext(address=cluster.address, token=config.pop("token", None),
                                         configuration=Configuration.from_pairs(config),
@@ -149,7 +149,7 @@ def job_details(cluster: LocalCluster, job_id: str) -> Any:
 def wait_job_status(cluster: LocalCluster, job_id: str, statuses: set[str],
                     timeout: float) -> Any:
     """Poll until the job reaches one of ``statuses`` (names such as "RUNNING")."""
-    from weir.client import job_status_name
+    from weir.client.cluster_client import job_status_name
 
     return poll(lambda: (d := job_details(cluster, job_id)) and
                 job_status_name(d.summary.status) in statuses and d,
@@ -157,7 +157,7 @@ def wait_job_status(cluster: LocalCluster, job_id: str, statuses: set[str],
 
 
 def wait_all_running(cluster: LocalCluster, job_id: str, timeout: float = 60) -> Any:
-    from proto import common_pb2
+    from weir.proto import common_pb2
 
     def ready() -> Any:
         details = job_details(cluster, job_id)

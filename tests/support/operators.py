@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from weir.config import Configuration
-from weir.operators.base import OperatorContext, Output, StreamOperator
-from weir.operators.processing_time import ProcessingTimeService
-from weir.records import Elements
+from weir.core.config import Configuration
+from weir.core.processing_time import ProcessingTimeService
+from weir.core.records import Elements
+from weir.taskexecutor.operator import OperatorContext, Output, StreamOperator
 
 
 class CollectingOutput(Output):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shuffle.api import ShuffleEnvironment, ShuffleEnvironmentContext, ShuffleMaster
-from shuffle.pipelined.factory import PipelinedShuffleServiceFactory
-from weir.config import Configuration
+from weir.core.config import Configuration
+from weir.shuffle.api import ShuffleEnvironment, ShuffleEnvironmentContext, ShuffleMaster
+from weir.shuffle.pipelined.factory import PipelinedShuffleServiceFactory
 
 
 def _record(what: str) -> None:

@@ -1,6 +1,6 @@
 """A real S3-compatible server for tests: SeaweedFS (``weed mini``) on loopback.
 
-The server itself is :class:`checkpoint.seaweedfs.SeaweedServer` (the one `weir cluster
+The server itself is :class:`weir.checkpoint.seaweedfs.SeaweedServer` (the one `weir cluster
 start --with-s3` runs); this module adds a temporary data directory, weir configurations
 pointing at it, and the pytest fixtures.
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from checkpoint.seaweedfs import SeaweedServer
-from weir.config import Configuration
+from weir.checkpoint.seaweedfs import SeaweedServer
+from weir.core.config import Configuration
 
 WEED = Path(sys.executable).parent / "weed"
 

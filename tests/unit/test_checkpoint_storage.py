@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint.filesystem as fs_module
-from checkpoint.filesystem import TEMP_SUFFIX, FileSystemCheckpointStorage
-from checkpoint.storage import StreamStateHandle, checksum_of, create_storage
-from weir.config import Configuration
-from weir.errors import ConfigError, CorruptStateError, MissingStateError
+import weir.checkpoint.filesystem as fs_module
+from weir.checkpoint.filesystem import TEMP_SUFFIX, FileSystemCheckpointStorage
+from weir.checkpoint.storage import StreamStateHandle, checksum_of, create_storage
+from weir.core.config import Configuration
+from weir.core.errors import ConfigError, CorruptStateError, MissingStateError
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from jobmaster.collect import CollectBuffer
+from weir.jobmaster.collect import CollectBuffer
 
 
 def test_push_then_fetch_in_order() -> None:

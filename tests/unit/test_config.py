@@ -1,4 +1,4 @@
-"""Typed configuration: parsing, validation, YAML, -D overrides, env vars (weir.config)."""
+"""Typed configuration: parsing, validation, YAML, -D overrides, env vars (weir.core.config)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from weir import options
-from weir.config import (
+from weir.core import options
+from weir.core.config import (
     Configuration,
     Duration,
     MemorySize,
@@ -18,7 +18,7 @@ from weir.config import (
     options_reference_markdown,
     positive,
 )
-from weir.errors import ConfigError, UserError
+from weir.core.errors import ConfigError, UserError
 
 
 @pytest.fixture(autouse=True)

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from shuffle.api import Event
-from shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
-from shuffle.pipelined.gate import LocalInputChannel
-from shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
-from shuffle.pipelined.server import DataServer
-from weir.errors import PartitionNotFoundError, RemoteTransportError
-from weir.records import Elements
+from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.records import Elements
+from weir.shuffle.api import Event
+from weir.shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from weir.shuffle.pipelined.gate import LocalInputChannel
+from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from weir.shuffle.pipelined.server import DataServer
 
 SEGMENT = 32 * 1024
 

@@ -6,9 +6,9 @@ import time
 
 import pyarrow as pa
 
-from shuffle.pipelined.debloat import BufferDebloater
 from tests.unit.test_credit_flow import channel, drain, plane  # noqa: F401 - fixture
-from weir.records import Elements
+from weir.core.records import Elements
+from weir.shuffle.pipelined.debloat import BufferDebloater
 
 
 def make(**overrides):
@@ -61,7 +61,7 @@ def test_estimated_time_to_consume():
 
 
 def test_producer_splits_and_flushes_at_the_announced_size(plane):  # noqa: F811
-    from shuffle.pipelined.partition import PipelinedResultPartition
+    from weir.shuffle.pipelined.partition import PipelinedResultPartition
 
     partitions, server, connections = plane
     part = PipelinedResultPartition("db", "job", 1, 100, 32 * 1024, lambda: None)

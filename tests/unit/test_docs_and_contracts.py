@@ -23,14 +23,16 @@ def test_readme_configuration_reference_is_current():
 
 def test_generated_proto_modules_are_current(tmp_path: Path):
     pytest.importorskip("grpc_tools")
-    (tmp_path / "proto").mkdir()
+    # Compiled as weir/proto/*.proto, as `make proto` does: modules import weir.proto.*.
+    out = tmp_path / "weir" / "proto"
+    out.mkdir(parents=True)
     protos = sorted((REPO / "proto").glob("*.proto"))
     for proto in protos:
-        (tmp_path / "proto" / proto.name).write_text(proto.read_text())
+        (out / proto.name).write_text(proto.read_text())
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", "--python_out=.",
                     "--pyi_out=.", "--grpc_python_out=.",
-                    *(f"proto/{p.name}" for p in protos)], cwd=tmp_path, check=True)
-    for generated in sorted((tmp_path / "proto").glob("*_pb2*.py*")):
+                    *(f"weir/proto/{p.name}" for p in protos)], cwd=tmp_path, check=True)
+    for generated in sorted(out.glob("*_pb2*.py*")):
         committed = REPO / "proto" / generated.name
         assert committed.exists(), f"{generated.name} is not committed: run `make proto`"
         assert committed.read_text() == generated.read_text(), \
@@ -58,8 +60,9 @@ def test_every_public_name_resolves_and_any_module_imports_first():
     assert all(getattr(weir, name) is not None for name in weir.__all__)
     # Each package's modules must import on their own, in a fresh interpreter: the
     # packages depend on each other, and an import cycle only shows from some entry points.
-    modules = ["state.descriptors", "state.backend", "state.timers", "state.operator_state",
-               "checkpoint.storage", "taskexecutor.task", "jobmaster.daemon", "weir.window"]
+    modules = ["weir.state.descriptors", "weir.state.backend", "weir.state.timers",
+               "weir.state.operator_state", "weir.checkpoint.storage", "weir.taskexecutor.task",
+               "weir.jobmaster.daemon", "weir.window"]
     code = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]"
     for module in modules:
         result = subprocess.run([sys.executable, "-c", code, module], cwd=REPO,
@@ -70,9 +73,9 @@ def test_every_public_name_resolves_and_any_module_imports_first():
 def test_small_helper_modules_examples():
     import doctest
 
-    import weir.files
-    import weir.processes
+    import weir.core.files
+    import weir.core.processes
 
-    for module in (weir.files, weir.processes):
+    for module in (weir.core.files, weir.core.processes):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

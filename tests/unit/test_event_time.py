@@ -12,18 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import state.timers
-import taskexecutor.watermark_valve
 import tests.support.operators
-import weir.operators.processing_time
+import weir.core.processing_time
+import weir.state.timers
+import weir.taskexecutor.watermark_valve
 import weir.watermarks
-from state.canonical import write_canonical
-from state.factory import create_keyed_state_backend
-from state.key_groups import KeyGroupRange
-from state.restore import restore_canonical
-from state.timers import InternalTimerService, Timer
-from taskexecutor.record_writer import split_by_target
-from taskexecutor.watermark_valve import StatusWatermarkValve
 from tests.support.operators import OperatorHarness
 from weir import (
     Duration,
@@ -35,8 +28,11 @@ from weir import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
-from weir.config import Configuration
-from weir.errors import UserError
+from weir.core.config import Configuration
+from weir.core.errors import UserError
+from weir.core.processing_time import ProcessingTimeService
+from weir.core.records import TIMESTAMP_COLUMN, Elements
+from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.keys import FunctionKeySpec
 from weir.operators.basic import (
     FilterBatchesOperator,
@@ -48,14 +44,18 @@ from weir.operators.basic import (
 )
 from weir.operators.event_time import TimestampsAndWatermarksOperator
 from weir.operators.keyed import KeyedProcessOperator, ReduceOperator
-from weir.operators.processing_time import ProcessingTimeService
-from weir.records import TIMESTAMP_COLUMN, Elements
-from weir.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.state.canonical import write_canonical
+from weir.state.factory import create_keyed_state_backend
+from weir.state.key_groups import KeyGroupRange
+from weir.state.restore import restore_canonical
+from weir.state.timers import InternalTimerService, Timer
+from weir.taskexecutor.record_writer import split_by_target
+from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 
 
 @pytest.mark.parametrize("module", [
-    state.timers, taskexecutor.watermark_valve, weir.operators.processing_time, weir.watermarks,
-    tests.support.operators])
+    weir.state.timers, weir.taskexecutor.watermark_valve, weir.core.processing_time,
+    weir.watermarks, tests.support.operators])
 def test_module_examples(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.attempted > 0 and result.failed == 0
@@ -353,7 +353,7 @@ def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_on
 
 
 def _key_group(key: object) -> int:
-    from state.key_groups import assign_to_key_group
+    from weir.state.key_groups import assign_to_key_group
 
     return assign_to_key_group(key, 128)
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from shuffle.pipelined import protocol
+from weir.shuffle.pipelined import protocol
 
 
 def _frames_read(chunks: list[bytes], buffer_size: int) -> list[tuple[int, bytes]]:

@@ -13,28 +13,28 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint.shared_registry
-import state.factory
-import state.handles
-import state.incremental
-import state.lazy
-import state.local_recovery
-import state.restore
-import state.rocksdb_restore
-import state.snapshot
-from checkpoint.filesystem import FileSystemCheckpointStorage
-from checkpoint.shared_registry import SharedStateRegistry
-from checkpoint.storage import StreamStateHandle
-from state.descriptors import ValueStateDescriptor
-from state.handles import (
+import weir.checkpoint.shared_registry
+import weir.state.factory
+import weir.state.handles
+import weir.state.incremental
+import weir.state.lazy
+import weir.state.local_recovery
+import weir.state.restore
+import weir.state.rocksdb_restore
+import weir.state.snapshot
+from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.shared_registry import SharedStateRegistry
+from weir.checkpoint.storage import StreamStateHandle
+from weir.core.errors import StateError, StorageError
+from weir.state.descriptors import ValueStateDescriptor
+from weir.state.handles import (
     CanonicalStateHandle,
     IncrementalRocksDBStateHandle,
     KeyedStateHandle,
 )
-from state.key_groups import KeyGroupRange, assign_to_key_group
-from state.rocksdb import RocksDBStateBackend
-from state.snapshot import SnapshotLocation
-from weir.errors import StateError, StorageError
+from weir.state.key_groups import KeyGroupRange, assign_to_key_group
+from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.snapshot import SnapshotLocation
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -93,9 +93,9 @@ def take_checkpoint(backend: RocksDBStateBackend, storage: CountingStorage, n: i
 
 
 def test_module_examples_run():
-    for module in (state.handles, state.snapshot, state.incremental, state.rocksdb_restore,
-                   state.lazy, state.local_recovery, state.restore, state.factory,
-                   checkpoint.shared_registry):
+    for module in (weir.state.handles, weir.state.snapshot, weir.state.incremental,
+                   weir.state.rocksdb_restore, weir.state.lazy, weir.state.local_recovery,
+                   weir.state.restore, weir.state.factory, weir.checkpoint.shared_registry):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -262,8 +262,8 @@ def test_without_incremental_rocksdb_writes_canonical_snapshots(tmp_path, storag
 
 
 def test_local_copies_go_to_the_configured_root_or_the_working_directory(tmp_path):
-    from state.local_recovery import local_state_root
-    from weir.config import Configuration
+    from weir.core.config import Configuration
+    from weir.state.local_recovery import local_state_root
 
     off = Configuration.from_pairs({})
     assert local_state_root(off, tmp_path) is None

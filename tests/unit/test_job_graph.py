@@ -8,7 +8,6 @@ import threading
 import cloudpickle
 import pytest
 
-from proto import jobgraph_pb2
 from weir import InvalidJobError, StreamExecutionEnvironment
 from weir.datastream import DataStream
 from weir.graph import (
@@ -21,6 +20,7 @@ from weir.graph import (
 )
 from weir.keys import FunctionKeySpec
 from weir.operators.basic import MapOperator
+from weir.proto import jobgraph_pb2
 from weir.sources.collection import SequenceSource
 
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import state.key_groups as key_groups_module
-from state import (
+import weir.state.key_groups as key_groups_module
+from weir.state import (
     DEFAULT_MAX_PARALLELISM,
     UPPER_BOUND_MAX_PARALLELISM,
     KeyGroupRange,

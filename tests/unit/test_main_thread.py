@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.main_thread import MainThreadExecutor
 
 
 @pytest.fixture

@@ -12,16 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import checkpoint.seaweedfs
-import state.operator_state
+import weir.checkpoint.seaweedfs
 import weir.connectors.spark
+import weir.core.source
 import weir.operators.sinks
-import weir.sources.api
 import weir.sources.collection
 import weir.sources.files
 import weir.sources.reader_state
-from state.descriptors import ListStateDescriptor, ValueStateDescriptor
-from state.operator_state import (
+import weir.state.operator_state
+from weir.core.errors import StateError
+from weir.core.records import Elements
+from weir.operators.sinks import FileSinkOperator
+from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
+from weir.state.operator_state import (
     FORMAT_VERSION,
     MAGIC,
     CheckpointedFunction,
@@ -32,19 +35,16 @@ from state.operator_state import (
     decode_snapshot,
     redistribute,
 )
-from weir.errors import StateError
-from weir.operators.base import OperatorContext
-from weir.operators.sinks import FileSinkOperator
-from weir.records import Elements
+from weir.taskexecutor.operator import OperatorContext
 
 LIST = ListStateDescriptor("offsets")
 UNION = ListStateDescriptor("seen")
 
 
 def test_module_examples_run():
-    for module in (state.operator_state, weir.sources.api, weir.sources.collection,
+    for module in (weir.state.operator_state, weir.core.source, weir.sources.collection,
                    weir.sources.files, weir.sources.reader_state, weir.operators.sinks,
-                   weir.connectors.spark, checkpoint.seaweedfs):
+                   weir.connectors.spark, weir.checkpoint.seaweedfs):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

@@ -9,6 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.operators import CollectingOutput
+from weir.core.records import Elements, records_to_arrow
+from weir.core.row import Row
+from weir.core.types import Types
 from weir.functions import (
     FilterFunction,
     FlatMapFunction,
@@ -18,7 +21,6 @@ from weir.functions import (
     ReduceFunction,
 )
 from weir.keys import FieldKeySpec, FunctionKeySpec
-from weir.operators.base import OperatorContext, StreamOperator
 from weir.operators.basic import (
     FilterBatchesOperator,
     FilterOperator,
@@ -34,10 +36,8 @@ from weir.operators.keyed import (
     replace_field,
 )
 from weir.operators.vectorized import VectorizedAggregateOperator, running_aggregate
-from weir.records import Elements, records_to_arrow
-from weir.row import Row
 from weir.state_api import ValueStateDescriptor
-from weir.types import Types
+from weir.taskexecutor.operator import OperatorContext, StreamOperator
 
 FAST = settings(max_examples=50, deadline=None)
 

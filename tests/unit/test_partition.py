@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from shuffle.pipelined.partition import (
+from weir.core.errors import PartitionNotFoundError
+from weir.core.records import ESTIMATED_RECORD_BYTES, Elements
+from weir.shuffle.pipelined.partition import (
     PartitionManager,
     PipelinedResultPartition,
     ProducerFailedError,
     Subpartition,
 )
-from weir.errors import PartitionNotFoundError
-from weir.records import ESTIMATED_RECORD_BYTES, Elements
 
 RECORD = ESTIMATED_RECORD_BYTES
 

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proto import common_pb2
-from state.key_groups import (
+from weir.core.records import Elements, records_to_arrow
+from weir.core.row import Row
+from weir.keys import FieldKeySpec, FunctionKeySpec, key_spec
+from weir.proto import common_pb2
+from weir.state.key_groups import (
     assign_to_key_group,
     compute_operator_index_for_key_group,
     key_group_range_for_operator,
 )
-from taskexecutor.record_writer import RecordWriter, split_by_target
-from weir.keys import FieldKeySpec, FunctionKeySpec, key_spec
-from weir.records import Elements, records_to_arrow
-from weir.row import Row
+from weir.taskexecutor.record_writer import RecordWriter, split_by_target
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -173,7 +173,7 @@ def test_hash_of_a_batch_with_one_target_is_not_copied() -> None:
 
 
 def test_split_by_target_keeps_order_and_type() -> None:
-    from weir.types import Types
+    from weir.core.types import Types
 
     t = Types.TUPLE([Types.STRING(), Types.LONG()])
     records = [("a", 0), ("b", 1), ("c", 2), ("d", 3), ("e", 4)]

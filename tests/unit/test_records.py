@@ -1,4 +1,4 @@
-"""Elements and the Python <-> Arrow record encoding (weir.records)."""
+"""Elements and the Python <-> Arrow record encoding (weir.core.records)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weir.records import ESTIMATED_RECORD_BYTES, Elements, arrow_to_records, records_to_arrow
-from weir.row import Row
-from weir.types import (
+from weir.core.records import ESTIMATED_RECORD_BYTES, Elements, arrow_to_records, records_to_arrow
+from weir.core.row import Row
+from weir.core.types import (
     KIND_DICT,
     KIND_KEY,
     KIND_PICKLE,

@@ -15,27 +15,27 @@ import grpc
 import pyarrow as pa
 import pytest
 
-from proto import jobgraph_pb2, shuffle_service_pb2_grpc
-from proto import shuffle_service_pb2 as pb
-from shuffle.api import (
+from weir.core.config import Configuration
+from weir.core.errors import ConfigError, PartitionNotFoundError, RemoteTransportError
+from weir.core.records import Elements
+from weir.core.rpc import create_channel
+from weir.core.types import Types
+from weir.proto import jobgraph_pb2, shuffle_service_pb2_grpc
+from weir.proto import shuffle_service_pb2 as pb
+from weir.shuffle.api import (
     PartitionDescriptor,
     ProducerDescriptor,
     ShuffleEnvironmentContext,
     TaskShuffleContext,
 )
-from shuffle.external.environment import (
+from weir.shuffle.external.environment import (
     ExternalResultPartitionWriter,
     decode_chunk,
     encode_chunks,
 )
-from shuffle.external.factory import ExternalShuffleServiceFactory
-from shuffle.external.service import ShuffleServiceDaemon
-from shuffle.external.storage import StorageError
-from weir.config import Configuration
-from weir.errors import ConfigError, PartitionNotFoundError, RemoteTransportError
-from weir.records import Elements
-from weir.rpc import create_channel
-from weir.types import Types
+from weir.shuffle.external.factory import ExternalShuffleServiceFactory
+from weir.shuffle.external.service import ShuffleServiceDaemon
+from weir.shuffle.external.storage import StorageError
 
 JOB = "0123456789abcdef0123456789abcdef"
 OTHER_JOB = "fedcba9876543210fedcba9876543210"
@@ -353,7 +353,7 @@ class Task:
 def configuration(address: str, **extra: str) -> Configuration:
     return Configuration.from_pairs({
         "shuffle-service-factory.class":
-            "shuffle.external.factory.ExternalShuffleServiceFactory",
+            "weir.shuffle.external.factory.ExternalShuffleServiceFactory",
         "shuffle-service.address": address, "taskmanager.memory.segment-size": "2kb",
         **extra})
 

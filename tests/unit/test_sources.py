@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from weir.row import Row
-from weir.sources.api import ReaderContext, SourceReader, SplitAssignment, SplitEnumerator
+from weir.core.row import Row
+from weir.core.source import ReaderContext, SourceReader, SplitAssignment, SplitEnumerator
+from weir.core.types import Types
 from weir.sources.collection import CollectionSource, SequenceSource, SequenceSplit
 from weir.sources.files import FileSource, FileSplit, list_files
-from weir.types import Types
 
 FAST = settings(max_examples=40, deadline=None)
 

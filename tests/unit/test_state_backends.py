@@ -13,17 +13,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import state.backend
-import state.canonical
-import state.descriptors
-import state.heap
-import state.restore
-import state.rocksdb
-import state.serializers
-import weir.time
-from state.backend import KeyedStateBackend
-from state.canonical import read_canonical, write_canonical
-from state.descriptors import (
+import weir.core.time
+import weir.state.backend
+import weir.state.canonical
+import weir.state.descriptors
+import weir.state.heap
+import weir.state.restore
+import weir.state.rocksdb
+import weir.state.serializers
+from weir.core.errors import StateError
+from weir.core.time import Time
+from weir.state.backend import KeyedStateBackend
+from weir.state.canonical import read_canonical, write_canonical
+from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -31,13 +33,11 @@ from state.descriptors import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
-from state.heap import HashMapStateBackend
-from state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
-from state.restore import restore_canonical
-from state.rocksdb import RocksDBStateBackend
-from state.serializers import decode_key, encode_key
-from weir.errors import StateError
-from weir.time import Time
+from weir.state.heap import HashMapStateBackend
+from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
+from weir.state.restore import restore_canonical
+from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.serializers import decode_key, encode_key
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -76,8 +76,9 @@ def canonical(backend: KeyedStateBackend) -> bytes:
 
 
 def test_module_examples_run():
-    for module in (state.backend, state.canonical, state.descriptors, state.heap,
-                   state.restore, state.rocksdb, state.serializers, weir.time):
+    for module in (weir.state.backend, weir.state.canonical, weir.state.descriptors,
+                   weir.state.heap, weir.state.restore, weir.state.rocksdb,
+                   weir.state.serializers, weir.core.time):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -288,7 +289,7 @@ def _rescale_and_check(keys: list[object], old: int, new: int, tmp_path: Path,
             for _, key_group, key, _, value in target.entries():
                 assert key_group in key_groups
                 assert key not in seen, "a key restored into two subtasks"
-                seen[key] = state.serializers.deserialize_value(value)
+                seen[key] = weir.state.serializers.deserialize_value(value)
         finally:
             target.dispose()
     assert seen == expected

@@ -12,14 +12,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from state.backend import MISSING, KeyedStateBackend
-from state.canonical import write_canonical
-from state.descriptors import StateTtlConfig, ValueStateDescriptor
-from state.heap import HashMapStateBackend
-from state.key_groups import KeyGroupRange, assign_to_key_group, key_groups_of_array
-from state.rocksdb import RocksDBStateBackend
-from weir.errors import StateError
-from weir.time import Time
+from weir.core.errors import StateError
+from weir.core.time import Time
+from weir.state.backend import MISSING, KeyedStateBackend
+from weir.state.canonical import write_canonical
+from weir.state.descriptors import StateTtlConfig, ValueStateDescriptor
+from weir.state.heap import HashMapStateBackend
+from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_groups_of_array
+from weir.state.rocksdb import RocksDBStateBackend
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)

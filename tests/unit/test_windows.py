@@ -29,12 +29,12 @@ from weir import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from weir.errors import UserError
+from weir.core.errors import UserError
+from weir.core.records import Elements
+from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.keys import FunctionKeySpec
 from weir.operators.vectorized_window import VectorizedWindowAggregateOperator
 from weir.operators.window import AGGREGATE, PROCESS, REDUCE, WindowOperator
-from weir.records import Elements
-from weir.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 FAST = settings(max_examples=25, deadline=None)
 BACKENDS = ({"state.backend.type": "hashmap"}, {"state.backend.type": "rocksdb"})

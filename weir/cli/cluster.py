@@ -4,7 +4,7 @@ Layout of the directory: ``jobmaster.json`` / ``taskexecutor-N.json`` (addresses
 written by the daemons once they listen), ``log/*.log``, and ``cluster.json`` (what
 ``start`` launched). Daemons run in their own session, so they outlive the shell.
 
-With ``--with-s3`` an embedded S3 server (SeaweedFS, :mod:`checkpoint.seaweedfs`) starts
+With ``--with-s3`` an embedded S3 server (SeaweedFS, :mod:`weir.checkpoint.seaweedfs`) starts
 first: its data, weed's identity file and the generated credentials
 (``s3/credentials.json``, mode 0600, reused by later starts) live under ``s3/``, its log is
 ``log/s3.log`` and ``s3.json`` says where it listens. The daemons get the ``s3.*`` options
@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weir.errors import UserError
-from weir.processes import process_alive
+from weir.core.errors import UserError
+from weir.core.processes import process_alive
 
 if TYPE_CHECKING:
-    from checkpoint.seaweedfs import SeaweedServer
+    from weir.checkpoint.seaweedfs import SeaweedServer
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -43,8 +43,8 @@ S3_DIR = "s3"
 
 
 def default_cluster_dir() -> Path:
-    from weir import options
-    from weir.config import Configuration
+    from weir.core import options
+    from weir.core.config import Configuration
 
     configured = Configuration().get(options.CLUSTER_DIR)
     return Path(configured) if configured else Path.home() / ".weir" / "cluster"
@@ -81,7 +81,7 @@ def s3_info(directory: Path) -> dict[str, Any] | None:
 
 
 def _s3_running(info: dict[str, Any] | None) -> bool:
-    from checkpoint.seaweedfs import is_server_process
+    from weir.checkpoint.seaweedfs import is_server_process
 
     if not info or not info.get("pid") or not process_alive(int(info["pid"])):
         return False
@@ -93,10 +93,10 @@ def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
               ) -> tuple[SeaweedServer, dict[str, str]]:
     """Start the embedded S3 server and publish ``s3.json``; returns the server and the
     environment that points the daemons at it."""
-    from checkpoint import options as storage_options
-    from checkpoint.seaweedfs import S3Credentials, SeaweedServer, find_weed
-    from weir import options
-    from weir.config import Configuration
+    from weir.checkpoint import options as storage_options
+    from weir.checkpoint.seaweedfs import S3Credentials, SeaweedServer, find_weed
+    from weir.core import options
+    from weir.core.config import Configuration
 
     conf = Configuration.load(conf_file, dynamic)
     binary = find_weed(conf.get(options.CLUSTER_S3_BINARY))
@@ -206,9 +206,9 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
 
 
 def _client(address: str, dynamic: list[str]) -> Any:
-    from weir import options
-    from weir.client import JobMasterClient
-    from weir.config import Configuration
+    from weir.client.cluster_client import JobMasterClient
+    from weir.core import options
+    from weir.core.config import Configuration
 
     conf = Configuration.load(None, dynamic)
     return JobMasterClient(address, conf.get(options.AUTH_TOKEN), timeout=5)
@@ -274,7 +274,7 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
 def stop(directory: Path) -> list[int]:
     """SIGTERM every daemon of the cluster (TaskExecutors first), SIGKILL what lingers; then
     stop the embedded S3 server, if any, the same way (its data stays under ``s3/``)."""
-    from checkpoint.seaweedfs import stop_server
+    from weir.checkpoint.seaweedfs import stop_server
 
     pids: list[int] = []
     for path in [*sorted(directory.glob("taskexecutor-*.json")), directory / "jobmaster.json"]:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from weir.config import Configuration
+from weir.core.config import Configuration
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
 
@@ -61,7 +61,7 @@ def tune_garbage_collector() -> None:
 
 
 def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | None) -> int:
-    from jobmaster.daemon import JobMaster
+    from weir.jobmaster.daemon import JobMaster
 
     setup_logging(log_file)
     jm = JobMaster(conf)
@@ -77,7 +77,7 @@ def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | No
 
 def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
                      info_file: str | None, log_file: str | None) -> int:
-    from taskexecutor.daemon import TaskExecutor
+    from weir.taskexecutor.daemon import TaskExecutor
 
     setup_logging(log_file)
     te = TaskExecutor(jobmaster, conf, num_slots=slots)
@@ -98,8 +98,8 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
 
 def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int,
                         info_file: str | None, log_file: str | None) -> int:
-    from shuffle.external.service import ShuffleServiceDaemon
-    from weir import options
+    from weir.core import options
+    from weir.shuffle.external.service import ShuffleServiceDaemon
 
     setup_logging(log_file)
     service = ShuffleServiceDaemon(data_dir, host=host, port=port,

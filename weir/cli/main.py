@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from weir.errors import JobExecutionError, UserError
+from weir.core.errors import JobExecutionError, UserError
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USER_ERROR = 0, 1, 2
 
@@ -24,7 +24,7 @@ EXIT_OK, EXIT_JOB_FAILED, EXIT_USER_ERROR = 0, 1, 2
 def _options_epilog() -> str:
     import importlib
 
-    from weir.config import OPTION_MODULES, Option
+    from weir.core.config import OPTION_MODULES, Option
 
     lines = ["configuration (-D key=value, --conf weir.yaml, or the environment variable):"]
     for module_name in OPTION_MODULES:
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     from weir.cli import cluster, daemons
-    from weir.config import Configuration
+    from weir.core.config import Configuration
 
     if args.command == "jobmaster":
         conf = Configuration.load(args.conf, args.dynamic)
@@ -192,8 +192,8 @@ def _print_cluster(info: dict[str, Any]) -> None:
 
 def resolve_jobmaster(args: argparse.Namespace, conf: Any) -> str:
     """--jobmaster, else --dir, else jobmaster.address, else the default local cluster."""
-    from weir import options
     from weir.cli import cluster
+    from weir.core import options
 
     if args.jobmaster:
         return str(args.jobmaster)
@@ -220,9 +220,9 @@ def resolve_jobmaster(args: argparse.Namespace, conf: Any) -> str:
 
 
 def _client_command(args: argparse.Namespace) -> int:
-    from weir import options
-    from weir.client import JobClient, JobMasterClient
-    from weir.config import Configuration
+    from weir.client.cluster_client import ClusterJobClient, JobMasterClient
+    from weir.core import options
+    from weir.core.config import Configuration
 
     conf = Configuration.load(args.conf, args.dynamic)
     address = resolve_jobmaster(args, conf)
@@ -239,7 +239,7 @@ def _client_command(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.command == "cancel":
             client.cancel_job(args.job_id)
-            job = JobClient(client, args.job_id)
+            job = ClusterJobClient(client, args.job_id)
             try:
                 job.wait(timeout=60)
             except JobExecutionError as err:
@@ -253,8 +253,9 @@ def _client_command(args: argparse.Namespace) -> int:
 
 
 def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
-    from weir import options
-    from weir.environment import ExecutionContext, set_execution_context
+    from weir.core import options
+    from weir.core.execution import ExecutionContext
+    from weir.environment import set_execution_context
 
     job_path = Path(args.job)
     if not job_path.is_file():
@@ -303,8 +304,8 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
 
 
 def _cluster_dir(args: argparse.Namespace, conf: Any) -> str | None:
-    from weir import options
     from weir.cli import cluster
+    from weir.core import options
 
     if args.jobmaster:
         return None
@@ -324,7 +325,7 @@ def _job_line(err: BaseException, job_path: Path) -> str:
 
 
 def _print_jobs(jobs: list[Any]) -> None:
-    from weir.client import job_status_name
+    from weir.client.cluster_client import job_status_name
 
     if not jobs:
         print("no jobs")
@@ -340,7 +341,7 @@ def _print_jobs(jobs: list[Any]) -> None:
 
 
 def _print_status(details: Any) -> None:
-    from weir.client import failure_text, job_status_name, state_name
+    from weir.client.cluster_client import failure_text, job_status_name, state_name
 
     summary = details.summary
     print(f"job {summary.job_id}  {summary.name}")

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from weir import options
-from weir.config import Configuration
+from weir.core import options
+from weir.core.config import Configuration
+from weir.core.errors import InvalidJobError
+from weir.core.source import Source
 from weir.environment import PreparedSource, get_execution_context
-from weir.errors import InvalidJobError
-from weir.sources.api import Source
 from weir.sources.files import FileSource
 
 log = logging.getLogger(__name__)

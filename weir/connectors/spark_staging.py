@@ -66,7 +66,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from weir.files import fsync_directory
+from weir.core.files import fsync_directory
 
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
     from pyspark.sql import DataFrame, SparkSession

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from weir.core.records import Elements
+from weir.core.types import TypeInformation
 from weir.functions import ProcessFunction, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, StreamOperator
-from weir.records import Elements
-from weir.types import TypeInformation
+from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, open_functions
+from weir.taskexecutor.operator import StreamOperator
 
 
 class _FunctionOperator(KeyedOperator):
@@ -43,7 +44,7 @@ class _FunctionOperator(KeyedOperator):
         if self.key is not None:
             self.open_keyed()
             self._call = self._scoped(self._call)
-        self._open_functions(self.backend)
+        open_functions(self, self.backend)
 
     def _scoped(self, call: Callable[..., Any]) -> Callable[..., Any]:
         """``call`` run with the current key set to each record's key, in record order
@@ -180,7 +181,7 @@ class MapBatchesOperator(StreamOperator):
         return [self.fn]
 
     def open(self) -> None:
-        self._open_functions()
+        open_functions(self)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         result = self.fn(elements.arrow())
@@ -209,7 +210,7 @@ class FilterBatchesOperator(StreamOperator):
         return [self.fn]
 
     def open(self) -> None:
-        self._open_functions()
+        open_functions(self)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         batch = elements.arrow()

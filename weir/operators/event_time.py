@@ -16,12 +16,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir import options
-from weir.errors import UserError
-from weir.operators.base import StreamOperator
-from weir.operators.processing_time import ScheduledTimer
-from weir.records import Elements
-from weir.watermarks import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP, WatermarkStrategy
+from weir.core import options
+from weir.core.errors import UserError
+from weir.core.processing_time import ScheduledTimer
+from weir.core.records import Elements
+from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP
+from weir.operators.base import close_functions, open_functions
+from weir.taskexecutor.operator import StreamOperator
+from weir.watermarks import WatermarkStrategy
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):
@@ -50,13 +52,13 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         if self.strategy.max_out_of_orderness_ms is not None or \
                 self.strategy.idle_timeout_ms is not None:
             self._schedule()
-        self._open_functions()
+        open_functions(self)
 
     def close(self) -> None:
         timer = getattr(self, "_timer", None)
         if timer is not None:
             timer.cancel()
-        self._close_functions()
+        close_functions(self)
 
     def _schedule(self) -> None:
         assert self.ctx is not None

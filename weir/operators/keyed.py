@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from state.descriptors import ValueStateDescriptor
-from state.timers import Timer
+from weir.core.records import Elements
+from weir.core.row import Row
+from weir.core.types import TypeInformation
+from weir.core.watermarks import NO_TIMESTAMP
 from weir.functions import KeyedProcessFunction, TimeDomain, TimerService, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, KeyedOperator
-from weir.records import Elements
-from weir.row import Row
-from weir.types import TypeInformation
-from weir.watermarks import NO_TIMESTAMP
+from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, open_functions
+from weir.state.descriptors import ValueStateDescriptor
+from weir.state.timers import Timer
 
 
 class ReduceOperator(KeyedOperator):
@@ -40,7 +40,7 @@ class ReduceOperator(KeyedOperator):
         assert self.ctx is not None
         self._reduce = resolve_callable(self.fn, "reduce")
         self._state = self.open_keyed().get_state(ValueStateDescriptor("reduce"))
-        self._open_functions()
+        open_functions(self)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -162,7 +162,7 @@ class KeyedProcessOperator(KeyedOperator):
         self._on_timer = getattr(self.fn, "on_timer", None)
         self._pending: list[Any] = []
         self._pending_ts: list[int] = []
-        self._open_functions(backend)
+        open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None

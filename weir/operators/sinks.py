@@ -15,15 +15,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from state.descriptors import ListStateDescriptor
-from state.operator_state import (
+from weir.core.records import Elements
+from weir.state.descriptors import ListStateDescriptor
+from weir.state.operator_state import (
     CheckpointedFunction,
     FunctionInitializationContext,
     FunctionSnapshotContext,
     OperatorListState,
 )
-from weir.operators.base import StreamOperator
-from weir.records import Elements
+from weir.taskexecutor.operator import StreamOperator
 
 #: Service key under which a task offers the collect channel to the JobMaster.
 COLLECT_SERVICE = "collect"
@@ -98,8 +98,8 @@ class FileSinkOperator(StreamOperator, CheckpointedFunction):
 
     Example:
         >>> import tempfile
-        >>> from state.operator_state import OperatorStateBackend
-        >>> from weir.operators.base import OperatorContext
+        >>> from weir.state.operator_state import OperatorStateBackend
+        >>> from weir.taskexecutor.operator import OperatorContext
         >>> sink = FileSinkOperator("sink", tempfile.mkdtemp(), "json", rolling_bytes=1 << 20)
         >>> sink.setup(OperatorContext("sink", 0, 1, 128), output=None)
         >>> backend = OperatorStateBackend()
@@ -218,7 +218,7 @@ class FileSinkOperator(StreamOperator, CheckpointedFunction):
 
 
 def _jsonable(record: Any) -> Any:
-    from weir.row import Row
+    from weir.core.row import Row
 
     if isinstance(record, Row) and record._fields:
         return record.as_dict()

@@ -24,12 +24,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from state.backend import MISSING
-from state.descriptors import ValueStateDescriptor
-from state.key_groups import key_groups_of_array
+from weir.core.records import Elements
+from weir.core.types import KIND_KEY, KIND_PICKLE
 from weir.operators.base import KeyedOperator
-from weir.records import Elements
-from weir.types import KIND_KEY, KIND_PICKLE
+from weir.state.backend import MISSING
+from weir.state.descriptors import ValueStateDescriptor
+from weir.state.key_groups import key_groups_of_array
 
 AGGREGATIONS = ("count", "sum", "min", "max")
 #: The keyed state holding each key's running total.

@@ -23,14 +23,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from state.backend import MISSING
-from state.key_groups import key_groups_of_array
-from state.timers import Timer
-from weir.errors import UserError
+from weir.core.errors import UserError
+from weir.core.records import Elements
+from weir.core.watermarks import MAX_WATERMARK
 from weir.operators.base import KeyedOperator
-from weir.records import Elements
+from weir.state.backend import MISSING
+from weir.state.key_groups import key_groups_of_array
+from weir.state.timers import Timer
 from weir.state_api import ValueStateDescriptor
-from weir.watermarks import MAX_WATERMARK
 from weir.window import WindowAssigner
 
 #: The keyed state holding each (key, window)'s aggregate; the namespace is the window start.

@@ -18,23 +18,23 @@ from typing import Any
 
 import numpy as np
 
-from state.backend import MISSING, KeyedStateBackend
-from state.descriptors import (
+from weir.core.errors import UserError
+from weir.core.records import Elements
+from weir.core.types import TypeInformation
+from weir.core.watermarks import MAX_WATERMARK, NO_TIMESTAMP
+from weir.functions import resolve_callable
+from weir.keys import KeySpec, key_groups_of_keys
+from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, open_functions
+from weir.operators.keyed import replace_field
+from weir.state.backend import MISSING, KeyedStateBackend
+from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     ReducingStateDescriptor,
     StateDescriptor,
     ValueStateDescriptor,
 )
-from state.timers import Timer
-from weir.errors import UserError
-from weir.functions import resolve_callable
-from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, KeyedOperator
-from weir.operators.keyed import replace_field
-from weir.records import Elements
-from weir.types import TypeInformation
-from weir.watermarks import MAX_WATERMARK, NO_TIMESTAMP
+from weir.state.timers import Timer
 from weir.window import (
     TimeWindow,
     Trigger,
@@ -237,7 +237,7 @@ class WindowOperator(KeyedOperator):
         self._out: list[Any] = []
         self._out_ts: list[int] = []
         self.num_late_records_dropped = 0
-        self._open_functions(backend)
+        open_functions(self, backend)
 
     def _make_emitter(self) -> Callable[[Any, TimeWindow, Any], Any]:
         """A function (key, window, stored contents) -> iterable of outputs."""

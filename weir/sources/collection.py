@@ -3,7 +3,7 @@
 Both readers checkpoint exactly: a split carries the number of records already read from it.
 
 Example:
-    >>> from weir.sources.api import ReaderContext
+    >>> from weir.core.source import ReaderContext
     >>> source = SequenceSource(1, 10)
     >>> reader = source.create_reader(ReaderContext(0, 1, batch_size=4))
     >>> reader.add_splits([SequenceSplit(1, 10)])
@@ -27,15 +27,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from weir.records import Elements
-from weir.sources.api import (
+from weir.core.records import Elements
+from weir.core.source import (
     ReaderContext,
     Source,
     SourceReader,
     SplitEnumerator,
     StaticSplitEnumerator,
 )
-from weir.types import KIND_KEY, KIND_SCALAR, TypeInformation
+from weir.core.types import KIND_KEY, KIND_SCALAR, TypeInformation
 
 
 class CollectionSource(Source):

@@ -25,8 +25,8 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from weir.records import Elements
-from weir.sources.api import (
+from weir.core.records import Elements
+from weir.core.source import (
     ReaderContext,
     Source,
     SourceReader,

@@ -11,7 +11,7 @@ is taken, ``restore`` when a restored source task starts (before it asks the enu
 more splits), then ``reader.add_splits(splits)``.
 
 Example:
-    >>> from weir.sources.api import ReaderContext
+    >>> from weir.core.source import ReaderContext
     >>> from weir.sources.collection import SequenceSource, SequenceSplit
     >>> source = SequenceSource(0, 9)
     >>> old = [source.create_reader(ReaderContext(i, 2, batch_size=3)) for i in range(2)]
@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from state.descriptors import ListStateDescriptor
-from state.operator_state import OperatorStateBackend
-from weir.sources.api import SourceReader
+from weir.core.source import SourceReader
+from weir.state.descriptors import ListStateDescriptor
+from weir.state.operator_state import OperatorStateBackend
 
 #: Name of the operator list state holding a source reader's splits (Flink's name).
 SPLITS_STATE = "SourceReaderState"

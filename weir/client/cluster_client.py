@@ -1,7 +1,7 @@
 """Client side of the JobMaster's gRPC API: submit, watch, cancel, collect results.
 
 Example:
-    >>> from weir.client import JobMasterClient
+    >>> from weir.client.cluster_client import JobMasterClient
     >>> client = JobMasterClient("127.0.0.1:6123")   # no call is made until used
     >>> client.address
     '127.0.0.1:6123'
@@ -17,11 +17,12 @@ from typing import Any
 
 import grpc
 
-from proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
-from weir.errors import JobExecutionError, UserError
+from weir.core.errors import JobExecutionError, UserError
+from weir.core.execution import JobClient
+from weir.core.records import Elements
+from weir.core.rpc import create_channel, translate_rpc_error
 from weir.operators.sinks import from_ipc
-from weir.records import Elements
-from weir.rpc import create_channel, translate_rpc_error
+from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 
 TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}
 
@@ -97,7 +98,7 @@ def failure_text(details: jobmaster_pb2.JobDetails) -> str:
     return f"{reason}{where}: {failure.message}"
 
 
-class JobClient:
+class ClusterJobClient(JobClient):
     """Handle of a submitted job: status, cancellation, waiting and collected results."""
 
     def __init__(self, client: JobMasterClient, job_id: str,
@@ -186,7 +187,7 @@ class JobClient:
 class _ProgressPrinter:
     """Prints one status line every few seconds while a job runs (stderr)."""
 
-    def __init__(self, job: JobClient, interval: float = 2.0) -> None:
+    def __init__(self, job: ClusterJobClient, interval: float = 2.0) -> None:
         self._job = job
         self._interval = interval
         self._stop = threading.Event()

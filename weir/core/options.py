@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from weir.config import Duration, MemorySize, Option, non_negative, positive
+from weir.core.config import Duration, MemorySize, Option, non_negative, positive
 
 
 def _bucket_name(name: str) -> str | None:
@@ -76,6 +76,9 @@ HEARTBEAT_TIMEOUT = Option(
     "heartbeat.timeout", Duration, default="10 s", validator=positive,
     doc="A peer that sent no heartbeat for this long is considered lost "
         "(a closed connection is noticed at once).")
+CANCELLATION_TIMEOUT = Option(
+    "task.cancellation.timeout", Duration, default="30 s", validator=positive,
+    doc="A task that does not stop this long after cancellation is reported as a fatal error.")
 SPARK_STAGING_DIR = Option(
     "spark.staging.dir", str, default=None,
     doc="Where from_spark() sources stage Spark's output (default: <cluster dir>/staging for "

@@ -2,7 +2,7 @@
 loopback), used when a job program runs without ``weir run``, and by fast tests.
 
 Example:
-    >>> from weir.minicluster import MiniCluster
+    >>> from weir.client.minicluster import MiniCluster
     >>> cluster = MiniCluster(num_slots=2)
     >>> cluster.num_slots
     2
@@ -10,8 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from weir.config import Configuration
-from weir.errors import InternalError
+from weir.core.config import Configuration
+from weir.core.errors import InternalError
 
 
 class MiniCluster:
@@ -34,8 +34,8 @@ class MiniCluster:
         return self.jobmaster.address
 
     def start(self, timeout: float = 30.0) -> MiniCluster:
-        from jobmaster.daemon import JobMaster
-        from taskexecutor.daemon import TaskExecutor
+        from weir.jobmaster.daemon import JobMaster
+        from weir.taskexecutor.daemon import TaskExecutor
 
         self.jobmaster = JobMaster(self.configuration)
         self.jobmaster.start()

@@ -11,7 +11,7 @@ named columns; dicts -> columns by key; anything Arrow cannot type (mixed types,
 containers, arbitrary objects) -> one binary column of pickles.
 
 Example:
-    >>> from weir.records import Elements
+    >>> from weir.core.records import Elements
     >>> e = Elements.from_records([("a", 1), ("b", 2)])
     >>> e.arrow().schema.names
     ['f0', 'f1']
@@ -31,8 +31,8 @@ import cloudpickle
 import numpy as np
 import pyarrow as pa
 
-from weir.row import Row
-from weir.types import (
+from weir.core.row import Row
+from weir.core.types import (
     KIND_DICT,
     KIND_KEY,
     KIND_PICKLE,

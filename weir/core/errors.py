@@ -1,7 +1,7 @@
 """The error hierarchy. Each class means one thing; user errors reach the CLI as one line.
 
 Example:
-    >>> from weir.errors import ConfigError, UserError
+    >>> from weir.core.errors import ConfigError, UserError
     >>> issubclass(ConfigError, UserError)
     True
 """

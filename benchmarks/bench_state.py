@@ -46,9 +46,9 @@ Results: a table on stdout and ``benchmarks/results/state.json``.
 
 Usage::
 
-    python benchmarks/state.py --quick            # under 2 minutes
-    python benchmarks/state.py                    # 1 GB of RocksDB state
-    python benchmarks/state.py --skip-s3 --state-mb 256
+    python benchmarks/bench_state.py --quick            # under 2 minutes
+    python benchmarks/bench_state.py                    # 1 GB of RocksDB state
+    python benchmarks/bench_state.py --skip-s3 --state-mb 256
 """
 
 from __future__ import annotations
@@ -77,17 +77,17 @@ from common import (
     write_json,
 )
 
-from checkpoint.storage import CheckpointStorage, create_storage
-from state.backend import MISSING, KeyedStateBackend
-from state.descriptors import ValueStateDescriptor
-from state.handles import KeyedStateHandle
-from state.heap import HashMapStateBackend
-from state.incremental import IncrementalSnapshotStrategy
-from state.key_groups import KeyGroupRange, key_group_range_for_operator, key_groups_of_array
-from state.local_recovery import LocalCopyTracker
-from state.restore import restore
-from state.rocksdb import RocksDBStateBackend
-from state.snapshot import CanonicalSnapshotStrategy, SnapshotLocation
+from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.state.backend import MISSING, KeyedStateBackend
+from weir.state.descriptors import ValueStateDescriptor
+from weir.state.handles import KeyedStateHandle
+from weir.state.heap import HashMapStateBackend
+from weir.state.incremental import IncrementalSnapshotStrategy
+from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator, key_groups_of_array
+from weir.state.local_recovery import LocalCopyTracker
+from weir.state.restore import restore
+from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.snapshot import CanonicalSnapshotStrategy, SnapshotLocation
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)

@@ -1,7 +1,7 @@
 """Typed ids (never bare strings in signatures): JobId, ExecutionAttemptId, ResourceId, ...
 
 Example:
-    >>> from weir.ids import JobId
+    >>> from weir.core.ids import JobId
     >>> len(JobId.generate())
     32
 """

@@ -1,7 +1,7 @@
 """Prometheus endpoint shared by every daemon: collectors read state at scrape time.
 
 Example:
-    >>> from weir.metrics import parse_port_range
+    >>> from weir.core.metrics import parse_port_range
     >>> parse_port_range("9249-9251")
     [9249, 9250, 9251]
 """
@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from weir.errors import ConfigError
+from weir.core.errors import ConfigError
 
 
 def parse_port_range(spec: str) -> list[int]:

@@ -1,7 +1,7 @@
 """gRPC plumbing shared by every process: channels, servers, the auth token, errors.
 
 Example:
-    >>> from weir.rpc import auth_metadata
+    >>> from weir.core.rpc import auth_metadata
     >>> auth_metadata("s3cret")
     (('authorization', 'Bearer s3cret'),)
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from weir.errors import (
+from weir.core.errors import (
     AuthenticationError,
     ClusterUnreachableError,
     InvalidJobError,

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from weir.records import Elements
+from weir.core.records import Elements
 
 
 @dataclass

@@ -70,9 +70,9 @@ the cluster's daemons, to try engine settings.
 
 Usage::
 
-    python benchmarks/wordcount.py --quick          # 10-30 s
-    python benchmarks/wordcount.py                  # full size, 2-3 minutes
-    python benchmarks/wordcount.py --profile --runs 1 --batch-size 65536
+    python benchmarks/bench_wordcount.py --quick          # 10-30 s
+    python benchmarks/bench_wordcount.py                  # full size, 2-3 minutes
+    python benchmarks/bench_wordcount.py --profile --runs 1 --batch-size 65536
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ in :data:`OPTION_MODULES`. A :class:`Configuration` is built from a YAML file (`
 an unknown key or a bad value raises :class:`ConfigError` naming the key and what it accepts.
 
 Example:
-    >>> from weir.config import Configuration
-    >>> from weir.options import PARALLELISM
+    >>> from weir.core.config import Configuration
+    >>> from weir.core.options import PARALLELISM
     >>> conf = Configuration.from_pairs({"parallelism.default": "4"})
     >>> conf.get(PARALLELISM)
     4
@@ -25,18 +25,18 @@ from typing import Any, Generic, TypeVar
 
 import yaml
 
-from weir.errors import ConfigError
+from weir.core.errors import ConfigError
 
 T = TypeVar("T")
 
 #: Modules that declare options; the registry and the README table are built from them.
 OPTION_MODULES = (
-    "weir.options",
-    "jobmaster.options",
-    "taskexecutor.options",
-    "shuffle.options",
-    "state.options",
-    "checkpoint.options",
+    "weir.core.options",
+    "weir.jobmaster.options",
+    "weir.taskexecutor.options",
+    "weir.shuffle.options",
+    "weir.state.options",
+    "weir.checkpoint.options",
 )
 
 

@@ -73,9 +73,9 @@ Results: a table on stdout and ``benchmarks/results/shuffle.json``.
 
 Usage::
 
-    python benchmarks/shuffle.py --quick             # well under 2 minutes
-    python benchmarks/shuffle.py                     # 1 GB, 3 runs, 60 s backpressure
-    python benchmarks/shuffle.py --quick --profile --skip-backpressure
+    python benchmarks/bench_shuffle.py --quick             # well under 2 minutes
+    python benchmarks/bench_shuffle.py                     # 1 GB, 3 runs, 60 s backpressure
+    python benchmarks/bench_shuffle.py --quick --profile --skip-backpressure
 """
 
 from __future__ import annotations
@@ -668,8 +668,8 @@ def print_profile(summary: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from weir import options
-    from weir.config import MemorySize
+    from weir.core import options
+    from weir.core.config import MemorySize
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

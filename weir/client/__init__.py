@@ -1,0 +1,2 @@
+"""The client floor: talking to a JobMaster, the executors behind ``env.execute()``, and
+the in-process mini cluster."""
