@@ -180,7 +180,17 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         if not directory.is_dir():
             return
         if relative:
-            shutil.rmtree(directory)
+            # A writer still finishing inside (a task's late upload to an aborted
+            # checkpoint) can refill a directory between the unlinks and the rmdir.
+            for attempt in range(3):
+                try:
+                    shutil.rmtree(directory)
+                    return
+                except FileNotFoundError:
+                    return
+                except OSError:
+                    if attempt == 2:
+                        raise
             return
         # The whole storage: empty the base directory but keep it (it may be a mount point).
         for entry in directory.iterdir():

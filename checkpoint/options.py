@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from weir.core.config import Option
+from weir.core.config import Configuration, Duration, Option, non_negative, positive
+from weir.core.options import RUNTIME_MODE
 
 CHECKPOINTS_DIR = Option(
     "state.checkpoints.dir", str, default=None,
@@ -20,3 +21,67 @@ S3_REGION = Option("s3.region", str, default="us-east-1", doc="S3 region.")
 S3_PATH_STYLE = Option(
     "s3.path.style.access", bool, default=True,
     doc="Address buckets as endpoint/bucket (path style), as S3-compatible servers expect.")
+
+# -- checkpointing (Flink's execution.checkpointing.* keys and defaults) ---------------------
+
+CHECKPOINTING_INTERVAL = Option(
+    "execution.checkpointing.interval", Duration, default=None, validator=positive,
+    doc="Time between the triggers of two periodic checkpoints; unset: checkpointing is "
+        "off.")
+CHECKPOINTING_TIMEOUT = Option(
+    "execution.checkpointing.timeout", Duration, default="10 min", validator=positive,
+    doc="A checkpoint not acknowledged by every task this long after its trigger expires "
+        "(fails with CHECKPOINT_EXPIRED).")
+MIN_PAUSE = Option(
+    "execution.checkpointing.min-pause", Duration, default="0 ms", validator=non_negative,
+    doc="Least time between the end of one checkpoint and the trigger of the next.")
+MAX_CONCURRENT_CHECKPOINTS = Option(
+    "execution.checkpointing.max-concurrent-checkpoints", int, default=1, validator=positive,
+    doc="Checkpoints that may be in progress at once (unaligned checkpoints need 1).")
+TOLERABLE_FAILED_CHECKPOINTS = Option(
+    "execution.checkpointing.tolerable-failed-checkpoints", int, default=0,
+    validator=non_negative,
+    doc="Consecutive checkpoint failures the job tolerates; one more fails the job (and "
+        "restarts it, if its restart strategy allows).")
+CHECKPOINTING_MODE = Option(
+    "execution.checkpointing.mode", str, default="EXACTLY_ONCE",
+    choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"),
+    doc="EXACTLY_ONCE aligns barriers (or overtakes in-flight data, unaligned); "
+        "AT_LEAST_ONCE never blocks an input, so records after a barrier may be counted in "
+        "the checkpoint and replayed after a failure.")
+UNALIGNED = Option(
+    "execution.checkpointing.unaligned.enabled", bool, default=False,
+    deprecated_keys=("execution.checkpointing.unaligned",),
+    doc="Barriers overtake in-flight data, which becomes part of the checkpoint: "
+        "checkpoints complete quickly under backpressure (EXACTLY_ONCE only).")
+ALIGNED_CHECKPOINT_TIMEOUT = Option(
+    "execution.checkpointing.aligned-checkpoint-timeout", Duration, default="0 ms",
+    validator=non_negative,
+    doc="With unaligned checkpoints on and a value above 0, a checkpoint starts aligned and "
+        "each subtask switches to unaligned once this much time passed since the trigger.")
+EXTERNALIZED_RETENTION = Option(
+    "execution.checkpointing.externalized-checkpoint-retention", str,
+    default="NO_EXTERNALIZED_CHECKPOINTS",
+    choices=("NO_EXTERNALIZED_CHECKPOINTS", "RETAIN_ON_CANCELLATION",
+             "DELETE_ON_CANCELLATION"),
+    doc="What happens to the retained checkpoints when the job ends: deleted always; kept "
+        "on cancellation and failure; or deleted on cancellation but kept on failure. They "
+        "are deleted when the job finishes in every case.")
+NUM_RETAINED = Option(
+    "state.checkpoints.num-retained", int, default=1, validator=positive,
+    doc="Completed checkpoints to keep; older ones are subsumed and deleted.")
+RECOVER_WITHOUT_CHANNEL_STATE = Option(
+    "execution.checkpointing.recover-without-channel-state.checkpoint-id", int, default=-1,
+    doc="Restore this checkpoint without its in-flight data (the records it holds are "
+        "lost): a way out when channel state cannot be read. -1: never.")
+UPLOAD_THREADS = Option(
+    "state.checkpoints.upload-threads", int, default=4, validator=positive,
+    doc="Threads per TaskExecutor that write the asynchronous part of checkpoints; tasks "
+        "never upload on their own thread.")
+
+
+def checkpointing_enabled(config: Configuration) -> bool:
+    """Whether a job with ``config`` takes checkpoints: an interval is set and the job runs
+    in STREAMING mode (as Flink, checkpoints are off in BATCH mode)."""
+    return config.get(CHECKPOINTING_INTERVAL) is not None and \
+        config.get(RUNTIME_MODE).upper() != "BATCH"

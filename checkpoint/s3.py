@@ -346,6 +346,80 @@ class S3CheckpointStorage(CheckpointStorage):
                            f"{first.get('Message', '')}".rstrip())
                     raise StorageError(msg)
 
+    # -- multipart uploads completed later (two-phase commit) ----------------------------------
+
+    def upload_parts(self, relative_path: str, local_path: str | Path,
+                     part_size: int = 8 * _MIB) -> tuple[str, list[list[Any]]]:
+        """Start a multipart upload of ``local_path`` to ``relative_path`` and upload all
+        its parts, without completing it: the object does not exist until
+        :meth:`complete_upload`. Returns (upload id, [[part number, ETag], ...])."""
+        key = self._key(relative_path)
+        uri = f"s3://{self.bucket}/{key}"
+        with self._errors(self.bucket, uri):
+            upload_id = self._client.create_multipart_upload(
+                Bucket=self.bucket, Key=key)["UploadId"]
+            parts: list[list[Any]] = []
+            with open(local_path, "rb") as f:
+                number = 1
+                while True:
+                    chunk = f.read(part_size)
+                    if not chunk and parts:
+                        break
+                    etag = self._client.upload_part(Bucket=self.bucket, Key=key,
+                                                    UploadId=upload_id, PartNumber=number,
+                                                    Body=chunk)["ETag"]
+                    parts.append([number, etag])
+                    number += 1
+                    if len(chunk) < part_size:
+                        break
+        return upload_id, parts
+
+    def complete_upload(self, relative_path: str, upload_id: str,
+                        parts: list[list[Any]]) -> None:
+        """Complete an upload of :meth:`upload_parts`: the object appears at once, whole.
+        Idempotent: an upload completed before (its object exists) is fine; raises
+        MissingStateError when neither the upload nor the object exists."""
+        key = self._key(relative_path)
+        uri = f"s3://{self.bucket}/{key}"
+        with self._errors(self.bucket, uri):
+            try:
+                self._client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id,
+                    MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etag}
+                                               for n, etag in parts]})
+                return
+            except ClientError as err:
+                if _code(err) not in ("NoSuchUpload", "404"):
+                    raise
+        if not self.exists(uri):
+            msg = (f"pending upload {upload_id} of {uri} is gone and the object does not "
+                   "exist, so its records cannot be committed")
+            raise MissingStateError(msg)
+
+    def list_uploads(self, relative_prefix: str = "") -> list[tuple[str, str]]:
+        """Uploads started and neither completed nor aborted, as (relative path, id)."""
+        key_prefix = "/".join(p for p in (self._prefix, relative_prefix) if p)
+        uri = f"s3://{self.bucket}/{key_prefix}"
+        found: list[tuple[str, str]] = []
+        with self._errors(self.bucket, uri):
+            paginator = self._client.get_paginator("list_multipart_uploads")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=key_prefix):
+                for upload in page.get("Uploads", ()):
+                    relative = upload["Key"][len(self._prefix) + 1:] if self._prefix \
+                        else upload["Key"]
+                    found.append((relative, upload["UploadId"]))
+        return found
+
+    def abort_upload(self, relative_path: str, upload_id: str) -> None:
+        key = self._key(relative_path)
+        with self._errors(self.bucket, f"s3://{self.bucket}/{key}"):
+            try:
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=key,
+                                                    UploadId=upload_id)
+            except ClientError as err:
+                if _code(err) != "NoSuchUpload":
+                    raise
+
     # -- administration ---------------------------------------------------------------------
 
     def ensure_bucket(self) -> None:

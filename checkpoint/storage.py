@@ -97,11 +97,24 @@ def file_checksum(path: str | Path) -> tuple[int, str]:
     return crc.length, crc.hexdigest()
 
 
+#: The length of a handle to a file that verifies itself (``_metadata`` has its own
+#: checksum): reads of such a handle check nothing.
+UNKNOWN_LENGTH = -1
+
+
+def self_verifying(uri: str) -> StreamStateHandle:
+    """A handle to read ``uri`` whose length and checksum are not known in advance."""
+    return StreamStateHandle(uri, UNKNOWN_LENGTH, "")
+
+
 def verify(handle: StreamStateHandle, length: int, checksum: str | None) -> None:
     """Raise CorruptStateError unless ``length``/``checksum`` match the handle's.
 
     ``checksum`` None checks the length only (used before a body is read, to fail early).
+    A handle of :data:`UNKNOWN_LENGTH` is not checked.
     """
+    if handle.length == UNKNOWN_LENGTH:
+        return
     if length != handle.length:
         msg = (f"state object {handle.uri} is corrupt: length is {length} bytes, "
                f"the handle recorded {handle.length}")

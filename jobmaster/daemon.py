@@ -13,7 +13,8 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import cloudpickle
@@ -22,14 +23,16 @@ from prometheus_client import CollectorRegistry
 
 from weir.core import options
 from weir.core.config import Configuration
+from weir.core.errors import ConfigError
 from weir.core.ids import JobId
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
 from weir.core.rpc import create_server
 from weir.jobmaster import options as jm_options
+from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager
 from weir.jobmaster.scheduler import JobScheduler
-from weir.proto import common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 from weir.shuffle.loader import load_shuffle_service_factory
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,8 @@ class JobMaster:
         self.shuffle_master = load_shuffle_service_factory(configuration).create_shuffle_master(
             configuration)
         self.jobs: OrderedDict[str, JobScheduler] = OrderedDict()
+        #: Storage I/O of checkpoints (metadata writes, deletions, restore checks).
+        self.io = ThreadPoolExecutor(4, thread_name_prefix="jobmaster-io")
         self._stream_ids = iter(range(1, 1 << 62))
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
@@ -104,6 +109,7 @@ class JobMaster:
             self._metrics.stop()
         self.main.call(self.resources.close, timeout=10)
         self.main.stop()
+        self.io.shutdown(wait=True, cancel_futures=True)
         log.info("JobMaster stopped")
 
     def _cancel_all_jobs(self) -> None:
@@ -139,7 +145,7 @@ class JobMaster:
             raise ValueError(msg)
         job = JobScheduler(graph, self.resources, self.shuffle_master, self.main,
                            self.configuration.merged(dict(graph.config)),
-                           self._on_job_terminal)
+                           self._on_job_terminal, self.io)
         self.jobs[graph.job_id] = job
         log.info("job %s (%s) submitted: %d vertices, %d slots needed", graph.job_id,
                  graph.name, len(graph.vertices), job.required_slots)
@@ -167,6 +173,7 @@ class JobMaster:
                     self.resources.free_slots(), by_state)
 
         registered, total, free, by_state = self.main.call(snapshot, timeout=5)
+        job_families = self.main.call(self._job_metrics, timeout=5)
         tes = gauge("jobmaster_taskexecutors_registered", "Registered TaskExecutors.")
         tes.add_metric([], registered)
         slots_total = gauge("jobmaster_slots_total", "Slots offered by all TaskExecutors.")
@@ -178,7 +185,69 @@ class JobMaster:
             jobs.add_metric([name], by_state.get(name, 0))
         uptime = gauge("jobmaster_uptime_seconds", "Seconds since start.")
         uptime.add_metric([], time.monotonic() - self._started)
-        return [tes, slots_total, slots_free, jobs, uptime]
+        return [tes, slots_total, slots_free, jobs, uptime, *job_families]
+
+    #: Per-job metrics with Flink's names: (name, description).
+    JOB_METRICS = (
+        ("lastCheckpointDuration", "Duration of the last completed checkpoint (ms)."),
+        ("lastCheckpointSize", "Bytes the last completed checkpoint uploaded (incremental "
+                               "checkpoints upload only what is new)."),
+        ("lastCheckpointFullSize", "Full state size of the last completed checkpoint."),
+        ("lastCheckpointProcessedData", "Bytes processed during the last checkpoint's "
+                                        "alignment."),
+        ("lastCheckpointPersistedData", "In-flight bytes the last checkpoint persisted "
+                                        "(unaligned)."),
+        ("lastCompletedCheckpointId", "Id of the last completed checkpoint (-1: none)."),
+        ("numberOfInProgressCheckpoints", "Checkpoints in progress."),
+        ("numberOfCompletedCheckpoints", "Checkpoints completed since the job started."),
+        ("numberOfFailedCheckpoints", "Checkpoints failed since the job started."),
+        ("totalNumberOfCheckpoints", "Checkpoints triggered since the job started."),
+        ("lastCheckpointRestoreTimestamp", "When the job last restored a checkpoint (epoch ms; "
+                                           "-1: never)."),
+        ("numRestarts", "Restarts of the job."),
+        ("restartingTime", "Time the current (or last) restart has taken (ms)."),
+        ("uptime", "Time the job has been running since its last (re)start (ms)."),
+        ("downtime", "Time the job has been failing or restarting (ms)."),
+    )
+
+    def _job_metrics(self) -> list[Any]:
+        """Main thread: per-job metric families, labelled by job id and name."""
+        labels = ["job_id", "job_name"]
+        families = {name: gauge(f"job_{name}", doc, labels) for name, doc in self.JOB_METRICS}
+        path = gauge("job_lastCheckpointExternalPath", "The last completed checkpoint's "
+                     "directory, as the path label (value 1).", [*labels, "path"])
+        for job in self.jobs.values():
+            values = [job.job_id, job.graph.job_graph.name]
+            times = job.times_ms()
+            numbers: dict[str, float] = {
+                "numRestarts": job.restarts, "restartingTime": times["restartingTime"],
+                "uptime": times["uptime"], "downtime": times["downtime"],
+                "lastCheckpointRestoreTimestamp": job.restore_timestamp_ms or -1}
+            if job.checkpointing is not None:
+                coordinator = job.checkpointing.coordinator
+                completed = [r for r in coordinator.stats()
+                             if r.status == checkpoint_pb2.CheckpointStats.COMPLETED]
+                numbers.update({
+                    "numberOfInProgressCheckpoints": len(coordinator.pending_ids()),
+                    "numberOfCompletedCheckpoints": coordinator.counts["completed"],
+                    "numberOfFailedCheckpoints": coordinator.counts["failed"],
+                    "totalNumberOfCheckpoints": coordinator.counts["completed"]
+                    + coordinator.counts["failed"] + len(coordinator.pending_ids())})
+                if completed:
+                    last = completed[-1]
+                    numbers.update({
+                        "lastCheckpointDuration": last.duration_ms,
+                        "lastCheckpointSize": last.incremental_size,
+                        "lastCheckpointFullSize": last.state_size,
+                        "lastCheckpointProcessedData": last.processed_bytes,
+                        "lastCheckpointPersistedData": last.persisted_bytes,
+                        "lastCompletedCheckpointId": last.checkpoint_id})
+                    path.add_metric([*values, last.external_path], 1)
+                else:
+                    numbers["lastCompletedCheckpointId"] = -1
+            for name, value in numbers.items():
+                families[name].add_metric(values, value)
+        return [*families.values(), path]
 
 
 class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
@@ -279,8 +348,11 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
         job = self._job(request.job_id, context)
 
         def answer() -> Any:
+            if job.graph.by_attempt.get(request.attempt_id) is None:
+                return jobmaster_pb2.SplitResponse(retry_after_ms=1000)  # a stale attempt
             try:
-                return job.sources.request_splits(request.vertex_id, request.subtask_index)
+                return job.sources.request_splits(request.vertex_id, request.subtask_index,
+                                                  request.checkpoint_passed)
             except Exception as err:  # user code of the enumerator
                 job.fail(common_pb2.ErrorInfo(
                     reason=common_pb2.SOURCE_ERROR,
@@ -293,12 +365,38 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
         return response
 
     def PushCollectBatch(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._jm.jobs.get(request.job_id)  # read-only dict lookup off the main thread
+        job = self._jm.jobs.get(request.job_id)  # read-only dict lookups off the main thread
         if job is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id}")
+        if request.attempt_id and request.attempt_id not in job.graph.by_attempt:
+            # A failed attempt's late results: the restarted attempt sends its own.
+            return jobmaster_pb2.Ack()
         if not job.collect.push(request.arrow_ipc, wait=5.0):
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "collect buffer full")
         return jobmaster_pb2.Ack()
+
+    def AcknowledgeCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._checkpoint_call(request.job_id, lambda c: c.on_acknowledge(request))
+        return jobmaster_pb2.Ack()
+
+    def DeclineCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._checkpoint_call(request.job_id, lambda c: c.on_decline(request))
+        return jobmaster_pb2.Ack()
+
+    def ReportEndOfData(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._checkpoint_call(request.job_id, lambda c: c.on_end_of_data(request.attempt_id))
+        return jobmaster_pb2.Ack()
+
+    def _checkpoint_call(self, job_id: str, fn: Callable[[JobCheckpointing], None]) -> None:
+        """Hand a task's checkpoint report to the main thread (unknown jobs and jobs
+        without checkpointing ignore it: they ended, or never asked)."""
+        def run() -> None:
+            job = self._jm.job(job_id)
+            if job is not None and job.checkpointing is not None and \
+                    job.graph.status == common_pb2.JOB_RUNNING:
+                fn(job.checkpointing)
+
+        self._main.submit(run)
 
     # -- clients ----------------------------------------------------------------------------
 
@@ -319,6 +417,8 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
                                   f"JobMaster: {type(err).__name__}: {err}")
         try:
             job_id = self._main.call(lambda: self._jm.submit(graph))
+        except ConfigError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         except ValueError as err:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
         return jobmaster_pb2.SubmitJobResponse(job_id=job_id)
@@ -348,3 +448,17 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
 
     def GetClusterOverview(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return self._main.call(self._jm.overview)
+
+    def GetCheckpoints(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+
+        def history() -> Any:
+            response = jobmaster_pb2.CheckpointHistory()
+            if job.checkpointing is not None:
+                response.checkpoints.extend(job.checkpointing.coordinator.stats())
+            if job.restored is not None:
+                response.restored_checkpoint_id = job.restored.checkpoint_id
+                response.restore_timestamp_ms = job.restore_timestamp_ms
+            return response
+
+        return self._main.call(history)

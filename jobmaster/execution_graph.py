@@ -38,6 +38,16 @@ class ExecutionVertex:
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_TASK_STATES
 
+    def new_attempt(self) -> None:
+        """Start over as the next attempt (a restart): new id, not deployed anywhere."""
+        self.attempt_id = new_attempt_id()
+        self.attempt_number += 1
+        self.state = common_pb2.CREATED
+        self.resource_id = ""
+        self.allocation_id = ""
+        self.metrics = jobmaster_pb2.TaskMetrics()
+        self.failure = None
+
 
 class ExecutionGraph:
     """All subtasks of a job and the job's status."""
@@ -53,6 +63,12 @@ class ExecutionGraph:
         self.failure: common_pb2.ErrorInfo | None = None
         self.start_time = time.time()
         self.end_time: float | None = None
+
+    def new_attempts(self) -> None:
+        """Every subtask starts over as its next attempt (a full restart)."""
+        for ev in self.all():
+            ev.new_attempt()
+        self.by_attempt = {ev.attempt_id: ev for ev in self.all()}
 
     def all(self) -> list[ExecutionVertex]:
         return [ev for evs in self.vertices.values() for ev in evs]

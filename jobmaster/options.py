@@ -23,3 +23,51 @@ COLLECT_BUFFER_BATCHES = Option(
 JOBS_RETAINED = Option(
     "jobstore.max-capacity", int, default=100, validator=positive,
     doc="Finished jobs kept for `weir list` and `weir status`.")
+
+# -- restart strategies (Flink's restart-strategy.* keys and defaults) ------------------------
+
+RESTART_STRATEGY = Option(
+    "restart-strategy.type", str, default=None,
+    choices=("none", "off", "disable", "fixed-delay", "fixeddelay", "failure-rate",
+             "failurerate", "exponential-delay", "exponentialdelay"),
+    doc="What a failed job does: none (fail), fixed-delay, failure-rate or "
+        "exponential-delay. Unset: exponential-delay when checkpointing is on, else none.")
+FIXED_DELAY_ATTEMPTS = Option(
+    "restart-strategy.fixed-delay.attempts", int, default=1, validator=non_negative,
+    doc="fixed-delay: restarts before the job fails.")
+FIXED_DELAY_DELAY = Option(
+    "restart-strategy.fixed-delay.delay", Duration, default="1 s", validator=non_negative,
+    doc="fixed-delay: time between a failure and the restart.")
+FAILURE_RATE_MAX_FAILURES = Option(
+    "restart-strategy.failure-rate.max-failures-per-interval", int, default=1,
+    validator=positive,
+    doc="failure-rate: failures within one interval that still restart the job.")
+FAILURE_RATE_INTERVAL = Option(
+    "restart-strategy.failure-rate.failure-rate-interval", Duration, default="1 min",
+    validator=positive, doc="failure-rate: the interval failures are counted in.")
+FAILURE_RATE_DELAY = Option(
+    "restart-strategy.failure-rate.delay", Duration, default="1 s", validator=non_negative,
+    doc="failure-rate: time between a failure and the restart.")
+EXPONENTIAL_INITIAL_BACKOFF = Option(
+    "restart-strategy.exponential-delay.initial-backoff", Duration, default="1 s",
+    validator=non_negative, doc="exponential-delay: delay of the first restart.")
+EXPONENTIAL_MAX_BACKOFF = Option(
+    "restart-strategy.exponential-delay.max-backoff", Duration, default="5 min",
+    validator=non_negative, doc="exponential-delay: the longest delay.")
+EXPONENTIAL_MULTIPLIER = Option(
+    "restart-strategy.exponential-delay.backoff-multiplier", float, default="2.0",
+    validator=lambda v: None if v >= 1.0 else "must be 1.0 or more",
+    doc="exponential-delay: each restart's delay is the previous one times this.")
+EXPONENTIAL_JITTER = Option(
+    "restart-strategy.exponential-delay.jitter-factor", float, default="0.1",
+    validator=lambda v: None if 0.0 <= v <= 1.0 else "must be between 0 and 1",
+    doc="exponential-delay: a delay varies randomly by up to this fraction.")
+EXPONENTIAL_RESET_THRESHOLD = Option(
+    "restart-strategy.exponential-delay.reset-backoff-threshold", Duration, default="1 h",
+    validator=positive,
+    doc="exponential-delay: a job that ran this long without failing starts again at the "
+        "initial backoff.")
+EXPONENTIAL_ATTEMPTS = Option(
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff", int,
+    default="2147483647", validator=positive,
+    doc="exponential-delay: restarts before the job fails (counted since the last reset).")

@@ -1,28 +1,39 @@
-"""Schedules one job: slots, deployment, state transitions, failure and cancellation.
+"""Schedules one job: slots, deployment, state transitions, failure, restarts and
+cancellation.
 
 Runs on the JobMaster's main thread only. All subtasks are deployed at once (streaming,
 pipelined exchanges), one slot per parallel pipeline (slot sharing: subtask i of every
-vertex goes to slot i). A failed task fails the job (restart strategies come with
-checkpointing): the other tasks are cancelled and the job ends FAILED with the first
-failure as its cause.
+vertex goes to slot i). A failed task (or a lost TaskExecutor) fails the job's current
+attempt: every task is cancelled, and the restart strategy decides whether the job starts
+again — after its delay, in whatever slots are free, every subtask as a new attempt
+restored from the latest usable completed checkpoint — or ends FAILED with the failure as
+its root cause. Reports of earlier attempts are ignored (attempt ids fence them).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
+from weir.checkpoint.coordinator import CompletedCheckpoint
+from weir.checkpoint.options import checkpointing_enabled
 from weir.core import options
+from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
 from weir.core.rpc import keep_until_done
 from weir.jobmaster import options as jm_options
+from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import CollectBuffer
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager, Slot
+from weir.jobmaster.restart_strategy import NoRestartStrategy, create_restart_strategy
 from weir.jobmaster.source_coordinator import SourceCoordinator
+from weir.jobmaster.task_restore import task_restore
 from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
 from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
 
@@ -36,7 +47,10 @@ class JobScheduler:
 
     def __init__(self, job_graph: jobgraph_pb2.JobGraph, resources: ResourceManager,
                  shuffle_master: ShuffleMaster, main: MainThreadExecutor,
-                 configuration: Configuration, on_terminal: Callable[[JobScheduler], None]) -> None:
+                 configuration: Configuration, on_terminal: Callable[[JobScheduler], None],
+                 io: Executor | None = None) -> None:
+        """Raises ConfigError when the job's configuration cannot work (checkpointing
+        without a checkpoint directory, say)."""
         self.graph = ExecutionGraph(job_graph)
         self.job_id = job_graph.job_id
         self.sources = SourceCoordinator(job_graph)
@@ -53,6 +67,25 @@ class JobScheduler:
         self._partition_ids: dict[tuple[str, int], str] = {}
         self._descriptors: dict[str, bytes] = {}
         self._used_task_executors: set[str] = set()
+        self.checkpointing: JobCheckpointing | None = None
+        if checkpointing_enabled(configuration):
+            assert io is not None, "checkpointing needs the JobMaster's I/O pool"
+            self.checkpointing = JobCheckpointing(
+                self.job_id, configuration, self.graph, self.sources, resources, main, io,
+                self.fail)
+        self.restart_strategy = create_restart_strategy(configuration,
+                                                        self.checkpointing is not None)
+        self.restarts = 0
+        self.restart_causes: deque[common_pb2.ErrorInfo] = deque(maxlen=10)
+        #: The checkpoint the current attempts restored from.
+        self.restored: CompletedCheckpoint | None = None
+        self.restore_timestamp_ms = 0
+        self._restart_scheduled = False
+        self._slot_check_generation = 0
+        # Wall-clock bookkeeping for uptime, downtime and restartingTime (ms).
+        self._running_since: int | None = None
+        self._down_since: int | None = None
+        self.last_restart_duration_ms = 0
 
     @property
     def required_slots(self) -> int:
@@ -61,9 +94,21 @@ class JobScheduler:
     # -- scheduling -------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._set_running()
+
+    def _set_running(self) -> None:
         self.graph.status = common_pb2.JOB_RUNNING
+        self._running_since = wall_clock_ms()
+        if self._down_since is not None:
+            self.last_restart_duration_ms = self._running_since - self._down_since
+            self._down_since = None
+        if self.checkpointing is not None:
+            self.checkpointing.job_running()
+        self._waiting_for_slots_since = None
+        self._slot_check_generation += 1
+        generation = self._slot_check_generation
         timeout = self._config.get(jm_options.SLOT_REQUEST_TIMEOUT)
-        self._main.schedule(timeout, self._check_slot_timeout)
+        self._main.schedule(timeout, lambda: self._check_slot_timeout(generation))
         self.try_allocate()
 
     def try_allocate(self) -> None:
@@ -105,8 +150,9 @@ class JobScheduler:
             log.info("job %s waits for %d free slots (%d free now)", self.job_id, needed,
                      self._resources.free_slots())
 
-    def _check_slot_timeout(self) -> None:
-        if self.graph.is_terminal():
+    def _check_slot_timeout(self, generation: int) -> None:
+        if self.graph.is_terminal() or generation != self._slot_check_generation or \
+                self.graph.status != common_pb2.JOB_RUNNING:
             return
         timeout = self._config.get(jm_options.SLOT_REQUEST_TIMEOUT)
         since = self._waiting_for_slots_since
@@ -114,7 +160,8 @@ class JobScheduler:
             if self.batch or not self.slots:
                 # Still scheduling (or later stages to come): check again later.
                 self._main.schedule(timeout if since is None else
-                                    timeout - (time.monotonic() - since), self._check_slot_timeout)
+                                    timeout - (time.monotonic() - since),
+                                    lambda: self._check_slot_timeout(generation))
             return
         self.fail(common_pb2.ErrorInfo(
             reason=common_pb2.NO_RESOURCES,
@@ -176,7 +223,14 @@ class JobScheduler:
             parallelism=vertex.parallelism, max_parallelism=vertex.max_parallelism,
             attempt_number=ev.attempt_number, chain=vertex.chain, source=vertex.source,
             config=graph.job_graph.config, allocation_id=ev.allocation_id,
-            operator_names=list(vertex.operator_names))
+            operator_names=list(vertex.operator_names),
+            operator_uids=list(vertex.operator_uids))
+        if self.restored is not None:
+            assert self.checkpointing is not None
+            tdd.restore.CopyFrom(task_restore(
+                self.restored.metadata, vertex, ev.subtask_index,
+                without_channel_state=self.restored.checkpoint_id
+                == self.checkpointing.recover_without_channel_state))
         for consumer, edge in graph.consumers_of(vertex.id):
             tdd.partitions.add(
                 partition_id=partition_ids[(ev.attempt_id, consumer.id)],
@@ -226,9 +280,17 @@ class JobScheduler:
                 ev.state = common_pb2.CANCELED
                 self._check_progress()
                 return
+            if update.error.reason == common_pb2.STATE_RESTORE_FAILED and \
+                    self.restored is not None and self.checkpointing is not None:
+                log.warning("job %s: checkpoint %d is unusable (%s); the next restart uses "
+                            "an older retained checkpoint", self.job_id,
+                            self.restored.checkpoint_id, update.error.message)
+                self.checkpointing.forget(self.restored.checkpoint_id)
             self._task_failed(ev, update.error)
             return
         ev.state = update.state
+        if self.checkpointing is not None and self.graph.status == common_pb2.JOB_RUNNING:
+            self.checkpointing.on_task_state(ev.attempt_id, update.state)
         if self.batch and update.state == common_pb2.FINISHED:
             vertex_id = ev.job_vertex.id
             if all(e.state == common_pb2.FINISHED for e in self.graph.vertices[vertex_id]):
@@ -244,10 +306,77 @@ class JobScheduler:
         self.fail(error)
 
     def fail(self, error: common_pb2.ErrorInfo) -> None:
-        """Fail the job with ``error`` as its root cause (the first failure wins)."""
+        """The current attempt failed with ``error``: restart if the restart strategy
+        allows, else fail the job with it as the root cause (the first failure wins)."""
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
             self._check_progress()
             return
+        if self.checkpointing is not None:
+            self.checkpointing.job_not_running()
+        self._down_since = wall_clock_ms()
+        self.restart_strategy.notify_failure()
+        if self.restart_strategy.can_restart():
+            log.warning("job %s restarts after a failure (restart %d): %s", self.job_id,
+                        self.restarts + 1, error.message)
+            self.restart_causes.append(error)
+            self.graph.failure = error
+            self.graph.status = common_pb2.JOB_RESTARTING
+            self._restart_scheduled = False
+            self._cancel_tasks()
+            self._check_progress()
+            return
+        log.warning("job %s fails: %s", self.job_id, error.message)
+        if self.restarts or not isinstance(self.restart_strategy, NoRestartStrategy):
+            error.message += (f" ({self.restarts} restart(s); "
+                              f"{self.restart_strategy.describe()})")
+        self.graph.failure = error
+        self.graph.status = common_pb2.JOB_FAILING
+        self._cancel_tasks()
+        self._check_progress()
+
+    def _restart(self) -> None:
+        """Every task of the failed attempt ended and the delay passed: start again."""
+        if self.graph.status != common_pb2.JOB_RESTARTING:
+            return
+        for descriptor in self._descriptors.values():
+            self._shuffle_master.release_partition_externally(descriptor)
+        self._descriptors.clear()
+        self._partition_ids.clear()
+        self._resources.release(self.job_id)
+        self.slots = []
+        self._vertex_slots = {}
+        self.graph.new_attempts()
+        self.restarts += 1
+        if self.checkpointing is None:
+            self._resume(None, [])
+            return
+        had_checkpoints = bool(self.checkpointing.coordinator.completed())
+        self.checkpointing.find_restorable(
+            lambda checkpoint, warnings: self._resume(checkpoint, warnings, had_checkpoints))
+
+    def _resume(self, checkpoint: CompletedCheckpoint | None, warnings: list[str],
+                had_checkpoints: bool = False) -> None:
+        for warning in warnings:
+            log.warning("job %s: %s", self.job_id, warning)
+        if self.graph.status != common_pb2.JOB_RESTARTING:
+            return  # cancelled meanwhile
+        if checkpoint is None and had_checkpoints:
+            self.fail_terminal(common_pb2.ErrorInfo(
+                reason=common_pb2.STATE_RESTORE_FAILED,
+                message="no retained checkpoint can be restored: " + "; ".join(warnings)))
+            return
+        self.restored = checkpoint
+        if checkpoint is not None:
+            self.restore_timestamp_ms = wall_clock_ms()
+            self.sources.restore(checkpoint.metadata.master_states)
+            log.info("job %s restores checkpoint %d (%s)", self.job_id,
+                     checkpoint.checkpoint_id, checkpoint.external_path)
+        else:
+            self.sources.close()
+        self._set_running()
+
+    def fail_terminal(self, error: common_pb2.ErrorInfo) -> None:
+        """End the job FAILED with ``error``, whatever the restart strategy says."""
         log.warning("job %s fails: %s", self.job_id, error.message)
         self.graph.failure = error
         self.graph.status = common_pb2.JOB_FAILING
@@ -255,8 +384,11 @@ class JobScheduler:
         self._check_progress()
 
     def cancel(self) -> None:
-        if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
+        if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED,
+                                     common_pb2.JOB_RESTARTING):
             return
+        if self.checkpointing is not None:
+            self.checkpointing.job_not_running()
         self.graph.status = common_pb2.JOB_CANCELLING
         self.graph.failure = common_pb2.ErrorInfo(reason=common_pb2.JOB_CANCELLED,
                                                   message="the job was cancelled")
@@ -274,6 +406,7 @@ class JobScheduler:
         self._check_progress()
 
     def _cancel_tasks(self) -> None:
+        cancelling = [ev.attempt_id for ev in self.graph.all() if not ev.is_terminal]
         for ev in self.graph.all():
             if ev.is_terminal:
                 continue
@@ -289,10 +422,11 @@ class JobScheduler:
                 taskexecutor_pb2.CancelTaskRequest(attempt_id=ev.attempt_id),
                 timeout=RPC_TIMEOUT_S))
         timeout = self._config.get(options.CANCELLATION_TIMEOUT)
-        self._main.schedule(timeout + 5, self._cancellation_watchdog)
+        self._main.schedule(timeout + 5, lambda: self._cancellation_watchdog(cancelling))
 
-    def _cancellation_watchdog(self) -> None:
-        stuck = [ev for ev in self.graph.all() if not ev.is_terminal]
+    def _cancellation_watchdog(self, attempts: list[str]) -> None:
+        stuck = [ev for a in attempts if (ev := self.graph.by_attempt.get(a)) is not None
+                 and not ev.is_terminal]
         for ev in stuck:
             log.warning("task %s did not confirm cancellation; giving up on it", ev.name)
             ev.state = common_pb2.CANCELED
@@ -310,6 +444,12 @@ class JobScheduler:
                 all(ev.is_terminal for ev in evs):
             self._end(common_pb2.JOB_FAILED if graph.status == common_pb2.JOB_FAILING
                       else common_pb2.JOB_CANCELED)
+        elif graph.status == common_pb2.JOB_RESTARTING and not self._restart_scheduled and \
+                all(ev.is_terminal for ev in evs):
+            self._restart_scheduled = True
+            delay = self.restart_strategy.backoff_ms() / 1000
+            log.info("job %s restarts in %.1f s", self.job_id, delay)
+            self._main.schedule(delay, self._restart)
 
     def _end(self, status: int) -> None:
         graph = self.graph
@@ -317,6 +457,8 @@ class JobScheduler:
         graph.end_time = time.time()
         log.info("job %s (%s) %s", self.job_id, graph.job_graph.name,
                  common_pb2.JobStatus.Name(status))
+        if self.checkpointing is not None:
+            self.checkpointing.job_terminal(status)
         self.collect.close()
         self.sources.close()
         for descriptor in self._descriptors.values():
@@ -337,4 +479,23 @@ class JobScheduler:
             record = self._resources.get(ev.resource_id) if ev.resource_id else None
             if record is not None and ev.attempt_id in record.metrics:
                 ev.metrics = record.metrics[ev.attempt_id]
-        return self.graph.details()
+        details = self.graph.details()
+        details.summary.restarts = self.restarts
+        details.restart_causes.extend(self.restart_causes)
+        latest = self.checkpointing.coordinator.latest_completed() \
+            if self.checkpointing is not None else None
+        if latest is not None:
+            details.last_checkpoint_id = latest.checkpoint_id
+            details.last_checkpoint_path = latest.external_path
+        return details
+
+    def times_ms(self) -> dict[str, int]:
+        """Flink's job time metrics: uptime (running since the last (re)start), downtime
+        (failing or restarting since), restartingTime (the current or last restart)."""
+        now = wall_clock_ms()
+        running = self.graph.status == common_pb2.JOB_RUNNING
+        restarting = self._down_since is not None and not self.graph.is_terminal()
+        return {"uptime": now - self._running_since if running and self._running_since else 0,
+                "downtime": now - self._down_since if restarting and self._down_since else 0,
+                "restartingTime": now - self._down_since if restarting and self._down_since
+                else self.last_restart_duration_ms}

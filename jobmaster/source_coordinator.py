@@ -1,15 +1,28 @@
-"""Split enumerators of a job's sources, living in the JobMaster (FLIP-27). Main thread only."""
+"""Split enumerators of a job's sources, living in the JobMaster (FLIP-27). Main thread only.
+
+Checkpoints: at a trigger, every enumerator is snapshotted (the splits not handed out yet)
+before the sources are told to take checkpoint n. A split handed out before that snapshot
+belongs to its reader's state at n: the reader takes no trigger while a split request is on
+its way, so such a split reaches it before its barrier. A split handed out after it must
+not be read before the reader's barrier n — or it would be in both states — so until a
+reader reports that it emitted barrier n (``checkpoint_passed`` of its requests), it is
+told to ask again shortly instead (Flink closes its operator event valve the same way).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import cloudpickle
 
 from weir.core.source import SplitEnumerator
-from weir.proto import jobgraph_pb2, jobmaster_pb2
+from weir.proto import checkpoint_pb2, jobgraph_pb2, jobmaster_pb2
 
 log = logging.getLogger(__name__)
+
+#: How soon a reader behind a pending checkpoint asks again.
+VALVE_RETRY_MS = 20
 
 
 class SourceCoordinator:
@@ -18,6 +31,8 @@ class SourceCoordinator:
     def __init__(self, job_graph: jobgraph_pb2.JobGraph) -> None:
         self._vertices = {v.id: v for v in job_graph.vertices if v.source}
         self._enumerators: dict[int, SplitEnumerator] = {}
+        #: Checkpoints whose enumerator snapshot was taken and that are still pending.
+        self._pending: set[int] = set()
 
     def enumerator(self, vertex_id: int) -> SplitEnumerator:
         enumerator = self._enumerators.get(vertex_id)
@@ -28,7 +43,10 @@ class SourceCoordinator:
             self._enumerators[vertex_id] = enumerator
         return enumerator
 
-    def request_splits(self, vertex_id: int, subtask_index: int) -> jobmaster_pb2.SplitResponse:
+    def request_splits(self, vertex_id: int, subtask_index: int,
+                       checkpoint_passed: int = 0) -> jobmaster_pb2.SplitResponse:
+        if self._pending and checkpoint_passed < max(self._pending):
+            return jobmaster_pb2.SplitResponse(retry_after_ms=VALVE_RETRY_MS)
         assignment = self.enumerator(vertex_id).request_splits(subtask_index)
         response = jobmaster_pb2.SplitResponse(
             splits=[cloudpickle.dumps(s) for s in assignment.splits],
@@ -37,6 +55,39 @@ class SourceCoordinator:
             response.retry_after_ms = max(1, int(assignment.retry_after * 1000))
         return response
 
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def snapshot(self, checkpoint_id: int) -> list[checkpoint_pb2.MasterState]:
+        """Every enumerator's state for ``checkpoint_id``; raises what an enumerator's
+        ``snapshot_state`` raises (NotImplementedError: it cannot be checkpointed)."""
+        states = [checkpoint_pb2.MasterState(
+                      vertex_id=vertex_id,
+                      enumerator=cloudpickle.dumps(
+                          self.enumerator(vertex_id).snapshot_state(checkpoint_id)))
+                  for vertex_id in sorted(self._vertices)]
+        self._pending.add(checkpoint_id)
+        return states
+
+    def checkpoint_done(self, checkpoint_id: int) -> None:
+        """``checkpoint_id`` completed (every reader passed it) or was aborted."""
+        self._pending = {n for n in self._pending if n > checkpoint_id}
+
+    def clear_checkpoint_valve(self) -> None:
+        """The job restarts: no checkpoint is pending any more."""
+        self._pending.clear()
+
+    def restore(self, states: Iterable[checkpoint_pb2.MasterState]) -> None:
+        """Replace the enumerators by ones continuing from a checkpoint's master states
+        (sources without a state start afresh)."""
+        self.close()
+        for state in states:
+            vertex = self._vertices.get(state.vertex_id)
+            if vertex is None:
+                continue
+            source = cloudpickle.loads(vertex.source)
+            self._enumerators[state.vertex_id] = source.restore_enumerator(
+                vertex.parallelism, cloudpickle.loads(state.enumerator))
+
     def close(self) -> None:
         for enumerator in self._enumerators.values():
             try:
@@ -44,3 +95,4 @@ class SourceCoordinator:
             except Exception:  # closing must reach every enumerator
                 log.exception("closing a split enumerator failed")
         self._enumerators.clear()
+        self._pending.clear()

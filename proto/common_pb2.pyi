@@ -43,6 +43,8 @@ class FailureReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_CANCELLED: _ClassVar[FailureReason]
     INTERNAL_ERROR: _ClassVar[FailureReason]
     SOURCE_ERROR: _ClassVar[FailureReason]
+    CHECKPOINT_FAILURE: _ClassVar[FailureReason]
+    STATE_RESTORE_FAILED: _ClassVar[FailureReason]
 
 class PartitionerType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -80,6 +82,8 @@ DEPLOYMENT_FAILED: FailureReason
 JOB_CANCELLED: FailureReason
 INTERNAL_ERROR: FailureReason
 SOURCE_ERROR: FailureReason
+CHECKPOINT_FAILURE: FailureReason
+STATE_RESTORE_FAILED: FailureReason
 FORWARD: PartitionerType
 REBALANCE: PartitionerType
 HASH: PartitionerType

@@ -48,7 +48,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BufferHeader(_message.Message):
-    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end", "message_size", "buffers", "buffer_size")
+    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end", "message_size", "buffers", "buffer_size", "overtaken_messages")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         DATA: _ClassVar[BufferHeader.Kind]
@@ -69,6 +69,7 @@ class BufferHeader(_message.Message):
     MESSAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
+    OVERTAKEN_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     receiver_id: int
     sequence_number: int
     backlog: int
@@ -79,7 +80,8 @@ class BufferHeader(_message.Message):
     message_size: int
     buffers: int
     buffer_size: int
-    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ..., message_size: _Optional[int] = ..., buffers: _Optional[int] = ..., buffer_size: _Optional[int] = ...) -> None: ...
+    overtaken_messages: int
+    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ..., message_size: _Optional[int] = ..., buffers: _Optional[int] = ..., buffer_size: _Optional[int] = ..., overtaken_messages: _Optional[int] = ...) -> None: ...
 
 class ErrorResponse(_message.Message):
     __slots__ = ("receiver_id", "kind", "message")

@@ -1,3 +1,4 @@
+from weir.proto import checkpoint_pb2 as _checkpoint_pb2
 from weir.proto import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -99,7 +100,7 @@ class InputGateDeployment(_message.Message):
     def __init__(self, input_index: _Optional[int] = ..., source_vertex: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[InputChannelDeployment, _Mapping]]] = ...) -> None: ...
 
 class TaskDeploymentDescriptor(_message.Message):
-    __slots__ = ("job_id", "job_name", "attempt_id", "vertex_id", "task_name", "subtask_index", "parallelism", "max_parallelism", "attempt_number", "chain", "source", "input_gates", "partitions", "config", "allocation_id", "operator_names")
+    __slots__ = ("job_id", "job_name", "attempt_id", "vertex_id", "task_name", "subtask_index", "parallelism", "max_parallelism", "attempt_number", "chain", "source", "input_gates", "partitions", "config", "allocation_id", "operator_names", "operator_uids", "restore")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +124,8 @@ class TaskDeploymentDescriptor(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_NAMES_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_UIDS_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_name: str
     attempt_id: str
@@ -139,4 +142,28 @@ class TaskDeploymentDescriptor(_message.Message):
     config: _containers.ScalarMap[str, str]
     allocation_id: str
     operator_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., attempt_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., task_name: _Optional[str] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., attempt_number: _Optional[int] = ..., chain: _Optional[bytes] = ..., source: _Optional[bytes] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDeployment, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[ResultPartitionDeployment, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., allocation_id: _Optional[str] = ..., operator_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    operator_uids: _containers.RepeatedScalarFieldContainer[str]
+    restore: TaskRestore
+    def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., attempt_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., task_name: _Optional[str] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., attempt_number: _Optional[int] = ..., chain: _Optional[bytes] = ..., source: _Optional[bytes] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDeployment, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[ResultPartitionDeployment, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., allocation_id: _Optional[str] = ..., operator_names: _Optional[_Iterable[str]] = ..., operator_uids: _Optional[_Iterable[str]] = ..., restore: _Optional[_Union[TaskRestore, _Mapping]] = ...) -> None: ...
+
+class TaskRestore(_message.Message):
+    __slots__ = ("checkpoint_id", "operators", "channel_state", "finished")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    OPERATORS_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_STATE_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    operators: _containers.RepeatedCompositeFieldContainer[OperatorRestore]
+    channel_state: _checkpoint_pb2.ChannelStateHandle
+    finished: bool
+    def __init__(self, checkpoint_id: _Optional[int] = ..., operators: _Optional[_Iterable[_Union[OperatorRestore, _Mapping]]] = ..., channel_state: _Optional[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]] = ..., finished: _Optional[bool] = ...) -> None: ...
+
+class OperatorRestore(_message.Message):
+    __slots__ = ("operator_uid", "keyed_state", "operator_state")
+    OPERATOR_UID_FIELD_NUMBER: _ClassVar[int]
+    KEYED_STATE_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_STATE_FIELD_NUMBER: _ClassVar[int]
+    operator_uid: str
+    keyed_state: _containers.RepeatedScalarFieldContainer[str]
+    operator_state: _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.StreamHandle]
+    def __init__(self, operator_uid: _Optional[str] = ..., keyed_state: _Optional[_Iterable[str]] = ..., operator_state: _Optional[_Iterable[_Union[_checkpoint_pb2.StreamHandle, _Mapping]]] = ...) -> None: ...

@@ -22,65 +22,74 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from weir.proto import checkpoint_pb2 as weir_dot_proto_dot_checkpoint__pb2
 from weir.proto import common_pb2 as weir_dot_proto_dot_common__pb2
 from weir.proto import jobgraph_pb2 as weir_dot_proto_dot_jobgraph__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aweir/proto/jobmaster.proto\x12\x04weir\x1a\x17weir/proto/common.proto\x1a\x19weir/proto/jobgraph.proto\"\x05\n\x03\x41\x63k\"\x92\x01\n\x1bRegisterTaskExecutorRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x11\n\tnum_slots\x18\x04 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\"q\n\x1cRegisterTaskExecutorResponse\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\x12\x1c\n\x14heartbeat_timeout_ms\x18\x03 \x01(\x03\"\xbe\x01\n\x0bTaskMetrics\x12\x12\n\nattempt_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x10\n\x08\x62ytes_in\x18\x04 \x01(\x03\x12\x11\n\tbytes_out\x18\x05 \x01(\x03\x12\x1f\n\x17\x62\x61\x63k_pressured_ms_per_s\x18\x06 \x01(\x01\x12\x15\n\rbusy_ms_per_s\x18\x07 \x01(\x01\x12\x15\n\ridle_ms_per_s\x18\x08 \x01(\x01\"o\n\x15TaskExecutorHeartbeat\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x18\n\x10running_attempts\x18\x02 \x03(\t\x12\'\n\x0ctask_metrics\x18\x03 \x03(\x0b\x32\x11.weir.TaskMetrics\"D\n\x12JobMasterHeartbeat\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x18\n\x10unknown_attempts\x18\x02 \x03(\t\"\xa7\x01\n\x18TaskExecutionStateUpdate\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x1e\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\"\\\n\x0cSplitRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tvertex_id\x18\x02 \x01(\x05\x12\x15\n\rsubtask_index\x18\x03 \x01(\x05\x12\x12\n\nattempt_id\x18\x04 \x01(\t\"O\n\rSplitResponse\x12\x0e\n\x06splits\x18\x01 \x03(\x0c\x12\x16\n\x0eno_more_splits\x18\x02 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x03 \x01(\x03\"s\n\x0c\x43ollectBatch\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rsubtask_index\x18\x02 \x01(\x05\x12\x11\n\tarrow_ipc\x18\x03 \x01(\x0c\x12\x15\n\rend_of_stream\x18\x04 \x01(\x08\x12\x12\n\nattempt_id\x18\x05 \x01(\t\"5\n\x10SubmitJobRequest\x12!\n\tjob_graph\x18\x01 \x01(\x0b\x32\x0e.weir.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1e\n\x0cJobIdRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"\xbb\x01\n\nJobSummary\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12\x15\n\rstart_time_ms\x18\x04 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x05 \x01(\x03\x12\x13\n\x0btasks_total\x18\x06 \x01(\x05\x12\x15\n\rtasks_running\x18\x07 \x01(\x05\x12\x16\n\x0etasks_finished\x18\x08 \x01(\x05\"2\n\x10ListJobsResponse\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.weir.JobSummary\"\x99\x01\n\x0eSubtaskDetails\x12\x15\n\rsubtask_index\x18\x01 \x01(\x05\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x12\n\nattempt_id\x18\x03 \x01(\t\x12\x13\n\x0bresource_id\x18\x04 \x01(\t\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\"m\n\rVertexDetails\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12&\n\x08subtasks\x18\x04 \x03(\x0b\x32\x14.weir.SubtaskDetails\"x\n\nJobDetails\x12!\n\x07summary\x18\x01 \x01(\x0b\x32\x10.weir.JobSummary\x12%\n\x08vertices\x18\x02 \x03(\x0b\x32\x13.weir.VertexDetails\x12 \n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x0f.weir.ErrorInfo\"K\n\x13\x46\x65tchCollectRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bmax_batches\x18\x02 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x03\"\x84\x01\n\x14\x46\x65tchCollectResponse\x12\x11\n\tarrow_ipc\x18\x01 \x03(\x0c\x12\x16\n\x0e\x65nd_of_results\x18\x02 \x01(\x08\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12 \n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\"\x18\n\x16\x43lusterOverviewRequest\"\x9d\x01\n\x10TaskExecutorInfo\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x13\n\x0bslots_total\x18\x04 \x01(\x05\x12\x12\n\nslots_free\x18\x05 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x06 \x01(\t\x12\x0b\n\x03pid\x18\x07 \x01(\x05\"\x8c\x01\n\x0f\x43lusterOverview\x12.\n\x0etask_executors\x18\x01 \x03(\x0b\x32\x16.weir.TaskExecutorInfo\x12\x13\n\x0bslots_total\x18\x02 \x01(\x05\x12\x12\n\nslots_free\x18\x03 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x32\xe2\x05\n\x10JobMasterService\x12]\n\x14RegisterTaskExecutor\x12!.weir.RegisterTaskExecutorRequest\x1a\".weir.RegisterTaskExecutorResponse\x12\x46\n\tHeartbeat\x12\x1b.weir.TaskExecutorHeartbeat\x1a\x18.weir.JobMasterHeartbeat(\x01\x30\x01\x12\x45\n\x18UpdateTaskExecutionState\x12\x1e.weir.TaskExecutionStateUpdate\x1a\t.weir.Ack\x12\x38\n\rRequestSplits\x12\x12.weir.SplitRequest\x1a\x13.weir.SplitResponse\x12\x31\n\x10PushCollectBatch\x12\x12.weir.CollectBatch\x1a\t.weir.Ack\x12<\n\tSubmitJob\x12\x16.weir.SubmitJobRequest\x1a\x17.weir.SubmitJobResponse\x12\x39\n\x08ListJobs\x12\x15.weir.ListJobsRequest\x1a\x16.weir.ListJobsResponse\x12\x35\n\rGetJobDetails\x12\x12.weir.JobIdRequest\x1a\x10.weir.JobDetails\x12*\n\tCancelJob\x12\x12.weir.JobIdRequest\x1a\t.weir.Ack\x12L\n\x13\x46\x65tchCollectResults\x12\x19.weir.FetchCollectRequest\x1a\x1a.weir.FetchCollectResponse\x12I\n\x12GetClusterOverview\x12\x1c.weir.ClusterOverviewRequest\x1a\x15.weir.ClusterOverviewb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aweir/proto/jobmaster.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\x1a\x19weir/proto/jobgraph.proto\"\x05\n\x03\x41\x63k\"\x92\x01\n\x1bRegisterTaskExecutorRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x11\n\tnum_slots\x18\x04 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\"q\n\x1cRegisterTaskExecutorResponse\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\x12\x1c\n\x14heartbeat_timeout_ms\x18\x03 \x01(\x03\"\xbe\x01\n\x0bTaskMetrics\x12\x12\n\nattempt_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x10\n\x08\x62ytes_in\x18\x04 \x01(\x03\x12\x11\n\tbytes_out\x18\x05 \x01(\x03\x12\x1f\n\x17\x62\x61\x63k_pressured_ms_per_s\x18\x06 \x01(\x01\x12\x15\n\rbusy_ms_per_s\x18\x07 \x01(\x01\x12\x15\n\ridle_ms_per_s\x18\x08 \x01(\x01\"o\n\x15TaskExecutorHeartbeat\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x18\n\x10running_attempts\x18\x02 \x03(\t\x12\'\n\x0ctask_metrics\x18\x03 \x03(\x0b\x32\x11.weir.TaskMetrics\"D\n\x12JobMasterHeartbeat\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x18\n\x10unknown_attempts\x18\x02 \x03(\t\"\xa7\x01\n\x18TaskExecutionStateUpdate\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x1e\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\"w\n\x0cSplitRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tvertex_id\x18\x02 \x01(\x05\x12\x15\n\rsubtask_index\x18\x03 \x01(\x05\x12\x12\n\nattempt_id\x18\x04 \x01(\t\x12\x19\n\x11\x63heckpoint_passed\x18\x05 \x01(\x03\"O\n\rSplitResponse\x12\x0e\n\x06splits\x18\x01 \x03(\x0c\x12\x16\n\x0eno_more_splits\x18\x02 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x03 \x01(\x03\"s\n\x0c\x43ollectBatch\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rsubtask_index\x18\x02 \x01(\x05\x12\x11\n\tarrow_ipc\x18\x03 \x01(\x0c\x12\x15\n\rend_of_stream\x18\x04 \x01(\x08\x12\x12\n\nattempt_id\x18\x05 \x01(\t\"5\n\x10SubmitJobRequest\x12!\n\tjob_graph\x18\x01 \x01(\x0b\x32\x0e.weir.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1e\n\x0cJobIdRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"\xcd\x01\n\nJobSummary\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12\x15\n\rstart_time_ms\x18\x04 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x05 \x01(\x03\x12\x13\n\x0btasks_total\x18\x06 \x01(\x05\x12\x15\n\rtasks_running\x18\x07 \x01(\x05\x12\x16\n\x0etasks_finished\x18\x08 \x01(\x05\x12\x10\n\x08restarts\x18\t \x01(\x05\"2\n\x10ListJobsResponse\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.weir.JobSummary\"\x99\x01\n\x0eSubtaskDetails\x12\x15\n\rsubtask_index\x18\x01 \x01(\x05\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x12\n\nattempt_id\x18\x03 \x01(\t\x12\x13\n\x0bresource_id\x18\x04 \x01(\t\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\"m\n\rVertexDetails\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12&\n\x08subtasks\x18\x04 \x03(\x0b\x32\x14.weir.SubtaskDetails\"\xdb\x01\n\nJobDetails\x12!\n\x07summary\x18\x01 \x01(\x0b\x32\x10.weir.JobSummary\x12%\n\x08vertices\x18\x02 \x03(\x0b\x32\x13.weir.VertexDetails\x12 \n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\x1a\n\x12last_checkpoint_id\x18\x04 \x01(\x03\x12\x1c\n\x14last_checkpoint_path\x18\x05 \x01(\t\x12\'\n\x0erestart_causes\x18\x06 \x03(\x0b\x32\x0f.weir.ErrorInfo\"\xaf\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12&\n\x05state\x18\x04 \x01(\x0b\x32\x17.weir.TaskStateSnapshot\x12,\n\x07metrics\x18\x05 \x01(\x0b\x32\x1b.weir.CheckpointTaskMetrics\"\x95\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12-\n\x06reason\x18\x04 \x01(\x0e\x32\x1d.weir.CheckpointFailureReason\x12\x0f\n\x07message\x18\x05 \x01(\t\"5\n\x0f\x45ndOfDataReport\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\"}\n\x11\x43heckpointHistory\x12*\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x15.weir.CheckpointStats\x12\x1e\n\x16restored_checkpoint_id\x18\x02 \x01(\x03\x12\x1c\n\x14restore_timestamp_ms\x18\x03 \x01(\x03\"K\n\x13\x46\x65tchCollectRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bmax_batches\x18\x02 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x03\"\x84\x01\n\x14\x46\x65tchCollectResponse\x12\x11\n\tarrow_ipc\x18\x01 \x03(\x0c\x12\x16\n\x0e\x65nd_of_results\x18\x02 \x01(\x08\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12 \n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\"\x18\n\x16\x43lusterOverviewRequest\"\x9d\x01\n\x10TaskExecutorInfo\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x13\n\x0bslots_total\x18\x04 \x01(\x05\x12\x12\n\nslots_free\x18\x05 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x06 \x01(\t\x12\x0b\n\x03pid\x18\x07 \x01(\x05\"\x8c\x01\n\x0f\x43lusterOverview\x12.\n\x0etask_executors\x18\x01 \x03(\x0b\x32\x16.weir.TaskExecutorInfo\x12\x13\n\x0bslots_total\x18\x02 \x01(\x05\x12\x12\n\nslots_free\x18\x03 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x32\xde\x07\n\x10JobMasterService\x12]\n\x14RegisterTaskExecutor\x12!.weir.RegisterTaskExecutorRequest\x1a\".weir.RegisterTaskExecutorResponse\x12\x46\n\tHeartbeat\x12\x1b.weir.TaskExecutorHeartbeat\x1a\x18.weir.JobMasterHeartbeat(\x01\x30\x01\x12\x45\n\x18UpdateTaskExecutionState\x12\x1e.weir.TaskExecutionStateUpdate\x1a\t.weir.Ack\x12\x38\n\rRequestSplits\x12\x12.weir.SplitRequest\x1a\x13.weir.SplitResponse\x12\x31\n\x10PushCollectBatch\x12\x12.weir.CollectBatch\x1a\t.weir.Ack\x12\x46\n\x15\x41\x63knowledgeCheckpoint\x12\".weir.AcknowledgeCheckpointRequest\x1a\t.weir.Ack\x12>\n\x11\x44\x65\x63lineCheckpoint\x12\x1e.weir.DeclineCheckpointRequest\x1a\t.weir.Ack\x12\x33\n\x0fReportEndOfData\x12\x15.weir.EndOfDataReport\x1a\t.weir.Ack\x12<\n\tSubmitJob\x12\x16.weir.SubmitJobRequest\x1a\x17.weir.SubmitJobResponse\x12\x39\n\x08ListJobs\x12\x15.weir.ListJobsRequest\x1a\x16.weir.ListJobsResponse\x12\x35\n\rGetJobDetails\x12\x12.weir.JobIdRequest\x1a\x10.weir.JobDetails\x12*\n\tCancelJob\x12\x12.weir.JobIdRequest\x1a\t.weir.Ack\x12L\n\x13\x46\x65tchCollectResults\x12\x19.weir.FetchCollectRequest\x1a\x1a.weir.FetchCollectResponse\x12I\n\x12GetClusterOverview\x12\x1c.weir.ClusterOverviewRequest\x1a\x15.weir.ClusterOverview\x12=\n\x0eGetCheckpoints\x12\x12.weir.JobIdRequest\x1a\x17.weir.CheckpointHistoryb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weir.proto.jobmaster_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACK']._serialized_start=88
-  _globals['_ACK']._serialized_end=93
-  _globals['_REGISTERTASKEXECUTORREQUEST']._serialized_start=96
-  _globals['_REGISTERTASKEXECUTORREQUEST']._serialized_end=242
-  _globals['_REGISTERTASKEXECUTORRESPONSE']._serialized_start=244
-  _globals['_REGISTERTASKEXECUTORRESPONSE']._serialized_end=357
-  _globals['_TASKMETRICS']._serialized_start=360
-  _globals['_TASKMETRICS']._serialized_end=550
-  _globals['_TASKEXECUTORHEARTBEAT']._serialized_start=552
-  _globals['_TASKEXECUTORHEARTBEAT']._serialized_end=663
-  _globals['_JOBMASTERHEARTBEAT']._serialized_start=665
-  _globals['_JOBMASTERHEARTBEAT']._serialized_end=733
-  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_start=736
-  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_end=903
-  _globals['_SPLITREQUEST']._serialized_start=905
-  _globals['_SPLITREQUEST']._serialized_end=997
-  _globals['_SPLITRESPONSE']._serialized_start=999
-  _globals['_SPLITRESPONSE']._serialized_end=1078
-  _globals['_COLLECTBATCH']._serialized_start=1080
-  _globals['_COLLECTBATCH']._serialized_end=1195
-  _globals['_SUBMITJOBREQUEST']._serialized_start=1197
-  _globals['_SUBMITJOBREQUEST']._serialized_end=1250
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=1252
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=1287
-  _globals['_JOBIDREQUEST']._serialized_start=1289
-  _globals['_JOBIDREQUEST']._serialized_end=1319
-  _globals['_LISTJOBSREQUEST']._serialized_start=1321
-  _globals['_LISTJOBSREQUEST']._serialized_end=1338
-  _globals['_JOBSUMMARY']._serialized_start=1341
-  _globals['_JOBSUMMARY']._serialized_end=1528
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1530
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1580
-  _globals['_SUBTASKDETAILS']._serialized_start=1583
-  _globals['_SUBTASKDETAILS']._serialized_end=1736
-  _globals['_VERTEXDETAILS']._serialized_start=1738
-  _globals['_VERTEXDETAILS']._serialized_end=1847
-  _globals['_JOBDETAILS']._serialized_start=1849
-  _globals['_JOBDETAILS']._serialized_end=1969
-  _globals['_FETCHCOLLECTREQUEST']._serialized_start=1971
-  _globals['_FETCHCOLLECTREQUEST']._serialized_end=2046
-  _globals['_FETCHCOLLECTRESPONSE']._serialized_start=2049
-  _globals['_FETCHCOLLECTRESPONSE']._serialized_end=2181
-  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_start=2183
-  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_end=2207
-  _globals['_TASKEXECUTORINFO']._serialized_start=2210
-  _globals['_TASKEXECUTORINFO']._serialized_end=2367
-  _globals['_CLUSTEROVERVIEW']._serialized_start=2370
-  _globals['_CLUSTEROVERVIEW']._serialized_end=2510
-  _globals['_JOBMASTERSERVICE']._serialized_start=2513
-  _globals['_JOBMASTERSERVICE']._serialized_end=3251
+  _globals['_ACK']._serialized_start=117
+  _globals['_ACK']._serialized_end=122
+  _globals['_REGISTERTASKEXECUTORREQUEST']._serialized_start=125
+  _globals['_REGISTERTASKEXECUTORREQUEST']._serialized_end=271
+  _globals['_REGISTERTASKEXECUTORRESPONSE']._serialized_start=273
+  _globals['_REGISTERTASKEXECUTORRESPONSE']._serialized_end=386
+  _globals['_TASKMETRICS']._serialized_start=389
+  _globals['_TASKMETRICS']._serialized_end=579
+  _globals['_TASKEXECUTORHEARTBEAT']._serialized_start=581
+  _globals['_TASKEXECUTORHEARTBEAT']._serialized_end=692
+  _globals['_JOBMASTERHEARTBEAT']._serialized_start=694
+  _globals['_JOBMASTERHEARTBEAT']._serialized_end=762
+  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_start=765
+  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_end=932
+  _globals['_SPLITREQUEST']._serialized_start=934
+  _globals['_SPLITREQUEST']._serialized_end=1053
+  _globals['_SPLITRESPONSE']._serialized_start=1055
+  _globals['_SPLITRESPONSE']._serialized_end=1134
+  _globals['_COLLECTBATCH']._serialized_start=1136
+  _globals['_COLLECTBATCH']._serialized_end=1251
+  _globals['_SUBMITJOBREQUEST']._serialized_start=1253
+  _globals['_SUBMITJOBREQUEST']._serialized_end=1306
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=1308
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=1343
+  _globals['_JOBIDREQUEST']._serialized_start=1345
+  _globals['_JOBIDREQUEST']._serialized_end=1375
+  _globals['_LISTJOBSREQUEST']._serialized_start=1377
+  _globals['_LISTJOBSREQUEST']._serialized_end=1394
+  _globals['_JOBSUMMARY']._serialized_start=1397
+  _globals['_JOBSUMMARY']._serialized_end=1602
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1604
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1654
+  _globals['_SUBTASKDETAILS']._serialized_start=1657
+  _globals['_SUBTASKDETAILS']._serialized_end=1810
+  _globals['_VERTEXDETAILS']._serialized_start=1812
+  _globals['_VERTEXDETAILS']._serialized_end=1921
+  _globals['_JOBDETAILS']._serialized_start=1924
+  _globals['_JOBDETAILS']._serialized_end=2143
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=2146
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=2321
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=2324
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=2473
+  _globals['_ENDOFDATAREPORT']._serialized_start=2475
+  _globals['_ENDOFDATAREPORT']._serialized_end=2528
+  _globals['_CHECKPOINTHISTORY']._serialized_start=2530
+  _globals['_CHECKPOINTHISTORY']._serialized_end=2655
+  _globals['_FETCHCOLLECTREQUEST']._serialized_start=2657
+  _globals['_FETCHCOLLECTREQUEST']._serialized_end=2732
+  _globals['_FETCHCOLLECTRESPONSE']._serialized_start=2735
+  _globals['_FETCHCOLLECTRESPONSE']._serialized_end=2867
+  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_start=2869
+  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_end=2893
+  _globals['_TASKEXECUTORINFO']._serialized_start=2896
+  _globals['_TASKEXECUTORINFO']._serialized_end=3053
+  _globals['_CLUSTEROVERVIEW']._serialized_start=3056
+  _globals['_CLUSTEROVERVIEW']._serialized_end=3196
+  _globals['_JOBMASTERSERVICE']._serialized_start=3199
+  _globals['_JOBMASTERSERVICE']._serialized_end=4189
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from weir.proto import checkpoint_pb2 as _checkpoint_pb2
 from weir.proto import common_pb2 as _common_pb2
 from weir.proto import jobgraph_pb2 as _jobgraph_pb2
 from google.protobuf.internal import containers as _containers
@@ -91,16 +92,18 @@ class TaskExecutionStateUpdate(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ...) -> None: ...
 
 class SplitRequest(_message.Message):
-    __slots__ = ("job_id", "vertex_id", "subtask_index", "attempt_id")
+    __slots__ = ("job_id", "vertex_id", "subtask_index", "attempt_id", "checkpoint_passed")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     VERTEX_ID_FIELD_NUMBER: _ClassVar[int]
     SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_PASSED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     vertex_id: int
     subtask_index: int
     attempt_id: str
-    def __init__(self, job_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., subtask_index: _Optional[int] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+    checkpoint_passed: int
+    def __init__(self, job_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., subtask_index: _Optional[int] = ..., attempt_id: _Optional[str] = ..., checkpoint_passed: _Optional[int] = ...) -> None: ...
 
 class SplitResponse(_message.Message):
     __slots__ = ("splits", "no_more_splits", "retry_after_ms")
@@ -149,7 +152,7 @@ class ListJobsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "name", "status", "start_time_ms", "end_time_ms", "tasks_total", "tasks_running", "tasks_finished")
+    __slots__ = ("job_id", "name", "status", "start_time_ms", "end_time_ms", "tasks_total", "tasks_running", "tasks_finished", "restarts")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +161,7 @@ class JobSummary(_message.Message):
     TASKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     TASKS_RUNNING_FIELD_NUMBER: _ClassVar[int]
     TASKS_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     name: str
     status: _common_pb2.JobStatus
@@ -166,7 +170,8 @@ class JobSummary(_message.Message):
     tasks_total: int
     tasks_running: int
     tasks_finished: int
-    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., tasks_total: _Optional[int] = ..., tasks_running: _Optional[int] = ..., tasks_finished: _Optional[int] = ...) -> None: ...
+    restarts: int
+    def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., tasks_total: _Optional[int] = ..., tasks_running: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)
@@ -201,14 +206,66 @@ class VertexDetails(_message.Message):
     def __init__(self, vertex_id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskDetails, _Mapping]]] = ...) -> None: ...
 
 class JobDetails(_message.Message):
-    __slots__ = ("summary", "vertices", "failure")
+    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     VERTICES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECKPOINT_PATH_FIELD_NUMBER: _ClassVar[int]
+    RESTART_CAUSES_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     vertices: _containers.RepeatedCompositeFieldContainer[VertexDetails]
     failure: _common_pb2.ErrorInfo
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ...) -> None: ...
+    last_checkpoint_id: int
+    last_checkpoint_path: str
+    restart_causes: _containers.RepeatedCompositeFieldContainer[_common_pb2.ErrorInfo]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ...) -> None: ...
+
+class AcknowledgeCheckpointRequest(_message.Message):
+    __slots__ = ("job_id", "attempt_id", "checkpoint_id", "state", "metrics")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_id: str
+    checkpoint_id: int
+    state: _checkpoint_pb2.TaskStateSnapshot
+    metrics: _checkpoint_pb2.CheckpointTaskMetrics
+    def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., state: _Optional[_Union[_checkpoint_pb2.TaskStateSnapshot, _Mapping]] = ..., metrics: _Optional[_Union[_checkpoint_pb2.CheckpointTaskMetrics, _Mapping]] = ...) -> None: ...
+
+class DeclineCheckpointRequest(_message.Message):
+    __slots__ = ("job_id", "attempt_id", "checkpoint_id", "reason", "message")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_id: str
+    checkpoint_id: int
+    reason: _checkpoint_pb2.CheckpointFailureReason
+    message: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., reason: _Optional[_Union[_checkpoint_pb2.CheckpointFailureReason, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class EndOfDataReport(_message.Message):
+    __slots__ = ("job_id", "attempt_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_id: str
+    def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class CheckpointHistory(_message.Message):
+    __slots__ = ("checkpoints", "restored_checkpoint_id", "restore_timestamp_ms")
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    checkpoints: _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.CheckpointStats]
+    restored_checkpoint_id: int
+    restore_timestamp_ms: int
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_checkpoint_pb2.CheckpointStats, _Mapping]]] = ..., restored_checkpoint_id: _Optional[int] = ..., restore_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class FetchCollectRequest(_message.Message):
     __slots__ = ("job_id", "max_batches", "wait_ms")

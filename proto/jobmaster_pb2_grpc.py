@@ -60,6 +60,21 @@ class JobMasterServiceStub:
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
+        self.AcknowledgeCheckpoint = channel.unary_unary(
+                '/weir.JobMasterService/AcknowledgeCheckpoint',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.AcknowledgeCheckpointRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+                _registered_method=True)
+        self.DeclineCheckpoint = channel.unary_unary(
+                '/weir.JobMasterService/DeclineCheckpoint',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.DeclineCheckpointRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+                _registered_method=True)
+        self.ReportEndOfData = channel.unary_unary(
+                '/weir.JobMasterService/ReportEndOfData',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+                _registered_method=True)
         self.SubmitJob = channel.unary_unary(
                 '/weir.JobMasterService/SubmitJob',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
@@ -89,6 +104,11 @@ class JobMasterServiceStub:
                 '/weir.JobMasterService/GetClusterOverview',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.FromString,
+                _registered_method=True)
+        self.GetCheckpoints = channel.unary_unary(
+                '/weir.JobMasterService/GetCheckpoints',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.FromString,
                 _registered_method=True)
 
 
@@ -125,6 +145,25 @@ class JobMasterServiceServicer:
 
     def PushCollectBatch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcknowledgeCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclineCheckpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportEndOfData(self, request, context):
+        """A source task read all its input (bounded) and waits for its final checkpoint.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -166,6 +205,12 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCheckpoints(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +237,21 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
             'PushCollectBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.PushCollectBatch,
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
+            ),
+            'AcknowledgeCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeCheckpoint,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.AcknowledgeCheckpointRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
+            ),
+            'DeclineCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclineCheckpoint,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.DeclineCheckpointRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
+            ),
+            'ReportEndOfData': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportEndOfData,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.FromString,
                     response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
             'SubmitJob': grpc.unary_unary_rpc_method_handler(
@@ -223,6 +283,11 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
                     servicer.GetClusterOverview,
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.FromString,
                     response_serializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.SerializeToString,
+            ),
+            'GetCheckpoints': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCheckpoints,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -360,6 +425,87 @@ class JobMasterService:
             target,
             '/weir.JobMasterService/PushCollectBatch',
             weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/AcknowledgeCheckpoint',
+            weir_dot_proto_dot_jobmaster__pb2.AcknowledgeCheckpointRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclineCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/DeclineCheckpoint',
+            weir_dot_proto_dot_jobmaster__pb2.DeclineCheckpointRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportEndOfData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/ReportEndOfData',
+            weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
             channel_credentials,
@@ -523,6 +669,33 @@ class JobMasterService:
             '/weir.JobMasterService/GetClusterOverview',
             weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/GetCheckpoints',
+            weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.FromString,
             options,
             channel_credentials,
             insecure,

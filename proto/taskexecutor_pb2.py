@@ -22,22 +22,27 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from weir.proto import checkpoint_pb2 as weir_dot_proto_dot_checkpoint__pb2
 from weir.proto import jobgraph_pb2 as weir_dot_proto_dot_jobgraph__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dweir/proto/taskexecutor.proto\x12\x04weir\x1a\x19weir/proto/jobgraph.proto\"\t\n\x07TaskAck\"\'\n\x11\x43\x61ncelTaskRequest\x12\x12\n\nattempt_id\x18\x01 \x01(\t\"#\n\x11ReleaseJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t2\xbe\x01\n\x13TaskExecutorService\x12;\n\nSubmitTask\x12\x1e.weir.TaskDeploymentDescriptor\x1a\r.weir.TaskAck\x12\x34\n\nCancelTask\x12\x17.weir.CancelTaskRequest\x1a\r.weir.TaskAck\x12\x34\n\nReleaseJob\x12\x17.weir.ReleaseJobRequest\x1a\r.weir.TaskAckb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dweir/proto/taskexecutor.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x19weir/proto/jobgraph.proto\"\t\n\x07TaskAck\"\'\n\x11\x43\x61ncelTaskRequest\x12\x12\n\nattempt_id\x18\x01 \x01(\t\"#\n\x11ReleaseJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x85\x01\n\x18TriggerCheckpointRequest\x12\x12\n\nattempt_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x03 \x01(\x03\x12(\n\x07options\x18\x04 \x01(\x0b\x32\x17.weir.CheckpointOptions\"\x95\x01\n\x16\x43heckpointNotification\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x12\x13\n\x0b\x61ttempt_ids\x18\x04 \x03(\t\x12-\n\x06reason\x18\x05 \x01(\x0e\x32\x1d.weir.CheckpointFailureReason2\xc3\x02\n\x13TaskExecutorService\x12;\n\nSubmitTask\x12\x1e.weir.TaskDeploymentDescriptor\x1a\r.weir.TaskAck\x12\x34\n\nCancelTask\x12\x17.weir.CancelTaskRequest\x1a\r.weir.TaskAck\x12\x34\n\nReleaseJob\x12\x17.weir.ReleaseJobRequest\x1a\r.weir.TaskAck\x12\x42\n\x11TriggerCheckpoint\x12\x1e.weir.TriggerCheckpointRequest\x1a\r.weir.TaskAck\x12?\n\x10NotifyCheckpoint\x12\x1c.weir.CheckpointNotification\x1a\r.weir.TaskAckb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weir.proto.taskexecutor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TASKACK']._serialized_start=66
-  _globals['_TASKACK']._serialized_end=75
-  _globals['_CANCELTASKREQUEST']._serialized_start=77
-  _globals['_CANCELTASKREQUEST']._serialized_end=116
-  _globals['_RELEASEJOBREQUEST']._serialized_start=118
-  _globals['_RELEASEJOBREQUEST']._serialized_end=153
-  _globals['_TASKEXECUTORSERVICE']._serialized_start=156
-  _globals['_TASKEXECUTORSERVICE']._serialized_end=346
+  _globals['_TASKACK']._serialized_start=95
+  _globals['_TASKACK']._serialized_end=104
+  _globals['_CANCELTASKREQUEST']._serialized_start=106
+  _globals['_CANCELTASKREQUEST']._serialized_end=145
+  _globals['_RELEASEJOBREQUEST']._serialized_start=147
+  _globals['_RELEASEJOBREQUEST']._serialized_end=182
+  _globals['_TRIGGERCHECKPOINTREQUEST']._serialized_start=185
+  _globals['_TRIGGERCHECKPOINTREQUEST']._serialized_end=318
+  _globals['_CHECKPOINTNOTIFICATION']._serialized_start=321
+  _globals['_CHECKPOINTNOTIFICATION']._serialized_end=470
+  _globals['_TASKEXECUTORSERVICE']._serialized_start=473
+  _globals['_TASKEXECUTORSERVICE']._serialized_end=796
 # @@protoc_insertion_point(module_scope)

@@ -51,6 +51,16 @@ class TaskExecutorServiceStub:
                 request_serializer=weir_dot_proto_dot_taskexecutor__pb2.ReleaseJobRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
                 _registered_method=True)
+        self.TriggerCheckpoint = channel.unary_unary(
+                '/weir.TaskExecutorService/TriggerCheckpoint',
+                request_serializer=weir_dot_proto_dot_taskexecutor__pb2.TriggerCheckpointRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
+                _registered_method=True)
+        self.NotifyCheckpoint = channel.unary_unary(
+                '/weir.TaskExecutorService/NotifyCheckpoint',
+                request_serializer=weir_dot_proto_dot_taskexecutor__pb2.CheckpointNotification.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
+                _registered_method=True)
 
 
 class TaskExecutorServiceServicer:
@@ -76,6 +86,20 @@ class TaskExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerCheckpoint(self, request, context):
+        """Start checkpoint n at a source task (it snapshots and emits barrier n).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NotifyCheckpoint(self, request, context):
+        """Checkpoint n completed (two-phase-commit sinks commit) or was aborted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -92,6 +116,16 @@ def add_TaskExecutorServiceServicer_to_server(servicer, server):
             'ReleaseJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseJob,
                     request_deserializer=weir_dot_proto_dot_taskexecutor__pb2.ReleaseJobRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
+            ),
+            'TriggerCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerCheckpoint,
+                    request_deserializer=weir_dot_proto_dot_taskexecutor__pb2.TriggerCheckpointRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
+            ),
+            'NotifyCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyCheckpoint,
+                    request_deserializer=weir_dot_proto_dot_taskexecutor__pb2.CheckpointNotification.FromString,
                     response_serializer=weir_dot_proto_dot_taskexecutor__pb2.TaskAck.SerializeToString,
             ),
     }
@@ -176,6 +210,60 @@ class TaskExecutorService:
             target,
             '/weir.TaskExecutorService/ReleaseJob',
             weir_dot_proto_dot_taskexecutor__pb2.ReleaseJobRequest.SerializeToString,
+            weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.TaskExecutorService/TriggerCheckpoint',
+            weir_dot_proto_dot_taskexecutor__pb2.TriggerCheckpointRequest.SerializeToString,
+            weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.TaskExecutorService/NotifyCheckpoint',
+            weir_dot_proto_dot_taskexecutor__pb2.CheckpointNotification.SerializeToString,
             weir_dot_proto_dot_taskexecutor__pb2.TaskAck.FromString,
             options,
             channel_credentials,

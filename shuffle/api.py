@@ -15,7 +15,7 @@ method says otherwise; implementations wake that thread through the listeners it
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,18 @@ class ResultPartitionWriter(ABC):
         batches a priority event overtook (they are still delivered, after it)."""
 
     @abstractmethod
+    def prioritize_event(self, event: Event) -> list[list[Elements]]:
+        """Move ``event``, sent earlier without priority, ahead of the buffers queued before
+        it in every subpartition where it still waits; returns per subpartition the batches
+        it passed (empty where it had left already). An unaligned checkpoint persists them.
+        """
+
+    @abstractmethod
+    def is_event_queued(self, event: Event) -> bool:
+        """Whether ``event`` still waits in some subpartition (has not left to a consumer).
+        Any thread."""
+
+    @abstractmethod
     def finish(self) -> None:
         """End of data: flush and send end-of-partition on every subpartition."""
 
@@ -151,11 +163,17 @@ class BufferOrEvent:
     size: int = 0
     event: Event | None = None
     priority: bool = False
+    #: A priority event: how many data items (BufferOrEvents) that follow it on its channel
+    #: were sent before it and were overtaken on the consumer's side (0 when the producer
+    #: kept what it overtook).
+    overtaken: int = 0
 
 
-def poll_round_robin(channels: Sequence[Any], start: int) -> tuple[int, Any] | None:
-    """Take from the first channel, from ``start`` on and wrapping around, that is not
-    finished and has something (``channel.take()`` not None): returns (index, item).
+def poll_round_robin(channels: Sequence[Any], start: int,
+                     blocked: Set[int] = frozenset()) -> tuple[int, Any] | None:
+    """Take from the first channel, from ``start`` on and wrapping around, that is neither
+    finished nor ``blocked`` and has something (``channel.take()`` not None): returns
+    (index, item).
 
     Shared by input gates so that no channel starves the others.
     """
@@ -163,7 +181,7 @@ def poll_round_robin(channels: Sequence[Any], start: int) -> tuple[int, Any] | N
     for step in range(n):
         index = (start + step) % n
         channel = channels[index]
-        if channel.finished:
+        if channel.finished or index in blocked:
             continue
         item = channel.take()
         if item is not None:
@@ -180,10 +198,26 @@ class InputGate(ABC):
 
     @abstractmethod
     def poll_next(self) -> BufferOrEvent | None:
-        """The next buffer or event of any channel, or None if none is there now.
+        """The next buffer or event of any channel, or None if none is there now. A
+        priority event comes first, even from a blocked channel; a blocked channel gives
+        nothing else.
 
         Raises the cause when a channel failed (producer lost, partition not found).
         """
+
+    @abstractmethod
+    def block_consumption(self, channel: int) -> None:
+        """Take nothing but priority events from ``channel`` until it is resumed (barrier
+        alignment). Its data stays queued, so its producer is backpressured."""
+
+    @abstractmethod
+    def resume_consumption(self, channel: int) -> None:
+        """Undo :meth:`block_consumption`."""
+
+    @abstractmethod
+    def prioritize_event(self, event: Event) -> None:
+        """Move ``event``, where it waits in a channel's queue behind data, to the front; it
+        is then delivered with ``priority`` and ``overtaken`` = the data items it passed."""
 
     @abstractmethod
     def is_finished(self) -> bool:

@@ -7,6 +7,7 @@ thread per task, and the shuffle environment's network threads.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -18,6 +19,8 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry
 
+from weir.checkpoint import options as checkpoint_options
+from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
@@ -32,6 +35,7 @@ from weir.proto import (
 from weir.shuffle.api import ShuffleEnvironmentContext
 from weir.shuffle.loader import load_shuffle_service_factory
 from weir.taskexecutor import options as te_options
+from weir.taskexecutor.checkpointing import UploadPool
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
 from weir.taskexecutor.task import Task
 
@@ -69,6 +73,7 @@ class TaskExecutor:
         self._metrics: MetricsServer | None = None
         self._heartbeat_thread: threading.Thread | None = None
         self._started = time.monotonic()
+        self._upload_pool = UploadPool(configuration.get(checkpoint_options.UPLOAD_THREADS))
         self._samples: dict[str, tuple[float, float, float, float]] = {}
         self._rates: dict[str, tuple[float, float, float]] = {}
         self.rpc_address = ""
@@ -120,6 +125,7 @@ class TaskExecutor:
         if self._server is not None:
             self._server.stop(grace=1).wait(5)
         self.shuffle.close()
+        self._upload_pool.shutdown()
         if self._metrics is not None:
             self._metrics.stop()
         if self._gateway is not None:
@@ -139,7 +145,8 @@ class TaskExecutor:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                           f"{self.resource_id} has no slot {slot}")
         config = self.configuration.merged(dict(tdd.config))
-        task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state)
+        task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state,
+                    self._upload_pool)
         with self._lock:
             if tdd.attempt_id in self._tasks:
                 return
@@ -152,6 +159,24 @@ class TaskExecutor:
             task = self._tasks.get(attempt_id)
         if task is not None:
             task.cancel()
+
+    def trigger_checkpoint(self, request: taskexecutor_pb2.TriggerCheckpointRequest,
+                           context: grpc.ServicerContext) -> None:
+        with self._lock:
+            task = self._tasks.get(request.attempt_id)
+        if task is None:
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"no task {request.attempt_id} on {self.resource_id}")
+        task.trigger_checkpoint(CheckpointBarrier(request.checkpoint_id, request.timestamp_ms,
+                                                  request.options))
+
+    def notify_checkpoint(self, request: taskexecutor_pb2.CheckpointNotification) -> None:
+        with self._lock:
+            tasks = [self._tasks.get(a) for a in request.attempt_ids]
+        for task in tasks:
+            if task is not None:
+                with contextlib.suppress(RuntimeError):  # a full mailbox: it is stuck anyway
+                    task.notify_checkpoint(request.checkpoint_id, request.complete)
 
     def release_job(self, job_id: str) -> None:
         with self._lock:
@@ -351,7 +376,11 @@ class TaskExecutor:
                  "its inputs (epoch ms; absent before the first watermark)."),
                 ("currentOutputWatermark", "The last watermark the task sent (epoch ms)."),
                 ("numLateRecordsDropped",
-                 "Records the task's windows dropped as later than the allowed lateness."))}
+                 "Records the task's windows dropped as later than the allowed lateness."),
+                ("checkpointAlignmentTime", "Time the newest checkpoint waited for barrier "
+                 "alignment at the task (ms)."),
+                ("checkpointStartDelayNanos", "Time from the newest checkpoint's trigger to "
+                 "its first barrier at the task (ns)."))}
         for task in tasks:
             m = self._task_metrics(task)
             values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]
@@ -361,7 +390,11 @@ class TaskExecutor:
                                 ("busyTimeMsPerSecond", m.busy_ms_per_s),
                                 ("idleTimeMsPerSecond", m.idle_ms_per_s),
                                 ("backPressuredTimeMsPerSecond", m.back_pressured_ms_per_s),
-                                *self._pool_metrics(task), *self._event_time_metrics(task)):
+                                *self._pool_metrics(task), *self._event_time_metrics(task),
+                                ("checkpointAlignmentTime",
+                                 task.counters.checkpoint_alignment_ms),
+                                ("checkpointStartDelayNanos",
+                                 task.counters.checkpoint_start_delay_ms * 1_000_000)):
                 families[name].add_metric(values, value)
         return [slots_total, slots_used, uptime, *families.values()]
 
@@ -380,5 +413,13 @@ class _Servicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
 
     def ReleaseJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         self._te.release_job(request.job_id)
+        return taskexecutor_pb2.TaskAck()
+
+    def TriggerCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._te.trigger_checkpoint(request, context)
+        return taskexecutor_pb2.TaskAck()
+
+    def NotifyCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._te.notify_checkpoint(request)
         return taskexecutor_pb2.TaskAck()
 

@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 
 from weir.core.rpc import create_channel, keep_until_done
-from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,15 @@ class JobMasterGateway:
         return False
 
     def request_splits(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor,
-                       callback: Callable[[Any, BaseException | None], None]) -> None:
-        """Ask the enumerator for splits without blocking; ``callback`` runs on an RPC thread."""
+                       callback: Callable[[Any, BaseException | None], None],
+                       checkpoint_passed: int = 0) -> None:
+        """Ask the enumerator for splits without blocking; ``callback`` runs on an RPC
+        thread. ``checkpoint_passed``: the newest checkpoint this reader emitted the barrier
+        of (the enumerator hands out nothing to a reader behind its snapshot)."""
         request = jobmaster_pb2.SplitRequest(job_id=tdd.job_id, vertex_id=tdd.vertex_id,
                                              subtask_index=tdd.subtask_index,
-                                             attempt_id=tdd.attempt_id)
+                                             attempt_id=tdd.attempt_id,
+                                             checkpoint_passed=checkpoint_passed)
         future = self.stub.RequestSplits.future(request, timeout=RPC_TIMEOUT_S * 3)
 
         def done(f: Any) -> None:
@@ -80,6 +84,37 @@ class JobMasterGateway:
                 if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
                     msg = f"sending results to the JobMaster failed: {err.details()}"
                     raise ConnectionError(msg) from None
+
+    def acknowledge_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
+                               state: checkpoint_pb2.TaskStateSnapshot,
+                               metrics: checkpoint_pb2.CheckpointTaskMetrics) -> None:
+        """Report a subtask's part of a checkpoint (upload thread; retried a few times: a
+        lost acknowledgement costs the whole checkpoint)."""
+        request = jobmaster_pb2.AcknowledgeCheckpointRequest(
+            job_id=job_id, attempt_id=attempt_id, checkpoint_id=checkpoint_id, state=state,
+            metrics=metrics)
+        for attempt in range(3):
+            try:
+                self.stub.AcknowledgeCheckpoint(request, timeout=RPC_TIMEOUT_S)
+                return
+            except grpc.RpcError as err:
+                log.warning("acknowledging checkpoint %d of %s failed (%s), attempt %d",
+                            checkpoint_id, attempt_id, err.code(), attempt + 1)
+                time.sleep(0.2 * 2 ** attempt)
+
+    def decline_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
+                           reason: int, message: str) -> None:
+        """Decline a checkpoint without blocking (any thread)."""
+        keep_until_done(self.stub.DeclineCheckpoint.future(
+            jobmaster_pb2.DeclineCheckpointRequest(
+                job_id=job_id, attempt_id=attempt_id, checkpoint_id=checkpoint_id,
+                reason=reason, message=message[:2000]), timeout=RPC_TIMEOUT_S))
+
+    def report_end_of_data(self, job_id: str, attempt_id: str) -> None:
+        """A source read all its input (without blocking; any thread)."""
+        keep_until_done(self.stub.ReportEndOfData.future(
+            jobmaster_pb2.EndOfDataReport(job_id=job_id, attempt_id=attempt_id),
+            timeout=RPC_TIMEOUT_S))
 
     def close(self) -> None:
         self.channel.close()

@@ -12,6 +12,14 @@ Event time flows through the same chain: ``process_watermark`` (the task's combi
 watermark advanced) and ``process_watermark_status`` (all inputs went idle, or one came
 back), which by default pass straight on to the next operator.
 
+Checkpoints, also on the task thread: ``initialize_state`` (once, after ``setup`` and
+before ``open``, with what a restore brings), ``snapshot_state`` (at a barrier, between two
+batches: cheap, returns what the task uploads off its thread), then
+``notify_checkpoint_complete`` or ``notify_checkpoint_aborted``. By default an operator
+checkpoints the operator state of its user functions implementing ``CheckpointedFunction``
+and its keyed state backend (``keyed_state_backend()``), and notifies the functions implementing
+``CheckpointListener``.
+
 Example:
     >>> class Doubler(StreamOperator):
     ...     def process(self, elements, input_index=0):
@@ -32,12 +40,22 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from weir.checkpoint.storage import CheckpointStorage
 from weir.core.config import Configuration
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import Elements
+from weir.state.operator_state import (
+    CheckpointedFunction,
+    CheckpointListener,
+    FunctionInitializationContext,
+    FunctionSnapshotContext,
+    OperatorStateBackend,
+)
 
 if TYPE_CHECKING:
     from weir.state.backend import KeyedStateBackend
+    from weir.state.handles import KeyedStateHandle
+    from weir.state.snapshot import AsyncSnapshot, SnapshotLocation
 
 #: Service key under which a task offers the collect channel to the JobMaster.
 COLLECT_SERVICE = "collect"
@@ -92,6 +110,33 @@ class OperatorContext:
                                           f"{self.task_name}-{self.subtask_index}-{operator}")
 
 
+@dataclass
+class StateContext:
+    """What an operator's state starts from (given to ``initialize_state``)."""
+
+    #: The checkpoint restored from; None on a fresh start.
+    checkpoint_id: int | None = None
+    #: Keyed state handles of the old subtasks overlapping this subtask's key groups.
+    keyed_handles: list[KeyedStateHandle] = field(default_factory=list)
+    #: Operator state of every old subtask, in subtask order (None: that one had none).
+    operator_state: list[bytes | None] = field(default_factory=list)
+    #: Where the handles' files are.
+    storage: CheckpointStorage | None = None
+
+    @property
+    def is_restored(self) -> bool:
+        return self.checkpoint_id is not None
+
+
+@dataclass
+class OperatorSnapshot:
+    """The synchronous part of an operator's snapshot: the task finishes it off its thread
+    (``keyed.run()`` uploads; the operator state bytes are written as one file)."""
+
+    keyed: AsyncSnapshot | None = None
+    operator_state: bytes | None = None
+
+
 class StreamOperator(ABC):
     """One operator of a chain. Instances are pickled into the job graph."""
 
@@ -136,3 +181,62 @@ class StreamOperator(ABC):
     def functions(self) -> list[Any]:
         """User functions, for pickling checks and lifecycle calls."""
         return []
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    #: The operator state of this instance (created by ``initialize_state``).
+    operator_state: OperatorStateBackend | None = None
+    #: What ``initialize_state`` was given (keyed operators restore from it in ``open``).
+    state_context: StateContext | None = None
+
+    def initialize_state(self, context: StateContext) -> None:
+        """Restore operator state and let checkpointed functions register theirs. Called
+        once on the task thread, after ``setup``, before ``open``; raises StateError (or
+        what a function raises) when the state cannot be restored."""
+        assert self.ctx is not None
+        self.state_context = context
+        self.operator_state = OperatorStateBackend()
+        if context.is_restored:
+            self.operator_state.restore(context.operator_state, self.ctx.subtask_index,
+                                        self.ctx.parallelism)
+        for fn in self.functions():
+            if isinstance(fn, CheckpointedFunction):
+                fn.initialize_state(FunctionInitializationContext(self.operator_state))
+
+    def keyed_state_backend(self) -> KeyedStateBackend | None:
+        """The keyed state to snapshot with this operator (None: it has none)."""
+        return None
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+                       location: SnapshotLocation) -> OperatorSnapshot:
+        """Take the synchronous part of this operator's snapshot for ``checkpoint_id``
+        (task thread, between two batches; must be cheap: copy-on-write or a RocksDB
+        checkpoint). Raises what the functions or backends raise."""
+        for fn in self.functions():
+            if isinstance(fn, CheckpointedFunction):
+                fn.snapshot_state(FunctionSnapshotContext(checkpoint_id, timestamp_ms))
+        snapshot = OperatorSnapshot()
+        if self.operator_state is not None and self.operator_state.state_names:
+            snapshot.operator_state = self.operator_state.snapshot()
+        backend = self.keyed_state_backend()
+        if backend is not None:
+            snapshot.keyed = backend.snapshot_to(checkpoint_id, location)
+        return snapshot
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` (and every earlier one) is complete (task thread)."""
+        backend = self.keyed_state_backend()
+        if backend is not None:
+            backend.notify_checkpoint_complete(checkpoint_id)
+        for fn in self.functions():
+            if isinstance(fn, CheckpointListener):
+                fn.notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` will not complete (task thread)."""
+        backend = self.keyed_state_backend()
+        if backend is not None:
+            backend.notify_checkpoint_aborted(checkpoint_id)
+        for fn in self.functions():
+            if isinstance(fn, CheckpointListener):
+                fn.notify_checkpoint_aborted(checkpoint_id)

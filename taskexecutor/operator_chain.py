@@ -61,6 +61,9 @@ class TaskCounters:
         self.output_watermark: int | None = None
         #: The task's combined input watermark (Flink's currentInputWatermark).
         self.input_watermark: int | None = None
+        #: Of the newest checkpoint: first barrier to snapshot, and trigger to first barrier.
+        self.checkpoint_alignment_ms = 0
+        self.checkpoint_start_delay_ms = 0
 
 
 class OperatorChain:

@@ -4,7 +4,13 @@ The mailbox thread owns the task's operators, reader and writers. Other threads 
 network, timers) never touch them: they put a *mail* (a callable) in the bounded mailbox or
 set the wake-up flag. The loop runs mails first, then — while output has room — processes
 one unit of input; when there is nothing to do it sleeps until woken or until the next
-buffer-timeout flush is due. Checkpoint triggers and barriers will be mails too.
+buffer-timeout flush is due. Checkpoint triggers and notifications are mails; barriers
+arrive with the input and go through the task's :class:`BarrierHandler`.
+
+With checkpointing on, a task that read all its input finishes its operators, tells its
+consumers (end of data), and keeps taking part in checkpoints until one taken after that
+completed (FLIP-147): only then does it end, so that two-phase-commit sinks commit their
+last data.
 """
 
 from __future__ import annotations
@@ -15,33 +21,72 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cloudpickle
 
+from weir.checkpoint import options as checkpoint_options
+from weir.checkpoint.barrier import (
+    BARRIER_EVENT,
+    END_OF_DATA_EVENT,
+    CheckpointBarrier,
+    end_of_data_event,
+)
+from weir.checkpoint.barrier_handler import (
+    AbortCheckpoint,
+    Action,
+    BarrierHandler,
+    Block,
+    InputStateComplete,
+    PersistData,
+    PrioritizeInputBarriers,
+    Resume,
+    TakeSnapshot,
+)
+from weir.checkpoint.storage import CheckpointStorage, create_storage
 from weir.core import options
+from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
-from weir.core.errors import UserError
+from weir.core.errors import (
+    ConfigError,
+    CorruptStateError,
+    MissingStateError,
+    PartitionNotFoundError,
+    RemoteTransportError,
+    UserError,
+)
 from weir.core.processing_time import ProcessingTimeService
+from weir.core.records import Elements
 from weir.core.source import ReaderContext, SourceReader
 from weir.core.watermarks import MAX_WATERMARK, decode_watermark
-from weir.proto import common_pb2, jobgraph_pb2
+from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2
 from weir.shuffle.api import (
     InputGate,
     ResultPartitionWriter,
     ShuffleEnvironment,
     TaskShuffleContext,
 )
-from weir.taskexecutor.operator import COLLECT_SERVICE, OperatorContext
+from weir.state.snapshot import SnapshotLocation
+from weir.taskexecutor.checkpointing import SubtaskCheckpointing, UploadPool
+from weir.taskexecutor.operator import (
+    COLLECT_SERVICE,
+    OperatorContext,
+    OperatorSnapshot,
+    StateContext,
+)
 from weir.taskexecutor.operator_chain import OperatorChain, TaskCounters
 from weir.taskexecutor.record_writer import WATERMARK_EVENT, WATERMARK_STATUS_EVENT, RecordWriter
+from weir.taskexecutor.restore import TaskStateRestore
+from weir.taskexecutor.source_reader_state import SourceReaderState
 from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 
 log = logging.getLogger(__name__)
 
 MAILBOX_CAPACITY = 1024
 _MAX_IDLE_WAIT_S = 0.5
+#: How often a task checks whether its aligned barriers left its outputs.
+_OUTPUT_CHECK_S = 0.01
 
 
 class TaskCancelledError(Exception):
@@ -78,13 +123,27 @@ class Mailbox:
         return mails
 
 
+class _ReaderParticipant:
+    """The source reader's part of a checkpoint: its splits, as operator list state."""
+
+    def __init__(self, reader: SourceReader) -> None:
+        self._reader = reader
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+                       location: SnapshotLocation) -> OperatorSnapshot:
+        return OperatorSnapshot(
+            operator_state=SourceReaderState.snapshot(self._reader, checkpoint_id))
+
+
 class Task:
-    """Runs one subtask. ``start`` launches the thread; ``cancel`` may be called from any
-    thread; ``on_state`` is called from the task thread on every state change."""
+    """Runs one subtask. ``start`` launches the thread; ``cancel``, ``trigger_checkpoint``
+    and ``notify_checkpoint`` may be called from any thread; ``on_state`` is called from
+    the task thread on every state change."""
 
     def __init__(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor, shuffle: ShuffleEnvironment,
                  gateway: Any, configuration: Configuration,
-                 on_state: Callable[[Task, int, common_pb2.ErrorInfo | None], None]) -> None:
+                 on_state: Callable[[Task, int, common_pb2.ErrorInfo | None], None],
+                 upload_pool: UploadPool | None = None) -> None:
         self.tdd = tdd
         self.job_id = tdd.job_id
         self.attempt_id = tdd.attempt_id
@@ -93,6 +152,7 @@ class Task:
         self._shuffle = shuffle
         self._gateway = gateway
         self._on_state = on_state
+        self._upload_pool = upload_pool
         self.state = common_pb2.CREATED
         self.counters = TaskCounters()
         self.mailbox = Mailbox()
@@ -105,12 +165,25 @@ class Task:
         self.processing_time = ProcessingTimeService()
         self._chain: OperatorChain | None = None
         self._reader: SourceReader | None = None
+        self._source_uid = ""
         self._buffer_timeout = configuration.get(options.BUFFER_TIMEOUT)
         self._thread = threading.Thread(target=self._run, name=f"task {self.name}", daemon=True)
         # Source bookkeeping.
         self._no_more_splits = False
         self._split_request_in_flight = False
         self._next_split_request = 0.0
+        # Checkpointing (None when it is off).
+        self.checkpointing: SubtaskCheckpointing | None = None
+        self._handler: BarrierHandler | None = None
+        self._storage: CheckpointStorage | None = None
+        self._deferred_triggers: list[CheckpointBarrier] = []
+        # End of input: channels that delivered end of data, and the final checkpoint.
+        self._data_ended: set[int] = set()
+        self._data_finished = False
+        self._finish_checkpoints: set[int] = set()
+        self._final_checkpoint_done = False
+        self._replay: deque[tuple[int, Elements]] = deque()
+        self._finished_on_restore = tdd.restore.finished if tdd.HasField("restore") else False
 
     # -- called from other threads ----------------------------------------------------------
 
@@ -128,6 +201,14 @@ class Task:
     def wake(self) -> None:
         self.mailbox.wakeup.set()
 
+    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Take checkpoint ``barrier`` now (a source, or a task whose inputs all ended)."""
+        self.mailbox.put(lambda: self._on_trigger(barrier))
+
+    def notify_checkpoint(self, checkpoint_id: int, complete: bool) -> None:
+        """The coordinator completed (or aborted) ``checkpoint_id``."""
+        self.mailbox.put(lambda: self._on_notify(checkpoint_id, complete))
+
     # -- the task thread --------------------------------------------------------------------
 
     def _set_state(self, state: int, error: common_pb2.ErrorInfo | None = None) -> None:
@@ -144,11 +225,8 @@ class Task:
             self._set_state(common_pb2.RUNNING)
             self._loop()
             self._check_cancelled()
-            assert self._chain is not None
-            # End of input is the end of event time: every event-time timer fires, here and
-            # (through the writers) downstream, before operators flush what they hold.
-            self._advance_watermark(MAX_WATERMARK)
-            self._chain.finish()
+            if not self._data_finished:
+                self._finish_operators()
             for writer in self._writers:
                 writer.finish()
         except TaskCancelledError:
@@ -165,13 +243,14 @@ class Task:
         self._set_state(final, error)
 
     def _error_info(self, err: BaseException) -> common_pb2.ErrorInfo:
-        from weir.core.errors import PartitionNotFoundError, RemoteTransportError
-
         reason = common_pb2.USER_CODE_ERROR
         if isinstance(err, PartitionNotFoundError):
             reason = common_pb2.PARTITION_NOT_FOUND
         elif isinstance(err, RemoteTransportError):
             reason = common_pb2.REMOTE_TRANSPORT
+        elif isinstance(err, CorruptStateError | MissingStateError) and \
+                self.state == common_pb2.INITIALIZING:
+            reason = common_pb2.STATE_RESTORE_FAILED
         return common_pb2.ErrorInfo(
             reason=reason, message=f"{type(err).__name__}: {err}",
             exception_class=f"{type(err).__module__}.{type(err).__qualname__}",
@@ -180,6 +259,8 @@ class Task:
     def _check_cancelled(self) -> None:
         if self._cancelled.is_set():
             raise TaskCancelledError
+
+    # -- setup ------------------------------------------------------------------------------
 
     def _setup(self) -> None:
         tdd = self.tdd
@@ -200,24 +281,87 @@ class Task:
             gate.request_partitions()
         self._valve = StatusWatermarkValve(channels)
         operators = cloudpickle.loads(tdd.chain)
+        job_config = self.configuration.merged(dict(tdd.config))
         ctx = OperatorContext(
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=tdd.job_id, config=dict(tdd.config),
             services={COLLECT_SERVICE: self._push_collect},
-            configuration=self.configuration.merged(dict(tdd.config)),
-            processing_time=self.processing_time)
+            configuration=job_config, processing_time=self.processing_time)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
+        uids = list(tdd.operator_uids)
+        if tdd.source:
+            self._source_uid = uids.pop(0) if uids else "source"
+        for operator, uid in zip(operators, uids, strict=False):
+            operator.uid = operator.uid or uid or None
+        if checkpoint_options.checkpointing_enabled(job_config):
+            self._setup_checkpointing(job_config, channels)
+        restore = TaskStateRestore(tdd.restore, self._checkpoint_storage()) \
+            if tdd.HasField("restore") else None
+        for operator in operators:
+            operator.initialize_state(restore.context(operator.uid or operator.name)
+                                      if restore is not None else StateContext())
         if tdd.source:
             source = cloudpickle.loads(tdd.source)
             self._reader = source.create_reader(ReaderContext(
                 tdd.subtask_index, tdd.parallelism,
                 self.configuration.get(options.BATCH_SIZE), dict(tdd.config)))
+            if self._finished_on_restore:
+                self._no_more_splits = True
+            elif restore is not None:
+                self._reader.add_splits(SourceReaderState.restore(
+                    restore.operator_state(self._source_uid), tdd.subtask_index,
+                    tdd.parallelism))
         self._chain.open()
+        if restore is not None:
+            self._restore_channel_state(restore)
+
+    def _setup_checkpointing(self, config: Configuration, channels: int) -> None:
+        if self._upload_pool is None:
+            msg = "checkpointing needs the TaskExecutor's upload pool"
+            raise ConfigError(msg)
+        self.checkpointing = SubtaskCheckpointing(
+            job_id=self.job_id, attempt_id=self.attempt_id,
+            owner=f"{self.tdd.vertex_id}-{self.tdd.subtask_index}", writers=self._writers,
+            partitioners=[p.partitioner for p in self.tdd.partitions],
+            storage=self._checkpoint_storage, pool=self._upload_pool,
+            responder=self._gateway, clock_ms=wall_clock_ms)
+        if channels:
+            at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
+            self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once)
+
+    def _checkpoint_storage(self) -> CheckpointStorage:
+        if self._storage is None:
+            config = self.configuration.merged(dict(self.tdd.config))
+            directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
+            if not directory:
+                msg = ("checkpointing is on but state.checkpoints.dir is not set: set it to "
+                       "a file:// path or s3://bucket/prefix")
+                raise ConfigError(msg)
+            self._storage = create_storage(directory, config)
+        return self._storage
+
+    def _restore_channel_state(self, restore: TaskStateRestore) -> None:
+        """Write the restored output data first, then queue the input data to be processed
+        before any new input (both were in flight at the checkpoint)."""
+        state = restore.channel_state()
+        if state is None:
+            return
+        for (partition, subpartition), batches in sorted(state.outputs.items()):
+            for elements in batches:
+                self._writers[partition].emit(subpartition, elements)
+        for writer in self._writers:
+            writer.flush_all()
+        for channel, batches in sorted(state.inputs.items()):
+            self._replay.extend((channel, elements) for elements in batches)
+        log.info("task %s restored %d output and %d input buffers of in-flight data",
+                 self.name, sum(map(len, state.outputs.values())), len(self._replay))
 
     def _push_collect(self, data: bytes, end: bool) -> None:
         self._gateway.push_collect(self.tdd.job_id, self.tdd.subtask_index, self.attempt_id,
                                    data, end, self._cancelled)
+
+    # -- the loop ---------------------------------------------------------------------------
 
     def _loop(self) -> None:
         counters = self.counters
@@ -231,6 +375,10 @@ class Task:
             self._flush_if_due()
             for gate in self._gates:
                 gate.maintain()
+            if self._handler is not None:
+                self._execute(self._handler.on_tick())
+            if self.checkpointing is not None and self.checkpointing.has_pending_outputs:
+                self.checkpointing.maintain()
             if not all(w.is_available() for w in self._writers):
                 started = time.monotonic()
                 wakeup.wait(self._wait_timeout())
@@ -264,6 +412,12 @@ class Task:
             next_retry = getattr(gate, "next_retry", lambda: None)()
             if next_retry is not None:
                 timeout = min(timeout, max(0.001, next_retry - time.monotonic()))
+        if self._handler is not None:
+            due_ms = self._handler.next_timeout_ms()
+            if due_ms is not None:
+                timeout = min(timeout, max(0.001, (due_ms - wall_clock_ms()) / 1000))
+        if self.checkpointing is not None and self.checkpointing.has_pending_outputs:
+            timeout = min(timeout, _OUTPUT_CHECK_S)
         return timeout
 
     def _flush_if_due(self) -> None:
@@ -275,10 +429,14 @@ class Task:
     def _process_input(self) -> str:
         """One unit of work: 'more' if something was processed, 'nothing', or 'end'."""
         assert self._chain is not None
+        if self._replay:
+            channel, elements = self._replay.popleft()
+            self._chain.process(elements)
+            return "more"
         if self._reader is not None:
             return self._process_source()
         if not self._gates:
-            return "end"
+            return self._end_or_wait()
         all_finished = True
         for index, gate in enumerate(self._gates):
             if gate.is_finished():
@@ -287,18 +445,41 @@ class Task:
             event = gate.poll_next()
             if event is None:
                 continue
+            channel = self._channel_offsets[index] + event.channel
             if event.elements:
+                if self._handler is not None:
+                    self._on_data(channel, event.elements, event.size)
                 for elements in event.elements:
                     self._chain.process(elements)
             elif event.event is not None:
-                self._on_event(self._channel_offsets[index] + event.channel, event.event)
+                self._on_event(channel, event.event, event.priority, event.overtaken)
             elif event.end_of_partition:
-                self._advance_watermark(self._valve.channel_finished(
-                    self._channel_offsets[index] + event.channel))
+                self._on_end_of_data(channel)
+                if self._handler is not None:
+                    self._execute(self._handler.on_end_of_partition(channel))
             return "more"
-        return "end" if all_finished else "nothing"
+        if all_finished:
+            return self._end_or_wait()
+        return "nothing"
 
-    def _on_event(self, channel: int, event: Any) -> None:
+    def _end_or_wait(self) -> str:
+        """Every input ended: end now, or once the final checkpoint completed."""
+        if not self._data_finished:
+            self._finish_operators()
+        if self.checkpointing is None or self._final_checkpoint_done:
+            return "end"
+        return "nothing"
+
+    def _on_data(self, channel: int, batches: list[Elements], size: int) -> None:
+        assert self._handler is not None and self.checkpointing is not None
+        for action in self._handler.on_data(channel, size):
+            if isinstance(action, PersistData):
+                for elements in batches:
+                    self.checkpointing.persist_input(action.checkpoint_id, channel, elements)
+            else:
+                self._execute((action,))
+
+    def _on_event(self, channel: int, event: Any, priority: bool, overtaken: int) -> None:
         if event.type == WATERMARK_EVENT:
             self._advance_watermark(self._valve.input_watermark(
                 channel, decode_watermark(event.payload)))
@@ -310,6 +491,37 @@ class Task:
             self._advance_watermark(watermark)
             if idle is True:
                 self._chain.process_watermark_status(True)
+        elif event.type == BARRIER_EVENT:
+            if self._handler is not None:
+                self._execute(self._handler.on_barrier(
+                    channel, CheckpointBarrier.from_event(event), priority, overtaken))
+        elif event.type == END_OF_DATA_EVENT:
+            self._on_end_of_data(channel)
+
+    def _on_end_of_data(self, channel: int) -> None:
+        """``channel``'s producer finished its data (end of data, or end of partition)."""
+        if channel in self._data_ended:
+            return
+        self._data_ended.add(channel)
+        self._advance_watermark(self._valve.channel_finished(channel))
+        if len(self._data_ended) == self._valve.num_channels and not self._data_finished \
+                and self.checkpointing is not None:
+            self._finish_operators()
+
+    def _finish_operators(self) -> None:
+        """End of input: event time ends, operators emit what they hold, and (with
+        checkpointing) consumers learn that no more data follows."""
+        assert self._chain is not None
+        self._data_finished = True
+        # End of input is the end of event time: every event-time timer fires, here and
+        # (through the writers) downstream, before operators flush what they hold.
+        self._advance_watermark(MAX_WATERMARK)
+        self._chain.finish()
+        if self.checkpointing is not None:
+            for writer in self._writers:
+                writer.broadcast_event(end_of_data_event())
+            if self._reader is not None:
+                self._gateway.report_end_of_data(self.job_id, self.attempt_id)
 
     def _advance_watermark(self, watermark: int | None) -> None:
         """Event time of this task moved to ``watermark`` (None: it did not move)."""
@@ -319,17 +531,21 @@ class Task:
             return
         self._chain.process_watermark(watermark)
 
+    # -- sources ----------------------------------------------------------------------------
+
     def _process_source(self) -> str:
         assert self._reader is not None and self._chain is not None
-        elements = self._reader.poll()
-        if elements is not None:
-            self._chain.process(elements)
-            return "more"
+        if not self._data_finished:
+            elements = self._reader.poll()
+            if elements is not None:
+                self._chain.process(elements)
+                return "more"
         if self._no_more_splits:
-            return "end"
+            return self._end_or_wait()
         if not self._split_request_in_flight and time.monotonic() >= self._next_split_request:
             self._split_request_in_flight = True
-            self._gateway.request_splits(self.tdd, self._on_split_response)
+            passed = self.checkpointing.last_checkpoint_id if self.checkpointing else 0
+            self._gateway.request_splits(self.tdd, self._on_split_response, passed)
         return "nothing"
 
     def _on_split_response(self, response: Any, error: BaseException | None) -> None:
@@ -346,11 +562,100 @@ class Task:
                 self._no_more_splits = True
             if response.retry_after_ms:
                 self._next_split_request = time.monotonic() + response.retry_after_ms / 1000
+            # Triggers that came while the answer was on its way: the splits it brought
+            # were assigned before the enumerator's snapshot, so they belong to the reader.
+            deferred, self._deferred_triggers = self._deferred_triggers, []
+            for barrier in deferred:
+                self._on_trigger(barrier)
 
         with contextlib.suppress(RuntimeError):
             self.mailbox.put(mail)
 
+    # -- checkpoints (task thread) ----------------------------------------------------------
+
+    def _on_trigger(self, barrier: CheckpointBarrier) -> None:
+        if self.checkpointing is None:
+            self._gateway.decline_checkpoint(
+                self.job_id, self.attempt_id, barrier.checkpoint_id,
+                checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
+                "checkpointing is off for this task")
+            return
+        if self._reader is not None and self._split_request_in_flight:
+            self._deferred_triggers.append(barrier)
+            return
+        if self._take_snapshot(barrier, unaligned=barrier.options.unaligned):
+            self.checkpointing.input_complete(barrier.checkpoint_id)
+
+    def _take_snapshot(self, barrier: CheckpointBarrier, unaligned: bool,
+                       alignment_ms: int = 0, start_delay_ms: int = 0,
+                       processed_bytes: int = 0) -> bool:
+        assert self.checkpointing is not None and self._chain is not None
+        participants: dict[str, Any] = {}
+        if self._reader is not None:
+            participants[self._source_uid] = _ReaderParticipant(self._reader)
+        for operator in self._chain.operators:
+            participants[operator.uid or operator.name] = operator
+        taken = self.checkpointing.take_snapshot(
+            barrier, participants, unaligned=unaligned, ended=self._data_finished,
+            alignment_ms=alignment_ms, start_delay_ms=start_delay_ms,
+            processed_bytes=processed_bytes)
+        if taken and self._data_finished:
+            self._finish_checkpoints.add(barrier.checkpoint_id)
+        self.counters.checkpoint_alignment_ms = alignment_ms
+        self.counters.checkpoint_start_delay_ms = start_delay_ms
+        return taken
+
+    def _execute(self, actions: Sequence[Action]) -> None:
+        """Carry out what the barrier handler decided."""
+        assert self.checkpointing is not None
+        for action in actions:
+            if isinstance(action, Block):
+                gate, channel = self._gate_channel(action.channel)
+                gate.block_consumption(channel)
+            elif isinstance(action, Resume):
+                for task_channel in action.channels:
+                    gate, channel = self._gate_channel(task_channel)
+                    gate.resume_consumption(channel)
+            elif isinstance(action, TakeSnapshot):
+                self._take_snapshot(action.barrier, action.unaligned, action.alignment_ms,
+                                    action.start_delay_ms, action.processed_bytes)
+            elif isinstance(action, PrioritizeInputBarriers):
+                event = action.barrier.to_event()
+                for gate in self._gates:
+                    gate.prioritize_event(event)
+            elif isinstance(action, InputStateComplete):
+                self.checkpointing.input_complete(action.checkpoint_id)
+            elif isinstance(action, AbortCheckpoint):
+                self.checkpointing.abort(action.checkpoint_id, action.reason, action.message)
+
+    def _gate_channel(self, task_channel: int) -> tuple[InputGate, int]:
+        index = max(i for i, offset in enumerate(self._channel_offsets)
+                    if offset <= task_channel)
+        return self._gates[index], task_channel - self._channel_offsets[index]
+
+    def _on_notify(self, checkpoint_id: int, complete: bool) -> None:
+        if self._chain is None or self.checkpointing is None:
+            return
+        if complete:
+            self.checkpointing.completed(checkpoint_id)
+            for operator in self._chain.operators:
+                operator.notify_checkpoint_complete(checkpoint_id)
+            if any(n <= checkpoint_id for n in self._finish_checkpoints):
+                self._final_checkpoint_done = True
+                self.wake()
+        else:
+            for operator in self._chain.operators:
+                operator.notify_checkpoint_aborted(checkpoint_id)
+            if self._handler is not None:
+                self._execute(self._handler.on_abort(checkpoint_id))
+            self.checkpointing.abort(checkpoint_id)
+            self._finish_checkpoints.discard(checkpoint_id)
+
+    # -- cleanup ----------------------------------------------------------------------------
+
     def _cleanup(self, final: int, error: common_pb2.ErrorInfo | None) -> None:
+        if self.checkpointing is not None:
+            self.checkpointing.close()
         if self._chain is not None:
             for close_error in self._chain.close():
                 log.warning("task %s: closing an operator failed: %s", self.name, close_error)

@@ -26,6 +26,7 @@ class StatusWatermarkValve:
     """Per-channel watermarks and idleness; methods return what to pass downstream."""
 
     def __init__(self, num_channels: int) -> None:
+        self.num_channels = num_channels
         self._watermarks = [MIN_WATERMARK] * num_channels
         self._idle = [False] * num_channels
         self._aligned = [True] * num_channels

@@ -20,6 +20,10 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
     "AggregateFunction": "weir.window",
+    "CheckpointConfig": "weir.checkpoint_config",
+    "CheckpointingMode": "weir.checkpoint_config",
+    "ExternalizedCheckpointCleanup": "weir.checkpoint_config",
+    "ExternalizedCheckpointRetention": "weir.checkpoint_config",
     "AggregatingState": "weir.state_api",
     "AggregatingStateDescriptor": "weir.state_api",
     "CheckpointListener": "weir.state.operator_state",
@@ -109,6 +113,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from weir.checkpoint_config import (
+        CheckpointConfig as CheckpointConfig,
+    )
+    from weir.checkpoint_config import (
+        CheckpointingMode as CheckpointingMode,
+    )
+    from weir.checkpoint_config import (
+        ExternalizedCheckpointCleanup as ExternalizedCheckpointCleanup,
+    )
+    from weir.checkpoint_config import (
+        ExternalizedCheckpointRetention as ExternalizedCheckpointRetention,
+    )
     from weir.core.config import (
         Configuration as Configuration,
     )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.checkpoint_config import CheckpointConfig, CheckpointingMode
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import InvalidJobError
@@ -118,6 +119,29 @@ class StreamExecutionEnvironment:
     def set_buffer_timeout(self, timeout_ms: int) -> StreamExecutionEnvironment:
         self._config.set_raw(options.BUFFER_TIMEOUT.key, f"{timeout_ms} ms")
         return self
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def enable_checkpointing(self, interval: int,
+                             mode: CheckpointingMode | None = None) -> StreamExecutionEnvironment:
+        """Checkpoint every ``interval`` milliseconds (``mode``: EXACTLY_ONCE by default).
+        Checkpoints go to ``state.checkpoints.dir`` (a local cluster sets one)."""
+        config = self.get_checkpoint_config()
+        config.set_checkpoint_interval(interval)
+        if mode is not None:
+            config.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        """Checkpoint settings of this environment's jobs (PyFlink's ``CheckpointConfig``)."""
+        return CheckpointConfig(self._config)
+
+    def get_checkpoint_interval(self) -> int:
+        """Milliseconds between checkpoints; -1 when checkpointing is off."""
+        return self.get_checkpoint_config().get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self.get_checkpoint_config().get_checkpointing_mode()
 
     def configure(self, pairs: dict[str, Any]) -> StreamExecutionEnvironment:
         """Set options for jobs of this environment, e.g. ``{"pipeline.batch-size": 8192}``."""

@@ -130,6 +130,7 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
             vertex_of[n.id] = head
             chain_of[head].append(n)
 
+    uids = _uids(nodes)
     graph = jobgraph_pb2.JobGraph(job_id=job_id, name=job_name, config=config)
     for head in heads:
         chain = chain_of[head.id]
@@ -139,8 +140,9 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
         operators = [t.operator for t in chain if t.operator is not None]
         for t in chain:
             vertex.operator_names.append(t.name)
-            vertex.operator_uids.append(t.uid or "")
+            vertex.operator_uids.append(uids[t.id])
             if t.operator is not None:
+                t.operator.uid = uids[t.id]
                 _check_picklable(t.operator, t.name)
                 if isinstance(t.operator, CollectSinkOperator):
                     graph.has_collect_sink = True
@@ -155,6 +157,22 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
                 key_selector=_pickle(edge.key, head.name) if edge.key is not None else b"",
                 input_index=0)
     return graph
+
+
+def _uids(nodes: list[Transformation]) -> dict[int, str]:
+    """Each node's uid: the one the program set, else one derived from the node's place in
+    the graph (its position among the nodes, in the order the program built them, and its
+    name), which is the same every time the same program builds its graph. State is
+    matched to operators by uid on restore."""
+    uids: dict[int, str] = {}
+    for index, t in enumerate(sorted(nodes, key=lambda t: t.id)):
+        uids[t.id] = t.uid or f"{index}:{t.kind}:{t.name}"
+    duplicates = [u for u in set(uids.values()) if list(uids.values()).count(u) > 1]
+    if duplicates:
+        msg = (f"operator uid {duplicates[0]!r} is set on more than one operator: uids "
+               "identify state and must be unique")
+        raise InvalidJobError(msg)
+    return uids
 
 
 def _reachable(sinks: list[Transformation]) -> list[Transformation]:

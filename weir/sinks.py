@@ -9,7 +9,8 @@ Example:
 from __future__ import annotations
 
 from weir.core.config import MemorySize
-from weir.operators.sinks import DiscardingSinkOperator, FileSinkOperator
+from weir.operators.file_sink import FileSinkOperator
+from weir.operators.sinks import DiscardingSinkOperator
 from weir.taskexecutor.operator import StreamOperator
 
 
@@ -23,9 +24,14 @@ class Sink:
 
 
 class FileSink(Sink):
-    """Part files under a directory, Parquet or JSON lines, rolled at ``rolling_size``.
+    """Part files under a ``file://`` directory or an ``s3://`` prefix, Parquet or JSON
+    lines, rolled at ``rolling_size`` and at every checkpoint.
 
-    Not transactional yet: after a failure, files of the failed attempt remain.
+    Exactly once with checkpointing: files are committed (renamed, or their S3 multipart
+    upload completed) when the checkpoint that pre-committed them completes, and only
+    committed files have names that do not start with ``.`` (see
+    :mod:`weir.operators.file_sink`). Without checkpointing they are committed when the
+    input ends.
     """
 
     def __init__(self, path: str, format: str = "parquet",

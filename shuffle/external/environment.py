@@ -273,6 +273,13 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
         """No-op: blocking (batch) partitions carry no events; nothing is overtaken."""
         return [[] for _ in range(self.num_subpartitions)]
 
+    def prioritize_event(self, event: Event) -> list[list[Elements]]:
+        """No-op, as :meth:`broadcast_event`."""
+        return [[] for _ in range(self.num_subpartitions)]
+
+    def is_event_queued(self, event: Event) -> bool:
+        return False
+
     def finish(self) -> None:
         """Send what is pending, commit, and wait for the service's acknowledgement.
 
@@ -547,6 +554,7 @@ class ExternalInputGate(InputGate):
         self._next = 0
         self._finished = 0
         self._requested = False
+        self._blocked: set[int] = set()
 
     def request_partitions(self) -> None:
         if not self._requested:
@@ -554,8 +562,17 @@ class ExternalInputGate(InputGate):
             for channel in self.channels:
                 channel.start()
 
+    def block_consumption(self, channel: int) -> None:
+        self._blocked.add(channel)
+
+    def resume_consumption(self, channel: int) -> None:
+        self._blocked.discard(channel)
+
+    def prioritize_event(self, event: Event) -> None:
+        """No-op: blocking partitions carry no events."""
+
     def poll_next(self) -> BufferOrEvent | None:
-        taken = poll_round_robin(self.channels, self._next)
+        taken = poll_round_robin(self.channels, self._next, self._blocked)
         if taken is None:
             return None
         index, item = taken

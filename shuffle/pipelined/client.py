@@ -350,15 +350,17 @@ class RemoteInputChannel:
                 items.append(Buffer(None, 0, end_of_partition=True))
             else:
                 items.append(Buffer(None, 0, event=Event(header.event_type, bytes(body)),
-                                    priority=header.priority))
+                                    priority=header.priority,
+                                    overtaken=header.overtaken_messages))
         credit = surplus = 0
         with self._lock:
             queue = self._queue
             for item in items:
                 if isinstance(item, Buffer) and item.priority:
-                    position = 0
-                    while position < len(queue) and getattr(queue[position], "priority", False):
-                        position += 1
+                    # Ahead of what arrived before it, which it overtook here: those
+                    # messages and the ones the producer still had belong before it.
+                    position = _priority_position(queue)
+                    item.overtaken += _messages(queue, position, len(queue))
                     queue.insert(position, item)
                     continue
                 if isinstance(item, _Piece) and item.kind == _Kind.DATA:
@@ -513,6 +515,27 @@ class RemoteInputChannel:
         if credit:
             self._announce(credit)
 
+    def prioritize(self, event: Event) -> bool:
+        """Move ``event``, queued here behind data, to the front (task thread); False if it
+        is not here (still at the producer, or taken)."""
+        with self._lock:
+            queue = self._queue
+            index = next((i for i, item in enumerate(queue) if isinstance(item, Buffer)
+                          and not item.priority and item.event == event), None)
+            if index is None:
+                return False
+            buffer = queue[index]
+            del queue[index]
+            position = _priority_position(queue)
+            buffer.priority = True
+            buffer.overtaken = _messages(queue, position, index)
+            queue.insert(position, buffer)
+        return True
+
+    def has_priority_event(self) -> bool:
+        with self._lock:
+            return bool(self._queue) and getattr(self._queue[0], "priority", False)
+
     def queued(self) -> int:
         """Data buffers (pieces) waiting to be taken."""
         with self._lock:
@@ -534,3 +557,19 @@ class RemoteInputChannel:
         for _ in range(floating):
             self._pool.release()
         self._release_connection(cancel=not self.finished)
+
+
+def _priority_position(queue: deque[Buffer | _Piece]) -> int:
+    """Where a priority event goes: after the priority events already queued."""
+    position = 0
+    while position < len(queue) and getattr(queue[position], "priority", False):
+        position += 1
+    return position
+
+
+def _messages(queue: deque[Buffer | _Piece], start: int, end: int) -> int:
+    """Complete record-batch messages among ``queue[start:end]`` (each becomes one batch
+    for the task; pieces of a spanning batch count once, at its last piece)."""
+    return sum(1 for item in itertools.islice(queue, start, end)
+               if isinstance(item, _Piece) and item.kind == _Kind.DATA
+               and item.message is not None)

@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
-from weir.shuffle.api import BufferOrEvent, InputGate, poll_round_robin
+from weir.shuffle.api import BufferOrEvent, Event, InputGate, poll_round_robin
 from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.debloat import BufferDebloater
 from weir.shuffle.pipelined.partition import (
@@ -32,6 +32,12 @@ class InputChannel(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @abstractmethod
+    def prioritize(self, event: Event) -> bool: ...
+
+    @abstractmethod
+    def has_priority_event(self) -> bool: ...
 
 
 class LocalInputChannel(InputChannel):
@@ -94,6 +100,15 @@ class LocalInputChannel(InputChannel):
                 self._partitions.release_consumed(self._partition_id)
         return buffer
 
+    def prioritize(self, event: Event) -> bool:
+        # The queue is the producer's subpartition: this consumer persists what the event
+        # passes (unless the producer already moved it and kept the passed buffers).
+        return self._sub is not None and \
+            self._sub.prioritize(event, consumer_persists=True) is not None
+
+    def has_priority_event(self) -> bool:
+        return self._sub is not None and self._sub.has_priority_event()
+
     def close(self) -> None:
         self._partitions.forget_waiter(self._partition_id, self._registered)
         if self._sub is not None:
@@ -113,14 +128,27 @@ class PipelinedInputGate(InputGate):
         self._remote = [c for c in channels if isinstance(c, RemoteInputChannel)]
         self._next = 0
         self._finished_count = 0
+        self._blocked: set[int] = set()
         self.buffers_in = 0
 
     def request_partitions(self) -> None:
         for channel in self.channels:
             channel.request()
 
+    def block_consumption(self, channel: int) -> None:
+        self._blocked.add(channel)
+
+    def resume_consumption(self, channel: int) -> None:
+        self._blocked.discard(channel)
+
+    def prioritize_event(self, event: Event) -> None:
+        for channel in self.channels:
+            if not channel.finished:
+                channel.prioritize(event)
+
     def poll_next(self) -> BufferOrEvent | None:
-        taken = poll_round_robin(self.channels, self._next)
+        taken = self._poll_priority() or poll_round_robin(self.channels, self._next,
+                                                          self._blocked)
         if taken is None:
             return None
         index, buffer = taken
@@ -131,10 +159,20 @@ class PipelinedInputGate(InputGate):
             self._finished_count += 1
             return BufferOrEvent(index, end_of_partition=True)
         if buffer.event is not None:
-            return BufferOrEvent(index, event=buffer.event, priority=buffer.priority)
+            return BufferOrEvent(index, event=buffer.event, priority=buffer.priority,
+                                 overtaken=buffer.overtaken)
         if self.debloater is not None:
             self.debloater.on_consumed(buffer.size)
         return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
+
+    def _poll_priority(self) -> tuple[int, Buffer] | None:
+        """A priority event at the head of any channel, blocked or not."""
+        for index, channel in enumerate(self.channels):
+            if not channel.finished and channel.has_priority_event():
+                buffer = channel.take()
+                if buffer is not None:
+                    return index, buffer
+        return None
 
     def maintain(self) -> None:
         """Revise the debloated buffer size once per period and tell the producers."""

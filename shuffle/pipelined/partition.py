@@ -28,6 +28,8 @@ class Buffer:
     end_of_partition: bool = False
     event: Event | None = None
     priority: bool = False
+    #: A priority event: data buffers behind it that belong before it (see BufferOrEvent).
+    overtaken: int = 0
 
 
 class ProducerFailedError(Exception):
@@ -83,6 +85,35 @@ class Subpartition:
         if listener is not None:
             listener()
         return overtaken
+
+    def prioritize(self, event: Event, consumer_persists: bool) -> list[Buffer] | None:
+        """Move the queued (non-priority) ``event`` ahead of every data buffer queued before
+        it; returns the data buffers it passed, or None if it is not queued (any more).
+        ``consumer_persists``: the consumer, not the caller, persists what it passed, so
+        the event tells it how many follow (``overtaken``)."""
+        with self._cond:
+            index = next((i for i, b in enumerate(self._queue)
+                          if not b.priority and b.event == event), None)
+            if index is None:
+                return None
+            buffer = self._queue[index]
+            del self._queue[index]
+            position = 0
+            while position < index and self._queue[position].priority:
+                position += 1
+            passed = [b for b in list(self._queue)[position:index] if b.elements is not None]
+            buffer.priority = True
+            buffer.overtaken = len(passed) if consumer_persists else 0
+            self._queue.insert(position, buffer)
+            self._cond.notify_all()
+            listener = self._consumer_listener
+        if listener is not None:
+            listener()
+        return passed
+
+    def contains_event(self, event: Event) -> bool:
+        with self._cond:
+            return any(b.event == event for b in self._queue)
 
     def peek(self) -> Buffer | None:
         with self._cond:
@@ -201,6 +232,16 @@ class PipelinedResultPartition(ResultPartitionWriter):
                 sub.add(buffer)
                 overtaken.append([])
         return overtaken
+
+    def prioritize_event(self, event: Event) -> list[list[Elements]]:
+        overtaken = []
+        for sub in self.subpartitions:
+            passed = sub.prioritize(event, consumer_persists=False) or []
+            overtaken.append([e for b in passed for e in b.elements or ()])
+        return overtaken
+
+    def is_event_queued(self, event: Event) -> bool:
+        return any(sub.contains_event(event) for sub in self.subpartitions)
 
     def finish(self) -> None:
         self.flush_all()

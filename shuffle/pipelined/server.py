@@ -37,14 +37,15 @@ _Kind = dataplane_pb2.BufferHeader
 
 class _Frame:
     __slots__ = ("body", "buffer_size", "buffers", "event_type", "kind", "message_end",
-                 "message_size", "priority")
+                 "message_size", "overtaken", "priority")
 
     def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
-                 event_type: str = "") -> None:
+                 event_type: str = "", overtaken: int = 0) -> None:
         self.kind = kind
         self.body = body
         self.priority = priority
         self.event_type = event_type
+        self.overtaken = overtaken
         self.message_end = False
         self.message_size = 0
         self.buffers = 0
@@ -108,7 +109,11 @@ class SubpartitionView:
         if self.subpartition.has_priority_event():
             buffer = self.subpartition.poll()
             assert buffer is not None
-            return self._event_frame(buffer, priority=True)
+            # Messages already taken out of the subpartition were sent before the event:
+            # the consumer must treat them as overtaken too, with what it has queued.
+            pending = sum(isinstance(p, _Message) for p in self._pending)
+            return self._event_frame(buffer, priority=True,
+                                     overtaken=buffer.overtaken + pending)
         if not self._pending:
             # Take a buffer out of the subpartition only when it can go out now: a buffer
             # waiting for credit must stay there, where a priority event can overtake it.
@@ -145,11 +150,13 @@ class SubpartitionView:
         self.credit -= count
         return frame
 
-    def _event_frame(self, buffer: Buffer, priority: bool = False) -> _Frame:
+    def _event_frame(self, buffer: Buffer, priority: bool = False,
+                     overtaken: int = 0) -> _Frame:
         if buffer.end_of_partition:
             return _Frame(_Kind.END_OF_PARTITION)
         assert buffer.event is not None
-        return _Frame(_Kind.EVENT, buffer.event.payload, priority, buffer.event.type)
+        return _Frame(_Kind.EVENT, buffer.event.payload, priority, buffer.event.type,
+                      overtaken)
 
     def _items(self, buffer: Buffer) -> list[_Frame | _Message]:
         if buffer.elements is None:
@@ -338,7 +345,7 @@ class ServerConnection:
                     backlog=view.backlog(), kind=frame.kind, priority=frame.priority,
                     event_type=frame.event_type, message_end=frame.message_end,
                     message_size=frame.message_size, buffers=frame.buffers,
-                    buffer_size=frame.buffer_size)))
+                    buffer_size=frame.buffer_size, overtaken_messages=frame.overtaken)))
                 if frame.kind == _Kind.END_OF_PARTITION:
                     break
         except ProducerFailedError as err:

@@ -21,7 +21,7 @@ from weir.core.config import Configuration
 from weir.core.source import ReaderContext, Source, SourceReader, SplitEnumerator
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource, FileSplit
-from weir.sources.reader_state import SourceReaderState
+from weir.taskexecutor.source_reader_state import SourceReaderState
 
 PAIRS = [(p, q) for p in range(1, 5) for q in range(1, 5)]
 

@@ -185,10 +185,22 @@ def test_uids_are_recorded_per_operator() -> None:
     assert chain[0].uid == "the-map"
 
 
-def test_missing_uids_are_empty() -> None:
+def test_missing_uids_are_generated_the_same_for_the_same_program() -> None:
+    def build() -> list[str]:
+        env = env_with(1)
+        env.from_sequence(1, 3).map(lambda x: x).print()
+        return list(env.get_job_graph().vertices[0].operator_uids)
+
+    first, second = build(), build()
+    assert first == second                         # state matches again after a restart
+    assert len(set(first)) == 3 and all(first)
+
+
+def test_duplicate_uids_are_refused() -> None:
     env = env_with(1)
-    env.from_sequence(1, 3).print()
-    assert list(env.get_job_graph().vertices[0].operator_uids) == ["", ""]
+    env.from_sequence(1, 3).map(lambda x: x).uid("same").map(lambda x: x).uid("same").print()
+    with pytest.raises(InvalidJobError, match="'same' is set on more than one operator"):
+        env.get_job_graph()
 
 
 def test_unpicklable_function_names_the_operator() -> None:

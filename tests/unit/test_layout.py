@@ -5,8 +5,8 @@ Floors, bottom up (README, "Architecture"):
 0. ``weir.proto``: the wire contracts.
 1. ``weir.core``: configuration, errors, ids, records, RPC/metrics/file helpers, the
    source and executor contracts.
-2. ``weir.shuffle``, ``weir.checkpoint``, then ``weir.state`` (snapshots go to checkpoint
-   storage).
+2. ``weir.shuffle``, then ``weir.checkpoint`` (barriers travel as shuffle events), then
+   ``weir.state`` (snapshots go to checkpoint storage).
 3. The daemons ``weir.jobmaster`` and ``weir.taskexecutor``; they meet only through
    ``weir.proto``.
 4. The user API, operators, sources and connectors (the rest of ``weir``).
@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     PROTO: set(),
     CORE: {PROTO},
     SHUFFLE: {PROTO, CORE},
-    CHECKPOINT: {PROTO, CORE},
+    CHECKPOINT: {PROTO, CORE, SHUFFLE},
     STATE: {PROTO, CORE, CHECKPOINT},
     JOBMASTER: RUNTIME,
     TASKEXECUTOR: RUNTIME,
@@ -132,6 +132,7 @@ def test_imports_point_down_the_floors() -> None:
     ("weir.taskexecutor.record_writer", "weir.keys"),
     ("weir.jobmaster.source_coordinator", "weir.sources.api"),
     ("weir.shuffle.api", "weir.state.key_groups"),
+    ("weir.shuffle.api", "weir.checkpoint.barrier"),
     ("weir.state.handles", "weir.taskexecutor.task"),
     ("weir.checkpoint.storage", "weir.state.handles"),
     ("weir.core.config", "weir.jobmaster.options"),

@@ -4,9 +4,7 @@ CheckpointedFunction, and the file sink's part-counter state."""
 from __future__ import annotations
 
 import doctest
-import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,14 +13,12 @@ from hypothesis import strategies as st
 import weir.checkpoint.seaweedfs
 import weir.connectors.spark
 import weir.core.source
-import weir.operators.sinks
+import weir.operators.file_sink
 import weir.sources.collection
 import weir.sources.files
-import weir.sources.reader_state
 import weir.state.operator_state
+import weir.taskexecutor.source_reader_state
 from weir.core.errors import StateError
-from weir.core.records import Elements
-from weir.operators.sinks import FileSinkOperator
 from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from weir.state.operator_state import (
     FORMAT_VERSION,
@@ -35,7 +31,6 @@ from weir.state.operator_state import (
     decode_snapshot,
     redistribute,
 )
-from weir.taskexecutor.operator import OperatorContext
 
 LIST = ListStateDescriptor("offsets")
 UNION = ListStateDescriptor("seen")
@@ -43,8 +38,8 @@ UNION = ListStateDescriptor("seen")
 
 def test_module_examples_run():
     for module in (weir.state.operator_state, weir.core.source, weir.sources.collection,
-                   weir.sources.files, weir.sources.reader_state, weir.operators.sinks,
-                   weir.connectors.spark, weir.checkpoint.seaweedfs):
+                   weir.sources.files, weir.taskexecutor.source_reader_state,
+                   weir.operators.file_sink, weir.connectors.spark, weir.checkpoint.seaweedfs):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -282,66 +277,3 @@ def test_checkpointed_function_lifecycle():
     assert FunctionInitializationContext(backend, keyed_state_store="store"
                                          ).get_keyed_state_store() == "store"
     assert FunctionSnapshotContext(4, 99).get_checkpoint_timestamp() == 99
-
-
-# --- the file sink -----------------------------------------------------------------------
-
-
-def run_sink(directory: Path, subtask: int, parallelism: int, records: list[dict],
-             snapshots: list[bytes] | None, rolling_bytes: int = 1) -> tuple[bytes, list]:
-    sink = FileSinkOperator("sink", str(directory), "json", rolling_bytes)
-    sink.setup(OperatorContext("sink", subtask, parallelism, 128), output=None)  # type: ignore
-    backend = OperatorStateBackend()
-    if snapshots is not None:
-        backend.restore(snapshots, subtask, parallelism)
-    sink.initialize_state(FunctionInitializationContext(backend))
-    sink.open()
-    try:
-        for record in records:
-            sink.process(Elements.from_records([record]))
-        sink.snapshot_state(FunctionSnapshotContext(1))
-        return backend.snapshot(), sink.restored_in_progress
-    finally:
-        sink.close()
-
-
-def read_parts(directory: Path) -> dict[str, list]:
-    return {p.name: [json.loads(line)["n"] for line in p.read_text().splitlines()]
-            for p in sorted(directory.glob("part-*"))}
-
-
-@pytest.mark.parametrize(("old_parallelism", "new_parallelism"), [(1, 1), (2, 3), (3, 1)])
-def test_restored_file_sink_never_overwrites_a_part_file(tmp_path, old_parallelism,
-                                                         new_parallelism):
-    # One record per part file: every subtask rolls after each record.
-    snapshots = []
-    for subtask in range(old_parallelism):
-        records = [{"n": 100 * subtask + i} for i in range(subtask + 2)]
-        snapshot, _ = run_sink(tmp_path, subtask, old_parallelism, records, None)
-        snapshots.append(snapshot)
-    before = read_parts(tmp_path)
-    in_progress = []
-    for subtask in range(new_parallelism):
-        _, restored = run_sink(tmp_path, subtask, new_parallelism,
-                               [{"n": -1 - subtask}], snapshots)
-        in_progress += restored
-    after = read_parts(tmp_path)
-    assert {name: after[name] for name in before} == before, "a part file was overwritten"
-    assert sorted(n for name, ns in after.items() if name not in before for n in ns) == \
-        sorted(-1 - s for s in range(new_parallelism))
-    # The file each old subtask was writing at the checkpoint is handed to exactly one
-    # new subtask, for a later two-phase commit to finish or discard.
-    assert sorted(f["subtask"] for f in in_progress) == list(range(old_parallelism))
-    assert all(Path(f["path"]).name in before and f["records"] == 1 for f in in_progress)
-
-
-def test_file_sink_without_state_starts_at_part_zero(tmp_path):
-    sink = FileSinkOperator("sink", str(tmp_path), "json", 1 << 20)
-    sink.setup(OperatorContext("sink", 0, 1, 128), output=None)  # type: ignore[arg-type]
-    sink.open()
-    sink.process(Elements.from_records([{"n": 1}]))
-    sink.finish()
-    sink.close()
-    assert read_parts(tmp_path) == {"part-0-0.jsonl": [1]}
-    with pytest.raises(RuntimeError, match="before initialize_state"):
-        sink.snapshot_state(FunctionSnapshotContext(1))

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from weir.checkpoint import options as storage_options
 from weir.core.errors import UserError
 from weir.core.processes import process_alive
 
@@ -93,7 +94,6 @@ def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
               ) -> tuple[SeaweedServer, dict[str, str]]:
     """Start the embedded S3 server and publish ``s3.json``; returns the server and the
     environment that points the daemons at it."""
-    from weir.checkpoint import options as storage_options
     from weir.checkpoint.seaweedfs import S3Credentials, SeaweedServer, find_weed
     from weir.core import options
     from weir.core.config import Configuration
@@ -167,6 +167,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
     try:
         if with_s3:
             s3_server, env = _start_s3(directory, dynamic, conf_file)
+        else:
+            # Checkpoints of jobs on this cluster go under its directory unless configured.
+            env[storage_options.CHECKPOINTS_DIR.env_var] = \
+                f"file://{directory.resolve()}/checkpoints"
         # The daemons' deadline starts after the S3 server's own start-up timeout.
         deadline = time.monotonic() + START_TIMEOUT_S
         jm = _spawn(["jobmaster", *common, "-Djobmaster.rpc.port=0",

@@ -109,6 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="show a job's tasks, records and backpressure")
     client_args(status)
     status.add_argument("job_id")
+    status.add_argument("--json", action="store_true", help="print JSON for scripts")
+    checkpoints = sub.add_parser(
+        "checkpoints", help="show a job's checkpoint history",
+        description="Every recent checkpoint of a job: status, aligned or unaligned, "
+                    "duration, sizes, alignment, failure reason and path (newest last).")
+    client_args(checkpoints)
+    checkpoints.add_argument("job_id")
+    checkpoints.add_argument("--json", action="store_true", help="print JSON for scripts")
+    checkpoints.add_argument("--tasks", action="store_true",
+                             help="add each subtask's part (sync, async, alignment, ...)")
     cancel = sub.add_parser("cancel", help="cancel a job")
     client_args(cancel)
     cancel.add_argument("job_id")
@@ -220,6 +230,7 @@ def resolve_jobmaster(args: argparse.Namespace, conf: Any) -> str:
 
 
 def _client_command(args: argparse.Namespace) -> int:
+    from weir.cli import show
     from weir.client.cluster_client import ClusterJobClient, JobMasterClient
     from weir.core import options
     from weir.core.config import Configuration
@@ -232,10 +243,21 @@ def _client_command(args: argparse.Namespace) -> int:
         if args.command == "run":
             return _run_job(args, conf, address)
         if args.command == "list":
-            _print_jobs(client.list_jobs())
+            show.print_jobs(client.list_jobs())
             return EXIT_OK
         if args.command == "status":
-            _print_status(client.job_details(args.job_id))
+            details = client.job_details(args.job_id)
+            if args.json:
+                print(json.dumps(show.status_json(details), indent=2))
+            else:
+                show.print_status(details)
+            return EXIT_OK
+        if args.command == "checkpoints":
+            history = client.checkpoints(args.job_id)
+            if args.json:
+                print(json.dumps(show.checkpoints_json(history, args.tasks), indent=2))
+            else:
+                show.print_checkpoints(history, args.tasks)
             return EXIT_OK
         if args.command == "cancel":
             client.cancel_job(args.job_id)
@@ -322,39 +344,3 @@ def _job_line(err: BaseException, job_path: Path) -> str:
         if os.path.realpath(frame.filename) == resolved:
             return f" (line {frame.lineno}: {(frame.line or '').strip()})"
     return ""
-
-
-def _print_jobs(jobs: list[Any]) -> None:
-    from weir.client.cluster_client import job_status_name
-
-    if not jobs:
-        print("no jobs")
-        return
-    print(f"{'JOB ID':32}  {'STATUS':10}  {'TASKS':>9}  {'DURATION':>9}  NAME")
-    now_ms = time.time() * 1000
-    for job in jobs:
-        end = job.end_time_ms or now_ms
-        duration = f"{(end - job.start_time_ms) / 1000:.1f}s"
-        tasks = f"{job.tasks_finished + job.tasks_running}/{job.tasks_total}"
-        print(f"{job.job_id:32}  {job_status_name(job.status):10}  {tasks:>9}  "
-              f"{duration:>9}  {job.name}")
-
-
-def _print_status(details: Any) -> None:
-    from weir.client.cluster_client import failure_text, job_status_name, state_name
-
-    summary = details.summary
-    print(f"job {summary.job_id}  {summary.name}")
-    print(f"status {job_status_name(summary.status)}; tasks {summary.tasks_running} running, "
-          f"{summary.tasks_finished}/{summary.tasks_total} finished")
-    if details.failure.message:
-        print(f"cause: {failure_text(details)}")
-    print(f"  {'TASK':44} {'STATE':12} {'TASKEXECUTOR':18} {'RECORDS IN':>12} "
-          f"{'RECORDS OUT':>12} {'BACKPRESSURE':>13} {'BUSY':>9}")
-    for vertex in details.vertices:
-        for sub in vertex.subtasks:
-            name = f"{vertex.name[:36]} ({sub.subtask_index + 1}/{vertex.parallelism})"
-            m = sub.metrics
-            print(f"  {name:44} {state_name(sub.state):12} {sub.resource_id[:18]:18} "
-                  f"{m.records_in:>12,} {m.records_out:>12,} "
-                  f"{m.back_pressured_ms_per_s:>8.0f}ms/s {m.busy_ms_per_s:>5.0f}ms/s")

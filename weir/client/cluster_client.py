@@ -69,6 +69,9 @@ class JobMasterClient:
     def job_details(self, job_id: str) -> jobmaster_pb2.JobDetails:
         return self._call("GetJobDetails", jobmaster_pb2.JobIdRequest(job_id=job_id))
 
+    def checkpoints(self, job_id: str) -> jobmaster_pb2.CheckpointHistory:
+        return self._call("GetCheckpoints", jobmaster_pb2.JobIdRequest(job_id=job_id))
+
     def cancel_job(self, job_id: str) -> None:
         self._call("CancelJob", jobmaster_pb2.JobIdRequest(job_id=job_id))
 

@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import time
 from collections.abc import Callable
 
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+from weir.core.clock import wall_clock_ms
 
 
 class ScheduledTimer:

@@ -8,7 +8,7 @@ mailbox thread; the reader asks for splits when it has none.
 Checkpoints: a split carries its own progress (``offset``: records already read), so
 :meth:`SourceReader.snapshot_state` is the list of the reader's unfinished splits at their
 current offsets, and a restored reader given those splits with ``add_splits`` resumes
-exactly there (see :mod:`weir.sources.reader_state` for how a source task keeps them in
+exactly there (see :mod:`weir.taskexecutor.source_reader_state` for how a source task keeps them in
 operator list state). :meth:`SplitEnumerator.snapshot_state` is the enumerator's side
 (splits not handed out yet), restored with :meth:`Source.restore_enumerator`.
 """

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from weir.functions import Function, RuntimeContext
+from weir.state.restore import restore
+from weir.state.timers import InternalTimerService
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
 
 #: Largest batch a per-record operator processes at once.
@@ -15,7 +17,7 @@ PER_RECORD_SLICE = 8192
 
 if TYPE_CHECKING:
     from weir.state.backend import KeyedStateBackend
-    from weir.state.timers import InternalTimerService, Timer
+    from weir.state.timers import Timer
 
 
 def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeContext:
@@ -54,16 +56,24 @@ class KeyedOperator(StreamOperator):
     fire_processing_time_at_end = False
 
     def open_keyed(self, timers: str | None = None) -> KeyedStateBackend:
-        """Create the backend over this subtask's key groups (and a timer service named
-        ``timers``, if given)."""
+        """Create the backend over this subtask's key groups, restored from the state
+        context's keyed handles when the task restarted from a checkpoint (and a timer
+        service named ``timers``, if given, with its restored timers scheduled)."""
         assert self.ctx is not None
-        from weir.state.timers import InternalTimerService
-
         backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
         self.backend = backend
+        context = self.state_context
+        if context is not None and context.keyed_handles:
+            assert context.storage is not None
+            restore(backend, context.keyed_handles, context.storage)
         if timers is not None:
             self.timers = InternalTimerService(timers, backend, self.ctx.processing_time, self)
+            if context is not None and context.is_restored:
+                self.timers.restore()
         return backend
+
+    def keyed_state_backend(self) -> KeyedStateBackend | None:
+        return self.backend
 
     def on_event_time(self, timer: Timer) -> None:
         """An event-time timer fired; the backend's current key is the timer's."""

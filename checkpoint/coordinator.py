@@ -1,0 +1,557 @@
+"""The checkpoint coordinator: an I/O-free state machine of one job's checkpoints.
+
+It is fed events — a clock tick, a task's acknowledgement or decline, the result of
+writing ``_metadata``, a task that ran, finished or failed, the job's status — and returns
+the actions that follow (trigger the sources, write the metadata, notify the tasks,
+discard files, fail the job). It never sends, writes or sleeps itself: the JobMaster's
+adapter (``weir.jobmaster.checkpointing``) performs the actions and reports their results
+as further events. The clock is injected, so timeouts, intervals and the pause between
+checkpoints are tested by moving a manual clock.
+
+Semantics are Flink's ``CheckpointCoordinator``:
+
+* a checkpoint is triggered every ``interval`` while the job runs and every task it needs
+  is RUNNING, unless ``max-concurrent-checkpoints`` are in progress or less than
+  ``min-pause`` passed since the last one ended;
+* it completes when every task acknowledged and ``_metadata`` was written; completing
+  checkpoint n aborts pending checkpoints older than n (subsumed) and discards completed
+  ones beyond ``state.checkpoints.num-retained``;
+* it fails on a decline, on expiry (``timeout``), when writing ``_metadata`` fails, or when
+  a task fails; declines, expiry and storage failures count towards
+  ``tolerable-failed-checkpoints`` (a completed checkpoint resets the count) and exceeding
+  it fails the job;
+* when every source has read all its input (bounded jobs), the next checkpoint is
+  triggered at once: tasks finish only after a checkpoint taken after their end of input
+  completed (FLIP-147), so two-phase-commit sinks commit their last data.
+
+Example:
+    >>> from weir.core.clock import ManualClock
+    >>> clock = ManualClock(0)
+    >>> c = CheckpointCoordinator("job", CheckpointConfig(interval_ms=1000), clock)
+    >>> c.on_job_running([TaskInfo("a1", vertex_id=1, subtask_index=0, name="src")],
+    ...                  upstream={1: []})
+    []
+    >>> c.on_task_running("a1")
+    []
+    >>> clock.advance(1000)
+    >>> [type(a).__name__ for a in c.on_tick()]
+    ['TriggerCheckpoint']
+    >>> [type(a).__name__ for a in c.on_acknowledge("a1", 1, TaskStateSnapshot())]
+    ['FinalizeCheckpoint']
+    >>> [type(a).__name__ for a in c.on_finalized(1, "file:///c/job/chk-1")]
+    ['NotifyCheckpointComplete']
+    >>> c.latest_completed().checkpoint_id
+    1
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from weir.core.clock import Clock
+from weir.proto import checkpoint_pb2
+from weir.proto.checkpoint_pb2 import (
+    CheckpointMetadata,
+    CheckpointOptions,
+    CheckpointStats,
+    CheckpointTaskMetrics,
+    TaskStateSnapshot,
+)
+
+log = logging.getLogger(__name__)
+
+#: Version of the ``_metadata`` layout this coordinator writes.
+METADATA_VERSION = 1
+
+Reason = int  # a checkpoint_pb2.CheckpointFailureReason value
+
+#: Failures that count towards tolerable-failed-checkpoints (as Flink counts them).
+COUNTED_REASONS = frozenset({
+    checkpoint_pb2.CHECKPOINT_EXPIRED,
+    checkpoint_pb2.CHECKPOINT_DECLINED,
+    checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION,
+    checkpoint_pb2.TASK_CHECKPOINT_FAILURE,
+    checkpoint_pb2.FINALIZE_CHECKPOINT_FAILURE,
+    checkpoint_pb2.IO_EXCEPTION,
+    checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE,
+    checkpoint_pb2.CHECKPOINT_FAILURE_UNKNOWN,
+})
+
+HISTORY_SIZE = 100
+
+
+def reason_name(reason: Reason) -> str:
+    return checkpoint_pb2.CheckpointFailureReason.Name(reason)
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """The coordinator's settings (from the execution.checkpointing.* options)."""
+
+    interval_ms: int | None = None
+    timeout_ms: int = 600_000
+    min_pause_ms: int = 0
+    max_concurrent: int = 1
+    tolerable_failures: int = 0
+    unaligned: bool = False
+    aligned_timeout_ms: int = 0
+    at_least_once: bool = False
+    num_retained: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        return self.interval_ms is not None
+
+    def options(self) -> CheckpointOptions:
+        return CheckpointOptions(unaligned=self.unaligned and self.aligned_timeout_ms <= 0,
+                                 aligned_timeout_ms=self.aligned_timeout_ms
+                                 if self.unaligned else 0,
+                                 at_least_once=self.at_least_once)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One subtask attempt the job runs."""
+
+    attempt_id: str
+    vertex_id: int
+    subtask_index: int
+    name: str = ""
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TriggerCheckpoint:
+    """Snapshot the split enumerators (report them with ``on_master_states``), then send
+    the trigger to ``tasks`` (report a failure with ``on_trigger_failed``)."""
+
+    checkpoint_id: int
+    timestamp_ms: int
+    options: CheckpointOptions
+    tasks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FinalizeCheckpoint:
+    """Write ``metadata`` to ``chk-<n>/_metadata``; report ``on_finalized`` or
+    ``on_finalize_failed``."""
+
+    checkpoint_id: int
+    metadata: CheckpointMetadata
+
+
+@dataclass(frozen=True)
+class NotifyCheckpointComplete:
+    checkpoint_id: int
+    tasks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NotifyCheckpointAborted:
+    checkpoint_id: int
+    tasks: tuple[str, ...]
+    reason: Reason
+
+
+@dataclass(frozen=True)
+class DiscardCheckpoint:
+    """Delete what checkpoint ``checkpoint_id`` wrote. ``completed``: it was completed, so
+    its shared files must be dereferenced rather than deleted."""
+
+    checkpoint_id: int
+    completed: bool
+
+
+@dataclass(frozen=True)
+class FailJob:
+    reason: Reason
+    message: str
+
+
+Action = (TriggerCheckpoint | FinalizeCheckpoint | NotifyCheckpointComplete
+          | NotifyCheckpointAborted | DiscardCheckpoint | FailJob)
+
+
+# -- bookkeeping ------------------------------------------------------------------------------
+
+
+@dataclass
+class PendingCheckpoint:
+    checkpoint_id: int
+    timestamp_ms: int
+    options: CheckpointOptions
+    #: Attempts that must acknowledge, and those that already did.
+    waiting: set[str]
+    acknowledged: dict[str, tuple[TaskStateSnapshot, CheckpointTaskMetrics]] = field(
+        default_factory=dict)
+    #: Attempts that had finished when it was triggered (recorded as finished).
+    finished: dict[str, TaskInfo] = field(default_factory=dict)
+    master_states: list[checkpoint_pb2.MasterState] = field(default_factory=list)
+    #: Set once every task acknowledged: what ``_metadata`` holds.
+    metadata: CheckpointMetadata | None = None
+
+
+@dataclass
+class CompletedCheckpoint:
+    checkpoint_id: int
+    metadata: CheckpointMetadata
+    external_path: str
+
+
+class CheckpointCoordinator:
+    """Coordinates the checkpoints of one job. Not thread-safe: the JobMaster's main thread
+    alone feeds it. Every ``on_*`` method returns the actions to perform, in order."""
+
+    def __init__(self, job_id: str, config: CheckpointConfig, clock: Clock,
+                 first_checkpoint_id: int = 1) -> None:
+        self.job_id = job_id
+        self.config = config
+        self._clock = clock
+        self._next_id = first_checkpoint_id
+        self._tasks: dict[str, TaskInfo] = {}
+        self._running: set[str] = set()
+        self._finished: set[str] = set()
+        self._end_of_data: set[str] = set()
+        self._upstream: dict[int, list[int]] = {}
+        self._vertices: dict[int, checkpoint_pb2.VertexLayout] = {}
+        self._job_running = False
+        self._pending: dict[int, PendingCheckpoint] = {}
+        self._completed: deque[CompletedCheckpoint] = deque()
+        self._last_trigger_ms: int | None = None
+        self._last_end_ms: int | None = None
+        self._trigger_now = False
+        self.consecutive_failures = 0
+        self.history: deque[CheckpointStats] = deque(maxlen=HISTORY_SIZE)
+        self.counts = {"completed": 0, "failed": 0}
+
+    # -- inputs: the job ----------------------------------------------------------------
+
+    def set_vertices(self, vertices: Iterable[checkpoint_pb2.VertexLayout]) -> None:
+        """The job's vertices (parallelism, operator uids), recorded in every ``_metadata``."""
+        self._vertices = {v.vertex_id: v for v in vertices}
+
+    def add_completed(self, checkpoint: CompletedCheckpoint) -> None:
+        """A checkpoint completed earlier (restored from storage): counts for retention and
+        as the latest, and ids continue after it."""
+        self._completed.append(checkpoint)
+        self._next_id = max(self._next_id, checkpoint.checkpoint_id + 1)
+
+    def on_job_running(self, tasks: Iterable[TaskInfo],
+                       upstream: Mapping[int, Iterable[int]]) -> list[Action]:
+        """The job (re)started with these attempts; ``upstream`` maps each vertex to the
+        vertices feeding it. Periodic triggering starts one interval from now."""
+        self._tasks = {t.attempt_id: t for t in tasks}
+        self._upstream = {v: list(up) for v, up in upstream.items()}
+        self._running.clear()
+        self._finished.clear()
+        self._end_of_data.clear()
+        self._job_running = True
+        self._trigger_now = False
+        self._last_trigger_ms = self._clock()
+        return []
+
+    def on_task_running(self, attempt_id: str) -> list[Action]:
+        if attempt_id in self._tasks:
+            self._running.add(attempt_id)
+        return []
+
+    def on_end_of_data(self, attempt_id: str) -> list[Action]:
+        """A source task read all its input; when every source did, checkpoint at once."""
+        if attempt_id not in self._tasks:
+            return []
+        self._end_of_data.add(attempt_id)
+        sources = [a for a, t in self._tasks.items() if not self._upstream.get(t.vertex_id)]
+        if all(a in self._end_of_data or a in self._finished for a in sources):
+            self._trigger_now = True
+            return self.on_tick()
+        return []
+
+    def on_task_finished(self, attempt_id: str) -> list[Action]:
+        """A task ended normally: later checkpoints record it as finished instead of
+        waiting for it. A pending checkpoint still waiting for it is declined."""
+        if attempt_id not in self._tasks:
+            return []
+        self._running.discard(attempt_id)
+        self._finished.add(attempt_id)
+        actions: list[Action] = []
+        for pending in list(self._pending.values()):
+            if attempt_id in pending.waiting:
+                actions += self._abort(
+                    pending, checkpoint_pb2.CHECKPOINT_DECLINED_INPUT_END_OF_STREAM,
+                    f"task {self._name(attempt_id)} finished before acknowledging")
+        return actions
+
+    def on_task_failed(self, attempt_id: str) -> list[Action]:
+        """A task failed: every pending checkpoint fails (not counted: the job restarts)."""
+        return self.on_job_not_running(checkpoint_pb2.TASK_FAILURE,
+                                       f"a task failed ({self._name(attempt_id)})")
+
+    def on_job_not_running(self, reason: Reason = checkpoint_pb2.JOB_FAILOVER_REGION,
+                           message: str = "the job is restarting") -> list[Action]:
+        """The job fails, restarts or is cancelled: stop triggering, abort what is pending."""
+        self._job_running = False
+        actions: list[Action] = []
+        for pending in list(self._pending.values()):
+            actions += self._abort(pending, reason, message, notify=False)
+        return actions
+
+    def on_job_terminal(self, discard_completed: bool) -> list[Action]:
+        """The job ended. ``discard_completed``: its retention says delete the retained
+        checkpoints (the adapter decides from the job's final status)."""
+        actions = self.on_job_not_running(checkpoint_pb2.CHECKPOINT_COORDINATOR_SHUTDOWN,
+                                           "the job ended")
+        if discard_completed:
+            while self._completed:
+                actions.append(DiscardCheckpoint(self._completed.popleft().checkpoint_id, True))
+        return actions
+
+    # -- inputs: time -------------------------------------------------------------------
+
+    def next_wakeup_ms(self) -> int | None:
+        """When ``on_tick`` has something to do next (None: nothing scheduled)."""
+        times = [p.timestamp_ms + self.config.timeout_ms for p in self._pending.values()]
+        due = self._next_trigger_ms()
+        if due is not None:
+            times.append(due)
+        return min(times) if times else None
+
+    def _next_trigger_ms(self) -> int | None:
+        if not self._job_running or not self.config.enabled:
+            return None
+        assert self.config.interval_ms is not None
+        due = (self._last_trigger_ms or 0) + self.config.interval_ms
+        if self._trigger_now:
+            due = self._clock()
+        if self._last_end_ms is not None:
+            due = max(due, self._last_end_ms + self.config.min_pause_ms)
+        return due
+
+    def on_tick(self) -> list[Action]:
+        """Expire overdue checkpoints and trigger the next one when it is due."""
+        now = self._clock()
+        actions: list[Action] = []
+        for pending in list(self._pending.values()):
+            if pending.metadata is None and now >= pending.timestamp_ms + self.config.timeout_ms:
+                actions += self._abort(pending, checkpoint_pb2.CHECKPOINT_EXPIRED,
+                                       f"checkpoint {pending.checkpoint_id} expired before "
+                                       f"completing (timeout {self.config.timeout_ms} ms; "
+                                       f"waiting for {self._names(pending.waiting)})")
+        due = self._next_trigger_ms()
+        if due is not None and now >= due and len(self._pending) < self.config.max_concurrent:
+            actions += self._trigger(now)
+        return actions
+
+    def _trigger(self, now: int) -> list[Action]:
+        live = [a for a in self._tasks if a not in self._finished]
+        if not live or any(a not in self._running for a in live):
+            return []  # not every task is RUNNING yet (deploying or restoring): next tick
+        roots = [a for a in live if self._is_trigger_root(a)]
+        checkpoint_id = self._next_id
+        self._next_id += 1
+        self._last_trigger_ms = now
+        self._trigger_now = False
+        options = self.config.options()
+        pending = PendingCheckpoint(checkpoint_id, now, options, waiting=set(live),
+                                    finished={a: self._tasks[a] for a in self._finished})
+        self._pending[checkpoint_id] = pending
+        self._record(pending, CheckpointStats.IN_PROGRESS)
+        return [TriggerCheckpoint(checkpoint_id, now, options, tuple(sorted(roots)))]
+
+    def _is_trigger_root(self, attempt_id: str) -> bool:
+        """Sources, and tasks all of whose upstream tasks finished (FLIP-147)."""
+        vertex = self._tasks[attempt_id].vertex_id
+        upstream = set(self._upstream.get(vertex, ()))
+        return all(a in self._finished for a, t in self._tasks.items()
+                   if t.vertex_id in upstream)
+
+    # -- inputs: tasks and storage --------------------------------------------------------
+
+    def on_master_states(self, checkpoint_id: int,
+                         states: Iterable[checkpoint_pb2.MasterState]) -> list[Action]:
+        """The split enumerators' snapshots taken for ``checkpoint_id`` at its trigger."""
+        pending = self._pending.get(checkpoint_id)
+        if pending is not None:
+            pending.master_states = list(states)
+        return []
+
+    def on_trigger_failed(self, checkpoint_id: int, message: str,
+                          reason: Reason = checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE
+                          ) -> list[Action]:
+        """The trigger could not be delivered. ``CHECKPOINT_DECLINED_TASK_NOT_READY``: the
+        task had just finished or is not there yet (not counted as a failure)."""
+        pending = self._pending.get(checkpoint_id)
+        if pending is None:
+            return []
+        return self._abort(pending, reason, message)
+
+    def on_acknowledge(self, attempt_id: str, checkpoint_id: int, state: TaskStateSnapshot,
+                       metrics: CheckpointTaskMetrics | None = None) -> list[Action]:
+        """A task wrote its part of ``checkpoint_id``. A late or unknown ack is ignored
+        (its files are discarded with the checkpoint)."""
+        pending = self._pending.get(checkpoint_id)
+        if pending is None or attempt_id not in pending.waiting:
+            return []
+        pending.waiting.discard(attempt_id)
+        pending.acknowledged[attempt_id] = (state, metrics or CheckpointTaskMetrics())
+        self._record(pending, CheckpointStats.IN_PROGRESS)
+        if pending.waiting:
+            return []
+        pending.metadata = self._metadata(pending)
+        pending.metadata.completion_timestamp_ms = self._clock()
+        return [FinalizeCheckpoint(checkpoint_id, pending.metadata)]
+
+    def on_decline(self, attempt_id: str, checkpoint_id: int, reason: Reason,
+                   message: str) -> list[Action]:
+        pending = self._pending.get(checkpoint_id)
+        if pending is None or attempt_id not in pending.waiting:
+            return []
+        return self._abort(pending, reason,
+                           f"declined by {self._name(attempt_id)}: {message}")
+
+    def on_finalized(self, checkpoint_id: int, external_path: str) -> list[Action]:
+        """``_metadata`` of ``checkpoint_id`` is written: the checkpoint is complete."""
+        pending = self._pending.pop(checkpoint_id, None)
+        if pending is None:
+            return [DiscardCheckpoint(checkpoint_id, False)]
+        now = self._clock()
+        assert pending.metadata is not None, "finalized before every task acknowledged"
+        self._completed.append(CompletedCheckpoint(checkpoint_id, pending.metadata,
+                                                   external_path))
+        self._last_end_ms = now
+        self.consecutive_failures = 0
+        self.counts["completed"] += 1
+        self._record(pending, CheckpointStats.COMPLETED, path=external_path, end_ms=now)
+        actions: list[Action] = [NotifyCheckpointComplete(checkpoint_id,
+                                                          tuple(sorted(pending.acknowledged)))]
+        for older in [p for p in self._pending.values() if p.checkpoint_id < checkpoint_id]:
+            actions += self._abort(older, checkpoint_pb2.CHECKPOINT_SUBSUMED,
+                                   f"checkpoint {checkpoint_id} completed first")
+        while len(self._completed) > self.config.num_retained:
+            actions.append(DiscardCheckpoint(self._completed.popleft().checkpoint_id, True))
+        return actions
+
+    def on_finalize_failed(self, checkpoint_id: int, message: str) -> list[Action]:
+        pending = self._pending.get(checkpoint_id)
+        if pending is None:
+            return []
+        return self._abort(pending, checkpoint_pb2.FINALIZE_CHECKPOINT_FAILURE,
+                           f"writing the metadata of checkpoint {checkpoint_id} failed: "
+                           f"{message}")
+
+    # -- queries --------------------------------------------------------------------------
+
+    def latest_completed(self) -> CompletedCheckpoint | None:
+        return self._completed[-1] if self._completed else None
+
+    def completed(self) -> list[CompletedCheckpoint]:
+        """Retained completed checkpoints, oldest first."""
+        return list(self._completed)
+
+    def forget_completed(self, checkpoint_id: int) -> None:
+        """A retained checkpoint turned out unusable (missing or corrupt files)."""
+        self._completed = deque(c for c in self._completed if c.checkpoint_id != checkpoint_id)
+
+    def pending_ids(self) -> list[int]:
+        return sorted(self._pending)
+
+    def stats(self) -> list[CheckpointStats]:
+        return list(self.history)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _abort(self, pending: PendingCheckpoint, reason: Reason, message: str,
+               notify: bool = True) -> list[Action]:
+        if self._pending.pop(pending.checkpoint_id, None) is None:
+            return []
+        now = self._clock()
+        self._last_end_ms = now
+        self.counts["failed"] += 1
+        self._record(pending, CheckpointStats.FAILED, reason=reason, message=message,
+                     end_ms=now)
+        log.warning("checkpoint %d of job %s failed (%s): %s", pending.checkpoint_id,
+                    self.job_id, reason_name(reason), message)
+        actions: list[Action] = []
+        if notify:
+            tasks = tuple(sorted(set(pending.acknowledged) | pending.waiting))
+            actions.append(NotifyCheckpointAborted(pending.checkpoint_id, tasks, reason))
+        actions.append(DiscardCheckpoint(pending.checkpoint_id, False))
+        if reason in COUNTED_REASONS:
+            self.consecutive_failures += 1
+            if self.consecutive_failures > self.config.tolerable_failures:
+                self._job_running = False
+                actions.append(FailJob(reason, (
+                    f"exceeded checkpoint tolerable failure threshold "
+                    f"({self.config.tolerable_failures}, "
+                    "execution.checkpointing.tolerable-failed-checkpoints): checkpoint "
+                    f"{pending.checkpoint_id} failed with {reason_name(reason)}: {message}")))
+        return actions
+
+    def _metadata(self, pending: PendingCheckpoint) -> CheckpointMetadata:
+        metadata = CheckpointMetadata(
+            version=METADATA_VERSION, job_id=self.job_id, checkpoint_id=pending.checkpoint_id,
+            trigger_timestamp_ms=pending.timestamp_ms,
+            unaligned=any(m.unaligned for _, m in pending.acknowledged.values()),
+            savepoint=pending.options.savepoint, master_states=pending.master_states,
+            vertices=list(self._vertices.values()))
+        for attempt_id, (state, _) in sorted(pending.acknowledged.items(),
+                                             key=lambda kv: self._order(kv[0])):
+            task = self._tasks[attempt_id]
+            metadata.subtasks.add(vertex_id=task.vertex_id, subtask_index=task.subtask_index,
+                                  state=state)
+        for task in sorted(pending.finished.values(),
+                           key=lambda t: (t.vertex_id, t.subtask_index)):
+            metadata.subtasks.add(vertex_id=task.vertex_id, subtask_index=task.subtask_index,
+                                  finished=True)
+        return metadata
+
+    def _order(self, attempt_id: str) -> tuple[int, int]:
+        task = self._tasks[attempt_id]
+        return task.vertex_id, task.subtask_index
+
+    def _record(self, pending: PendingCheckpoint, status: int, *, reason: Reason = 0,
+                message: str = "", path: str = "", end_ms: int | None = None) -> None:
+        """Update ``pending``'s row of the history."""
+        row = next((r for r in reversed(self.history)
+                    if r.checkpoint_id == pending.checkpoint_id), None)
+        if row is None:
+            row = CheckpointStats(checkpoint_id=pending.checkpoint_id,
+                                  trigger_timestamp_ms=pending.timestamp_ms,
+                                  savepoint=pending.options.savepoint)
+            self.history.append(row)
+        row.status = status  # type: ignore[assignment]
+        row.acknowledged = len(pending.acknowledged)
+        row.total = len(pending.acknowledged) + len(pending.waiting)
+        metrics = [m for _, m in pending.acknowledged.values()]
+        row.unaligned = any(m.unaligned for m in metrics)
+        row.state_size = sum(m.state_size for m in metrics)
+        row.incremental_size = sum(m.incremental_size for m in metrics)
+        row.persisted_bytes = sum(m.persisted_bytes for m in metrics)
+        row.processed_bytes = sum(m.processed_bytes for m in metrics)
+        row.alignment_ms = max((m.alignment_duration_ms for m in metrics), default=0)
+        last_ack = max((m.ack_timestamp_ms for m in metrics), default=0)
+        row.duration_ms = max(0, (end_ms or last_ack or pending.timestamp_ms)
+                              - pending.timestamp_ms)
+        if reason:
+            row.failure_reason = reason  # type: ignore[assignment]
+            row.failure_message = message
+        if path:
+            row.external_path = path
+        del row.subtasks[:]
+        for attempt_id, (_, m) in sorted(pending.acknowledged.items(),
+                                         key=lambda kv: self._order(kv[0])):
+            task = self._tasks[attempt_id]
+            row.subtasks.add(vertex_id=task.vertex_id, task_name=task.name,
+                             subtask_index=task.subtask_index, metrics=m)
+
+    def _name(self, attempt_id: str) -> str:
+        task = self._tasks.get(attempt_id)
+        return task.name if task is not None and task.name else attempt_id
+
+    def _names(self, attempts: Iterable[str]) -> str:
+        names = sorted(self._name(a) for a in attempts)
+        return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

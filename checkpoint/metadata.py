@@ -1,0 +1,154 @@
+"""``_metadata``: the file that makes a checkpoint complete, and finding checkpoints in
+storage.
+
+Layout: ``<dir>/<job-id>/chk-<n>/_metadata``, written atomically once every task
+acknowledged. The file is ``MAGIC "WEIRMETA"``, a u8 file version, the CRC-32 of the
+payload (u32, big-endian), then the payload: a ``CheckpointMetadata`` protobuf message
+(``proto/checkpoint.proto``), whose own ``version`` field versions its layout. A checkpoint
+directory without ``_metadata`` never completed.
+
+Example:
+    >>> import tempfile
+    >>> from weir.checkpoint.storage import create_storage
+    >>> storage = create_storage(tempfile.mkdtemp())
+    >>> path = write_metadata(storage, CheckpointMetadata(job_id="j", checkpoint_id=3))
+    >>> path.endswith("/j/chk-3")
+    True
+    >>> read_metadata(storage, path).checkpoint_id
+    3
+    >>> [n for n, _ in list_checkpoints(storage, "j")]
+    [3]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, self_verifying
+from weir.core.errors import CorruptStateError, MissingStateError
+from weir.proto.checkpoint_pb2 import CheckpointMetadata, StreamHandle
+
+MAGIC = b"WEIRMETA"
+FILE_VERSION = 1
+METADATA_NAME = "_metadata"
+_HEADER = struct.Struct(">BI")
+_CHECKPOINT_DIR = re.compile(r"^chk-(\d+)$")
+
+
+def checkpoint_dir(job_id: str, checkpoint_id: int) -> str:
+    """The checkpoint's directory, relative to the checkpoint storage's base."""
+    return f"{job_id}/chk-{checkpoint_id}"
+
+
+def encode_metadata(metadata: CheckpointMetadata) -> bytes:
+    payload = metadata.SerializeToString(deterministic=True)
+    return MAGIC + _HEADER.pack(FILE_VERSION, zlib.crc32(payload)) + payload
+
+
+def decode_metadata(data: bytes, where: str) -> CheckpointMetadata:
+    """Parse a ``_metadata`` file; CorruptStateError naming ``where`` if it is damaged."""
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _HEADER.size:
+        msg = f"{where} is not a weir checkpoint metadata file"
+        raise CorruptStateError(msg)
+    version, crc = _HEADER.unpack_from(data, len(MAGIC))
+    if version != FILE_VERSION:
+        msg = f"{where} has file version {version}; this weir reads version {FILE_VERSION}"
+        raise CorruptStateError(msg)
+    payload = data[len(MAGIC) + _HEADER.size:]
+    if zlib.crc32(payload) != crc:
+        msg = f"{where} is corrupt (checksum mismatch)"
+        raise CorruptStateError(msg)
+    try:
+        return CheckpointMetadata.FromString(payload)
+    except Exception as err:  # protobuf's DecodeError and friends
+        msg = f"{where} cannot be parsed: {err}"
+        raise CorruptStateError(msg) from err
+
+
+def write_metadata(storage: CheckpointStorage, metadata: CheckpointMetadata) -> str:
+    """Write ``_metadata`` atomically; returns the checkpoint's external path (its
+    directory URI). Raises StorageError."""
+    directory = checkpoint_dir(metadata.job_id, metadata.checkpoint_id)
+    storage.write(f"{directory}/{METADATA_NAME}", encode_metadata(metadata))
+    return f"{storage.base_uri.rstrip('/')}/{directory}"
+
+
+def read_metadata(storage: CheckpointStorage, path: str) -> CheckpointMetadata:
+    """The metadata of the checkpoint at ``path`` (its directory URI, or the ``_metadata``
+    URI). Raises MissingStateError, CorruptStateError or StorageError."""
+    uri = path if path.endswith("/" + METADATA_NAME) else path.rstrip("/") + "/" + METADATA_NAME
+    handle = self_verifying(uri)
+    if not storage.exists(handle):
+        msg = f"checkpoint metadata {uri} does not exist"
+        raise MissingStateError(msg)
+    return decode_metadata(storage.read(handle), uri)
+
+
+def list_checkpoints(storage: CheckpointStorage, job_id: str) -> list[tuple[int, str]]:
+    """Completed checkpoints of ``job_id`` in storage (those with ``_metadata``), oldest
+    first, as (id, directory URI)."""
+    found = []
+    base = storage.base_uri.rstrip("/")
+    for relative in storage.list(f"{job_id}/"):
+        parts = relative.split("/")
+        if len(parts) >= 3 and parts[-1] == METADATA_NAME:
+            match = _CHECKPOINT_DIR.match(parts[-2])
+            if match:
+                found.append((int(match.group(1)), f"{base}/{job_id}/{parts[-2]}"))
+    return sorted(found)
+
+
+def referenced_files(metadata: CheckpointMetadata) -> Iterator[StreamHandle]:
+    """Every file the checkpoint's state refers to (operator, keyed and channel state)."""
+    for subtask in metadata.subtasks:
+        for operator in subtask.state.operators:
+            if operator.HasField("operator_state"):
+                yield operator.operator_state
+            if operator.keyed_state:
+                for handle in json.loads(operator.keyed_state):
+                    yield from _stream_handles(handle)
+        if subtask.state.HasField("channel_state"):
+            yield subtask.state.channel_state.data
+
+
+def _stream_handles(value: Any) -> Iterator[StreamHandle]:
+    """Stream handles inside a keyed state handle's JSON form (any kind): every dict with
+    a ``uri`` and a ``length``."""
+    if isinstance(value, dict):
+        if "uri" in value and "length" in value:
+            yield StreamHandle(uri=value["uri"], size=int(value["length"]),
+                               checksum=value.get("checksum") or "")
+            return
+        for key, item in value.items():
+            if key != "local":  # a local copy lives on a TaskExecutor, not in storage
+                yield from _stream_handles(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _stream_handles(item)
+
+
+def missing_files(storage: CheckpointStorage, metadata: CheckpointMetadata) -> list[str]:
+    """URIs of files the checkpoint needs that storage does not have (cheap: existence
+    only; contents are verified by checksum when tasks read them)."""
+    missing = []
+    seen: set[str] = set()
+    for handle in referenced_files(metadata):
+        if handle.uri in seen:
+            continue
+        seen.add(handle.uri)
+        if not storage.exists(handle.uri):
+            missing.append(handle.uri)
+    return missing
+
+
+def to_stream_handle(handle: StreamHandle) -> StreamStateHandle:
+    return StreamStateHandle(handle.uri, handle.size, handle.checksum)
+
+
+def from_stream_handle(handle: StreamStateHandle) -> StreamHandle:
+    return StreamHandle(uri=handle.uri, size=handle.length, checksum=handle.checksum)

@@ -1,0 +1,363 @@
+"""The JobMaster's side of one job's checkpoints: the thin layer that performs what the
+I/O-free :class:`~weir.checkpoint.coordinator.CheckpointCoordinator` decides.
+
+Runs on the JobMaster's main thread, except storage I/O (writing ``_metadata``, deleting
+subsumed checkpoints, checking a checkpoint before a restore), which goes to the
+JobMaster's I/O pool and reports back to the main thread. Triggers and notifications are
+asynchronous RPCs to the TaskExecutors; a trigger that cannot be delivered fails its
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from typing import Any
+
+import grpc
+
+from weir.checkpoint import options as checkpoint_options
+from weir.checkpoint.coordinator import (
+    Action,
+    CheckpointConfig,
+    CheckpointCoordinator,
+    CompletedCheckpoint,
+    DiscardCheckpoint,
+    FailJob,
+    FinalizeCheckpoint,
+    NotifyCheckpointAborted,
+    NotifyCheckpointComplete,
+    TaskInfo,
+    TriggerCheckpoint,
+)
+from weir.checkpoint.metadata import (
+    checkpoint_dir,
+    missing_files,
+    read_metadata,
+    write_metadata,
+)
+from weir.checkpoint.shared_registry import SharedStateRegistry
+from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.core.clock import wall_clock_ms
+from weir.core.config import Configuration
+from weir.core.errors import ConfigError, WeirError
+from weir.core.rpc import keep_until_done
+from weir.jobmaster.execution_graph import ExecutionGraph
+from weir.jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.resource_manager import ResourceManager
+from weir.jobmaster.source_coordinator import SourceCoordinator
+from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, taskexecutor_pb2
+from weir.state.handles import KeyedStateHandle
+
+log = logging.getLogger(__name__)
+
+RPC_TIMEOUT_S = 30.0
+
+
+def checkpoint_config(config: Configuration) -> CheckpointConfig:
+    """The coordinator's settings from the execution.checkpointing.* options; ConfigError
+    for a combination Flink refuses too."""
+    def ms(option: Any) -> int:
+        return round(config.get(option) * 1000)
+
+    interval = config.get(checkpoint_options.CHECKPOINTING_INTERVAL)
+    unaligned = config.get(checkpoint_options.UNALIGNED)
+    exactly_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "EXACTLY_ONCE"
+    max_concurrent = config.get(checkpoint_options.MAX_CONCURRENT_CHECKPOINTS)
+    if unaligned and max_concurrent > 1:
+        msg = ("unaligned checkpoints need execution.checkpointing.max-concurrent-checkpoints "
+               f"= 1 (it is {max_concurrent})")
+        raise ConfigError(msg)
+    return CheckpointConfig(
+        interval_ms=round(interval * 1000) if interval is not None else None,
+        timeout_ms=ms(checkpoint_options.CHECKPOINTING_TIMEOUT),
+        min_pause_ms=ms(checkpoint_options.MIN_PAUSE), max_concurrent=max_concurrent,
+        tolerable_failures=config.get(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS),
+        unaligned=unaligned and exactly_once,
+        aligned_timeout_ms=ms(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT),
+        at_least_once=not exactly_once,
+        num_retained=config.get(checkpoint_options.NUM_RETAINED))
+
+
+class JobCheckpointing:
+    """Checkpoints of one job. Main thread only (I/O results come back as main-thread
+    work)."""
+
+    def __init__(self, job_id: str, config: Configuration, graph: ExecutionGraph,
+                 sources: SourceCoordinator, resources: ResourceManager,
+                 main: MainThreadExecutor, io: Executor,
+                 fail_job: Callable[[common_pb2.ErrorInfo], None]) -> None:
+        directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
+        if not directory:
+            msg = ("checkpointing is on (execution.checkpointing.interval) but "
+                   "state.checkpoints.dir is not set: set it to a file:// path or "
+                   "s3://bucket/prefix")
+            raise ConfigError(msg)
+        self.job_id = job_id
+        self.storage: CheckpointStorage = create_storage(directory, config)
+        self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config),
+                                                 wall_clock_ms)
+        self.registry = SharedStateRegistry(self.storage)
+        self.retention = config.get(checkpoint_options.EXTERNALIZED_RETENTION)
+        self.recover_without_channel_state = config.get(
+            checkpoint_options.RECOVER_WITHOUT_CHANNEL_STATE)
+        self._graph = graph
+        self._sources = sources
+        self._resources = resources
+        self._main = main
+        self._io = io
+        self._fail_job = fail_job
+        self._timer_generation = 0
+        self._stopped = False
+        self.coordinator.set_vertices(
+            checkpoint_pb2.VertexLayout(vertex_id=v.id, parallelism=v.parallelism,
+                                        max_parallelism=v.max_parallelism,
+                                        operator_uids=list(v.operator_uids))
+            for v in graph.job_graph.vertices)
+
+    # -- job lifecycle --------------------------------------------------------------------
+
+    def job_running(self) -> None:
+        """The (re)started job's attempts are deployed."""
+        tasks = [TaskInfo(ev.attempt_id, ev.job_vertex.id, ev.subtask_index, ev.name)
+                 for ev in self._graph.all()]
+        upstream = {v.id: [e.source_vertex for e in v.inputs]
+                    for v in self._graph.job_graph.vertices}
+        self._run(self.coordinator.on_job_running(tasks, upstream))
+
+    def on_task_state(self, attempt_id: str, state: int) -> None:
+        if state == common_pb2.RUNNING:
+            self._run(self.coordinator.on_task_running(attempt_id))
+        elif state == common_pb2.FINISHED:
+            self._run(self.coordinator.on_task_finished(attempt_id))
+        elif state == common_pb2.FAILED:
+            self._run(self.coordinator.on_task_failed(attempt_id))
+
+    def job_not_running(self) -> None:
+        """The job fails or restarts: pending checkpoints are aborted."""
+        self._sources.clear_checkpoint_valve()
+        self._run(self.coordinator.on_job_not_running())
+
+    def job_terminal(self, status: int) -> None:
+        """The job ended: delete its checkpoints unless its retention keeps them."""
+        discard = status == common_pb2.JOB_FINISHED or \
+            self.retention == "NO_EXTERNALIZED_CHECKPOINTS" or \
+            (status == common_pb2.JOB_CANCELED and self.retention == "DELETE_ON_CANCELLATION")
+        actions = self.coordinator.on_job_terminal(discard_completed=discard)
+        self._stopped = True
+        if not discard:
+            self._run(actions)
+            return
+        # Everything goes: one deletion of the job's directory (shared files included).
+        self._run(a for a in actions if not isinstance(a, DiscardCheckpoint))
+        prefix = f"{self.job_id}/"
+
+        def logged(future: Any) -> None:
+            if future.exception() is not None:
+                log.warning("deleting the checkpoints of job %s failed: %s", self.job_id,
+                            future.exception())
+
+        self._io.submit(self.storage.delete_prefix, prefix).add_done_callback(logged)
+
+    # -- task reports (main thread) -------------------------------------------------------
+
+    def on_acknowledge(self, request: jobmaster_pb2.AcknowledgeCheckpointRequest) -> None:
+        self._run(self.coordinator.on_acknowledge(request.attempt_id, request.checkpoint_id,
+                                                  request.state, request.metrics))
+
+    def on_decline(self, request: jobmaster_pb2.DeclineCheckpointRequest) -> None:
+        self._run(self.coordinator.on_decline(request.attempt_id, request.checkpoint_id,
+                                              request.reason, request.message))
+
+    def on_end_of_data(self, attempt_id: str) -> None:
+        self._run(self.coordinator.on_end_of_data(attempt_id))
+
+    # -- restore ----------------------------------------------------------------------------
+
+    def find_restorable(self, done: Callable[[CompletedCheckpoint | None, list[str]], None]
+                        ) -> None:
+        """Find, off the main thread, the newest retained checkpoint whose ``_metadata``
+        reads back intact and whose files all exist; ``done(checkpoint, warnings)`` runs on
+        the main thread (checkpoint None: none completed, or none usable — then a warning
+        says why)."""
+        candidates = list(reversed(self.coordinator.completed()))
+
+        def check() -> tuple[CompletedCheckpoint | None, list[str], list[int]]:
+            warnings: list[str] = []
+            unusable: list[int] = []
+            for candidate in candidates:
+                problem = self._check(candidate)
+                if problem is None:
+                    if warnings:
+                        warnings.append(f"restoring checkpoint {candidate.checkpoint_id} "
+                                        f"({candidate.external_path}) instead")
+                    return candidate, warnings, unusable
+                unusable.append(candidate.checkpoint_id)
+                warnings.append(f"checkpoint {candidate.checkpoint_id} "
+                                f"({candidate.external_path}) cannot be restored: {problem}")
+            return None, warnings, unusable
+
+        def finish(future: Any) -> None:
+            def on_main() -> None:
+                try:
+                    checkpoint, warnings, unusable = future.result()
+                except Exception as err:  # a bug in the check itself: restore nothing
+                    checkpoint, warnings, unusable = None, [f"checking failed: {err}"], []
+                for checkpoint_id in unusable:
+                    self.coordinator.forget_completed(checkpoint_id)
+                done(checkpoint, warnings)
+            self._main.submit(on_main)
+
+        self._io.submit(check).add_done_callback(finish)
+
+    def _check(self, checkpoint: CompletedCheckpoint) -> str | None:
+        try:
+            stored = read_metadata(self.storage, checkpoint.external_path)
+            if stored.checkpoint_id != checkpoint.checkpoint_id:
+                return (f"its _metadata names checkpoint {stored.checkpoint_id}, not "
+                        f"{checkpoint.checkpoint_id}")
+            missing = missing_files(self.storage, stored)
+        except WeirError as err:
+            return str(err)
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            return f"its file {missing[0]}{more} does not exist"
+        return None
+
+    def forget(self, checkpoint_id: int) -> None:
+        """A restore found ``checkpoint_id`` unusable: never restore it again."""
+        self.coordinator.forget_completed(checkpoint_id)
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        self._run(self.coordinator.on_tick())
+
+    def _run(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            if isinstance(action, TriggerCheckpoint):
+                self._trigger(action)
+            elif isinstance(action, FinalizeCheckpoint):
+                self._finalize(action)
+            elif isinstance(action, NotifyCheckpointComplete):
+                self._notify(action.checkpoint_id, action.tasks, complete=True)
+                self._sources.checkpoint_done(action.checkpoint_id)
+            elif isinstance(action, NotifyCheckpointAborted):
+                self._notify(action.checkpoint_id, action.tasks, complete=False,
+                             reason=action.reason)
+                self._sources.checkpoint_done(action.checkpoint_id)
+            elif isinstance(action, DiscardCheckpoint):
+                self._discard(action)
+            elif isinstance(action, FailJob):
+                self._fail_job(common_pb2.ErrorInfo(reason=common_pb2.CHECKPOINT_FAILURE,
+                                                    message=action.message))
+        self._schedule_tick()
+
+    def _schedule_tick(self) -> None:
+        if self._stopped:
+            return
+        wakeup = self.coordinator.next_wakeup_ms()
+        if wakeup is None:
+            return
+        self._timer_generation += 1
+        generation = self._timer_generation
+
+        def tick() -> None:
+            if generation == self._timer_generation and not self._stopped:
+                self.tick()
+
+        self._main.schedule(max(0.0, (wakeup - wall_clock_ms()) / 1000), tick)
+
+    def _trigger(self, action: TriggerCheckpoint) -> None:
+        checkpoint_id = action.checkpoint_id
+        try:
+            states = self._sources.snapshot(checkpoint_id)
+        except Exception as err:  # an enumerator that cannot be checkpointed, or user code
+            self._run(self.coordinator.on_trigger_failed(
+                checkpoint_id, f"snapshotting a split enumerator failed: "
+                               f"{type(err).__name__}: {err}"))
+            return
+        self._run(self.coordinator.on_master_states(checkpoint_id, states))
+        for attempt_id in action.tasks:
+            ev = self._graph.by_attempt.get(attempt_id)
+            record = self._resources.get(ev.resource_id) if ev is not None else None
+            if record is None:
+                self._run(self.coordinator.on_trigger_failed(
+                    checkpoint_id, f"task {attempt_id} has no TaskExecutor"))
+                return
+            future = record.stub.TriggerCheckpoint.future(
+                taskexecutor_pb2.TriggerCheckpointRequest(
+                    attempt_id=attempt_id, checkpoint_id=checkpoint_id,
+                    timestamp_ms=action.timestamp_ms, options=action.options),
+                timeout=RPC_TIMEOUT_S)
+
+            def delivered(f: Any, name: str = ev.name if ev else attempt_id) -> None:
+                error = f.exception()
+                if error is None:
+                    return
+                code = error.code() if hasattr(error, "code") else None
+                details = error.details() if hasattr(error, "details") else str(error)
+                # NOT_FOUND: the task finished (or failed) just before: not a failure.
+                reason = checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY \
+                    if code == grpc.StatusCode.NOT_FOUND \
+                    else checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE
+                message = f"the trigger did not reach {name}: {details}"
+                self._main.submit(lambda: self._run(
+                    self.coordinator.on_trigger_failed(checkpoint_id, message, reason)))
+
+            keep_until_done(future, delivered)
+
+    def _finalize(self, action: FinalizeCheckpoint) -> None:
+        checkpoint_id, metadata = action.checkpoint_id, action.metadata
+
+        def finished(future: Any) -> None:
+            def on_main() -> None:
+                error = future.exception()
+                if error is not None:
+                    self._run(self.coordinator.on_finalize_failed(checkpoint_id, str(error)))
+                    return
+                # Register the new checkpoint's shared files before subsumed ones let go.
+                self.registry.register_checkpoint(checkpoint_id, _keyed_handles(metadata))
+                self._run(self.coordinator.on_finalized(checkpoint_id, future.result()))
+            self._main.submit(on_main)
+
+        self._io.submit(write_metadata, self.storage, metadata).add_done_callback(finished)
+
+    def _notify(self, checkpoint_id: int, attempts: tuple[str, ...], complete: bool,
+                reason: int = 0) -> None:
+        by_executor: dict[str, list[str]] = defaultdict(list)
+        for attempt_id in attempts:
+            ev = self._graph.by_attempt.get(attempt_id)
+            if ev is not None and ev.resource_id:
+                by_executor[ev.resource_id].append(attempt_id)
+        for resource_id, attempt_ids in by_executor.items():
+            record = self._resources.get(resource_id)
+            if record is not None:
+                keep_until_done(record.stub.NotifyCheckpoint.future(
+                    taskexecutor_pb2.CheckpointNotification(
+                        job_id=self.job_id, checkpoint_id=checkpoint_id, complete=complete,
+                        attempt_ids=attempt_ids, reason=reason), timeout=RPC_TIMEOUT_S))
+
+    def _discard(self, action: DiscardCheckpoint) -> None:
+        storage, registry = self.storage, self.registry
+
+        def discard() -> None:
+            if action.completed:
+                registry.unregister_checkpoint(action.checkpoint_id)
+            storage.delete_prefix(checkpoint_dir(self.job_id, action.checkpoint_id) + "/")
+
+        def logged(future: Any) -> None:
+            if future.exception() is not None:
+                log.warning("deleting checkpoint %d of job %s failed: %s",
+                            action.checkpoint_id, self.job_id, future.exception())
+
+        self._io.submit(discard).add_done_callback(logged)
+
+
+def _keyed_handles(metadata: checkpoint_pb2.CheckpointMetadata) -> list[KeyedStateHandle]:
+    return [KeyedStateHandle.from_dict(handle)
+            for subtask in metadata.subtasks for op in subtask.state.operators
+            if op.keyed_state for handle in json.loads(op.keyed_state)]

@@ -1,0 +1,70 @@
+"""What a restarted subtask reads before it processes anything: per operator of its
+chain, the keyed state handles and every old subtask's operator state of the checkpoint,
+and its own in-flight data (channel state) of an unaligned checkpoint.
+
+Runs on the task thread while the task is INITIALIZING. A missing or damaged file raises
+:class:`~weir.core.errors.MissingStateError` / :class:`~weir.core.errors.CorruptStateError`
+naming the checkpoint, the file and the cause; the JobMaster then restores from an older
+retained checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+
+from weir.checkpoint.channel_state import ChannelState, read_channel_state
+from weir.checkpoint.metadata import to_stream_handle
+from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle
+from weir.core.errors import CorruptStateError, MissingStateError
+from weir.proto import jobgraph_pb2
+from weir.state.handles import KeyedStateHandle
+from weir.taskexecutor.operator import StateContext
+
+
+class TaskStateRestore:
+    """The restore part of one task deployment descriptor."""
+
+    def __init__(self, restore: jobgraph_pb2.TaskRestore, storage: CheckpointStorage) -> None:
+        self.checkpoint_id = restore.checkpoint_id
+        self._restore = restore
+        self._storage = storage
+        self._operators = {op.operator_uid: op for op in restore.operators}
+
+    def context(self, uid: str) -> StateContext:
+        """What operator ``uid`` restores from (an empty restored context when the
+        checkpoint holds nothing for it)."""
+        op = self._operators.get(uid)
+        if op is None:
+            return StateContext(checkpoint_id=self.checkpoint_id, storage=self._storage)
+        try:
+            keyed = [KeyedStateHandle.from_dict(handle)
+                     for document in op.keyed_state for handle in json.loads(document)]
+        except ValueError as err:
+            msg = (f"checkpoint {self.checkpoint_id} has unreadable keyed state handles for "
+                   f"operator {uid}: {err}")
+            raise CorruptStateError(msg) from err
+        return StateContext(checkpoint_id=self.checkpoint_id, keyed_handles=keyed,
+                            operator_state=self.operator_state(uid), storage=self._storage)
+
+    def operator_state(self, uid: str) -> list[bytes | None]:
+        """Every old subtask's operator state snapshot of ``uid`` (None: it had none)."""
+        op = self._operators.get(uid)
+        if op is None:
+            return []
+        return [self._read(to_stream_handle(handle), f"operator state of {uid}")
+                if handle.uri else None for handle in op.operator_state]
+
+    def channel_state(self) -> ChannelState | None:
+        """This subtask's in-flight data, when the checkpoint was unaligned."""
+        if not self._restore.HasField("channel_state"):
+            return None
+        handle = to_stream_handle(self._restore.channel_state.data)
+        data = self._read(handle, "in-flight data (channel state)")
+        return read_channel_state(data, handle.uri)
+
+    def _read(self, handle: StreamStateHandle, what: str) -> bytes:
+        try:
+            return self._storage.read(handle)
+        except (MissingStateError, CorruptStateError) as err:
+            msg = f"restoring checkpoint {self.checkpoint_id}: the {what} is unusable: {err}"
+            raise type(err)(msg) from err

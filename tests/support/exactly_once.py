@@ -1,0 +1,169 @@
+"""The job the exactly-once tests and the checkpoint benchmark run, its expected output
+computed independently, and a driver that SIGKILLs TaskExecutors while it runs.
+
+The job reads the numbers ``0..n-1`` (event time: the number itself, in ms) from a parallel
+source slowed to a fixed rate, and writes two kinds of records through the transactional
+FileSink (JSON lines):
+
+* ``["count", key, c]`` from a KeyedProcessFunction with a ValueState per key
+  (``key = n % keys``): one record per input record, ``c`` running from 1 to the key's
+  number of records — the same set whatever the order records arrive in;
+* ``["window", key, total]`` from tumbling event-time windows of ``window_ms``, reducing
+  the sum of ``n`` per key and window.
+
+The job file is self-contained (TaskExecutors import nothing of the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.support.cluster import LocalCluster, job_details, poll, write_job
+
+JOB = '''
+import sys
+import time
+
+from weir import (FileSink, KeyedProcessFunction, StreamExecutionEnvironment, Time,
+                  TumblingEventTimeWindows, ValueStateDescriptor, WatermarkStrategy)
+
+OUT, N, KEYS, WINDOW_MS, PAUSE_EVERY, PAUSE_S = (
+    sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+    float(sys.argv[6]))
+
+
+def throttle(n):
+    if n % PAUSE_EVERY == 0:
+        time.sleep(PAUSE_S)
+    return n
+
+
+class CountPerKey(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield ("count", value % KEYS, count)
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+stamped = (env.from_sequence(0, N - 1).map(throttle)
+           .assign_timestamps_and_watermarks(
+               WatermarkStrategy.for_monotonous_timestamps()
+               .with_timestamp_assigner(lambda n, _: n)))
+counts = stamped.key_by(lambda n: n % KEYS).process(CountPerKey())
+windows = (stamped.map(lambda n: (n % KEYS, n)).key_by(lambda t: t[0])
+           .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
+           .reduce(lambda a, b: (a[0], a[1] + b[1]))
+           .map(lambda t: ("window", t[0], t[1])))
+counts.union(windows).sink_to(FileSink(OUT, format="json"))
+env.execute("exactly once")
+'''
+
+
+def expected_output(n: int, keys: int, window_ms: int) -> Counter[tuple[Any, ...]]:
+    """Every record the job must commit, computed without weir."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    per_key = Counter(i % keys for i in range(n))
+    for key, total in per_key.items():
+        out.update(("count", key, c) for c in range(1, total + 1))
+    windows: Counter[tuple[int, int]] = Counter()
+    for i in range(n):
+        windows[(i % keys, i // window_ms)] += i
+    out.update(("window", key, total) for (key, _), total in windows.items())
+    return out
+
+
+def committed_output(directory: Path) -> Counter[tuple[Any, ...]]:
+    """Every record of the committed part files (names not starting with '.' or '_')."""
+    out: Counter[tuple[Any, ...]] = Counter()
+    for part in sorted(directory.glob("part-*")):
+        for line in part.read_text().splitlines():
+            out[tuple(json.loads(line))] += 1
+    return out
+
+
+def diff(expected: Counter[tuple[Any, ...]], got: Counter[tuple[Any, ...]]) -> str:
+    lost, duplicated = expected - got, got - expected
+    return (f"{sum(lost.values())} lost (e.g. {list(lost)[:3]}), "
+            f"{sum(duplicated.values())} duplicated (e.g. {list(duplicated)[:3]})")
+
+
+def submit(cluster: LocalCluster, tmp_path: Path, out: Path, n: int, keys: int = 13,
+           window_ms: int = 1000, pause_every: int = 500, pause_s: float = 0.02,
+           config: dict[str, str] | None = None) -> str:
+    """Start the job detached with ``config`` (-D pairs); returns its id."""
+    job = write_job(tmp_path, JOB, "exactly_once_job.py")
+    pairs = [f"-D{k}={v}" for k, v in (config or {}).items()]
+    result = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), str(keys),
+                          str(window_ms), str(pause_every), str(pause_s))
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result.stdout.strip().splitlines()[-1]
+
+
+def status_name(details: Any) -> str:
+    from weir.client.cluster_client import job_status_name
+
+    return job_status_name(details.summary.status)
+
+
+def running_with_checkpoint_after(cluster: LocalCluster, job_id: str,
+                                  checkpoint_id: int, timeout: float) -> Any:
+    """Wait until every task runs and a checkpoint newer than ``checkpoint_id`` completed."""
+    from weir.proto import common_pb2
+
+    def ready() -> Any:
+        details = job_details(cluster, job_id)
+        if status_name(details) in ("FAILED", "CANCELED", "FINISHED"):
+            return details
+        subtasks = [s for v in details.vertices for s in v.subtasks]
+        return (status_name(details) == "RUNNING" and subtasks
+                and all(s.state == common_pb2.RUNNING for s in subtasks)
+                and details.last_checkpoint_id > checkpoint_id and details)
+
+    return poll(ready, timeout, interval=0.1,
+                what=f"job {job_id} to run with a checkpoint after {checkpoint_id}")
+
+
+def kill_busy_taskexecutor(cluster: LocalCluster, details: Any) -> str:
+    """SIGKILL a TaskExecutor that runs tasks of the job; returns its resource id."""
+    busy = sorted({s.resource_id for v in details.vertices for s in v.subtasks
+                   if s.resource_id})
+    victim = busy[len(busy) // 2]
+    pids = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}
+    import os
+
+    os.kill(pids[victim], signal.SIGKILL)
+    return victim
+
+
+def run_with_kills(cluster: LocalCluster, job_id: str, kills: int,
+                   timeout: float = 240) -> Any:
+    """Kill a busy TaskExecutor ``kills`` times, each after a checkpoint completed since
+    the previous restart; then wait for the job to end. Returns its final details."""
+    deadline = time.monotonic() + timeout
+    last = 0
+    for _ in range(kills):
+        details = running_with_checkpoint_after(cluster, job_id, last,
+                                                deadline - time.monotonic())
+        if status_name(details) != "RUNNING":
+            break  # ended (or failed) before every kill: the test's assertions say why
+        last = details.last_checkpoint_id
+        restarts = details.summary.restarts
+        kill_busy_taskexecutor(cluster, details)
+        poll(lambda r=restarts: (d := job_details(cluster, job_id)).summary.restarts > r
+             or status_name(d) in ("FINISHED", "FAILED", "CANCELED"),
+             max(1.0, deadline - time.monotonic()), interval=0.1,
+             what="the job to restart after the kill")
+    return poll(lambda: (d := job_details(cluster, job_id)) and
+                status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
+                max(1.0, deadline - time.monotonic()), interval=0.2,
+                what=f"job {job_id} to end")

@@ -1,0 +1,313 @@
+"""The checkpoint coordinator as a state machine: a manual clock, no network, no storage."""
+
+from __future__ import annotations
+
+import pytest
+
+from weir.checkpoint.coordinator import (
+    CheckpointConfig,
+    CheckpointCoordinator,
+    CompletedCheckpoint,
+    DiscardCheckpoint,
+    FailJob,
+    FinalizeCheckpoint,
+    NotifyCheckpointAborted,
+    NotifyCheckpointComplete,
+    TaskInfo,
+    TriggerCheckpoint,
+)
+from weir.core.clock import ManualClock
+from weir.proto import checkpoint_pb2
+from weir.proto.checkpoint_pb2 import CheckpointMetadata, CheckpointTaskMetrics, TaskStateSnapshot
+
+SOURCE = [TaskInfo("s0", 1, 0, "source (1/2)"), TaskInfo("s1", 1, 1, "source (2/2)")]
+SINK = [TaskInfo("k0", 2, 0, "sink (1/1)")]
+TASKS = SOURCE + SINK
+UPSTREAM = {1: [], 2: [1]}
+
+
+def coordinator(clock: ManualClock, **config: object) -> CheckpointCoordinator:
+    settings: dict[str, object] = {"interval_ms": 1000, **config}
+    c = CheckpointCoordinator("job", CheckpointConfig(**settings), clock)  # type: ignore[arg-type]
+    c.on_job_running(TASKS, UPSTREAM)
+    for task in TASKS:
+        c.on_task_running(task.attempt_id)
+    return c
+
+
+def trigger(c: CheckpointCoordinator, clock: ManualClock) -> TriggerCheckpoint:
+    wakeup = c.next_wakeup_ms()
+    assert wakeup is not None
+    clock.advance(max(0, wakeup - clock()))
+    actions = c.on_tick()
+    triggers = [a for a in actions if isinstance(a, TriggerCheckpoint)]
+    assert len(triggers) == 1, actions
+    return triggers[0]
+
+
+def ack_all(c: CheckpointCoordinator, checkpoint_id: int) -> list[object]:
+    actions: list[object] = []
+    for task in TASKS:
+        actions += c.on_acknowledge(task.attempt_id, checkpoint_id, TaskStateSnapshot(),
+                                    CheckpointTaskMetrics(state_size=10))
+    return actions
+
+
+def complete(c: CheckpointCoordinator, checkpoint_id: int) -> list[object]:
+    actions = ack_all(c, checkpoint_id)
+    assert [type(a) for a in actions] == [FinalizeCheckpoint]
+    return c.on_finalized(checkpoint_id, f"file:///c/job/chk-{checkpoint_id}")
+
+
+def test_triggers_only_sources_after_one_interval() -> None:
+    clock = ManualClock(10_000)
+    c = coordinator(clock)
+    assert c.on_tick() == []                      # not due yet
+    clock.advance(999)
+    assert c.on_tick() == []
+    clock.advance(1)
+    t = c.on_tick()[0]
+    assert isinstance(t, TriggerCheckpoint)
+    assert (t.checkpoint_id, t.timestamp_ms, t.tasks) == (1, 11_000, ("s0", "s1"))
+
+
+def test_no_trigger_until_every_task_runs() -> None:
+    clock = ManualClock(0)
+    c = CheckpointCoordinator("job", CheckpointConfig(interval_ms=1000), clock)
+    c.on_job_running(TASKS, UPSTREAM)
+    c.on_task_running("s0")
+    clock.advance(5000)
+    assert c.on_tick() == []
+    c.on_task_running("s1")
+    c.on_task_running("k0")
+    assert isinstance(c.on_tick()[0], TriggerCheckpoint)
+
+
+def test_completes_when_all_acknowledged_and_metadata_written() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock)
+    trigger(c, clock)
+    assert c.on_acknowledge("s0", 1, TaskStateSnapshot()) == []
+    assert c.on_acknowledge("s0", 1, TaskStateSnapshot()) == []   # a duplicate is ignored
+    assert c.on_acknowledge("s1", 1, TaskStateSnapshot()) == []
+    clock.advance(40)
+    finalize = c.on_acknowledge("k0", 1, TaskStateSnapshot())
+    assert len(finalize) == 1 and isinstance(finalize[0], FinalizeCheckpoint)
+    metadata = finalize[0].metadata
+    assert [(s.vertex_id, s.subtask_index) for s in metadata.subtasks] == [(1, 0), (1, 1),
+                                                                          (2, 0)]
+    assert metadata.completion_timestamp_ms == 1040
+    assert c.latest_completed() is None           # not before the metadata is written
+    actions = c.on_finalized(1, "file:///c/job/chk-1")
+    assert actions == [NotifyCheckpointComplete(1, ("k0", "s0", "s1"))]
+    latest = c.latest_completed()
+    assert latest is not None and latest.checkpoint_id == 1
+    assert c.stats()[-1].status == checkpoint_pb2.CheckpointStats.COMPLETED
+    assert c.stats()[-1].external_path == "file:///c/job/chk-1"
+
+
+def test_expiry_aborts_and_counts_against_tolerable_failures() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, timeout_ms=5000, tolerable_failures=1)
+    trigger(c, clock)
+    c.on_acknowledge("s0", 1, TaskStateSnapshot())
+    clock.advance(4999)
+    assert not any(isinstance(a, NotifyCheckpointAborted) for a in c.on_tick())
+    clock.advance(1)
+    actions = c.on_tick()
+    aborted = [a for a in actions if isinstance(a, NotifyCheckpointAborted)]
+    assert aborted == [NotifyCheckpointAborted(1, ("k0", "s0", "s1"),
+                                               checkpoint_pb2.CHECKPOINT_EXPIRED)]
+    assert DiscardCheckpoint(1, False) in actions
+    assert not any(isinstance(a, FailJob) for a in actions)   # 1 failure is tolerated
+    assert "source (2/2)" in c.stats()[0].failure_message   # names who did not answer
+    # The same tick triggers the next checkpoint: the interval passed long ago.
+    next_trigger = [a for a in actions if isinstance(a, TriggerCheckpoint)]
+    assert [t.checkpoint_id for t in next_trigger] == [2]
+    clock.advance(5000)
+    fail = [a for a in c.on_tick() if isinstance(a, FailJob)]
+    assert len(fail) == 1
+    assert fail[0].reason == checkpoint_pb2.CHECKPOINT_EXPIRED
+    assert "tolerable" in fail[0].message
+
+
+def test_a_completed_checkpoint_resets_the_failure_count() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, tolerable_failures=1)
+    trigger(c, clock)
+    c.on_decline("k0", 1, checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION, "S3 is down")
+    assert c.consecutive_failures == 1
+    trigger(c, clock)
+    complete(c, 2)
+    assert c.consecutive_failures == 0
+    trigger(c, clock)
+    actions = c.on_decline("k0", 3, checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION, "again")
+    assert not any(isinstance(a, FailJob) for a in actions)
+
+
+def test_uncounted_reasons_never_fail_the_job() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, tolerable_failures=0)
+    trigger(c, clock)
+    actions = c.on_task_failed("k0")
+    assert not any(isinstance(a, FailJob | NotifyCheckpointAborted) for a in actions)
+    assert DiscardCheckpoint(1, False) in actions
+    assert c.pending_ids() == []
+    assert c.on_tick() == []                       # the job is not running: no trigger
+    c.on_job_running(TASKS, UPSTREAM)
+    for task in TASKS:
+        c.on_task_running(task.attempt_id)
+    assert trigger(c, clock).checkpoint_id == 2    # ids go on after a restart
+
+
+def test_min_pause_delays_the_next_trigger() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, interval_ms=1000, min_pause_ms=3000)
+    trigger(c, clock)                              # at 1000
+    clock.advance(500)
+    complete(c, 1)                                 # ends at 1500
+    clock.advance(1000)                            # 2500: interval passed, pause did not
+    assert c.on_tick() == []
+    assert c.next_wakeup_ms() == 4500
+    clock.advance(2000)
+    assert trigger(c, clock).timestamp_ms == 4500
+
+
+def test_max_concurrent_checkpoints() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, max_concurrent=2, timeout_ms=60_000)
+    assert trigger(c, clock).checkpoint_id == 1
+    assert trigger(c, clock).checkpoint_id == 2
+    clock.advance(5000)
+    assert not any(isinstance(a, TriggerCheckpoint) for a in c.on_tick())
+    assert c.pending_ids() == [1, 2]
+
+
+def test_completing_a_newer_checkpoint_subsumes_older_pending_ones() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, max_concurrent=2)
+    trigger(c, clock)
+    trigger(c, clock)
+    c.on_acknowledge("s0", 1, TaskStateSnapshot())
+    ack_all(c, 2)
+    actions = c.on_finalized(2, "file:///c/job/chk-2")
+    assert isinstance(actions[0], NotifyCheckpointComplete)
+    aborted = [a for a in actions if isinstance(a, NotifyCheckpointAborted)]
+    assert [(a.checkpoint_id, a.reason) for a in aborted] == [
+        (1, checkpoint_pb2.CHECKPOINT_SUBSUMED)]
+    assert c.consecutive_failures == 0             # subsumption is not a failure
+    assert c.on_acknowledge("k0", 1, TaskStateSnapshot()) == []   # late ack ignored
+
+
+def test_retention_discards_completed_checkpoints_beyond_num_retained() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, num_retained=2)
+    discarded = []
+    for n in (1, 2, 3, 4):
+        trigger(c, clock)
+        discarded += [a for a in complete(c, n) if isinstance(a, DiscardCheckpoint)]
+    assert discarded == [DiscardCheckpoint(1, True), DiscardCheckpoint(2, True)]
+    assert [cp.checkpoint_id for cp in c.completed()] == [3, 4]
+    assert c.on_job_terminal(discard_completed=True)[-2:] == [
+        DiscardCheckpoint(3, True), DiscardCheckpoint(4, True)]
+
+
+def test_finalize_failure_is_a_counted_storage_failure() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, tolerable_failures=0)
+    trigger(c, clock)
+    ack_all(c, 1)
+    actions = c.on_finalize_failed(1, "S3 unreachable")
+    assert isinstance(actions[0], NotifyCheckpointAborted)
+    fail = [a for a in actions if isinstance(a, FailJob)]
+    assert fail and fail[0].reason == checkpoint_pb2.FINALIZE_CHECKPOINT_FAILURE
+    assert c.latest_completed() is None
+
+
+def test_a_pending_checkpoint_does_not_expire_while_its_metadata_is_written() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, timeout_ms=1000)
+    trigger(c, clock)
+    ack_all(c, 1)
+    clock.advance(10_000)
+    assert not any(isinstance(a, NotifyCheckpointAborted) for a in c.on_tick())
+    assert isinstance(c.on_finalized(1, "p")[0], NotifyCheckpointComplete)
+
+
+def test_end_of_input_triggers_the_final_checkpoint_at_once() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, interval_ms=60_000)
+    clock.advance(100)
+    assert c.on_end_of_data("s0") == []
+    actions = c.on_end_of_data("s1")
+    assert [type(a) for a in actions] == [TriggerCheckpoint]
+    assert actions[0].timestamp_ms == 100          # type: ignore[union-attr]
+
+
+def test_finished_tasks_are_recorded_and_their_consumers_become_trigger_roots() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock)
+    c.on_task_finished("s0")
+    c.on_task_finished("s1")
+    t = trigger(c, clock)
+    assert t.tasks == ("k0",)                      # every source finished
+    actions = c.on_acknowledge("k0", t.checkpoint_id, TaskStateSnapshot())
+    metadata = actions[0].metadata                 # type: ignore[union-attr]
+    assert [(s.vertex_id, s.subtask_index, s.finished) for s in metadata.subtasks] == [
+        (2, 0, False), (1, 0, True), (1, 1, True)]
+
+
+def test_a_task_that_finishes_before_acknowledging_declines_the_checkpoint() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock)
+    trigger(c, clock)
+    actions = c.on_task_finished("k0")
+    reasons = [a.reason for a in actions if isinstance(a, NotifyCheckpointAborted)]
+    assert reasons == [checkpoint_pb2.CHECKPOINT_DECLINED_INPUT_END_OF_STREAM]
+    assert c.consecutive_failures == 0
+
+
+def test_restored_checkpoints_count_for_ids_and_retention() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, num_retained=1)
+    c.add_completed(CompletedCheckpoint(7, CheckpointMetadata(checkpoint_id=7), "p7"))
+    assert trigger(c, clock).checkpoint_id == 8
+    discards = [a for a in complete(c, 8) if isinstance(a, DiscardCheckpoint)]
+    assert discards == [DiscardCheckpoint(7, True)]
+
+
+def test_trigger_failure_aborts_and_counts() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, tolerable_failures=5)
+    trigger(c, clock)
+    actions = c.on_trigger_failed(1, "the split enumerator cannot be snapshotted")
+    assert isinstance(actions[0], NotifyCheckpointAborted)
+    assert c.consecutive_failures == 1
+    assert c.stats()[-1].failure_reason == checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE
+
+
+def test_stats_sum_task_metrics() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock)
+    trigger(c, clock)
+    for task, aligned in zip(TASKS, (5, 9, 2), strict=True):
+        c.on_acknowledge(task.attempt_id, 1, TaskStateSnapshot(), CheckpointTaskMetrics(
+            state_size=100, persisted_bytes=7, processed_bytes=11, unaligned=True,
+            alignment_duration_ms=aligned, ack_timestamp_ms=clock() + 250))
+    row = c.stats()[-1]
+    assert (row.state_size, row.persisted_bytes, row.processed_bytes, row.alignment_ms,
+            row.unaligned, row.duration_ms, row.acknowledged, row.total) == (
+        300, 21, 33, 9, True, 250, 3, 3)
+    assert [s.task_name for s in row.subtasks] == ["source (1/2)", "source (2/2)",
+                                                   "sink (1/1)"]
+
+
+@pytest.mark.parametrize("unaligned,timeout,expected", [
+    (False, 0, (False, 0)), (True, 0, (True, 0)), (True, 1000, (False, 1000)),
+    (False, 1000, (False, 0))])
+def test_options_sent_with_the_trigger(unaligned: bool, timeout: int,
+                                       expected: tuple[bool, int]) -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, unaligned=unaligned, aligned_timeout_ms=timeout)
+    options = trigger(c, clock).options
+    assert (options.unaligned, options.aligned_timeout_ms) == expected

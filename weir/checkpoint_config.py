@@ -1,0 +1,159 @@
+"""Checkpointing from a job program, with PyFlink's names: ``env.enable_checkpointing`` and
+``env.get_checkpoint_config()``.
+
+Every setter writes the option of the same meaning into the job's configuration
+(``execution.checkpointing.*``), so a program and ``-D``/``weir.yaml`` settings are one
+thing; what the program sets wins.
+
+Example:
+    >>> from weir import (CheckpointingMode, Duration, ExternalizedCheckpointRetention,
+    ...                   StreamExecutionEnvironment)
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> _ = env.enable_checkpointing(1000, CheckpointingMode.EXACTLY_ONCE)
+    >>> config = env.get_checkpoint_config()
+    >>> config.enable_unaligned_checkpoints()
+    >>> config.set_aligned_checkpoint_timeout(Duration.of_seconds(1))
+    >>> config.set_externalized_checkpoint_retention(
+    ...     ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    >>> config.get_checkpoint_interval(), config.is_unaligned_checkpoints_enabled()
+    (1000, True)
+    >>> env.get_configuration().to_dict()["execution.checkpointing.aligned-checkpoint-timeout"]
+    '1000 ms'
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from weir.checkpoint import options as checkpoint_options
+from weir.core.config import Configuration
+from weir.core.time import Duration, to_millis
+
+
+class CheckpointingMode(enum.Enum):
+    """Exactly once (barriers aligned, or unaligned with in-flight data) or at least once
+    (barriers never block an input)."""
+
+    EXACTLY_ONCE = "EXACTLY_ONCE"
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+
+
+class ExternalizedCheckpointRetention(enum.Enum):
+    """What happens to retained checkpoints when the job ends (it finishing deletes them
+    in every case)."""
+
+    DELETE_ON_CANCELLATION = "DELETE_ON_CANCELLATION"
+    RETAIN_ON_CANCELLATION = "RETAIN_ON_CANCELLATION"
+    NO_EXTERNALIZED_CHECKPOINTS = "NO_EXTERNALIZED_CHECKPOINTS"
+
+
+#: PyFlink 1.x's name of the same enum.
+ExternalizedCheckpointCleanup = ExternalizedCheckpointRetention
+
+
+class CheckpointConfig:
+    """The checkpoint settings of one environment's jobs (a view on its configuration)."""
+
+    def __init__(self, configuration: Configuration) -> None:
+        self._config = configuration
+
+    def _set(self, option: Any, value: Any) -> None:
+        self._config.set_raw(option.key, value)
+
+    # -- interval and mode --------------------------------------------------------------
+
+    def is_checkpointing_enabled(self) -> bool:
+        return self._config.get(checkpoint_options.CHECKPOINTING_INTERVAL) is not None
+
+    def set_checkpoint_interval(self, checkpoint_interval: int | Duration) -> None:
+        """Trigger a checkpoint every ``checkpoint_interval`` (milliseconds or Duration)."""
+        interval = to_millis(checkpoint_interval)
+        if interval <= 0:
+            msg = f"the checkpoint interval must be positive, got {interval} ms"
+            raise ValueError(msg)
+        self._set(checkpoint_options.CHECKPOINTING_INTERVAL, f"{interval} ms")
+
+    def get_checkpoint_interval(self) -> int:
+        """The interval in milliseconds; -1 when checkpointing is off."""
+        interval = self._config.get(checkpoint_options.CHECKPOINTING_INTERVAL)
+        return -1 if interval is None else round(interval * 1000)
+
+    def set_checkpointing_mode(self, mode: CheckpointingMode | str) -> None:
+        self._set(checkpoint_options.CHECKPOINTING_MODE, CheckpointingMode(
+            mode.value if isinstance(mode, CheckpointingMode) else str(mode).upper()).value)
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return CheckpointingMode(self._config.get(checkpoint_options.CHECKPOINTING_MODE))
+
+    # -- timing ---------------------------------------------------------------------------
+
+    def set_checkpoint_timeout(self, checkpoint_timeout: int | Duration) -> None:
+        self._set(checkpoint_options.CHECKPOINTING_TIMEOUT, f"{to_millis(checkpoint_timeout)} ms")
+
+    def get_checkpoint_timeout(self) -> int:
+        return round(self._config.get(checkpoint_options.CHECKPOINTING_TIMEOUT) * 1000)
+
+    def set_min_pause_between_checkpoints(self, min_pause: int | Duration) -> None:
+        self._set(checkpoint_options.MIN_PAUSE, f"{to_millis(min_pause)} ms")
+
+    def get_min_pause_between_checkpoints(self) -> int:
+        return round(self._config.get(checkpoint_options.MIN_PAUSE) * 1000)
+
+    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> None:
+        self._set(checkpoint_options.MAX_CONCURRENT_CHECKPOINTS, max_concurrent_checkpoints)
+
+    def get_max_concurrent_checkpoints(self) -> int:
+        return int(self._config.get(checkpoint_options.MAX_CONCURRENT_CHECKPOINTS))
+
+    def set_tolerable_checkpoint_failure_number(self, number: int) -> None:
+        self._set(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS, number)
+
+    def get_tolerable_checkpoint_failure_number(self) -> int:
+        return int(self._config.get(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS))
+
+    # -- unaligned --------------------------------------------------------------------------
+
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> None:
+        self._set(checkpoint_options.UNALIGNED, "true" if enabled else "false")
+
+    def disable_unaligned_checkpoints(self) -> None:
+        self.enable_unaligned_checkpoints(False)
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return bool(self._config.get(checkpoint_options.UNALIGNED))
+
+    def set_aligned_checkpoint_timeout(self, timeout: int | Duration) -> None:
+        """With unaligned checkpoints on: start aligned, switch to unaligned once a
+        checkpoint has run this long (0: unaligned from the start)."""
+        self._set(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT, f"{to_millis(timeout)} ms")
+
+    def get_aligned_checkpoint_timeout(self) -> Duration:
+        return Duration.of_millis(
+            round(self._config.get(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT) * 1000))
+
+    # -- retention and storage --------------------------------------------------------------
+
+    def set_externalized_checkpoint_retention(
+            self, retention: ExternalizedCheckpointRetention | str) -> None:
+        value = retention.value if isinstance(retention, ExternalizedCheckpointRetention) \
+            else str(retention)
+        self._set(checkpoint_options.EXTERNALIZED_RETENTION, value)
+
+    #: PyFlink 1.x's name.
+    set_externalized_checkpoint_cleanup = set_externalized_checkpoint_retention
+
+    def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
+        return ExternalizedCheckpointRetention(
+            self._config.get(checkpoint_options.EXTERNALIZED_RETENTION))
+
+    def is_externalized_checkpoints_enabled(self) -> bool:
+        return self.get_externalized_checkpoint_retention() is not \
+            ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+
+    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> None:
+        """Where checkpoints go: a ``file://`` path or ``s3://bucket/prefix``."""
+        self._set(checkpoint_options.CHECKPOINTS_DIR, checkpoint_path)
+
+    def get_checkpoint_storage_dir(self) -> str | None:
+        return self._config.get(checkpoint_options.CHECKPOINTS_DIR)

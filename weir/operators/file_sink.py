@@ -1,0 +1,329 @@
+"""The exactly-once file sink: part files committed by two-phase commit.
+
+Records go to an *in-progress* part file whose name starts with ``.`` (on ``s3://``, to a
+local file). At a checkpoint's barrier the sink *pre-commits*: it closes the file (rolls)
+and records it as *pending* in its operator state — on ``s3://`` the file is uploaded as
+the parts of a multipart upload that is not completed yet. When the checkpoint completes
+(``notify_checkpoint_complete``) the sink *commits* what was pending up to it: an atomic
+rename to the final name on ``file://``, completing the multipart upload on ``s3://``. A
+restored sink first commits the pending files of the checkpoint it restores (they were
+pre-committed and the checkpoint completed, whether or not the notification arrived), then
+deletes the in-progress and pending files of later attempts. So only committed files have
+names that do not start with ``.`` or ``_``, and a reader of the directory sees every record
+exactly once whatever failed. Without checkpointing, files are committed when the job's
+input ends.
+
+Final names are ``part-<subtask>-<n>.<parquet|jsonl>``; ``n`` comes from union operator
+state, so no restored or rescaled subtask ever reuses a name.
+
+Example:
+    >>> import tempfile
+    >>> from weir.checkpoint.storage import create_storage
+    >>> from weir.state.snapshot import SnapshotLocation
+    >>> from weir.taskexecutor.operator import OperatorContext, StateContext
+    >>> out = tempfile.mkdtemp()
+    >>> sink = FileSinkOperator("sink", out, "json", rolling_bytes=1 << 20)
+    >>> sink.setup(OperatorContext("sink", 0, 1, 128), output=None)
+    >>> sink.initialize_state(StateContext())
+    >>> sink.open()
+    >>> sink.process(Elements.from_records([{"n": 1}]))
+    >>> where = SnapshotLocation.for_checkpoint(create_storage(out), "job", 1, "sink")
+    >>> _ = sink.snapshot_state(1, 0, where)        # pre-commit: pending, still hidden
+    >>> committed_parts(out)
+    []
+    >>> sink.notify_checkpoint_complete(1)          # commit
+    >>> committed_parts(out)
+    ['part-0-0.jsonl']
+    >>> sink.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from weir.checkpoint.options import checkpointing_enabled
+from weir.checkpoint.s3 import S3CheckpointStorage
+from weir.core.errors import StateError
+from weir.core.files import fsync_directory
+from weir.core.records import Elements
+from weir.core.row import Row
+from weir.state.descriptors import ListStateDescriptor
+from weir.state.snapshot import SnapshotLocation
+from weir.taskexecutor.operator import OperatorSnapshot, StateContext, StreamOperator
+
+log = logging.getLogger(__name__)
+
+_PART = re.compile(r"^\.?part-(\d+)-(\d+)\.(parquet|jsonl)(\.inprogress)?$")
+
+
+def committed_parts(path: str) -> list[str]:
+    """Names of the committed part files under a ``file://`` sink directory, sorted."""
+    directory = Path(path.removeprefix("file://"))
+    return sorted(p.name for p in directory.glob("part-*") if _PART.match(p.name))
+
+
+class PartCommitter(ABC):
+    """Where part files end up, and how a closed part becomes pending and committed."""
+
+    @abstractmethod
+    def in_progress_path(self, name: str) -> Path:
+        """The local file a part is written to while in progress."""
+
+    @abstractmethod
+    def pre_commit(self, name: str) -> dict[str, Any]:
+        """Make the closed in-progress part ``name`` durable but invisible; returns what
+        :meth:`commit` needs (JSON-able, kept in operator state)."""
+
+    @abstractmethod
+    def commit(self, pending: dict[str, Any]) -> None:
+        """Make a pending part visible under its final name. Idempotent: committing a part
+        that is committed already does nothing; a pending part that is gone raises
+        StateError (its records would be lost)."""
+
+    @abstractmethod
+    def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
+        """Delete this subtask's in-progress and pending parts other than ``keep`` (left
+        by attempts after the restored checkpoint); returns how many."""
+
+
+class LocalPartCommitter(PartCommitter):
+    """``file://``: hidden files in the target directory, committed by atomic rename."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def in_progress_path(self, name: str) -> Path:
+        return self.directory / f".{name}.inprogress"
+
+    def pre_commit(self, name: str) -> dict[str, Any]:
+        path = self.in_progress_path(name)
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+        return {"kind": "file", "name": name}
+
+    def commit(self, pending: dict[str, Any]) -> None:
+        name = pending["name"]
+        hidden, final = self.in_progress_path(name), self.directory / name
+        if hidden.exists():
+            os.replace(hidden, final)
+            fsync_directory(self.directory)
+        elif not final.exists():
+            msg = (f"pending part file {hidden} is gone, so its records cannot be committed "
+                   "(was the sink directory changed by hand?)")
+            raise StateError(msg)
+
+    def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
+        kept = {p["name"] for p in keep}
+        removed = 0
+        for path in self.directory.glob(".part-*"):
+            match = _PART.match(path.name)
+            if match and match.group(4) and int(match.group(1)) == subtask \
+                    and path.name[1:].removesuffix(".inprogress") not in kept:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+class S3PartCommitter(PartCommitter):
+    """``s3://``: in-progress parts are local files; pre-commit uploads one as the parts of
+    a multipart upload, commit completes the upload (the object appears atomically)."""
+
+    def __init__(self, storage: S3CheckpointStorage, local_dir: Path) -> None:
+        self.storage = storage
+        self.local_dir = local_dir
+        local_dir.mkdir(parents=True, exist_ok=True)
+
+    def in_progress_path(self, name: str) -> Path:
+        return self.local_dir / f".{name}.inprogress"
+
+    def pre_commit(self, name: str) -> dict[str, Any]:
+        path = self.in_progress_path(name)
+        upload_id, parts = self.storage.upload_parts(name, path)
+        path.unlink(missing_ok=True)
+        return {"kind": "s3", "name": name, "upload_id": upload_id, "parts": parts}
+
+    def commit(self, pending: dict[str, Any]) -> None:
+        self.storage.complete_upload(pending["name"], pending["upload_id"], pending["parts"])
+
+    def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
+        kept = {p["upload_id"] for p in keep}
+        removed = 0
+        for name, upload_id in self.storage.list_uploads("part-"):
+            match = _PART.match(name.rsplit("/", 1)[-1])
+            if match and int(match.group(1)) == subtask and upload_id not in kept:
+                self.storage.abort_upload(name, upload_id)
+                removed += 1
+        for path in self.local_dir.glob(f".part-{subtask}-*"):
+            path.unlink(missing_ok=True)
+        return removed
+
+
+class FileSinkOperator(StreamOperator):
+    """Writes exactly-once part files under a ``file://`` directory or an ``s3://`` prefix
+    (see the module docstring). Lifecycle: ``setup``, ``initialize_state``, ``open``,
+    then batches and checkpoints on the task thread."""
+
+    PART_COUNTER_STATE = "file-sink-part-counter"
+    PENDING_STATE = "file-sink-pending"
+
+    def __init__(self, name: str, path: str, fmt: str, rolling_bytes: int) -> None:
+        super().__init__(name)
+        self.path = path
+        self.fmt = fmt
+        self.rolling_bytes = rolling_bytes
+        self._committer: PartCommitter | None = None
+        self._counter = 0
+        self._writer: Any = None
+        self._file: Any = None
+        self._schema: pa.Schema | None = None
+        self._current: str | None = None
+        self._written = 0
+        #: Closed parts not pre-committed yet, and pre-committed ones by checkpoint.
+        self._closed: list[str] = []
+        self._pending: list[dict[str, Any]] = []
+        self._checkpointing = False
+
+    # -- state --------------------------------------------------------------------------
+
+    def initialize_state(self, context: StateContext) -> None:
+        super().initialize_state(context)
+        assert self.ctx is not None and self.operator_state is not None
+        self._committer = self._create_committer()
+        self._checkpointing = checkpointing_enabled(self.ctx.get_configuration())
+        counters = self.operator_state.get_union_list_state(
+            ListStateDescriptor(self.PART_COUNTER_STATE))
+        pending = self.operator_state.get_list_state(ListStateDescriptor(self.PENDING_STATE))
+        if context.is_restored:
+            self._counter = max(counters.get(), default=0)
+            restored = pending.get()
+            for part in restored:
+                self._committer.commit(part)
+            removed = self._committer.clean_up(self.ctx.subtask_index, restored)
+            log.info("%s restored from checkpoint %s: committed %d pending part(s), removed "
+                     "%d left by later attempts", self.name, context.checkpoint_id,
+                     len(restored), removed)
+
+    def _create_committer(self) -> PartCommitter:
+        assert self.ctx is not None
+        if self.path.startswith("s3://"):
+            storage = S3CheckpointStorage.from_uri(self.path, self.ctx.get_configuration())
+            local = Path(tempfile.gettempdir()) / "weir-file-sink" / \
+                f"{self.ctx.job_id or 'job'}-{self.name}".replace("/", "_")
+            return S3PartCommitter(storage, local)
+        return LocalPartCommitter(Path(self.path.removeprefix("file://")))
+
+    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+                       location: SnapshotLocation) -> OperatorSnapshot:
+        """Pre-commit: roll the in-progress part and make every closed part pending for
+        ``checkpoint_id``."""
+        assert self.operator_state is not None and self._committer is not None
+        self._close_part()
+        for name in self._closed:
+            self._pending.append({**self._committer.pre_commit(name),
+                                  "checkpoint": checkpoint_id})
+        self._closed = []
+        self.operator_state.get_union_list_state(
+            ListStateDescriptor(self.PART_COUNTER_STATE)).update([self._counter])
+        self.operator_state.get_list_state(
+            ListStateDescriptor(self.PENDING_STATE)).update(self._pending)
+        return super().snapshot_state(checkpoint_id, timestamp_ms, location)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Commit every part pre-committed for ``checkpoint_id`` or before."""
+        assert self._committer is not None
+        due = [p for p in self._pending if p["checkpoint"] <= checkpoint_id]
+        for part in due:
+            self._committer.commit(part)
+        self._pending = [p for p in self._pending if p["checkpoint"] > checkpoint_id]
+        super().notify_checkpoint_complete(checkpoint_id)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        if self._committer is None:  # used without a task (no state): a fresh start
+            self.initialize_state(StateContext())
+
+    def _roll(self) -> None:
+        assert self.ctx is not None and self._committer is not None
+        self._close_part()
+        ext = "parquet" if self.fmt == "parquet" else "jsonl"
+        name = f"part-{self.ctx.subtask_index}-{self._counter}.{ext}"
+        self._counter += 1
+        path = self._committer.in_progress_path(name)
+        if self.fmt == "parquet":
+            assert self._schema is not None
+            self._writer = pq.ParquetWriter(str(path), self._schema)
+        else:
+            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _close_part
+        self._current = name
+        self._written = 0
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        if self.fmt == "parquet":
+            batch = elements.arrow()
+            schema = batch.schema.remove_metadata()
+            if self._writer is None or schema != self._schema or \
+                    self._written >= self.rolling_bytes:
+                self._schema = schema
+                self._roll()
+            self._writer.write_batch(batch.replace_schema_metadata(None))
+            self._written += batch.nbytes
+        else:
+            if self._file is None or self._written >= self.rolling_bytes:
+                self._roll()
+            text = "".join(json.dumps(_jsonable(r), default=str) + "\n"
+                           for r in elements.records())
+            self._file.write(text)
+            self._written += len(text)
+
+    def _close_part(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+        if self._current is not None:
+            self._closed.append(self._current)
+            self._current = None
+
+    def finish(self) -> None:
+        """End of input: with checkpointing, the final checkpoint commits what is left;
+        without, it is committed now."""
+        self._close_part()
+        if not self._checkpointing:
+            assert self._committer is not None
+            for name in self._closed:
+                self._committer.commit(self._committer.pre_commit(name))
+            self._closed = []
+
+    def close(self) -> None:
+        # Not committed: a failed or cancelled attempt leaves hidden files, which the
+        # restored subtask deletes.
+        with contextlib.suppress(Exception):
+            if self._writer is not None:
+                self._writer.close()
+            if self._file is not None:
+                self._file.close()
+        self._writer = self._file = None
+
+
+def _jsonable(record: Any) -> Any:
+    if isinstance(record, Row) and record._fields:
+        return record.as_dict()
+    if isinstance(record, tuple):
+        return list(record)
+    return record
