@@ -17,9 +17,11 @@ Modes (Flink's semantics):
   channel delivered barrier n.
 * **Unaligned**: on the first barrier n the snapshot is taken at once and the barrier
   forwarded with priority; from then on, every data buffer a channel delivers before its
-  barrier n — and the buffers barrier n overtook on that channel, which arrive after it —
-  is processed *and* persisted as input channel state. The input side is complete when
-  every channel delivered barrier n (or ended) and its overtaken buffers.
+  barrier n is processed *and* persisted as input channel state, and so are the buffers
+  barrier n overtook on that channel (the channel captures those itself, as they are
+  queued or arrive: the task need not process them first). The input side is complete
+  when every channel delivered barrier n (or ended) and its overtaken buffers were
+  captured.
 * **Aligned with timeout**: a barrier that is aligned but carries ``aligned_timeout_ms``
   starts an aligned checkpoint; once ``timeout`` passed since the trigger (checked on every
   barrier and by :meth:`on_tick`), or when a barrier arrives with priority (an upstream
@@ -124,8 +126,8 @@ class _Checkpoint:
     unaligned: bool = False
     #: Unaligned: channels whose barrier has not arrived (their data is persisted).
     recording: set[int] = field(default_factory=set)
-    #: Unaligned: per channel, data buffers still to come that the barrier overtook.
-    overtaken_left: dict[int, int] = field(default_factory=dict)
+    #: Unaligned: channels whose overtaken buffers are not all captured yet.
+    capturing: set[int] = field(default_factory=set)
     processed_bytes: int = 0
 
     @property
@@ -167,9 +169,9 @@ class BarrierHandler:
     # -- events ---------------------------------------------------------------------------
 
     def on_barrier(self, channel: int, barrier: CheckpointBarrier, priority: bool = False,
-                   overtaken: int = 0) -> list[Action]:
-        """Barrier ``barrier`` arrived on ``channel``; ``overtaken`` data buffers that
-        belong before it follow it on that channel (it overtook them)."""
+                   overtaken: bool = False) -> list[Action]:
+        """Barrier ``barrier`` arrived on ``channel``; ``overtaken``: it overtook buffers
+        there, which the channel captures (report them with :meth:`on_overtaken_captured`)."""
         actions: list[Action] = []
         n = barrier.checkpoint_id
         if n < self._latest or n <= self._aborted:
@@ -188,14 +190,14 @@ class BarrierHandler:
             if cp.unaligned:
                 cp.recording.discard(channel)
                 if overtaken:
-                    cp.overtaken_left[channel] = overtaken
+                    cp.capturing.add(channel)
                 actions += self._maybe_complete(cp)
             return actions
         if barrier.options.unaligned or priority or self._timed_out(cp):
             actions += self._switch_to_unaligned(cp)
             cp.recording.discard(channel)
             if overtaken:
-                cp.overtaken_left[channel] = overtaken
+                cp.capturing.add(channel)
             actions += self._maybe_complete(cp)
             return actions
         aligned = self._maybe_aligned(cp)
@@ -214,14 +216,16 @@ class BarrierHandler:
             return _NOTHING
         if channel in cp.recording:
             return (PersistData(cp.checkpoint_id),)
-        left = cp.overtaken_left.get(channel)
-        if left is None:
-            return _NOTHING
-        if left > 1:
-            cp.overtaken_left[channel] = left - 1
-            return (PersistData(cp.checkpoint_id),)
-        del cp.overtaken_left[channel]
-        return [PersistData(cp.checkpoint_id), *self._maybe_complete(cp)]
+        return _NOTHING
+
+    def on_overtaken_captured(self, checkpoint_id: int, channel: int) -> list[Action]:
+        """``channel`` captured every buffer barrier ``checkpoint_id`` overtook there (the
+        task persisted them)."""
+        cp = self._current
+        if cp is None or cp.checkpoint_id != checkpoint_id:
+            return []
+        cp.capturing.discard(channel)
+        return self._maybe_complete(cp)
 
     def on_end_of_partition(self, channel: int) -> list[Action]:
         """``channel`` delivered all its data: it counts as aligned from now on."""
@@ -232,7 +236,6 @@ class BarrierHandler:
         cp.blocked.discard(channel)
         if cp.snapshot_taken:
             cp.recording.discard(channel)
-            cp.overtaken_left.pop(channel, None)
             return self._maybe_complete(cp)
         return self._maybe_aligned(cp)
 
@@ -295,7 +298,7 @@ class BarrierHandler:
         return actions
 
     def _maybe_complete(self, cp: _Checkpoint) -> list[Action]:
-        if cp.recording or cp.overtaken_left or self._current is not cp:
+        if cp.recording or cp.capturing or self._current is not cp:
             return []
         self._current = None
         return [InputStateComplete(cp.checkpoint_id)]

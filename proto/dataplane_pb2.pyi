@@ -48,7 +48,7 @@ class CloseRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BufferHeader(_message.Message):
-    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end", "message_size", "buffers", "buffer_size", "overtaken_messages")
+    __slots__ = ("receiver_id", "sequence_number", "backlog", "kind", "priority", "event_type", "message_end", "message_size", "buffers", "buffer_size", "overtaken_messages", "overtaken_buffers")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         DATA: _ClassVar[BufferHeader.Kind]
@@ -70,6 +70,7 @@ class BufferHeader(_message.Message):
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
     OVERTAKEN_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OVERTAKEN_BUFFERS_FIELD_NUMBER: _ClassVar[int]
     receiver_id: int
     sequence_number: int
     backlog: int
@@ -81,7 +82,8 @@ class BufferHeader(_message.Message):
     buffers: int
     buffer_size: int
     overtaken_messages: int
-    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ..., message_size: _Optional[int] = ..., buffers: _Optional[int] = ..., buffer_size: _Optional[int] = ..., overtaken_messages: _Optional[int] = ...) -> None: ...
+    overtaken_buffers: int
+    def __init__(self, receiver_id: _Optional[int] = ..., sequence_number: _Optional[int] = ..., backlog: _Optional[int] = ..., kind: _Optional[_Union[BufferHeader.Kind, str]] = ..., priority: _Optional[bool] = ..., event_type: _Optional[str] = ..., message_end: _Optional[bool] = ..., message_size: _Optional[int] = ..., buffers: _Optional[int] = ..., buffer_size: _Optional[int] = ..., overtaken_messages: _Optional[int] = ..., overtaken_buffers: _Optional[int] = ...) -> None: ...
 
 class ErrorResponse(_message.Message):
     __slots__ = ("receiver_id", "kind", "message")

@@ -14,6 +14,7 @@ method says otherwise; implementations wake that thread through the listeners it
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
@@ -152,6 +153,39 @@ class Event:
     payload: bytes = b""
 
 
+class OvertakenData:
+    """The batches a priority event overtook on the consumer's side: sent before it, they
+    reach the consumer after it. The channel fills it — with what it had queued when the
+    event arrived and, from its network thread, with the batches still in flight — and the
+    task reads it once :attr:`complete`. Thread-safe.
+
+    Example:
+        >>> data = OvertakenData(expected=2, batches=["b1"])
+        >>> data.complete
+        False
+        >>> data.add("b2"); data.complete, data.batches()
+        (True, ['b1', 'b2'])
+    """
+
+    def __init__(self, expected: int, batches: Sequence[Any] = ()) -> None:
+        self.expected = expected
+        self._batches = list(batches)
+        self._lock = threading.Lock()
+
+    def add(self, elements: Any) -> None:
+        with self._lock:
+            self._batches.append(elements)
+
+    @property
+    def complete(self) -> bool:
+        with self._lock:
+            return len(self._batches) >= self.expected
+
+    def batches(self) -> list[Any]:
+        with self._lock:
+            return list(self._batches)
+
+
 @dataclass
 class BufferOrEvent:
     """What an input gate yields: data (one or more batches), an event, or the end of a
@@ -163,10 +197,9 @@ class BufferOrEvent:
     size: int = 0
     event: Event | None = None
     priority: bool = False
-    #: A priority event: how many data items (BufferOrEvents) that follow it on its channel
-    #: were sent before it and were overtaken on the consumer's side (0 when the producer
-    #: kept what it overtook).
-    overtaken: int = 0
+    #: A priority event: the batches it overtook on the consumer's side (None when there
+    #: are none, or the producer kept what it overtook). They are still delivered, after it.
+    overtaken: OvertakenData | None = None
 
 
 def poll_round_robin(channels: Sequence[Any], start: int,
@@ -217,7 +250,7 @@ class InputGate(ABC):
     @abstractmethod
     def prioritize_event(self, event: Event) -> None:
         """Move ``event``, where it waits in a channel's queue behind data, to the front; it
-        is then delivered with ``priority`` and ``overtaken`` = the data items it passed."""
+        is then delivered with ``priority`` and ``overtaken`` = the batches it passed."""
 
     @abstractmethod
     def is_finished(self) -> bool:

@@ -62,7 +62,9 @@ from weir.core.source import ReaderContext, SourceReader
 from weir.core.watermarks import MAX_WATERMARK, decode_watermark
 from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2
 from weir.shuffle.api import (
+    BufferOrEvent,
     InputGate,
+    OvertakenData,
     ResultPartitionWriter,
     ShuffleEnvironment,
     TaskShuffleContext,
@@ -177,6 +179,8 @@ class Task:
         self._handler: BarrierHandler | None = None
         self._storage: CheckpointStorage | None = None
         self._deferred_triggers: list[CheckpointBarrier] = []
+        #: Overtaken data channels are still capturing: (checkpoint id, channel, data).
+        self._captures: list[tuple[int, int, OvertakenData]] = []
         # End of input: channels that delivered end of data, and the final checkpoint.
         self._data_ended: set[int] = set()
         self._data_finished = False
@@ -377,6 +381,8 @@ class Task:
                 gate.maintain()
             if self._handler is not None:
                 self._execute(self._handler.on_tick())
+                if self._captures:
+                    self._check_captures()
             if self.checkpointing is not None and self.checkpointing.has_pending_outputs:
                 self.checkpointing.maintain()
             if not all(w.is_available() for w in self._writers):
@@ -416,7 +422,8 @@ class Task:
             due_ms = self._handler.next_timeout_ms()
             if due_ms is not None:
                 timeout = min(timeout, max(0.001, (due_ms - wall_clock_ms()) / 1000))
-        if self.checkpointing is not None and self.checkpointing.has_pending_outputs:
+        if (self.checkpointing is not None and self.checkpointing.has_pending_outputs) \
+                or self._captures:
             timeout = min(timeout, _OUTPUT_CHECK_S)
         return timeout
 
@@ -452,7 +459,7 @@ class Task:
                 for elements in event.elements:
                     self._chain.process(elements)
             elif event.event is not None:
-                self._on_event(channel, event.event, event.priority, event.overtaken)
+                self._on_event(channel, event)
             elif event.end_of_partition:
                 self._on_end_of_data(channel)
                 if self._handler is not None:
@@ -479,7 +486,9 @@ class Task:
             else:
                 self._execute((action,))
 
-    def _on_event(self, channel: int, event: Any, priority: bool, overtaken: int) -> None:
+    def _on_event(self, channel: int, item: BufferOrEvent) -> None:
+        event = item.event
+        assert event is not None
         if event.type == WATERMARK_EVENT:
             self._advance_watermark(self._valve.input_watermark(
                 channel, decode_watermark(event.payload)))
@@ -493,8 +502,12 @@ class Task:
                 self._chain.process_watermark_status(True)
         elif event.type == BARRIER_EVENT:
             if self._handler is not None:
-                self._execute(self._handler.on_barrier(
-                    channel, CheckpointBarrier.from_event(event), priority, overtaken))
+                barrier = CheckpointBarrier.from_event(event)
+                self._execute(self._handler.on_barrier(channel, barrier, item.priority,
+                                                       item.overtaken is not None))
+                if item.overtaken is not None:
+                    self._captures.append((barrier.checkpoint_id, channel, item.overtaken))
+                    self._check_captures()
         elif event.type == END_OF_DATA_EVENT:
             self._on_end_of_data(channel)
 
@@ -627,6 +640,20 @@ class Task:
                 self.checkpointing.input_complete(action.checkpoint_id)
             elif isinstance(action, AbortCheckpoint):
                 self.checkpointing.abort(action.checkpoint_id, action.reason, action.message)
+
+    def _check_captures(self) -> None:
+        """Persist the overtaken data channels finished capturing (unaligned)."""
+        assert self._handler is not None and self.checkpointing is not None
+        waiting = []
+        for checkpoint_id, channel, data in self._captures:
+            if not data.complete:
+                if self._handler.current_checkpoint_id == checkpoint_id:
+                    waiting.append((checkpoint_id, channel, data))
+                continue
+            for elements in data.batches():
+                self.checkpointing.persist_input(checkpoint_id, channel, elements)
+            self._execute(self._handler.on_overtaken_captured(checkpoint_id, channel))
+        self._captures = waiting
 
     def _gate_channel(self, task_channel: int) -> tuple[InputGate, int]:
         index = max(i for i, offset in enumerate(self._channel_offsets)

@@ -31,7 +31,7 @@ import pyarrow as pa
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.records import Elements
 from weir.proto import dataplane_pb2
-from weir.shuffle.api import Event
+from weir.shuffle.api import Event, OvertakenData
 from weir.shuffle.pipelined import protocol
 from weir.shuffle.pipelined.partition import Buffer
 
@@ -48,14 +48,21 @@ class _Piece:
     thread. The reader thread copies each piece straight into the message it belongs to;
     the piece that completes a message carries it."""
 
-    __slots__ = ("buffers", "kind", "message", "size")
+    __slots__ = ("buffers", "kind", "message", "schema", "size")
 
     def __init__(self, kind: int, size: int, message: pa.Buffer | None,
-                 buffers: int = 1) -> None:
+                 buffers: int = 1, schema: pa.Schema | None = None) -> None:
         self.kind = kind
         self.size = size
         self.message = message
         self.buffers = buffers  # network buffers (credits) this piece holds
+        #: SCHEMA: the schema; a completed message: the schema it is encoded with.
+        self.schema = schema
+
+    def batch(self) -> Elements:
+        """The record batch of a completed message (zero-copy, any thread)."""
+        assert self.message is not None and self.schema is not None
+        return Elements.from_wire(pa.ipc.read_record_batch(self.message, self.schema))
 
 
 class FloatingBufferPool:
@@ -284,7 +291,14 @@ class RemoteInputChannel:
         self.floating = 0
         self._unannounced = 0
         self._backlog = 0
-        self._schema: pa.Schema | None = None
+        #: The schema of the messages arriving now (reader thread).
+        self._wire_schema: pa.Schema | None = None
+        #: Overtaken data still arriving after a priority event (reader thread).
+        self._capture: OvertakenData | None = None
+        self._capture_left = 0
+        #: Credit granted over the channel's buffers (for overtaken in-flight data), paid
+        #: back from the next buffers freed.
+        self._overdraft = 0
         self._sequence = 0
         self._connection: ClientConnection | None = None
         self.failure: BaseException | None = None
@@ -331,6 +345,7 @@ class RemoteInputChannel:
         the receive buffer are copied here, each data piece into its message."""
         items: list[Buffer | _Piece] = []
         backlog = None
+        grant = 0
         for header, body in arrivals:
             self._sequence += 1
             if header.sequence_number != self._sequence:
@@ -340,32 +355,54 @@ class RemoteInputChannel:
                 return
             kind = header.kind
             if kind == _Kind.DATA:
-                items.append(self._assemble(header, body))
+                piece = self._assemble(header, body)
+                if piece.message is not None:
+                    piece.schema = self._wire_schema
+                items.append(piece)
                 backlog = header.backlog
             elif kind == _Kind.SCHEMA:
-                # Decoded on the task thread, in order: a schema that arrives early must not
-                # apply to a batch still in flight.
-                items.append(_Piece(kind, len(body), pa.py_buffer(bytes(body))))
+                # Applies to the messages after it: each completed message keeps its own.
+                self._wire_schema = pa.ipc.read_schema(pa.py_buffer(bytes(body)))
+                items.append(_Piece(kind, len(body), None, schema=self._wire_schema))
             elif kind == _Kind.END_OF_PARTITION:
                 items.append(Buffer(None, 0, end_of_partition=True))
             else:
                 items.append(Buffer(None, 0, event=Event(header.event_type, bytes(body)),
                                     priority=header.priority,
-                                    overtaken=header.overtaken_messages))
+                                    in_flight=header.overtaken_messages))
+                grant += header.overtaken_buffers
         credit = surplus = 0
         with self._lock:
             queue = self._queue
+            if grant:
+                # The overtaken batches the producer still has need buffers now, not once
+                # the task has processed what is queued: grant them over the budget.
+                self._overdraft += grant
+                credit += grant
             for item in items:
                 if isinstance(item, Buffer) and item.priority:
                     # Ahead of what arrived before it, which it overtook here: those
-                    # messages and the ones the producer still had belong before it.
+                    # messages, and the ones the producer had sent only partly, belong
+                    # before it. They are captured now and as they arrive, so an unaligned
+                    # checkpoint need not wait until the task has processed them.
                     position = _priority_position(queue)
-                    item.overtaken += _messages(queue, position, len(queue))
+                    queued = _messages(queue, position, len(queue))
+                    in_flight = item.in_flight
+                    if queued or in_flight:
+                        item.overtaken = OvertakenData(len(queued) + in_flight,
+                                                       [p.batch() for p in queued])
+                        if in_flight:
+                            self._capture, self._capture_left = item.overtaken, in_flight
                     queue.insert(position, item)
                     continue
                 if isinstance(item, _Piece) and item.kind == _Kind.DATA:
                     self.bytes_in += item.size
                     self.buffers_in += item.buffers
+                    if item.message is not None and self._capture is not None:
+                        self._capture.add(item.batch())
+                        self._capture_left -= 1
+                        if not self._capture_left:
+                            self._capture = None
                     if item.message is None and not self._ready:
                         # The piece is already copied into its message and no complete
                         # message waits for the task: its buffers are free at once, as
@@ -483,15 +520,9 @@ class RemoteInputChannel:
                         self.finished = True
                         self._release_connection(cancel=False)
                     return item
-                if item.kind == _Kind.SCHEMA:
-                    assert item.message is not None
-                    self._schema = pa.ipc.read_schema(item.message)
+                if item.kind == _Kind.SCHEMA or item.message is None:
                     continue
-                if item.message is None:
-                    continue
-                assert self._schema is not None
-                batch = pa.ipc.read_record_batch(item.message, self._schema)
-                return Buffer([Elements.from_wire(batch)], item.message.size)
+                return Buffer([item.batch()], item.message.size)
         finally:
             if credit or surplus:
                 self._recycle(credit, surplus)
@@ -506,6 +537,12 @@ class RemoteInputChannel:
         if not credit:
             return
         with self._lock:
+            # Buffers granted over the budget for overtaken data are not given back.
+            paid = min(credit, self._overdraft)
+            self._overdraft -= paid
+            credit -= paid
+            if not credit:
+                return
             self._unannounced += credit
             due = not self._queue or \
                 self._unannounced >= max(1, (self._exclusive + self.floating) // 2)
@@ -528,7 +565,9 @@ class RemoteInputChannel:
             del queue[index]
             position = _priority_position(queue)
             buffer.priority = True
-            buffer.overtaken = _messages(queue, position, index)
+            passed = _messages(queue, position, index)
+            if passed:
+                buffer.overtaken = OvertakenData(len(passed), [p.batch() for p in passed])
             queue.insert(position, buffer)
         return True
 
@@ -567,9 +606,9 @@ def _priority_position(queue: deque[Buffer | _Piece]) -> int:
     return position
 
 
-def _messages(queue: deque[Buffer | _Piece], start: int, end: int) -> int:
-    """Complete record-batch messages among ``queue[start:end]`` (each becomes one batch
-    for the task; pieces of a spanning batch count once, at its last piece)."""
-    return sum(1 for item in itertools.islice(queue, start, end)
-               if isinstance(item, _Piece) and item.kind == _Kind.DATA
-               and item.message is not None)
+def _messages(queue: deque[Buffer | _Piece], start: int, end: int) -> list[_Piece]:
+    """The complete record-batch messages among ``queue[start:end]`` (each becomes one
+    batch for the task; the pieces of a spanning batch count once, at its last piece)."""
+    return [item for item in itertools.islice(queue, start, end)
+            if isinstance(item, _Piece) and item.kind == _Kind.DATA
+            and item.message is not None]

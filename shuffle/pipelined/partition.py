@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from weir.core.errors import PartitionNotFoundError
 from weir.core.records import Elements
-from weir.shuffle.api import Event, ResultPartitionWriter
+from weir.shuffle.api import Event, OvertakenData, ResultPartitionWriter
 
 
 @dataclass
@@ -28,8 +28,11 @@ class Buffer:
     end_of_partition: bool = False
     event: Event | None = None
     priority: bool = False
-    #: A priority event: data buffers behind it that belong before it (see BufferOrEvent).
-    overtaken: int = 0
+    #: A priority event: what it overtook on the consumer's side (see BufferOrEvent).
+    overtaken: OvertakenData | None = None
+    #: A priority event off the network: batches the producer had sent only in part, or
+    #: not at all, when the event overtook its queue (they follow it, captured on arrival).
+    in_flight: int = 0
 
 
 class ProducerFailedError(Exception):
@@ -90,7 +93,7 @@ class Subpartition:
         """Move the queued (non-priority) ``event`` ahead of every data buffer queued before
         it; returns the data buffers it passed, or None if it is not queued (any more).
         ``consumer_persists``: the consumer, not the caller, persists what it passed, so
-        the event tells it how many follow (``overtaken``)."""
+        the event carries it (``overtaken``)."""
         with self._cond:
             index = next((i for i, b in enumerate(self._queue)
                           if not b.priority and b.event == event), None)
@@ -103,7 +106,9 @@ class Subpartition:
                 position += 1
             passed = [b for b in list(self._queue)[position:index] if b.elements is not None]
             buffer.priority = True
-            buffer.overtaken = len(passed) if consumer_persists else 0
+            if consumer_persists and passed:
+                batches = [e for b in passed for e in b.elements or ()]
+                buffer.overtaken = OvertakenData(len(batches), batches)
             self._queue.insert(position, buffer)
             self._cond.notify_all()
             listener = self._consumer_listener

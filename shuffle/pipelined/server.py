@@ -37,15 +37,16 @@ _Kind = dataplane_pb2.BufferHeader
 
 class _Frame:
     __slots__ = ("body", "buffer_size", "buffers", "event_type", "kind", "message_end",
-                 "message_size", "overtaken", "priority")
+                 "message_size", "overtaken", "overtaken_buffers", "priority")
 
     def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
-                 event_type: str = "", overtaken: int = 0) -> None:
+                 event_type: str = "", overtaken: int = 0, overtaken_buffers: int = 0) -> None:
         self.kind = kind
         self.body = body
         self.priority = priority
         self.event_type = event_type
         self.overtaken = overtaken
+        self.overtaken_buffers = overtaken_buffers
         self.message_end = False
         self.message_size = 0
         self.buffers = 0
@@ -111,9 +112,10 @@ class SubpartitionView:
             assert buffer is not None
             # Messages already taken out of the subpartition were sent before the event:
             # the consumer must treat them as overtaken too, with what it has queued.
-            pending = sum(isinstance(p, _Message) for p in self._pending)
-            return self._event_frame(buffer, priority=True,
-                                     overtaken=buffer.overtaken + pending)
+            pending = [p for p in self._pending if isinstance(p, _Message)]
+            frame = self._event_frame(buffer, priority=True, overtaken=len(pending))
+            frame.overtaken_buffers = sum(p.buffers(self.buffer_size) for p in pending)
+            return frame
         if not self._pending:
             # Take a buffer out of the subpartition only when it can go out now: a buffer
             # waiting for credit must stay there, where a priority event can overtake it.
@@ -345,7 +347,8 @@ class ServerConnection:
                     backlog=view.backlog(), kind=frame.kind, priority=frame.priority,
                     event_type=frame.event_type, message_end=frame.message_end,
                     message_size=frame.message_size, buffers=frame.buffers,
-                    buffer_size=frame.buffer_size, overtaken_messages=frame.overtaken)))
+                    buffer_size=frame.buffer_size, overtaken_messages=frame.overtaken,
+                    overtaken_buffers=frame.overtaken_buffers)))
                 if frame.kind == _Kind.END_OF_PARTITION:
                     break
         except ProducerFailedError as err:

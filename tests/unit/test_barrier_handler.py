@@ -130,14 +130,21 @@ def test_unaligned_snapshots_on_the_first_barrier_and_persists_until_each_barrie
     assert persisted(h, 2) == []
 
 
-def test_overtaken_buffers_are_persisted_exactly_once() -> None:
+def test_overtaken_buffers_are_persisted_once_captured_not_again_when_taken() -> None:
     h = BarrierHandler(2, ManualClock(0))
-    h.on_barrier(0, barrier(1, UNALIGNED), priority=True, overtaken=3)
-    assert persisted(h, 0, 2) == [1, 1]
-    h.on_barrier(1, barrier(1, UNALIGNED), priority=True)
-    actions = h.on_data(0, 10)                      # the third and last overtaken buffer
-    assert list(actions) == [PersistData(1), InputStateComplete(1)]
-    assert persisted(h, 0) == []                    # the next one is after the barrier
+    h.on_barrier(0, barrier(1, UNALIGNED), priority=True, overtaken=True)
+    assert persisted(h, 0, 2) == []                 # the channel captured them already
+    assert h.on_barrier(1, barrier(1, UNALIGNED), priority=True) == []
+    assert h.on_overtaken_captured(1, 0) == [InputStateComplete(1)]
+    assert h.on_overtaken_captured(1, 0) == []      # once
+
+
+def test_capture_of_an_older_checkpoint_is_ignored() -> None:
+    h = BarrierHandler(1, ManualClock(0))
+    h.on_barrier(0, barrier(1, UNALIGNED), priority=True, overtaken=True)
+    h.on_barrier(0, barrier(2, UNALIGNED), priority=True, overtaken=True)
+    assert h.on_overtaken_captured(1, 0) == []
+    assert h.on_overtaken_captured(2, 0) == [InputStateComplete(2)]
 
 
 def test_a_single_channel_with_nothing_overtaken_completes_at_once() -> None:
@@ -188,8 +195,8 @@ def test_timeout_switches_to_unaligned_on_tick() -> None:
     assert persisted(h, 2) == [1]                   # channel 2 is still before its barrier
     assert persisted(h, 0) == []                    # channels 0, 1 delivered theirs
     # The prioritized barrier arrives with the buffers it passed on channel 2.
-    assert h.on_barrier(2, barrier(1, TIMEOUT), priority=True, overtaken=1) == []
-    assert list(h.on_data(2, 10)) == [PersistData(1), InputStateComplete(1)]
+    assert h.on_barrier(2, barrier(1, TIMEOUT), priority=True, overtaken=True) == []
+    assert h.on_overtaken_captured(1, 2) == [InputStateComplete(1)]
 
 
 def test_timeout_measured_from_the_trigger_switches_on_a_late_first_barrier() -> None:
@@ -214,10 +221,12 @@ def test_timely_alignment_stays_aligned() -> None:
 def test_a_priority_barrier_during_alignment_switches_at_once() -> None:
     h = BarrierHandler(3, ManualClock(0))
     h.on_barrier(0, barrier(1, TIMEOUT))
-    actions = h.on_barrier(1, barrier(1, TIMEOUT), priority=True, overtaken=2)
+    actions = h.on_barrier(1, barrier(1, TIMEOUT), priority=True, overtaken=True)
     assert kinds(actions) == ["TakeSnapshot", "Resume", "PrioritizeInputBarriers"]
-    assert persisted(h, 1, 3) == [1, 1]             # two overtaken, then after the barrier
+    assert persisted(h, 1) == []                    # captured by the channel, not here
     assert persisted(h, 2) == [1]
+    h.on_barrier(2, barrier(1, TIMEOUT))
+    assert h.on_overtaken_captured(1, 1) == [InputStateComplete(1)]
 
 
 def test_plain_aligned_barriers_never_time_out() -> None:
