@@ -55,13 +55,14 @@ class Elements:
     Immutable once emitted: operators build new lists rather than mutating their input.
     """
 
-    __slots__ = ("_batch", "_records", "timestamps", "type_info")
+    __slots__ = ("_batch", "_bytes", "_records", "timestamps", "type_info")
 
     def __init__(self, records: list[Any] | None = None, batch: pa.RecordBatch | None = None,
                  type_info: TypeInformation | None = None,
                  timestamps: np.ndarray | None = None) -> None:
         self._records = records
         self._batch = batch
+        self._bytes: int | None = None
         self.type_info = type_info
         #: Event-time timestamps (int64 epoch milliseconds), one per record, or None when
         #: the records carry none (no timestamp assigner upstream).
@@ -145,11 +146,40 @@ class Elements:
         extra = 0 if self.timestamps is None else 8 * len(self.timestamps)
         if self._batch is not None:
             return int(self._batch.nbytes) + extra
-        return len(self) * ESTIMATED_RECORD_BYTES + extra
+        if self._bytes is None:
+            self._bytes = _estimate_records_bytes(self._records or [])
+        return self._bytes + extra
 
     def __repr__(self) -> str:
         form = "arrow" if self._batch is not None else "records"
         return f"Elements({len(self)} {form})"
+
+
+def _estimate_records_bytes(records: list[Any], samples: int = 8) -> int:
+    """Bytes the records take encoded, estimated from a few of them (strings and bytes by
+    their length, at least :data:`ESTIMATED_RECORD_BYTES` a record): output buffers fill,
+    and backpressure starts, at about the configured size even for wide records."""
+    n = len(records)
+    if not n:
+        return 0
+    step = max(1, n // samples)
+    picked = records[::step][:samples]
+    average = sum(max(ESTIMATED_RECORD_BYTES, _payload_bytes(r)) for r in picked) / len(picked)
+    return int(average * n)
+
+
+def _payload_bytes(value: Any, depth: int = 0) -> int:
+    if isinstance(value, str | bytes | bytearray):
+        return len(value)
+    if isinstance(value, int | float | bool) or value is None or depth > 2:
+        return 8
+    if isinstance(value, tuple | list):
+        return sum(_payload_bytes(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return sum(_payload_bytes(v, depth + 1) + 8 for v in value.values())
+    if isinstance(value, Row):
+        return sum(_payload_bytes(v, depth + 1) for v in value)
+    return ESTIMATED_RECORD_BYTES
 
 
 def records_to_arrow(records: Sequence[Any],
