@@ -182,7 +182,8 @@ class SeaweedServer:
     def __init__(self, data_dir: str | Path, credentials: S3Credentials | None = None, *,
                  binary: Path | None = None, log_path: Path | None = None,
                  startup_timeout: float = 30.0) -> None:
-        self.data_dir = Path(data_dir)
+        # weed runs in its data directory: every path it is given must be absolute.
+        self.data_dir = Path(data_dir).absolute()
         self.credentials = credentials or S3Credentials.generate()
         self.binary = binary
         self.log_path = log_path or self.data_dir / "weed.log"
@@ -254,11 +255,13 @@ class SeaweedServer:
                 msg = f"cannot create bucket {name!r} on {self.endpoint}: {err}"
                 raise S3ServerError(msg) from err
 
-    def start(self, attempts: int = 3) -> SeaweedServer:
+    def start(self, attempts: int = 3, same_ports: bool = False) -> SeaweedServer:
         """Launch weed and wait until it answers signed S3 requests.
 
-        Blocks up to ``startup_timeout`` per attempt. Raises S3ServerError (naming the log
-        file, with its last lines) if the binary is missing or the server does not come up.
+        ``same_ports``: come back on the ports of the previous start (its clients keep
+        their endpoint), in one attempt. Blocks up to ``startup_timeout`` per attempt.
+        Raises S3ServerError (naming the log file, with its last lines) if the binary is
+        missing or the server does not come up.
         """
         binary = self.binary or find_weed()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -266,9 +269,13 @@ class SeaweedServer:
         # Ports are only reserved by probing, so another process can take one between the
         # probe and weed's bind; weed then exits early and another attempt gets new ports.
         failure = ""
-        for _ in range(attempts):
-            ports = free_port_pairs(len(COMPONENTS))
-            self.ports = dict(zip(COMPONENTS, ports, strict=True))
+        previous = dict(self.ports) if same_ports and self.ports else None
+        for _ in range(1 if previous else attempts):
+            if previous:
+                self.ports = previous
+            else:
+                ports = free_port_pairs(len(COMPONENTS))
+                self.ports = dict(zip(COMPONENTS, ports, strict=True))
             failure = self._launch_and_wait(binary)
             if not failure:
                 return self

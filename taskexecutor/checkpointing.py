@@ -29,6 +29,7 @@ from weir.checkpoint.barrier import CheckpointBarrier
 from weir.checkpoint.channel_state import ChannelStateWriter
 from weir.checkpoint.metadata import checkpoint_dir, from_stream_handle
 from weir.checkpoint.storage import CheckpointStorage
+from weir.core.errors import StorageError
 from weir.core.records import Elements
 from weir.proto import checkpoint_pb2, common_pb2
 from weir.proto.checkpoint_pb2 import CheckpointTaskMetrics, TaskStateSnapshot
@@ -298,7 +299,9 @@ class SubtaskCheckpointing:
             _cancel(pending)
             log.warning("checkpoint %d of %s failed writing %s: %s", checkpoint_id,
                         self.owner, current, err)
-            self._decline(checkpoint_id, checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION,
+            reason = checkpoint_pb2.IO_EXCEPTION if isinstance(err, StorageError) \
+                else checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION
+            self._decline(checkpoint_id, reason,
                           f"writing {current} of checkpoint {checkpoint_id} failed: "
                           f"{type(err).__name__}: {err}")
             return

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from weir.checkpoint.options import checkpointing_enabled
 from weir.checkpoint.s3 import S3CheckpointStorage
-from weir.core.errors import StateError
+from weir.core.errors import MissingStateError, StateError, StorageError
 from weir.core.files import fsync_directory
 from weir.core.records import Elements
 from weir.core.row import Row
@@ -243,10 +243,22 @@ class FileSinkOperator(StreamOperator):
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Commit every part pre-committed for ``checkpoint_id`` or before."""
         assert self._committer is not None
-        due = [p for p in self._pending if p["checkpoint"] <= checkpoint_id]
-        for part in due:
-            self._committer.commit(part)
-        self._pending = [p for p in self._pending if p["checkpoint"] > checkpoint_id]
+        left = []
+        for part in self._pending:
+            if part["checkpoint"] > checkpoint_id:
+                left.append(part)
+                continue
+            try:
+                self._committer.commit(part)
+            except MissingStateError:
+                raise  # its records are gone: never hide that
+            except StorageError as err:
+                # Storage is away: the part stays pending, in the next checkpoints too, and
+                # the next completed checkpoint (or a restore) commits it.
+                log.warning("%s: committing %s failed, retried with the next checkpoint: %s",
+                            self.name, part["name"], err)
+                left.append(part)
+        self._pending = left
         super().notify_checkpoint_complete(checkpoint_id)
 
     # -- writing ------------------------------------------------------------------------
