@@ -97,7 +97,7 @@ def diff(expected: Counter[tuple[Any, ...]], got: Counter[tuple[Any, ...]]) -> s
             f"{sum(duplicated.values())} duplicated (e.g. {list(duplicated)[:3]})")
 
 
-def submit(cluster: LocalCluster, tmp_path: Path, out: Path, n: int, keys: int = 13,
+def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys: int = 13,
            window_ms: int = 1000, pause_every: int = 500, pause_s: float = 0.02,
            config: dict[str, str] | None = None) -> str:
     """Start the job detached with ``config`` (-D pairs); returns its id."""
