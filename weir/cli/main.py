@@ -129,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`weir list | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except JobExecutionError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_JOB_FAILED

@@ -63,8 +63,9 @@ def print_status(details: jobmaster_pb2.JobDetails) -> None:
     if details.last_checkpoint_id:
         print(f"last checkpoint {details.last_checkpoint_id}  {details.last_checkpoint_path}")
     if details.failure.message:
-        label = "last restart's cause" if summary.status == common_pb2.JOB_RUNNING \
-            else "cause"
+        ended_badly = summary.status in (common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED,
+                                         common_pb2.JOB_FAILING, common_pb2.JOB_CANCELLING)
+        label = "cause" if ended_badly else "last restart's cause"
         print(f"{label}: {failure_text(details)}")
     print(f"  {'TASK':44} {'STATE':12} {'TASKEXECUTOR':18} {'RECORDS IN':>12} "
           f"{'RECORDS OUT':>12} {'BACKPRESSURE':>13} {'BUSY':>9}")

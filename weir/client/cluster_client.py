@@ -232,7 +232,12 @@ def progress_line(details: jobmaster_pb2.JobDetails, elapsed: float) -> str:
     if last is not None:
         records_in = sum(s.metrics.records_in for s in last.subtasks)
     total = details.summary.tasks_total
+    recovery = ""
+    if details.summary.restarts:
+        recovery = f"; restarts {details.summary.restarts}"
+    if details.last_checkpoint_id:
+        recovery += f"; checkpoint {details.last_checkpoint_id}"
     return (f"[{elapsed:6.1f}s] job {details.summary.job_id[:8]} "
             f"{job_status_name(details.summary.status)}: tasks {running} running, "
             f"{finished}/{total} finished; {records_out:,} records read, "
-            f"{records_in:,} reached the last operator")
+            f"{records_in:,} reached the last operator{recovery}")
