@@ -314,11 +314,20 @@ class CheckpointCoordinator:
 
     def next_wakeup_ms(self) -> int | None:
         """When ``on_tick`` has something to do next (None: nothing scheduled)."""
-        times = [p.timestamp_ms + self.config.timeout_ms for p in self._pending.values()]
+        # Only times at which on_tick can act: a due trigger that must wait for a slot
+        # among the concurrent checkpoints or for tasks to run is re-evaluated by the
+        # event that frees it, so it never makes the caller spin.
+        times = [p.timestamp_ms + self.config.timeout_ms for p in self._pending.values()
+                 if p.metadata is None]
         due = self._next_trigger_ms()
-        if due is not None:
+        if due is not None and self._can_trigger():
             times.append(due)
         return min(times) if times else None
+
+    def _can_trigger(self) -> bool:
+        live = [a for a in self._tasks if a not in self._finished]
+        return (len(self._pending) < self.config.max_concurrent and bool(live)
+                and all(a in self._running for a in live))
 
     def _next_trigger_ms(self) -> int | None:
         if not self._job_running or not self.config.enabled:
@@ -342,14 +351,12 @@ class CheckpointCoordinator:
                                        f"completing (timeout {self.config.timeout_ms} ms; "
                                        f"waiting for {self._names(pending.waiting)})")
         due = self._next_trigger_ms()
-        if due is not None and now >= due and len(self._pending) < self.config.max_concurrent:
+        if due is not None and now >= due and self._can_trigger():
             actions += self._trigger(now)
         return actions
 
     def _trigger(self, now: int) -> list[Action]:
         live = [a for a in self._tasks if a not in self._finished]
-        if not live or any(a not in self._running for a in live):
-            return []  # not every task is RUNNING yet (deploying or restoring): next tick
         roots = [a for a in live if self._is_trigger_root(a)]
         checkpoint_id = self._next_id
         self._next_id += 1

@@ -173,6 +173,28 @@ def test_min_pause_delays_the_next_trigger() -> None:
     assert trigger(c, clock).timestamp_ms == 4500
 
 
+def test_next_wakeup_is_never_in_the_past_while_nothing_can_happen() -> None:
+    # The adapter sleeps until next_wakeup_ms: a due time on_tick cannot act on would
+    # make it spin. A checkpoint taking longer than the interval (max-concurrent 1),
+    # one being finalized, and tasks not yet running all leave nothing to wake for.
+    clock = ManualClock(0)
+    c = coordinator(clock, interval_ms=1000, timeout_ms=10_000)
+    trigger(c, clock)                              # at 1000, still in progress
+    clock.advance(3000)
+    assert c.next_wakeup_ms() == 11_000            # its expiry, not the overdue trigger
+    ack_all(c, 1)                                  # being finalized: cannot expire
+    assert c.next_wakeup_ms() is None
+    c.on_finalized(1, "file:///c/job/chk-1")
+    assert c.next_wakeup_ms() == clock()           # the trigger is due now
+    c.on_task_failed("k0")
+    c.on_job_running(TASKS, UPSTREAM)
+    c.on_task_running("s0")
+    assert c.next_wakeup_ms() is None              # waits for the other tasks
+    for task in TASKS:
+        c.on_task_running(task.attempt_id)
+    assert trigger(c, clock).checkpoint_id == 2
+
+
 def test_max_concurrent_checkpoints() -> None:
     clock = ManualClock(0)
     c = coordinator(clock, max_concurrent=2, timeout_ms=60_000)
