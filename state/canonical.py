@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from weir.core.errors import StateError
 from weir.state.backend import Entry
@@ -39,8 +39,50 @@ _U64 = struct.Struct(">Q")
 _INDEX = struct.Struct(">HHQQ")
 
 
+class Segment(NamedTuple):
+    """The encoded entries of one (state, key group), ready to be written as one piece."""
+
+    state: str
+    key_group: int
+    count: int
+    data: bytes
+
+
+def encode_prefix(key: bytes, namespace: bytes) -> bytes:
+    """The bytes of an entry before its value (key and namespace with their lengths)."""
+    return b"".join((_U32.pack(len(key)), key, _U32.pack(len(namespace)), namespace))
+
+
+def encode_segment(prefixes: Iterable[bytes], values: Iterable[bytes]) -> bytes:
+    """One segment's bytes from its entries' prefixes (``encode_prefix``) and values."""
+    lengths = map(_U32.pack, map(len, values))
+    return b"".join(map(b"".join, zip(prefixes, lengths, values, strict=True)))
+
+
+def segments_of(entries: Iterable[Entry]) -> Iterator[Segment]:
+    """Group canonical-ordered ``entries`` into segments."""
+    current: tuple[str, int] | None = None
+    prefixes: list[bytes] = []
+    values: list[bytes] = []
+    for state, key_group, key, namespace, value in entries:
+        if (state, key_group) != current:
+            if current is not None:
+                yield Segment(*current, len(values), encode_segment(prefixes, values))
+            current, prefixes, values = (state, key_group), [], []
+        prefixes.append(encode_prefix(key, namespace))
+        values.append(value)
+    if current is not None:
+        yield Segment(*current, len(values), encode_segment(prefixes, values))
+
+
 def write_canonical(entries: Iterable[Entry], out: BinaryIO) -> dict[int, int]:
-    """Stream ``entries`` (in canonical order) to ``out``; returns entries per key group.
+    """Stream ``entries`` (in canonical order) to ``out``; returns entries per key group."""
+    return write_segments(segments_of(entries), out)
+
+
+def write_segments(segments: Iterable[Segment], out: BinaryIO) -> dict[int, int]:
+    """Stream ``segments`` (in canonical order, one per (state, key group)) to ``out``;
+    returns entries per key group.
 
     States are numbered as they appear, so their name table follows the entries, at the
     start of the index section."""
@@ -49,22 +91,14 @@ def write_canonical(entries: Iterable[Entry], out: BinaryIO) -> dict[int, int]:
     counts: dict[int, int] = {}
     out.write(MAGIC)
     position = len(MAGIC)
-    current: tuple[int, int] | None = None
-    start = position
-    pack32 = _U32.pack
-    for state, key_group, key, namespace, value in entries:
-        state_id = names.setdefault(state, len(names))
-        if (state_id, key_group) != current:
-            if current is not None:
-                index.append((*current, start, position - start))
-            current, start = (state_id, key_group), position
-        record = b"".join((pack32(len(key)), key, pack32(len(namespace)), namespace,
-                           pack32(len(value)), value))
-        out.write(record)
-        position += len(record)
-        counts[key_group] = counts.get(key_group, 0) + 1
-    if current is not None:
-        index.append((*current, start, position - start))
+    for segment in segments:
+        if not segment.count:
+            continue
+        state_id = names.setdefault(segment.state, len(names))
+        out.write(segment.data)
+        index.append((state_id, segment.key_group, position, len(segment.data)))
+        position += len(segment.data)
+        counts[segment.key_group] = counts.get(segment.key_group, 0) + segment.count
     footer = [_U16.pack(len(names))]
     for name in names:  # insertion order = state ids
         encoded = name.encode("utf-8")

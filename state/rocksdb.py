@@ -49,6 +49,7 @@ from rocksdict import (
 
 from weir.core.errors import StateError
 from weir.state.backend import MISSING, Entry, KeyedStateBackend
+from weir.state.canonical import Segment, segments_of
 from weir.state.key_groups import KeyGroupRange
 from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
 
@@ -411,6 +412,9 @@ class RocksDBSnapshot:
         self.path = path
         self._states = states
         self._scratch = scratch
+
+    def segments(self) -> Iterator[Segment]:
+        return segments_of(self.entries())
 
     def entries(self) -> Iterator[Entry]:
         if not self._states:

@@ -20,6 +20,7 @@ from typing import Any
 
 _NONE, _FALSE, _TRUE, _INT, _BIGINT, _FLOAT, _STR, _BYTES, _TUPLE, _DATE, _DATETIME = range(11)
 _PICKLED = 0xFF
+_STR_TAG = bytes((_STR,))
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
@@ -28,6 +29,8 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 def encode_key(key: Any) -> bytes:
     """Canonical bytes of a key or namespace (see the module docstring)."""
+    if type(key) is str:  # the most common key, first
+        return _STR_TAG + key.encode("utf-8", "surrogatepass")
     if key is None:
         return bytes((_NONE,))
     if isinstance(key, bool):

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from weir.checkpoint.storage import CheckpointStorage, check_relative
 from weir.core.errors import StateError, StorageError
-from weir.state.canonical import write_canonical
+from weir.state.canonical import write_segments
 from weir.state.handles import CanonicalStateHandle, KeyedStateHandle, LocalCopy
 from weir.state.key_groups import KeyGroupRange
 from weir.state.local_recovery import LocalCopyTracker, local_checkpoint_dir, record_local_copy
@@ -155,6 +155,8 @@ class FrozenState(Protocol):
 
     def entries(self) -> Any: ...
 
+    def segments(self) -> Any: ...
+
     def release(self) -> None: ...
 
 
@@ -207,7 +209,8 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
         try:
             with open(path, "wb") as out:
                 assert self._frozen is not None
-                write_canonical(_checking(self._frozen.entries(), self._check_cancelled), out)
+                write_segments(_checking(self._frozen.segments(), self._check_cancelled,
+                                         every=16), out)
             self._check_cancelled()
             data = location.storage.write_file(
                 f"{location.private_prefix}/{self.OBJECT_NAME}", path)
@@ -235,7 +238,7 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
             frozen.release()
 
 
-def _checking(entries: Any, check: Any, every: int = 4096) -> Any:
+def _checking(entries: Any, check: Any, every: int) -> Any:
     """Pass ``entries`` through, calling ``check()`` every ``every`` of them."""
     for count, entry in enumerate(entries, 1):
         if count % every == 0:
