@@ -27,6 +27,7 @@ from weir.core.errors import ConfigError
 from weir.core.ids import JobId
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
 from weir.core.rpc import create_server
+from weir.core.secrets import auth_token
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.main_thread import MainThreadExecutor
@@ -50,7 +51,7 @@ class JobMaster:
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
         self.jobmaster_id = secrets.token_hex(8)
-        self._token = configuration.get(options.AUTH_TOKEN)
+        self._token = auth_token(configuration)
         self._interval = configuration.get(options.HEARTBEAT_INTERVAL)
         self._timeout = configuration.get(options.HEARTBEAT_TIMEOUT)
         self.main = MainThreadExecutor("jobmaster-main")

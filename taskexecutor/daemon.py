@@ -25,6 +25,7 @@ from weir.core import options
 from weir.core.config import Configuration
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
 from weir.core.rpc import create_server
+from weir.core.secrets import auth_token
 from weir.proto import (
     common_pb2,
     jobgraph_pb2,
@@ -61,7 +62,7 @@ class TaskExecutor:
         self.host = configuration.get(te_options.HOST)
         self.resource_id = (configuration.get(te_options.RESOURCE_ID)
                             or f"te-{secrets.token_hex(4)}")
-        self._token = configuration.get(options.AUTH_TOKEN)
+        self._token = auth_token(configuration)
         self._tasks: dict[str, Task] = {}
         self._slot_of: dict[str, int] = {}
         self._lock = threading.Lock()

@@ -34,6 +34,7 @@ from weir.core import options
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, keep_until_done
+from weir.core.secrets import auth_token
 from weir.proto import jobgraph_pb2, shuffle_service_pb2_grpc
 from weir.proto import shuffle_service_pb2 as pb
 from weir.shuffle import options as shuffle_options
@@ -614,7 +615,7 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
         conf = context.configuration
         self._context = context
         self.service_address = service_address
-        self._token = conf.get(options.AUTH_TOKEN)
+        self._token = auth_token(conf)
         self._commit_timeout = commit_timeout
         segment = conf.get(options.SEGMENT_SIZE)
         self._chunk_bytes = segment

@@ -4,9 +4,9 @@ naming a running ``weir shuffle-service``."""
 
 from __future__ import annotations
 
-from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError
+from weir.core.secrets import auth_token
 from weir.shuffle.api import (
     ShuffleEnvironment,
     ShuffleEnvironmentContext,
@@ -39,7 +39,7 @@ class ExternalShuffleServiceFactory(ShuffleServiceFactory):
 
     def create_shuffle_master(self, configuration: Configuration) -> ShuffleMaster:
         return ExternalShuffleMaster(service_address(configuration),
-                                     configuration.get(options.AUTH_TOKEN))
+                                     auth_token(configuration))
 
     def create_shuffle_environment(self,
                                    context: ShuffleEnvironmentContext) -> ShuffleEnvironment:

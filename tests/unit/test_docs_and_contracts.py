@@ -75,7 +75,8 @@ def test_small_helper_modules_examples():
 
     import weir.core.files
     import weir.core.processes
+    import weir.core.secrets
 
-    for module in (weir.core.files, weir.core.processes):
+    for module in (weir.core.files, weir.core.processes, weir.core.secrets):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from weir.checkpoint import options as storage_options
 from weir.core.errors import UserError
 from weir.core.processes import process_alive
+from weir.core.secrets import auth_token, split_secrets
 
 if TYPE_CHECKING:
     from weir.checkpoint.seaweedfs import SeaweedServer
@@ -160,13 +161,15 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.json"):
         old.unlink()
-    common = [f"-D{d}" for d in dynamic] + (["--conf", conf_file] if conf_file else [])
+    # Secrets reach the daemons through their environment: a command line is public.
+    public, env = split_secrets(dynamic)
+    common = [f"-D{d}" for d in public] + (["--conf", conf_file] if conf_file else [])
     launched: list[subprocess.Popen[bytes]] = []
     s3_server: SeaweedServer | None = None
-    env: dict[str, str] = {}
     try:
         if with_s3:
-            s3_server, env = _start_s3(directory, dynamic, conf_file)
+            s3_server, s3_env = _start_s3(directory, dynamic, conf_file)
+            env.update(s3_env)
         else:
             # Checkpoints of jobs on this cluster go under its directory unless configured.
             env[storage_options.CHECKPOINTS_DIR.env_var] = \
@@ -211,11 +214,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
 
 def _client(address: str, dynamic: list[str]) -> Any:
     from weir.client.cluster_client import JobMasterClient
-    from weir.core import options
     from weir.core.config import Configuration
 
     conf = Configuration.load(None, dynamic)
-    return JobMasterClient(address, conf.get(options.AUTH_TOKEN), timeout=5)
+    return JobMasterClient(address, auth_token(conf), timeout=5)
 
 
 def _wait_registered(address: str, count: int, deadline: float, dynamic: list[str]) -> None:

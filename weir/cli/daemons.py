@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.core.config import Configuration
+from weir.core.secrets import auth_token
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
 
@@ -98,12 +99,11 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
 
 def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int,
                         info_file: str | None, log_file: str | None) -> int:
-    from weir.core import options
     from weir.shuffle.external.service import ShuffleServiceDaemon
 
     setup_logging(log_file)
     service = ShuffleServiceDaemon(data_dir, host=host, port=port,
-                                   token=conf.get(options.AUTH_TOKEN))
+                                   token=auth_token(conf))
     service.start()
     write_info_file(info_file, {"role": "shuffle-service", "address": service.address,
                                 "pid": os.getpid(), "dir": data_dir})

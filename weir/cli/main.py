@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.core.errors import JobExecutionError, UserError
+from weir.core.secrets import auth_token
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USER_ERROR = 0, 1, 2
 
@@ -241,7 +242,7 @@ def _client_command(args: argparse.Namespace) -> int:
 
     conf = Configuration.load(args.conf, args.dynamic)
     address = resolve_jobmaster(args, conf)
-    client = JobMasterClient(address, conf.get(options.AUTH_TOKEN),
+    client = JobMasterClient(address, auth_token(conf),
                              conf.get(options.CLIENT_TIMEOUT))
     try:
         if args.command == "run":
@@ -279,7 +280,6 @@ def _client_command(args: argparse.Namespace) -> int:
 
 
 def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
-    from weir.core import options
     from weir.core.execution import ExecutionContext
     from weir.environment import set_execution_context
 
@@ -287,7 +287,7 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
     if not job_path.is_file():
         msg = f"job file not found: {job_path}"
         raise UserError(msg)
-    context = ExecutionContext(address=address, token=conf.get(options.AUTH_TOKEN),
+    context = ExecutionContext(address=address, token=auth_token(conf),
                                configuration=conf, detached=args.detached,
                                show_progress=not args.detached,
                                cluster_dir=_cluster_dir(args, conf))

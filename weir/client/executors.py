@@ -15,6 +15,7 @@ from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
 from weir.core.execution import ExecutionContext, JobClient, PipelineExecutor
+from weir.core.secrets import auth_token
 from weir.proto import jobgraph_pb2
 
 
@@ -28,7 +29,7 @@ class RemoteExecutor(PipelineExecutor):
             msg = "the remote executor needs an execution context (weir run sets one)"
             raise InternalError(msg)
         client = JobMasterClient(context.address,
-                                 context.token or configuration.get(options.AUTH_TOKEN),
+                                 context.token or auth_token(configuration),
                                  configuration.get(options.CLIENT_TIMEOUT))
         job_id = client.submit_job(graph)
         context.submitted.append(job_id)
@@ -46,7 +47,7 @@ class LocalExecutor(PipelineExecutor):
         cluster = MiniCluster(num_slots=slots, configuration=configuration)
         cluster.start()
         try:
-            client = JobMasterClient(cluster.address, configuration.get(options.AUTH_TOKEN),
+            client = JobMasterClient(cluster.address, auth_token(configuration),
                                      configuration.get(options.CLIENT_TIMEOUT))
             job_id = client.submit_job(graph)
         except BaseException:

@@ -49,7 +49,13 @@ CLIENT_TIMEOUT = Option(
 AUTH_TOKEN = Option(
     "security.auth.token", str, default=None,
     doc="Shared secret every RPC must carry; unset = no authentication. Jobs carry code, "
-        "so set it on any cluster reachable by others.")
+        "so set it on any cluster reachable by others. Give it through the environment "
+        "(WEIR_SECURITY_AUTH_TOKEN) or security.auth.token-file, never on a command line, "
+        "which every local user can read.")
+AUTH_TOKEN_FILE = Option(
+    "security.auth.token-file", str, default=None,
+    doc="File holding security.auth.token (first line); it must not be readable by group "
+        "or others (chmod 600). Used when security.auth.token is not set.")
 METRICS_PORT = Option(
     "metrics.reporter.prom.port", str, default="9249-9299",
     doc="Port or range (e.g. 9249-9299) of the Prometheus /metrics endpoint; "

@@ -82,8 +82,9 @@ class _ServerAuth(grpc.ServerInterceptor):
 
         def deny(request: Any, context: grpc.ServicerContext) -> Any:
             context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          "missing or wrong security.auth.token: set the cluster's token "
-                          "with -D security.auth.token=... or WEIR_SECURITY_AUTH_TOKEN")
+                          "missing or wrong security.auth.token: give the client the "
+                          "cluster's token in WEIR_SECURITY_AUTH_TOKEN or in a file named "
+                          "by security.auth.token-file (chmod 600)")
 
         self._deny_unary = grpc.unary_unary_rpc_method_handler(deny)
         self._deny_stream = grpc.stream_stream_rpc_method_handler(deny)
