@@ -92,9 +92,11 @@ class ErrorResponse(_message.Message):
         UNKNOWN: _ClassVar[ErrorResponse.Kind]
         PARTITION_NOT_FOUND: _ClassVar[ErrorResponse.Kind]
         PRODUCER_FAILED: _ClassVar[ErrorResponse.Kind]
+        PROTOCOL_ERROR: _ClassVar[ErrorResponse.Kind]
     UNKNOWN: ErrorResponse.Kind
     PARTITION_NOT_FOUND: ErrorResponse.Kind
     PRODUCER_FAILED: ErrorResponse.Kind
+    PROTOCOL_ERROR: ErrorResponse.Kind
     RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]

@@ -108,9 +108,11 @@ class FloatingBufferPool:
 class ClientConnection:
     """A TCP connection to one producing TaskExecutor, multiplexed by receiver id."""
 
-    def __init__(self, address: str, on_closed: Callable[[ClientConnection], None]) -> None:
+    def __init__(self, address: str, on_closed: Callable[[ClientConnection], None],
+                 max_frame: int) -> None:
         host, _, port = address.rpartition(":")
         self.address = address
+        self._max_frame = max_frame
         self._sock = socket.create_connection((host, int(port)), timeout=5)
         self._sock.settimeout(None)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -146,7 +148,8 @@ class ClientConnection:
 
     def _read_loop(self) -> None:
         error: BaseException | None = None
-        reader = protocol.FrameReader(self._sock, READ_BUFFER_BYTES)
+        reader = protocol.FrameReader(self._sock, READ_BUFFER_BYTES,
+                                      self._max_frame)
         try:
             while True:
                 frames = reader.read()
@@ -165,6 +168,11 @@ class ClientConnection:
                         self._deliver(arrivals)
                         arrivals = {}
                         response = dataplane_pb2.ErrorResponse.FromString(bytes(payload))
+                        if response.receiver_id == 0:   # about the connection itself
+                            error = ConnectionError(f"the producer at {self.address} "
+                                                    f"closed the connection: "
+                                                    f"{response.message}")
+                            return
                         with self._lock:
                             channel = self._channels.pop(response.receiver_id, None)
                         if channel is not None:
@@ -210,9 +218,13 @@ class ClientConnection:
 
 
 class ConnectionManager:
-    """The shared connections of one TaskExecutor, by producer address. Thread-safe."""
+    """The shared connections of one TaskExecutor, by producer address. Thread-safe.
 
-    def __init__(self) -> None:
+    ``segment_size``: the configured buffer size; a frame larger than one such buffer
+    (plus its header) closes the connection instead of being allocated."""
+
+    def __init__(self, segment_size: int) -> None:
+        self._max_frame = protocol.max_data_frame(segment_size)
         self._connections: dict[str, ClientConnection] = {}
         self._lock = threading.Lock()
         self._timers: set[threading.Timer] = set()
@@ -223,7 +235,7 @@ class ConnectionManager:
             connection = self._connections.get(address)
             if connection is not None and not connection.closed:
                 return connection
-            connection = ClientConnection(address, self._closed_connection)
+            connection = ClientConnection(address, self._closed_connection, self._max_frame)
             self._connections[address] = connection
             return connection
 

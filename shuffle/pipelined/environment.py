@@ -34,7 +34,7 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                          conf.get(shuffle_options.REQUEST_BACKOFF_MAX))
         self._port = conf.get(shuffle_options.DATA_PORT)
         self.partitions = PartitionManager()
-        self.connections = ConnectionManager()
+        self.connections = ConnectionManager(self._segment_size)
         self._server: DataServer | None = None
 
     def start(self) -> str:

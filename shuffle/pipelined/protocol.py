@@ -23,7 +23,23 @@ NEW_BUFFER_SIZE = 7
 _HEADER = struct.Struct("!IB")
 _U16 = struct.Struct("!H")
 HEADER_SIZE = _HEADER.size
-MAX_FRAME = 1 << 30
+#: Largest frame a producer reads: consumers send only small control messages.
+MAX_CONTROL_FRAME = 64 * 1024
+#: Credited buffers of one message a producer sends in one frame (fewer syscalls).
+MAX_BUFFERS_PER_FRAME = 16
+#: What a data frame may carry beyond its buffers (type, header length, header).
+DATA_FRAME_OVERHEAD = 64 * 1024
+
+
+def max_data_frame(segment_size: int) -> int:
+    """Largest frame a consumer reads: ``MAX_BUFFERS_PER_FRAME`` buffers, none larger than
+    the segment size (batches larger than a segment span several buffers)."""
+    return MAX_BUFFERS_PER_FRAME * segment_size + DATA_FRAME_OVERHEAD
+
+
+class FrameTooLargeError(ConnectionError):
+    """A frame header announced more than the reader's limit: the peer is broken or hostile,
+    and the connection is closed before anything is allocated for it."""
 
 
 def frame(kind: int, payload: bytes = b"") -> bytes:
@@ -58,8 +74,9 @@ class FrameReader:
     """Reads frames from a socket through one reusable buffer: a single ``recv_into`` serves
     every frame that arrived, with no copy until a frame's owner takes its payload."""
 
-    def __init__(self, sock: socket.socket, size: int = 1 << 20) -> None:
+    def __init__(self, sock: socket.socket, size: int, max_frame: int) -> None:
         self._sock = sock
+        self._max_frame = max_frame
         self._buffer = bytearray(size)
         self._view = memoryview(self._buffer)
         self._start = 0
@@ -81,8 +98,12 @@ class FrameReader:
         unpack = _HEADER.unpack_from
         while end - position >= HEADER_SIZE:
             length, kind = unpack(view, position)
-            if not 1 <= length <= MAX_FRAME:
-                msg = f"corrupt data frame (length {length})"
+            if length > self._max_frame:
+                msg = (f"a frame announced {length:,} bytes, more than the "
+                       f"{self._max_frame:,} this connection accepts")
+                raise FrameTooLargeError(msg)
+            if length < 1:
+                msg = "corrupt data frame (length 0)"
                 raise ConnectionError(msg)
             frame_end = position + 4 + length
             if frame_end > end:

@@ -70,9 +70,6 @@ class SubpartitionView:
     """What the writer thread knows of one requested subpartition. Guarded by the
     connection's lock, except ``subpartition``, which has its own."""
 
-    #: Most data buffers written as one frame.
-    MAX_BUFFERS_PER_FRAME = 16
-
     def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: str,
                  credit: int, segment_size: int) -> None:
         self.receiver_id = receiver_id
@@ -139,7 +136,7 @@ class SubpartitionView:
             return None
         # As many whole buffers of the message as there is credit for, in one frame.
         size = self.buffer_size
-        count = min(self.credit, head.buffers(size), self.MAX_BUFFERS_PER_FRAME)
+        count = min(self.credit, head.buffers(size), protocol.MAX_BUFFERS_PER_FRAME)
         start = head.position
         end = min(start + count * size, len(head.data))
         frame = _Frame(_Kind.DATA, head.data[start:end])
@@ -202,7 +199,7 @@ class ServerConnection:
     # -- reader: requests and credit --------------------------------------------------------
 
     def _read_loop(self) -> None:
-        reader = protocol.FrameReader(self._sock, 64 * 1024)
+        reader = protocol.FrameReader(self._sock, 64 * 1024, protocol.MAX_CONTROL_FRAME)
         try:
             while not self._closed.is_set():
                 frames = reader.read()
@@ -212,6 +209,9 @@ class ServerConnection:
                     if kind == protocol.CLOSE:
                         return
                     self._on_control(kind, bytes(payload))
+        except protocol.FrameTooLargeError as err:
+            log.warning("refusing data connection from %s: %s", self._peer(), err)
+            self._send_error(0, dataplane_pb2.ErrorResponse.PROTOCOL_ERROR, str(err))
         except (OSError, ConnectionError, ValueError) as err:
             log.debug("data connection ended: %s", err)
         finally:
@@ -355,6 +355,13 @@ class ServerConnection:
             self._views.pop(view.receiver_id, None)
             return frames, err
         return frames, None
+
+    def _peer(self) -> str:
+        try:
+            host, port = self._sock.getpeername()[:2]
+        except OSError:
+            return "a closed socket"
+        return f"{host}:{port}"
 
     def _send_error(self, receiver_id: int, kind: int, message: str) -> None:
         error = dataplane_pb2.ErrorResponse(receiver_id=receiver_id, kind=kind, message=message)

@@ -33,7 +33,7 @@ def plane() -> Iterator[tuple[PartitionManager, DataServer, ConnectionManager]]:
     partitions = PartitionManager()
     server = DataServer("127.0.0.1", 0, partitions, SEGMENT)
     server.start()
-    connections = ConnectionManager()
+    connections = ConnectionManager(SEGMENT)
     yield partitions, server, connections
     connections.close()
     server.close()

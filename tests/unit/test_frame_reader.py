@@ -10,7 +10,8 @@ import pytest
 from weir.shuffle.pipelined import protocol
 
 
-def _frames_read(chunks: list[bytes], buffer_size: int) -> list[tuple[int, bytes]]:
+def _frames_read(chunks: list[bytes], buffer_size: int,
+                 max_frame: int = 1 << 20) -> list[tuple[int, bytes]]:
     left, right = socket.socketpair()
 
     def send() -> None:
@@ -21,7 +22,7 @@ def _frames_read(chunks: list[bytes], buffer_size: int) -> list[tuple[int, bytes
     sender = threading.Thread(target=send)
     sender.start()
     try:
-        reader = protocol.FrameReader(right, buffer_size)
+        reader = protocol.FrameReader(right, buffer_size, max_frame)
         got: list[tuple[int, bytes]] = []
         while (frames := reader.read()) is not None:
             got.extend((kind, bytes(payload)) for kind, payload in frames)
@@ -49,3 +50,21 @@ def test_a_stream_that_ends_inside_a_frame_is_an_error():
 def test_a_corrupt_length_is_an_error():
     with pytest.raises(ConnectionError, match="corrupt data frame"):
         _frames_read([b"\x00\x00\x00\x00\x03"], buffer_size=1024)
+
+
+def test_a_frame_over_the_limit_is_refused_before_anything_is_allocated():
+    import tracemalloc
+
+    huge = b"\x40\x00\x00\x01\x03" + b"x" * 20     # announces 1 GiB of BUFFER: 25 bytes
+    tracemalloc.start()
+    try:
+        with pytest.raises(protocol.FrameTooLargeError, match="1,073,741,825 bytes"):
+            _frames_read([huge], buffer_size=1024, max_frame=protocol.max_data_frame(32768))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+    # a frame exactly at the limit still arrives
+    payload = b"y" * (protocol.max_data_frame(32768) - 1)
+    assert _frames_read([protocol.frame(protocol.BUFFER, payload)], 1024,
+                        protocol.max_data_frame(32768)) == [(protocol.BUFFER, payload)]
