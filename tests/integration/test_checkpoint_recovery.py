@@ -53,10 +53,11 @@ def test_s3_checkpoints_and_s3_sink_exactly_once(cluster_factory, tmp_path, seaw
                                                  s3_bucket):
     cluster = cluster_factory(4, 2, *s3_options(seaweed_s3, s3_bucket))
     n = 120_000
-    job_id = submit(cluster, tmp_path, f"s3://{s3_bucket}/out", n, config={
+    gate = tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, f"s3://{s3_bucket}/out", n, gate=gate, config={
         "execution.checkpointing.interval": "500 ms", "state.backend.type": "rocksdb",
         **RESTARTS})
-    details = run_with_kills(cluster, job_id, kills=2)
+    details = run_with_kills(cluster, job_id, kills=2, gate=gate)
     assert status_name(details) == "FINISHED", details.failure.message
     assert details.summary.restarts == 2
     expected, got = expected_output(n, 13, 1000), committed_s3(seaweed_s3, s3_bucket, "out")

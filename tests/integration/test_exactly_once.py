@@ -45,8 +45,9 @@ def run_exactly_once(cluster_factory, tmp_path: Path, mode: str, backend: str,
     out = tmp_path / "out"
     config = {"execution.checkpointing.interval": "500 ms", "state.backend.type": backend,
               **RESTARTS, **MODES[mode], **(extra or {})}
-    job_id = submit(cluster, tmp_path, out, N, config=config)
-    details = run_with_kills(cluster, job_id, kills)
+    gate = tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate)
+    details = run_with_kills(cluster, job_id, kills, gate=gate)
     assert status_name(details) == "FINISHED", details.failure.message
     assert details.summary.restarts == kills, "the job ended before every kill"
     expected, got = expected_output(N, 13, 1000), committed_output(out)

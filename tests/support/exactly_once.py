@@ -11,6 +11,10 @@ FileSink (JSON lines):
 * ``["window", key, total]`` from tumbling event-time windows of ``window_ms``, reducing
   the sum of ``n`` per key and window.
 
+An optional *gate* file holds the job back without blocking it: until the file exists, the
+second half of the input goes ten times slower, so a test that kills TaskExecutors gets
+every kill in before the job can finish, however fast the machine, and then opens the gate.
+
 The job file is self-contained (TaskExecutors import nothing of the tests).
 """
 
@@ -26,6 +30,7 @@ from typing import Any
 from tests.support.cluster import LocalCluster, job_details, poll, write_job
 
 JOB = '''
+import os
 import sys
 import time
 
@@ -35,11 +40,13 @@ from weir import (FileSink, KeyedProcessFunction, StreamExecutionEnvironment, Ti
 OUT, N, KEYS, WINDOW_MS, PAUSE_EVERY, PAUSE_S = (
     sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
     float(sys.argv[6]))
+GATE = sys.argv[7] if len(sys.argv) > 7 else ""
 
 
 def throttle(n):
     if n % PAUSE_EVERY == 0:
-        time.sleep(PAUSE_S)
+        held = GATE and n >= N // 2 and not os.path.exists(GATE)
+        time.sleep(PAUSE_S * 10 if held else PAUSE_S)
     return n
 
 
@@ -99,12 +106,14 @@ def diff(expected: Counter[tuple[Any, ...]], got: Counter[tuple[Any, ...]]) -> s
 
 def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys: int = 13,
            window_ms: int = 1000, pause_every: int = 500, pause_s: float = 0.02,
-           config: dict[str, str] | None = None) -> str:
-    """Start the job detached with ``config`` (-D pairs); returns its id."""
+           config: dict[str, str] | None = None, gate: Path | None = None) -> str:
+    """Start the job detached with ``config`` (-D pairs); returns its id. With ``gate``,
+    the second half of the input is slowed down until that file exists."""
     job = write_job(tmp_path, JOB, "exactly_once_job.py")
     pairs = [f"-D{k}={v}" for k, v in (config or {}).items()]
     result = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), str(keys),
-                          str(window_ms), str(pause_every), str(pause_s))
+                          str(window_ms), str(pause_every), str(pause_s),
+                          *([str(gate)] if gate else []))
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout.strip().splitlines()[-1]
 
@@ -146,9 +155,10 @@ def kill_busy_taskexecutor(cluster: LocalCluster, details: Any) -> str:
 
 
 def run_with_kills(cluster: LocalCluster, job_id: str, kills: int,
-                   timeout: float = 240) -> Any:
+                   timeout: float = 240, gate: Path | None = None) -> Any:
     """Kill a busy TaskExecutor ``kills`` times, each after a checkpoint completed since
-    the previous restart; then wait for the job to end. Returns its final details."""
+    the previous restart; then open ``gate`` (if the job was submitted with one) and wait
+    for the job to end. Returns its final details."""
     deadline = time.monotonic() + timeout
     last = 0
     for _ in range(kills):
@@ -163,6 +173,8 @@ def run_with_kills(cluster: LocalCluster, job_id: str, kills: int,
              or status_name(d) in ("FINISHED", "FAILED", "CANCELED"),
              max(1.0, deadline - time.monotonic()), interval=0.1,
              what="the job to restart after the kill")
+    if gate is not None:
+        gate.touch()
     return poll(lambda: (d := job_details(cluster, job_id)) and
                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
                 max(1.0, deadline - time.monotonic()), interval=0.2,
