@@ -24,31 +24,35 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aweir/proto/dataplane.proto\x12\x04weir\"\x8e\x01\n\x10PartitionRequest\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\x12\x13\n\x0breceiver_id\x18\x03 \x01(\x04\x12\x16\n\x0einitial_credit\x18\x04 \x01(\x05\x12\x10\n\x08\x63onsumer\x18\x05 \x01(\t\x12\x0f\n\x07wait_ms\x18\x06 \x01(\r\"0\n\tAddCredit\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x0e\n\x06\x63redit\x18\x02 \x01(\x05\"&\n\x0f\x43\x61ncelPartition\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\"9\n\rNewBufferSize\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x62uffer_size\x18\x02 \x01(\x05\"\x0e\n\x0c\x43loseRequest\"\xe1\x02\n\x0c\x42ufferHeader\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x17\n\x0fsequence_number\x18\x02 \x01(\r\x12\x0f\n\x07\x62\x61\x63klog\x18\x03 \x01(\x05\x12%\n\x04kind\x18\x04 \x01(\x0e\x32\x17.weir.BufferHeader.Kind\x12\x10\n\x08priority\x18\x05 \x01(\x08\x12\x12\n\nevent_type\x18\x06 \x01(\t\x12\x13\n\x0bmessage_end\x18\x07 \x01(\x08\x12\x14\n\x0cmessage_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x62uffers\x18\t \x01(\r\x12\x13\n\x0b\x62uffer_size\x18\n \x01(\r\x12\x1a\n\x12overtaken_messages\x18\x0b \x01(\r\x12\x19\n\x11overtaken_buffers\x18\x0c \x01(\r\"=\n\x04Kind\x12\x08\n\x04\x44\x41TA\x10\x00\x12\n\n\x06SCHEMA\x10\x01\x12\x14\n\x10\x45ND_OF_PARTITION\x10\x02\x12\t\n\x05\x45VENT\x10\x03\"\xb4\x01\n\rErrorResponse\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.weir.ErrorResponse.Kind\x12\x0f\n\x07message\x18\x03 \x01(\t\"U\n\x04Kind\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x17\n\x13PARTITION_NOT_FOUND\x10\x01\x12\x13\n\x0fPRODUCER_FAILED\x10\x02\x12\x12\n\x0ePROTOCOL_ERROR\x10\x03\"o\n\x1aPipelinedShuffleDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x1c\n\x14producer_resource_id\x18\x02 \x01(\t\x12\x1d\n\x15producer_data_address\x18\x03 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aweir/proto/dataplane.proto\x12\x04weir\"\x1a\n\tChallenge\x12\r\n\x05nonce\x18\x01 \x01(\x0c\"\x14\n\x05Hello\x12\x0b\n\x03mac\x18\x01 \x01(\x0c\"\x8e\x01\n\x10PartitionRequest\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\x12\x13\n\x0breceiver_id\x18\x03 \x01(\x04\x12\x16\n\x0einitial_credit\x18\x04 \x01(\x05\x12\x10\n\x08\x63onsumer\x18\x05 \x01(\t\x12\x0f\n\x07wait_ms\x18\x06 \x01(\r\"0\n\tAddCredit\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x0e\n\x06\x63redit\x18\x02 \x01(\x05\"&\n\x0f\x43\x61ncelPartition\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\"9\n\rNewBufferSize\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x13\n\x0b\x62uffer_size\x18\x02 \x01(\x05\"\x0e\n\x0c\x43loseRequest\"\xe1\x02\n\x0c\x42ufferHeader\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12\x17\n\x0fsequence_number\x18\x02 \x01(\r\x12\x0f\n\x07\x62\x61\x63klog\x18\x03 \x01(\x05\x12%\n\x04kind\x18\x04 \x01(\x0e\x32\x17.weir.BufferHeader.Kind\x12\x10\n\x08priority\x18\x05 \x01(\x08\x12\x12\n\nevent_type\x18\x06 \x01(\t\x12\x13\n\x0bmessage_end\x18\x07 \x01(\x08\x12\x14\n\x0cmessage_size\x18\x08 \x01(\x04\x12\x0f\n\x07\x62uffers\x18\t \x01(\r\x12\x13\n\x0b\x62uffer_size\x18\n \x01(\r\x12\x1a\n\x12overtaken_messages\x18\x0b \x01(\r\x12\x19\n\x11overtaken_buffers\x18\x0c \x01(\r\"=\n\x04Kind\x12\x08\n\x04\x44\x41TA\x10\x00\x12\n\n\x06SCHEMA\x10\x01\x12\x14\n\x10\x45ND_OF_PARTITION\x10\x02\x12\t\n\x05\x45VENT\x10\x03\"\xf9\x01\n\rErrorResponse\x12\x13\n\x0breceiver_id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.weir.ErrorResponse.Kind\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x99\x01\n\x04Kind\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x17\n\x13PARTITION_NOT_FOUND\x10\x01\x12\x13\n\x0fPRODUCER_FAILED\x10\x02\x12\x12\n\x0ePROTOCOL_ERROR\x10\x03\x12\x15\n\x11NOT_AUTHENTICATED\x10\x04\x12\x16\n\x12\x41LREADY_SUBSCRIBED\x10\x05\x12\x13\n\x0f\x43ONNECTION_IDLE\x10\x06\"o\n\x1aPipelinedShuffleDescriptor\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x1c\n\x14producer_resource_id\x18\x02 \x01(\t\x12\x1d\n\x15producer_data_address\x18\x03 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weir.proto.dataplane_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PARTITIONREQUEST']._serialized_start=37
-  _globals['_PARTITIONREQUEST']._serialized_end=179
-  _globals['_ADDCREDIT']._serialized_start=181
-  _globals['_ADDCREDIT']._serialized_end=229
-  _globals['_CANCELPARTITION']._serialized_start=231
-  _globals['_CANCELPARTITION']._serialized_end=269
-  _globals['_NEWBUFFERSIZE']._serialized_start=271
-  _globals['_NEWBUFFERSIZE']._serialized_end=328
-  _globals['_CLOSEREQUEST']._serialized_start=330
-  _globals['_CLOSEREQUEST']._serialized_end=344
-  _globals['_BUFFERHEADER']._serialized_start=347
-  _globals['_BUFFERHEADER']._serialized_end=700
-  _globals['_BUFFERHEADER_KIND']._serialized_start=639
-  _globals['_BUFFERHEADER_KIND']._serialized_end=700
-  _globals['_ERRORRESPONSE']._serialized_start=703
-  _globals['_ERRORRESPONSE']._serialized_end=883
-  _globals['_ERRORRESPONSE_KIND']._serialized_start=798
-  _globals['_ERRORRESPONSE_KIND']._serialized_end=883
-  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_start=885
-  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_end=996
+  _globals['_CHALLENGE']._serialized_start=36
+  _globals['_CHALLENGE']._serialized_end=62
+  _globals['_HELLO']._serialized_start=64
+  _globals['_HELLO']._serialized_end=84
+  _globals['_PARTITIONREQUEST']._serialized_start=87
+  _globals['_PARTITIONREQUEST']._serialized_end=229
+  _globals['_ADDCREDIT']._serialized_start=231
+  _globals['_ADDCREDIT']._serialized_end=279
+  _globals['_CANCELPARTITION']._serialized_start=281
+  _globals['_CANCELPARTITION']._serialized_end=319
+  _globals['_NEWBUFFERSIZE']._serialized_start=321
+  _globals['_NEWBUFFERSIZE']._serialized_end=378
+  _globals['_CLOSEREQUEST']._serialized_start=380
+  _globals['_CLOSEREQUEST']._serialized_end=394
+  _globals['_BUFFERHEADER']._serialized_start=397
+  _globals['_BUFFERHEADER']._serialized_end=750
+  _globals['_BUFFERHEADER_KIND']._serialized_start=689
+  _globals['_BUFFERHEADER_KIND']._serialized_end=750
+  _globals['_ERRORRESPONSE']._serialized_start=753
+  _globals['_ERRORRESPONSE']._serialized_end=1002
+  _globals['_ERRORRESPONSE_KIND']._serialized_start=849
+  _globals['_ERRORRESPONSE_KIND']._serialized_end=1002
+  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_start=1004
+  _globals['_PIPELINEDSHUFFLEDESCRIPTOR']._serialized_end=1115
 # @@protoc_insertion_point(module_scope)

@@ -5,6 +5,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Challenge(_message.Message):
+    __slots__ = ("nonce",)
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    nonce: bytes
+    def __init__(self, nonce: _Optional[bytes] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("mac",)
+    MAC_FIELD_NUMBER: _ClassVar[int]
+    mac: bytes
+    def __init__(self, mac: _Optional[bytes] = ...) -> None: ...
+
 class PartitionRequest(_message.Message):
     __slots__ = ("partition_id", "subpartition", "receiver_id", "initial_credit", "consumer", "wait_ms")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -93,10 +105,16 @@ class ErrorResponse(_message.Message):
         PARTITION_NOT_FOUND: _ClassVar[ErrorResponse.Kind]
         PRODUCER_FAILED: _ClassVar[ErrorResponse.Kind]
         PROTOCOL_ERROR: _ClassVar[ErrorResponse.Kind]
+        NOT_AUTHENTICATED: _ClassVar[ErrorResponse.Kind]
+        ALREADY_SUBSCRIBED: _ClassVar[ErrorResponse.Kind]
+        CONNECTION_IDLE: _ClassVar[ErrorResponse.Kind]
     UNKNOWN: ErrorResponse.Kind
     PARTITION_NOT_FOUND: ErrorResponse.Kind
     PRODUCER_FAILED: ErrorResponse.Kind
     PROTOCOL_ERROR: ErrorResponse.Kind
+    NOT_AUTHENTICATED: ErrorResponse.Kind
+    ALREADY_SUBSCRIBED: ErrorResponse.Kind
+    CONNECTION_IDLE: ErrorResponse.Kind
     RECEIVER_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]

@@ -27,9 +27,11 @@ from collections import deque
 from collections.abc import Callable
 
 import pyarrow as pa
+from google.protobuf.message import DecodeError
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.records import Elements
+from weir.core.timers import TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.api import Event, OvertakenData
 from weir.shuffle.pipelined import protocol
@@ -106,24 +108,56 @@ class FloatingBufferPool:
 
 
 class ClientConnection:
-    """A TCP connection to one producing TaskExecutor, multiplexed by receiver id."""
+    """A TCP connection to one producing TaskExecutor, multiplexed by receiver id.
+
+    Connecting answers the producer's challenge with ``token`` (see ``protocol``); raises
+    ConnectionError (an OSError) when the producer turns the connection away before that.
+    """
 
     def __init__(self, address: str, on_closed: Callable[[ClientConnection], None],
-                 max_frame: int) -> None:
+                 max_frame: int, token: str | None = None,
+                 on_idle: Callable[[RemoteInputChannel], None] | None = None) -> None:
         host, _, port = address.rpartition(":")
         self.address = address
         self._max_frame = max_frame
         self._sock = socket.create_connection((host, int(port)), timeout=5)
-        self._sock.settimeout(None)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        protocol.configure_socket(self._sock)
         self._send_lock = threading.Lock()
         self._channels: dict[int, RemoteInputChannel] = {}
         self._lock = threading.Lock()
         self._on_closed = on_closed
+        self._on_idle = on_idle
         self.closed = False
+        self._frames = protocol.FrameReader(self._sock, READ_BUFFER_BYTES, self._max_frame)
+        try:
+            self._handshake(token)
+        except BaseException:
+            self._sock.close()
+            raise
+        self._sock.settimeout(None)
         self._reader = threading.Thread(target=self._read_loop, daemon=True,
                                         name=f"data-client-{address}")
         self._reader.start()
+
+    def _handshake(self, token: str | None) -> None:
+        self._sock.settimeout(protocol.HANDSHAKE_TIMEOUT_S)
+        frames: list[tuple[int, memoryview]] = []
+        while not frames:
+            received = self._frames.read()
+            if received is None:
+                msg = f"the producer at {self.address} closed the connection"
+                raise ConnectionError(msg)
+            frames = received
+        kind, payload = frames[0]
+        if kind == protocol.ERROR:
+            error = dataplane_pb2.ErrorResponse.FromString(bytes(payload))
+            msg = f"the producer at {self.address} refused the connection: {error.message}"
+            raise ConnectionError(msg)
+        if kind != protocol.CHALLENGE or len(frames) > 1:
+            msg = f"the producer at {self.address} did not start with a handshake"
+            raise ConnectionError(msg)
+        nonce = dataplane_pb2.Challenge.FromString(bytes(payload)).nonce
+        self.send(protocol.HELLO, dataplane_pb2.Hello(mac=protocol.hello_mac(token, nonce)))
 
     def send(self, kind: int, message: object) -> None:
         data = protocol.frame(kind, message.SerializeToString())  # type: ignore[attr-defined]
@@ -148,8 +182,8 @@ class ClientConnection:
 
     def _read_loop(self) -> None:
         error: BaseException | None = None
-        reader = protocol.FrameReader(self._sock, READ_BUFFER_BYTES,
-                                      self._max_frame)
+        idle = False
+        reader = self._frames
         try:
             while True:
                 frames = reader.read()
@@ -169,6 +203,7 @@ class ClientConnection:
                         arrivals = {}
                         response = dataplane_pb2.ErrorResponse.FromString(bytes(payload))
                         if response.receiver_id == 0:   # about the connection itself
+                            idle = response.kind == dataplane_pb2.ErrorResponse.CONNECTION_IDLE
                             error = ConnectionError(f"the producer at {self.address} "
                                                     f"closed the connection: "
                                                     f"{response.message}")
@@ -178,10 +213,10 @@ class ClientConnection:
                         if channel is not None:
                             channel.on_error(response)
                 self._deliver(arrivals)
-        except (OSError, ConnectionError, ValueError) as err:
+        except (OSError, ConnectionError, ValueError, DecodeError) as err:
             error = err
         finally:
-            self._close(error)
+            self._close(error, idle)
 
     def _deliver(self, arrivals: dict[int, list[tuple[dataplane_pb2.BufferHeader,
                                                       memoryview]]]) -> None:
@@ -193,7 +228,7 @@ class ClientConnection:
             if channel is not None:
                 channel.on_buffers(buffers)
 
-    def _close(self, error: BaseException | None) -> None:
+    def _close(self, error: BaseException | None, idle: bool = False) -> None:
         self.closed = True
         with contextlib.suppress(OSError):
             self._sock.close()
@@ -201,6 +236,12 @@ class ClientConnection:
             channels = list(self._channels.values())
             self._channels.clear()
         self._on_closed(self)
+        if idle and self._on_idle is not None:
+            # The producer served nothing on this connection when it closed it: requests
+            # sent since then never reached it, and go again on a new connection.
+            for channel in channels:
+                self._on_idle(channel)
+            return
         for channel in channels:
             failure = RemoteTransportError(
                 f"lost the data connection to {self.address} while reading partition "
@@ -223,11 +264,12 @@ class ConnectionManager:
     ``segment_size``: the configured buffer size; a frame larger than one such buffer
     (plus its header) closes the connection instead of being allocated."""
 
-    def __init__(self, segment_size: int) -> None:
+    def __init__(self, segment_size: int, token: str | None = None) -> None:
         self._max_frame = protocol.max_data_frame(segment_size)
+        self._token = token
         self._connections: dict[str, ClientConnection] = {}
         self._lock = threading.Lock()
-        self._timers: set[threading.Timer] = set()
+        self._timers = TimerThread("data-client-timers")
         self._closed = False
 
     def connection(self, address: str) -> ClientConnection:
@@ -235,9 +277,13 @@ class ConnectionManager:
             connection = self._connections.get(address)
             if connection is not None and not connection.closed:
                 return connection
-            connection = ClientConnection(address, self._closed_connection, self._max_frame)
+            connection = ClientConnection(address, self._closed_connection, self._max_frame,
+                                          self._token, self._request_again)
             self._connections[address] = connection
             return connection
+
+    def _request_again(self, channel: RemoteInputChannel) -> None:
+        self.schedule(0.0, channel.request)
 
     def _closed_connection(self, connection: ClientConnection) -> None:
         with self._lock:
@@ -245,29 +291,16 @@ class ConnectionManager:
                 del self._connections[connection.address]
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
-        """Run ``fn`` after ``delay`` seconds on a timer thread (request retries)."""
-        def run() -> None:
-            with self._lock:
-                self._timers.discard(timer)
-            if not self._closed:
-                fn()
-
-        timer = threading.Timer(delay, run)
-        timer.daemon = True
-        with self._lock:
-            if self._closed:
-                return
-            self._timers.add(timer)
-        timer.start()
+        """Run ``fn`` after ``delay`` seconds on the timer thread (request retries)."""
+        if not self._closed:
+            self._timers.schedule(delay, fn)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             connections = list(self._connections.values())
-            timers = list(self._timers)
             self._connections.clear()
-        for timer in timers:
-            timer.cancel()
+        self._timers.close()
         for connection in connections:
             connection.close()
 

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from weir.core import options
+from weir.core.secrets import auth_token
 from weir.proto import dataplane_pb2, jobgraph_pb2
 from weir.shuffle import options as shuffle_options
 from weir.shuffle.api import (
@@ -33,13 +34,14 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
         self._backoff = (conf.get(shuffle_options.REQUEST_BACKOFF_INITIAL),
                          conf.get(shuffle_options.REQUEST_BACKOFF_MAX))
         self._port = conf.get(shuffle_options.DATA_PORT)
+        self._token = auth_token(conf)
         self.partitions = PartitionManager()
-        self.connections = ConnectionManager(self._segment_size)
+        self.connections = ConnectionManager(self._segment_size, self._token)
         self._server: DataServer | None = None
 
     def start(self) -> str:
         self._server = DataServer(self._context.host, self._port, self.partitions,
-                                  self._segment_size)
+                                  self._segment_size, self._token)
         self._server.start()
         return self._server.address
 

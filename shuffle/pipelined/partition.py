@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from weir.core.errors import PartitionNotFoundError
 from weir.core.records import Elements
 from weir.shuffle.api import Event, OvertakenData, ResultPartitionWriter
@@ -33,6 +35,9 @@ class Buffer:
     #: A priority event off the network: batches the producer had sent only in part, or
     #: not at all, when the event overtook its queue (they follow it, captured on arrival).
     in_flight: int = 0
+    #: For a remote consumer: ``elements`` in their wire form, encoded by the producing
+    #: task (encoding runs user code, e.g. pickling, whose errors are that task's).
+    wire: list[pa.RecordBatch] | None = None
 
 
 class ProducerFailedError(Exception):
@@ -48,6 +53,11 @@ class Subpartition:
         self._cond = threading.Condition()
         self._consumer_listener: Callable[[], None] | None = None
         self.producer_listener: Callable[[], None] | None = None
+        #: A remote consumer reads this subpartition: the producer encodes what it adds.
+        self.remote = False
+        #: A buffer queued before the remote consumer came could not be encoded for it; the
+        #: producing task raises this on its own thread.
+        self.encoding_failure: BaseException | None = None
         self.failure: BaseException | None = None
         self.released = False
         self.consumed = False
@@ -141,6 +151,9 @@ class Subpartition:
             self.released = True
             self._queue.clear()
             self._cond.notify_all()
+            listener = self._consumer_listener
+        if listener is not None:
+            listener()  # a consumer still attached hears it is no longer served
 
     def is_writable(self) -> bool:
         return len(self._queue) < self._capacity or self.released
@@ -148,12 +161,29 @@ class Subpartition:
     def backlog(self) -> int:
         return len(self._queue)
 
-    def subscribe(self, listener: Callable[[], None] | None) -> None:
-        """Attach the consumer; ``listener`` is called whenever a buffer or failure arrives."""
+    def subscribe(self, listener: Callable[[], None] | None, remote: bool = False) -> bool:
+        """Attach the consumer; ``listener`` is called whenever a buffer or failure arrives
+        (None detaches it). False, attaching nothing, when another consumer is attached:
+        a subpartition has one reader, and a second one must not silently replace it."""
         with self._cond:
+            if listener is not None and self._consumer_listener is not None:
+                return False
             self._consumer_listener = listener
-        if listener is not None and (self._queue or self.failure is not None):
-            listener()
+            self.remote = remote and listener is not None
+            notify = listener is not None and bool(self._queue or self.failure is not None
+                                                   or self.released)
+        if notify:
+            listener()  # type: ignore[misc]
+        return True
+
+    def fail_encoding(self, cause: BaseException) -> None:
+        """The remote consumer's connection could not encode a buffer: the producing task
+        fails with ``cause`` (on its own thread, at its next emit or availability check)."""
+        with self._cond:
+            if self.encoding_failure is None:
+                self.encoding_failure = cause
+        if self.producer_listener is not None:
+            self.producer_listener()
 
     def poll(self, timeout: float | None = None) -> Buffer | None:
         """The next buffer; None if there is none (after waiting up to ``timeout``)."""
@@ -162,6 +192,9 @@ class Subpartition:
                 self._cond.wait(timeout)
             if self.failure is not None and not self._queue:
                 msg = f"the producer failed: {self.failure}"
+                raise ProducerFailedError(msg)
+            if self.released and not self.consumed:
+                msg = "the partition was released by its producer's TaskExecutor"
                 raise ProducerFailedError(msg)
             if not self._queue:
                 return None
@@ -204,7 +237,13 @@ class PipelinedResultPartition(ResultPartitionWriter):
     def _flush(self, index: int) -> None:
         pending = self._pending[index]
         if pending:
-            self.subpartitions[index].add(Buffer(pending, self._pending_bytes[index]))
+            sub = self.subpartitions[index]
+            buffer = Buffer(pending, self._pending_bytes[index])
+            if sub.remote:
+                # Here, on the producing task's thread: the connection's writer thread is
+                # shared by every job, and a record that cannot be encoded is this task's.
+                buffer.wire = [e.wire_batch() for e in pending]
+            sub.add(buffer)
             self._pending[index] = []
             self._pending_bytes[index] = 0
         if not any(self._pending):
@@ -221,7 +260,13 @@ class PipelinedResultPartition(ResultPartitionWriter):
         return time.monotonic() - self._pending_since
 
     def is_available(self) -> bool:
+        self._check_encoding()
         return all(sub.is_writable() for sub in self.subpartitions)
+
+    def _check_encoding(self) -> None:
+        for sub in self.subpartitions:
+            if sub.encoding_failure is not None:
+                raise sub.encoding_failure
 
     def broadcast_event(self, event: Event, priority: bool = False) -> list[list[Elements]]:
         """Send ``event`` to every consumer, in order after pending data, or — with

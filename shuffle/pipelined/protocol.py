@@ -3,10 +3,25 @@
 A frame is ``[u32 length][u8 type][payload]`` (length counts type + payload). Control
 payloads are protobuf messages; a BUFFER payload is ``[u16 n][BufferHeader][body]``. Plain
 TCP, not gRPC: Python gRPC moves 32 KiB messages at 15-20% of a raw socket's speed.
+
+A connection opens with a handshake (CHALLENGE from the producer, HELLO from the consumer):
+the consumer proves it holds the cluster token by an HMAC of the producer's fresh nonce, so
+the token never crosses the wire and a recorded handshake cannot be replayed.
+
+Example:
+    >>> nonce = bytes(32)
+    >>> verify_hello("t0k", nonce, hello_mac("t0k", nonce))
+    True
+    >>> verify_hello("t0k", nonce, hello_mac("guess", nonce))
+    False
+    >>> verify_hello(None, nonce, b"")  # a cluster without a token accepts anyone
+    True
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import socket
 import struct
 
@@ -19,6 +34,8 @@ ERROR = 4
 CANCEL_PARTITION = 5
 CLOSE = 6
 NEW_BUFFER_SIZE = 7
+CHALLENGE = 8
+HELLO = 9
 
 _HEADER = struct.Struct("!IB")
 _U16 = struct.Struct("!H")
@@ -31,15 +48,58 @@ MAX_BUFFERS_PER_FRAME = 16
 DATA_FRAME_OVERHEAD = 64 * 1024
 
 
+#: A consumer that has not answered the challenge by then is disconnected.
+HANDSHAKE_TIMEOUT_S = 10.0
+#: Longest a producer holds a request for a partition it does not have yet (the consumer's
+#: ``wait_ms`` is capped to it): a hostile ``wait_ms`` cannot pin anything for long.
+MAX_HOLD_MS = 30_000
+#: Requests one connection may have held at once; more are answered at once.
+MAX_HELD_PER_CONNECTION = 1024
+#: Data connections a producer accepts from one host, and in all (each costs two threads).
+MAX_CONNECTIONS_PER_PEER = 64
+MAX_CONNECTIONS = 1024
+#: A producer closes a connection that served nothing (no subpartition, no held request)
+#: for this long; its consumer reconnects when it needs to.
+IDLE_TIMEOUT_S = 300.0
+
+
+def hello_mac(token: str | None, nonce: bytes) -> bytes:
+    """The consumer's answer to ``nonce``: HMAC-SHA256 keyed by the token (empty without)."""
+    if not token:
+        return b""
+    return hmac.new(token.encode(), nonce, hashlib.sha256).digest()
+
+
+def verify_hello(token: str | None, nonce: bytes, mac: bytes) -> bool:
+    """Whether ``mac`` answers ``nonce`` for ``token`` (constant time); True without token."""
+    if not token:
+        return True
+    return hmac.compare_digest(hello_mac(token, nonce), mac)
+
+
+def configure_socket(sock: socket.socket) -> None:
+    """No Nagle delay, and TCP keepalive: a peer whose host vanished without closing the
+    connection is noticed within about 25 s, so a consumer never waits on it forever."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
 def max_data_frame(segment_size: int) -> int:
     """Largest frame a consumer reads: ``MAX_BUFFERS_PER_FRAME`` buffers, none larger than
     the segment size (batches larger than a segment span several buffers)."""
     return MAX_BUFFERS_PER_FRAME * segment_size + DATA_FRAME_OVERHEAD
 
 
-class FrameTooLargeError(ConnectionError):
-    """A frame header announced more than the reader's limit: the peer is broken or hostile,
-    and the connection is closed before anything is allocated for it."""
+class CorruptFrameError(ConnectionError):
+    """The stream is not a sequence of frames: the peer is broken or hostile."""
+
+
+class FrameTooLargeError(CorruptFrameError):
+    """A frame header announced more than the reader's limit: the connection is closed
+    before anything is allocated for it."""
 
 
 def frame(kind: int, payload: bytes = b"") -> bytes:
@@ -104,7 +164,7 @@ class FrameReader:
                 raise FrameTooLargeError(msg)
             if length < 1:
                 msg = "corrupt data frame (length 0)"
-                raise ConnectionError(msg)
+                raise CorruptFrameError(msg)
             frame_end = position + 4 + length
             if frame_end > end:
                 break

@@ -1,25 +1,38 @@
 """Producer side of the data plane: serves subpartitions to remote consumers, against credit.
 
 One :class:`ServerConnection` per inbound TCP connection (one per consuming TaskExecutor)
-multiplexes every subpartition that TaskExecutor requested. Its reader thread handles
-requests and credit; its writer thread sends, round robin, one network buffer at a time
+multiplexes every subpartition that TaskExecutor requested. It first authenticates the
+peer (see ``protocol``); its reader thread then handles requests and credit; its writer
+thread sends, round robin, one network buffer at a time
 from each *available* view — one with credit and data, or with an event (events need no
 credit), as Flink's PartitionRequestQueue does. Data buffers are Arrow IPC record-batch
 messages of at most ``taskmanager.memory.segment-size`` bytes; a channel's schema is sent
 once, before its first batch and whenever it changes.
+
+Records are encoded for the wire by the producing task (a record that cannot be pickled
+fails that task, not the connection other jobs share). What a peer can cost is bounded:
+frames by the segment size, held requests by ``MAX_HOLD_MS`` and a count (one timer thread
+per server, not one per request), connections per host and in all; idle and
+unauthenticated connections are closed. A refused peer is logged once, at WARNING.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 import socket
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 
 import pyarrow as pa
+from google.protobuf.message import DecodeError
 
 from weir.core.errors import PartitionNotFoundError
+from weir.core.timers import Timer, TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol
 from weir.shuffle.pipelined.partition import (
@@ -33,6 +46,15 @@ log = logging.getLogger(__name__)
 
 _POLL_S = 0.2
 _Kind = dataplane_pb2.BufferHeader
+_Error = dataplane_pb2.ErrorResponse
+
+
+class ProtocolError(ConnectionError):
+    """The peer broke the protocol (or failed to authenticate): refused and disconnected."""
+
+    def __init__(self, kind: int, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class _Frame:
@@ -98,7 +120,7 @@ class SubpartitionView:
             return self.credit > 0 or isinstance(self._pending[0], _Frame)
         head = self.subpartition.peek()
         if head is None:
-            return self.subpartition.failure is not None
+            return self.subpartition.failure is not None or self.subpartition.released
         return self.credit > 0 or head.elements is None
 
     def next_frame(self) -> _Frame | None:
@@ -118,7 +140,7 @@ class SubpartitionView:
             # waiting for credit must stay there, where a priority event can overtake it.
             head = self.subpartition.peek()
             if head is None:
-                if self.subpartition.failure is not None:
+                if self.subpartition.failure is not None or self.subpartition.released:
                     self.subpartition.poll()  # raises ProducerFailedError
                 return None
             if head.elements is not None and self.credit <= 0:
@@ -161,8 +183,17 @@ class SubpartitionView:
         if buffer.elements is None:
             return [self._event_frame(buffer)]
         items: list[_Frame | _Message] = []
-        for elements in buffer.elements:
-            batch = elements.wire_batch()
+        if buffer.wire is not None:
+            batches = buffer.wire
+        else:
+            # Queued before this consumer subscribed, so not encoded by the producer yet.
+            try:
+                batches = [e.wire_batch() for e in buffer.elements]
+            except Exception as err:
+                self.subpartition.fail_encoding(err)
+                msg = f"the producer cannot encode a record: {type(err).__name__}: {err}"
+                raise ProducerFailedError(msg) from err
+        for batch in batches:
             if self._schema is None or not batch.schema.equals(self._schema,
                                                                 check_metadata=True):
                 self._schema = batch.schema
@@ -174,34 +205,69 @@ class SubpartitionView:
 
 
 class ServerConnection:
-    """One consuming TaskExecutor's connection: a reader and a writer thread."""
+    """One consuming TaskExecutor's connection: a reader and a writer thread.
+
+    ``token``: the cluster token the peer must prove it holds (None: anyone is accepted).
+    ``timers``: the server's timer thread (held requests). ``on_closed`` is called once,
+    from whichever thread closes the connection.
+    """
 
     def __init__(self, sock: socket.socket, partitions: PartitionManager,
-                 segment_size: int) -> None:
+                 segment_size: int, token: str | None = None,
+                 timers: TimerThread | None = None,
+                 on_closed: Callable[[ServerConnection], None] | None = None) -> None:
         self._sock = sock
         self._partitions = partitions
         self._segment_size = segment_size
+        self._token = token
+        self._own_timers = timers is None
+        self._timers = timers or TimerThread("data-server-timers")
+        self._on_closed = on_closed
+        self.peer = _address(sock)
         self._views: dict[int, SubpartitionView] = {}
-        self._held: dict[int, threading.Timer] = {}  # requests waiting for their partition
+        # Requests waiting for their partition: the timer and the registration callback.
+        self._held: dict[int, tuple[Timer, Callable[[], None], str]] = {}
         self._available: deque[SubpartitionView] = deque()
         self._queued: set[int] = set()
         self._cond = threading.Condition()
         self._closed = threading.Event()
-        name = f"data-server-{sock.getpeername()[1] if sock else 0}"
+        self._last_active = time.monotonic()
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
+        self.authenticated = False
+        self._warned = False
+        name = f"data-server-{self.peer.rpartition(':')[2]}"
         self._reader = threading.Thread(target=self._read_loop, name=f"{name}-in", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name=f"{name}-out",
                                         daemon=True)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     def start(self) -> None:
         self._reader.start()
-        self._writer.start()
 
-    # -- reader: requests and credit --------------------------------------------------------
+    def refuse(self, message: str) -> None:
+        """Turn the peer away before the handshake (the connection is not started)."""
+        log.warning("refusing data connection from %s: %s", self.peer, message)
+        self._send_error(0, _Error.PROTOCOL_ERROR, message)
+        self.close()
+
+    # -- reader: handshake, requests and credit ---------------------------------------------
 
     def _read_loop(self) -> None:
         reader = protocol.FrameReader(self._sock, 64 * 1024, protocol.MAX_CONTROL_FRAME)
         try:
+            if not self._handshake(reader):
+                return
+            self._writer.start()
             while not self._closed.is_set():
+                if not self._wait_readable(_POLL_S * 5):
+                    if self._idle_for() > protocol.IDLE_TIMEOUT_S:
+                        self._send_error(0, _Error.CONNECTION_IDLE, "the connection was idle")
+                        return
+                    continue
                 frames = reader.read()
                 if frames is None:
                     return
@@ -209,73 +275,142 @@ class ServerConnection:
                     if kind == protocol.CLOSE:
                         return
                     self._on_control(kind, bytes(payload))
-        except protocol.FrameTooLargeError as err:
-            log.warning("refusing data connection from %s: %s", self._peer(), err)
-            self._send_error(0, dataplane_pb2.ErrorResponse.PROTOCOL_ERROR, str(err))
+        except (protocol.CorruptFrameError, ProtocolError) as err:
+            kind = getattr(err, "kind", _Error.PROTOCOL_ERROR)
+            log.warning("refusing data connection from %s: %s", self.peer, err)
+            self._send_error(0, kind, str(err))
         except (OSError, ConnectionError, ValueError) as err:
-            log.debug("data connection ended: %s", err)
+            log.debug("data connection from %s ended: %s", self.peer, err)
         finally:
             self.close()
 
+    def _handshake(self, reader: protocol.FrameReader) -> bool:
+        """Challenge the peer; True once it proved it holds the token. Raises ProtocolError
+        for a wrong answer, anything but an answer, or none in time."""
+        nonce = os.urandom(32)
+        self._sock.sendall(protocol.frame(
+            protocol.CHALLENGE, dataplane_pb2.Challenge(nonce=nonce).SerializeToString()))
+        deadline = time.monotonic() + protocol.HANDSHAKE_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._wait_readable(left):
+                if self._closed.is_set():
+                    return False
+                raise ProtocolError(_Error.NOT_AUTHENTICATED,
+                                    "no handshake within "
+                                    f"{protocol.HANDSHAKE_TIMEOUT_S:.0f} s")
+            frames = reader.read()
+            if frames is None:
+                return False
+            if frames:
+                break
+        kind, payload = frames[0]
+        if kind != protocol.HELLO:
+            raise ProtocolError(_Error.NOT_AUTHENTICATED,
+                                f"frame type {kind} before the handshake")
+        hello = _parse(dataplane_pb2.Hello, payload)
+        if not protocol.verify_hello(self._token, nonce, hello.mac):
+            raise ProtocolError(_Error.NOT_AUTHENTICATED,
+                                "the data connection did not prove it holds the cluster's "
+                                "security.auth.token (both TaskExecutors need the same token)")
+        self.authenticated = True
+        for kind, payload in frames[1:]:
+            self._on_control(kind, bytes(payload))
+        return True
+
+    def _wait_readable(self, timeout: float) -> bool:
+        try:
+            return bool(self._poller.poll(timeout * 1000))
+        except (OSError, ValueError):  # closed meanwhile
+            return not self._closed.is_set()
+
+    def _idle_for(self) -> float:
+        with self._cond:
+            if self._views or self._held:
+                self._last_active = time.monotonic()
+            return time.monotonic() - self._last_active
+
     def _on_control(self, kind: int, payload: bytes) -> None:
         if kind == protocol.PARTITION_REQUEST:
-            self._on_request(dataplane_pb2.PartitionRequest.FromString(payload))
+            self._on_request(_parse(dataplane_pb2.PartitionRequest, payload))
         elif kind == protocol.ADD_CREDIT:
-            message = dataplane_pb2.AddCredit.FromString(payload)
+            message = _parse(dataplane_pb2.AddCredit, payload)
             with self._cond:
                 view = self._views.get(message.receiver_id)
                 if view is not None:
                     view.credit += message.credit
                     self._enqueue_locked(view)
         elif kind == protocol.NEW_BUFFER_SIZE:
-            message = dataplane_pb2.NewBufferSize.FromString(payload)
+            message = _parse(dataplane_pb2.NewBufferSize, payload)
             with self._cond:
                 view = self._views.get(message.receiver_id)
                 if view is not None and message.buffer_size > 0:
                     view.buffer_size = message.buffer_size
                     view.subpartition.flush_size = message.buffer_size
         elif kind == protocol.CANCEL_PARTITION:
-            message = dataplane_pb2.CancelPartition.FromString(payload)
+            message = _parse(dataplane_pb2.CancelPartition, payload)
             self._drop(message.receiver_id)
+        else:
+            raise ProtocolError(_Error.PROTOCOL_ERROR, f"unexpected frame type {kind}")
 
     def _on_request(self, request: dataplane_pb2.PartitionRequest, held: bool = False) -> None:
+        with self._cond:
+            taken = request.receiver_id in self._views or (
+                not held and request.receiver_id in self._held)
+        if taken:
+            self._send_error(request.receiver_id, _Error.ALREADY_SUBSCRIBED,
+                             f"receiver {request.receiver_id} is in use on this connection")
+            return
         try:
             sub = self._partitions.subpartition(request.partition_id, request.subpartition)
         except PartitionNotFoundError as err:
-            if not held and request.wait_ms and not self._closed.is_set():
-                self._hold(request)
+            if not held and request.wait_ms and not self._closed.is_set() and self._hold(
+                    request):
                 return
-            self._send_error(request.receiver_id,
-                             dataplane_pb2.ErrorResponse.PARTITION_NOT_FOUND, str(err))
+            self._send_error(request.receiver_id, _Error.PARTITION_NOT_FOUND, str(err))
             return
         view = SubpartitionView(request.receiver_id, sub, request.partition_id,
                                 request.initial_credit, self._segment_size)
         with self._cond:
             self._views[request.receiver_id] = view
-        sub.subscribe(lambda: self._notify(view))
+        if not sub.subscribe(lambda: self._notify(view), remote=True):
+            with self._cond:
+                self._views.pop(request.receiver_id, None)
+            if not self._warned:     # once per connection: a peer must not flood the log
+                self._warned = True
+                log.warning("data connection from %s asked for subpartition %d of partition "
+                            "%s, which another consumer reads: refused", self.peer,
+                            request.subpartition, request.partition_id)
+            self._send_error(request.receiver_id, _Error.ALREADY_SUBSCRIBED,
+                             f"subpartition {request.subpartition} of partition "
+                             f"{request.partition_id} is read by another consumer")
 
-    def _hold(self, request: dataplane_pb2.PartitionRequest) -> None:
+    def _hold(self, request: dataplane_pb2.PartitionRequest) -> bool:
         """Answer a request for a partition not registered yet when it is, or after the
-        consumer's ``wait_ms``, whichever comes first (the producer's task may still be
-        deploying: answering at once would cost the consumer a whole back-off)."""
+        consumer's ``wait_ms`` (at most MAX_HOLD_MS), whichever comes first (the producer's
+        task may still be deploying: answering at once would cost the consumer a whole
+        back-off). False when this connection holds too many requests already."""
+        receiver_id = request.receiver_id
+
         def answer() -> None:
             with self._cond:
-                timer = self._held.pop(request.receiver_id, None)
-            if timer is None:
+                entry = self._held.pop(receiver_id, None)
+            if entry is None:
                 return  # answered already
-            timer.cancel()
+            entry[0].cancel()
             self._partitions.forget_waiter(request.partition_id, answer)
             if not self._closed.is_set():
                 self._on_request(request, held=True)
 
-        timer = threading.Timer(request.wait_ms / 1000, answer)
-        timer.daemon = True
+        wait_s = min(request.wait_ms, protocol.MAX_HOLD_MS) / 1000
         with self._cond:
-            self._held[request.receiver_id] = timer
-        if self._partitions.when_registered(request.partition_id, answer):
-            timer.start()
-        else:
+            if len(self._held) >= protocol.MAX_HELD_PER_CONNECTION:
+                return False
+            timer = self._timers.schedule(wait_s, answer)
+            self._held[receiver_id] = (timer, answer, request.partition_id)
+        if not self._partitions.when_registered(request.partition_id, answer):
             answer()  # registered in the meantime
+        return True
 
     def _notify(self, view: SubpartitionView) -> None:
         """Called by the producing task (or the reader) when a view may have become sendable."""
@@ -292,6 +427,7 @@ class ServerConnection:
     def _drop(self, receiver_id: int) -> None:
         with self._cond:
             view = self._views.pop(receiver_id, None)
+            self._last_active = time.monotonic()
         if view is not None:
             view.subpartition.subscribe(None)
 
@@ -356,15 +492,8 @@ class ServerConnection:
             return frames, err
         return frames, None
 
-    def _peer(self) -> str:
-        try:
-            host, port = self._sock.getpeername()[:2]
-        except OSError:
-            return "a closed socket"
-        return f"{host}:{port}"
-
     def _send_error(self, receiver_id: int, kind: int, message: str) -> None:
-        error = dataplane_pb2.ErrorResponse(receiver_id=receiver_id, kind=kind, message=message)
+        error = _Error(receiver_id=receiver_id, kind=kind, message=message)
         with contextlib.suppress(OSError):
             self._sock.sendall(protocol.frame(protocol.ERROR, error.SerializeToString()))
 
@@ -379,53 +508,97 @@ class ServerConnection:
             self._cond.notify_all()
         for view in views:
             view.subpartition.subscribe(None)
-        for timer in held:
+        for timer, answer, partition_id in held:
             timer.cancel()
+            self._partitions.forget_waiter(partition_id, answer)
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._sock.close()
+        if self._own_timers:
+            self._timers.close()
+        if self._on_closed is not None:
+            self._on_closed(self)
 
     def join(self, timeout: float) -> None:
         for thread in (self._reader, self._writer):
-            if thread is not threading.current_thread():
+            if thread is not threading.current_thread() and thread.ident is not None:
                 thread.join(timeout)
 
 
+def _address(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "a closed socket"
+    return f"{host}:{port}"
+
+
+def _parse(message_type: type, payload: bytes | memoryview) -> object:
+    try:
+        return message_type.FromString(bytes(payload))  # type: ignore[attr-defined]
+    except DecodeError as err:
+        raise ProtocolError(_Error.PROTOCOL_ERROR,
+                            f"malformed {message_type.__name__} message") from err
+
+
 class DataServer:
-    """Accepts data connections from other TaskExecutors."""
+    """Accepts data connections from other TaskExecutors.
+
+    ``token``: the cluster token every connection must prove it holds (None: none needed).
+    """
 
     def __init__(self, host: str, port: int, partitions: PartitionManager,
-                 segment_size: int) -> None:
+                 segment_size: int, token: str | None = None) -> None:
         self._partitions = partitions
         self._segment_size = segment_size
+        self._token = token
         self._sock = socket.create_server((host, port), backlog=128)
         self._sock.settimeout(_POLL_S)
         self.address = f"{host}:{self._sock.getsockname()[1]}"
         self._closed = threading.Event()
-        self._connections: list[ServerConnection] = []
+        self._connections: set[ServerConnection] = set()
         self._lock = threading.Lock()
+        self._timers = TimerThread("data-server-timers")
         self._acceptor = threading.Thread(target=self._accept_loop, name="data-server",
                                           daemon=True)
 
     def start(self) -> None:
         self._acceptor.start()
 
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._connections)
+
     def _accept_loop(self) -> None:
         while not self._closed.is_set():
             try:
-                conn, _ = self._sock.accept()
+                conn, (host, *_) = self._sock.accept()
             except TimeoutError:
                 continue
             except OSError:
                 return
             conn.settimeout(None)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = ServerConnection(conn, self._partitions, self._segment_size)
+            protocol.configure_socket(conn)
+            connection = ServerConnection(conn, self._partitions, self._segment_size,
+                                          self._token, self._timers, self._forget)
             with self._lock:
-                self._connections = [c for c in self._connections if not c._closed.is_set()]
-                self._connections.append(connection)
+                from_peer = sum(c.peer.rpartition(":")[0] == host for c in self._connections)
+                full = (f"{from_peer} connections from {host} already"
+                        if from_peer >= protocol.MAX_CONNECTIONS_PER_PEER else
+                        f"{len(self._connections)} connections already"
+                        if len(self._connections) >= protocol.MAX_CONNECTIONS else None)
+                if full is None:
+                    self._connections.add(connection)
+            if full is not None:
+                connection.refuse(f"too many data connections ({full})")
+                continue
             connection.start()
+
+    def _forget(self, connection: ServerConnection) -> None:
+        with self._lock:
+            self._connections.discard(connection)
 
     def close(self) -> None:
         self._closed.set()
@@ -438,3 +611,4 @@ class DataServer:
             connection.close()
         for connection in connections:
             connection.join(timeout=5)
+        self._timers.close()

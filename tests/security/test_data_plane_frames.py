@@ -1,48 +1,26 @@
-"""The data plane refuses a frame larger than a buffer before allocating it."""
+"""The data plane refuses a frame larger than a buffer before allocating it, whether the
+peer has authenticated or not."""
 
 from __future__ import annotations
 
-import json
-import socket
 import struct
-from pathlib import Path
 
 from tests.support.cluster import weir_cli, write_job
+from tests.support.dataplane import connect, data_address, read_error, rss_bytes
 from weir.core.processes import process_alive
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol
 
 
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for {pid}")
-
-
-def read_frame(sock: socket.socket) -> tuple[int, bytes]:
-    data = b""
-    while len(data) < protocol.HEADER_SIZE or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} bytes")
-        data += chunk
-    return data[4], data[protocol.HEADER_SIZE:4 + struct.unpack("!I", data[:4])[0]]
-
-
 def test_a_header_announcing_a_gigabyte_gets_an_error_frame_and_no_memory(cluster_factory,
                                                                            tmp_path):
     cluster = cluster_factory(1, 1)
-    info = json.loads((cluster.dir / "taskexecutor-0.json").read_text())
-    host, _, port = info["data_address"].rpartition(":")
-    pid = info["pid"]
+    host, port, pid = data_address(cluster.dir)
     before = rss_bytes(pid)
-    for _ in range(4):
-        with socket.create_connection((host, int(port)), timeout=10) as sock:
+    for handshake in (False, True, False, True):
+        with connect(host, port, handshake=handshake) as sock:
             sock.sendall(struct.pack("!IB", 1 << 30, protocol.BUFFER) + b"x" * 20)  # 25 bytes
-            kind, payload = read_frame(sock)
-            assert kind == protocol.ERROR
-            error = dataplane_pb2.ErrorResponse.FromString(payload)
+            error = read_error(sock)
             assert error.kind == dataplane_pb2.ErrorResponse.PROTOCOL_ERROR
             assert "1,073,741,824 bytes" in error.message
             assert sock.recv(1) == b""                    # and the connection is closed

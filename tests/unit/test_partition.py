@@ -218,7 +218,9 @@ def test_release_drops_buffers_and_unblocks_the_producer() -> None:
     assert not p.is_available()
     p.release()
     assert p.is_available()
-    assert p.subpartitions[0].poll() is None
+    # A consumer still reading is told, not left waiting for buffers that will never come.
+    with pytest.raises(ProducerFailedError, match="released"):
+        p.subpartitions[0].poll()
 
 
 def test_metrics() -> None:
