@@ -227,6 +227,12 @@ class ShuffleServiceDaemon:
             self.port = bound
             self.address = f"{self.host}:{bound}"
         log.info("shuffle service listening on %s, data in %s", self.address, store.data_dir)
+        if not self._token:
+            log.warning(
+                "the shuffle service on %s has no security.auth.token: ANYONE WHO CAN "
+                "REACH THIS PORT CAN READ, WRITE AND DELETE EVERY JOB'S PARTITIONS. Give it "
+                "the cluster's token (WEIR_SECURITY_AUTH_TOKEN or security.auth.token-file)",
+                self.address)
         return self.address
 
     def stop(self, grace: float = 1.0) -> None:

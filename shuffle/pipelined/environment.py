@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import sys
 from typing import Any
 
@@ -21,6 +23,15 @@ from weir.shuffle.pipelined.debloat import BufferDebloater
 from weir.shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
 from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
 from weir.shuffle.pipelined.server import DataServer
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 class PipelinedShuffleEnvironment(ShuffleEnvironment):
@@ -43,6 +54,9 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
         self._server = DataServer(self._context.host, self._port, self.partitions,
                                   self._segment_size, self._token)
         self._server.start()
+        if not self._token and not is_loopback(self._context.host):
+            log.warning("the data port %s has no security.auth.token: anyone who can reach "
+                        "it can read the partitions it serves", self._server.address)
         return self._server.address
 
     @property
