@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from weir.core.records import Elements
 from weir.core.timers import TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.api import Event, OvertakenData
-from weir.shuffle.pipelined import protocol
+from weir.shuffle.pipelined import protocol, tls
 from weir.shuffle.pipelined.partition import Buffer
 
 log = logging.getLogger(__name__)
@@ -116,12 +117,20 @@ class ClientConnection:
 
     def __init__(self, address: str, on_closed: Callable[[ClientConnection], None],
                  max_frame: int, token: str | None = None,
-                 on_idle: Callable[[RemoteInputChannel], None] | None = None) -> None:
+                 on_idle: Callable[[RemoteInputChannel], None] | None = None,
+                 tls_context: ssl.SSLContext | None = None) -> None:
         host, _, port = address.rpartition(":")
         self.address = address
         self._max_frame = max_frame
-        self._sock = socket.create_connection((host, int(port)), timeout=5)
-        protocol.configure_socket(self._sock)
+        raw = socket.create_connection((host, int(port)), timeout=5)
+        protocol.configure_socket(raw)
+        self._sock: socket.socket | tls.TlsSocket = raw
+        if tls_context is not None:
+            try:
+                self._sock = tls.connect(raw, tls_context, host, protocol.HANDSHAKE_TIMEOUT_S)
+            except BaseException:
+                raw.close()
+                raise
         self._send_lock = threading.Lock()
         self._channels: dict[int, RemoteInputChannel] = {}
         self._lock = threading.Lock()
@@ -264,9 +273,11 @@ class ConnectionManager:
     ``segment_size``: the configured buffer size; a frame larger than one such buffer
     (plus its header) closes the connection instead of being allocated."""
 
-    def __init__(self, segment_size: int, token: str | None = None) -> None:
+    def __init__(self, segment_size: int, token: str | None = None,
+                 tls_context: ssl.SSLContext | None = None) -> None:
         self._max_frame = protocol.max_data_frame(segment_size)
         self._token = token
+        self._tls_context = tls_context
         self._connections: dict[str, ClientConnection] = {}
         self._lock = threading.Lock()
         self._timers = TimerThread("data-client-timers")
@@ -278,7 +289,8 @@ class ConnectionManager:
             if connection is not None and not connection.closed:
                 return connection
             connection = ClientConnection(address, self._closed_connection, self._max_frame,
-                                          self._token, self._request_again)
+                                          self._token, self._request_again,
+                                          self._tls_context)
             self._connections[address] = connection
             return connection
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from weir.core import options
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 from weir.proto import dataplane_pb2, jobgraph_pb2
 from weir.shuffle import options as shuffle_options
 from weir.shuffle.api import (
@@ -46,13 +47,17 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                          conf.get(shuffle_options.REQUEST_BACKOFF_MAX))
         self._port = conf.get(shuffle_options.DATA_PORT)
         self._token = auth_token(conf)
+        self._tls = TlsFiles.from_conf(conf)
         self.partitions = PartitionManager()
-        self.connections = ConnectionManager(self._segment_size, self._token)
+        self.connections = ConnectionManager(
+            self._segment_size, self._token,
+            self._tls.client_context() if self._tls else None)
         self._server: DataServer | None = None
 
     def start(self) -> str:
         self._server = DataServer(self._context.host, self._port, self.partitions,
-                                  self._segment_size, self._token)
+                                  self._segment_size, self._token,
+                                  self._tls.server_context() if self._tls else None)
         self._server.start()
         if not self._token and not is_loopback(self._context.host):
             log.warning("the data port %s has no security.auth.token: anyone who can reach "

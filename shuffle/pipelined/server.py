@@ -23,6 +23,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -34,7 +35,7 @@ from google.protobuf.message import DecodeError
 from weir.core.errors import PartitionNotFoundError
 from weir.core.timers import Timer, TimerThread
 from weir.proto import dataplane_pb2
-from weir.shuffle.pipelined import protocol
+from weir.shuffle.pipelined import protocol, tls
 from weir.shuffle.pipelined.partition import (
     Buffer,
     PartitionManager,
@@ -208,6 +209,7 @@ class ServerConnection:
     """One consuming TaskExecutor's connection: a reader and a writer thread.
 
     ``token``: the cluster token the peer must prove it holds (None: anyone is accepted).
+    ``tls_context``: TLS first, with a certificate from the cluster's CA (None: plain TCP).
     ``timers``: the server's timer thread (held requests). ``on_closed`` is called once,
     from whichever thread closes the connection.
     """
@@ -215,8 +217,10 @@ class ServerConnection:
     def __init__(self, sock: socket.socket, partitions: PartitionManager,
                  segment_size: int, token: str | None = None,
                  timers: TimerThread | None = None,
-                 on_closed: Callable[[ServerConnection], None] | None = None) -> None:
-        self._sock = sock
+                 on_closed: Callable[[ServerConnection], None] | None = None,
+                 tls_context: ssl.SSLContext | None = None) -> None:
+        self._sock: socket.socket | tls.TlsSocket = sock
+        self._tls_context = tls_context
         self._partitions = partitions
         self._segment_size = segment_size
         self._token = token
@@ -251,12 +255,15 @@ class ServerConnection:
     def refuse(self, message: str) -> None:
         """Turn the peer away before the handshake (the connection is not started)."""
         log.warning("refusing data connection from %s: %s", self.peer, message)
-        self._send_error(0, _Error.PROTOCOL_ERROR, message)
+        if self._tls_context is None:   # a TLS peer could not read a plain error frame
+            self._send_error(0, _Error.PROTOCOL_ERROR, message)
         self.close()
 
     # -- reader: handshake, requests and credit ---------------------------------------------
 
     def _read_loop(self) -> None:
+        if self._tls_context is not None and not self._start_tls(self._tls_context):
+            return
         reader = protocol.FrameReader(self._sock, 64 * 1024, protocol.MAX_CONTROL_FRAME)
         try:
             if not self._handshake(reader):
@@ -283,6 +290,18 @@ class ServerConnection:
             log.debug("data connection from %s ended: %s", self.peer, err)
         finally:
             self.close()
+
+    def _start_tls(self, context: ssl.SSLContext) -> bool:
+        try:
+            self._sock = tls.accept(self._sock, context,  # type: ignore[arg-type]
+                                    protocol.HANDSHAKE_TIMEOUT_S)
+        except (OSError, ValueError) as err:
+            log.warning("refusing data connection from %s: TLS handshake failed: %s",
+                        self.peer, err)
+            self.close()
+            return False
+        self._sock.settimeout(None)
+        return True
 
     def _handshake(self, reader: protocol.FrameReader) -> bool:
         """Challenge the peer; True once it proved it holds the token. Raises ProtocolError
@@ -319,6 +338,8 @@ class ServerConnection:
         return True
 
     def _wait_readable(self, timeout: float) -> bool:
+        if isinstance(self._sock, tls.TlsSocket) and self._sock.pending():
+            return True  # decrypted already: the socket itself has nothing to report
         try:
             return bool(self._poller.poll(timeout * 1000))
         except (OSError, ValueError):  # closed meanwhile
@@ -545,12 +566,15 @@ def _parse(message_type: type, payload: bytes | memoryview) -> object:
 class DataServer:
     """Accepts data connections from other TaskExecutors.
 
-    ``token``: the cluster token every connection must prove it holds (None: none needed).
+    ``token``: the cluster token every connection must prove it holds (None: none needed);
+    ``tls_context``: a server context, for TLS on every connection (None: plain TCP).
     """
 
     def __init__(self, host: str, port: int, partitions: PartitionManager,
-                 segment_size: int, token: str | None = None) -> None:
+                 segment_size: int, token: str | None = None,
+                 tls_context: ssl.SSLContext | None = None) -> None:
         self._partitions = partitions
+        self._tls_context = tls_context
         self._segment_size = segment_size
         self._token = token
         self._sock = socket.create_server((host, port), backlog=128)
@@ -582,7 +606,8 @@ class DataServer:
             conn.settimeout(None)
             protocol.configure_socket(conn)
             connection = ServerConnection(conn, self._partitions, self._segment_size,
-                                          self._token, self._timers, self._forget)
+                                          self._token, self._timers, self._forget,
+                                          self._tls_context)
             with self._lock:
                 from_peer = sum(c.peer.rpartition(":")[0] == host for c in self._connections)
                 full = (f"{from_peer} connections from {host} already"

@@ -56,6 +56,22 @@ AUTH_TOKEN_FILE = Option(
     "security.auth.token-file", str, default=None,
     doc="File holding security.auth.token (first line); it must not be readable by group "
         "or others (chmod 600). Used when security.auth.token is not set.")
+SSL_ENABLED = Option(
+    "security.ssl.enabled", bool, default=False,
+    doc="Mutual TLS on every internal connection: gRPC (JobMaster, TaskExecutors, shuffle "
+        "service, clients) and the data plane. Every process needs the three "
+        "security.ssl.internal.* files; `weir cluster start --tls` generates them.")
+SSL_CERT = Option(
+    "security.ssl.internal.cert", str, default=None,
+    doc="PEM certificate (chain) this process presents, signed by the truststore's CA and "
+        "naming the host it listens on (subject alternative name).")
+SSL_KEY = Option(
+    "security.ssl.internal.key", str, default=None,
+    doc="PEM private key of security.ssl.internal.cert; it must not be readable by group "
+        "or others (chmod 600).")
+SSL_TRUSTSTORE = Option(
+    "security.ssl.internal.truststore", str, default=None,
+    doc="PEM CA certificate(s) a peer's certificate must chain to, both ways.")
 METRICS_PORT = Option(
     "metrics.reporter.prom.port", str, default="9249-9299",
     doc="Port or range (e.g. 9249-9299) of the Prometheus /metrics endpoint; "
