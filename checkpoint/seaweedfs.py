@@ -8,6 +8,17 @@ needs port + 10000 free for its gRPC twin) and with credentials enforced through
 data directory and survives a restart; ``weir cluster start --with-s3`` keeps it under the
 cluster directory, and the test fixtures in a temporary one.
 
+The S3 keys are the only way in. ``weed mini`` also opens a master, a volume server, a filer
+and an admin server, each on an HTTP port and a gRPC port (and some Unix sockets), and
+without configuration they read, write and delete the bucket's objects for anyone on the
+machine, no key asked. So each start
+writes a fresh ``security.toml`` (see :func:`write_security_config`): the filer's and the
+master's HTTP APIs are switched off (``-disableHttp``), the volume server checks a JWT signed
+with a random key on every read and write, and every gRPC port demands a client certificate
+from a throw-away self-signed key pair (mutual TLS). What still answers without credentials
+serves no object data: health checks, metrics, the volume server's ``/status`` (volume ids,
+sizes, bucket names) and the master's ``/cluster/status``.
+
 Example:
     >>> import tempfile
     >>> with SeaweedServer(tempfile.mkdtemp()) as server:           # doctest: +SKIP
@@ -35,6 +46,7 @@ from typing import Any
 
 from weir.core.errors import UserError
 from weir.core.processes import process_alive
+from weir.core.tls import write_self_signed
 
 #: gRPC listeners sit at HTTP port + this offset (SeaweedFS convention).
 GRPC_OFFSET = 10000
@@ -43,6 +55,15 @@ COMPONENTS = ("s3", "master", "volume", "filer", "admin")
 #: How long a stopping server gets after SIGTERM before SIGKILL (it needs about 4 s).
 STOP_TIMEOUT_S = 15.0
 REGION = "us-east-1"
+#: weed's security configuration, found through ``-config_dir`` (see write_security_config).
+SECURITY_FILE = "security.toml"
+#: The key pair every component presents and trusts on its gRPC ports (mutual TLS).
+TLS_CERT_FILE = "grpc-tls.crt"
+TLS_KEY_FILE = "grpc-tls.key"
+#: The [grpc.*] sections weed reads a server (or, for "client", a dialling) key pair from.
+GRPC_ROLES = ("master", "volume", "filer", "s3", "admin", "worker", "client")
+#: Lifetime of the JWTs weed mints for itself; its own default.
+JWT_EXPIRY_S = 10
 
 
 class S3ServerError(UserError):
@@ -170,13 +191,57 @@ class S3Credentials:
         return credentials
 
 
+def write_security_config(directory: Path) -> Path:
+    """Write weed's ``security.toml`` into ``directory`` with new secrets; returns its path.
+
+    New JWT signing keys (master/volume writes and reads, filer writes and reads) and a new
+    self-signed gRPC key pair every time: they only have to outlive one weed
+    process, and nothing weed stores depends on them, so a restart on the same data directory
+    works with fresh ones. Every file is 0600.
+    """
+    cert, key = directory / TLS_CERT_FILE, directory / TLS_KEY_FILE
+    write_self_signed(cert, key, ["127.0.0.1", "localhost"], "weir-embedded-seaweedfs")
+    lines: list[str] = []
+    for section in ("jwt.signing", "jwt.signing.read", "jwt.filer_signing",
+                    "jwt.filer_signing.read"):
+        lines += [f"[{section}]", f"key = {json.dumps(secrets.token_urlsafe(32))}",
+                  f"expires_after_seconds = {JWT_EXPIRY_S}", ""]
+    # The volume server's UI lists files without a JWT; the filer's directory listings would
+    # show fids (neither is served with the HTTP APIs off, but a future weed may differ).
+    lines += ["[access]", "ui = false", "", "[filer.expose_directory_metadata]",
+              "enabled = false", ""]
+    # JSON string literals are valid TOML basic strings.
+    lines += ["[grpc]", f"ca = {json.dumps(str(cert))}", ""]
+    for role in GRPC_ROLES:
+        lines += [f"[grpc.{role}]", f"cert = {json.dumps(str(cert))}",
+                  f"key = {json.dumps(str(key))}", ""]
+    path = directory / SECURITY_FILE
+    write_private(path, "\n".join(lines))
+    return path
+
+
+def _server_environment() -> dict[str, str]:
+    """The environment for weed: ours, less what could switch its security off.
+
+    weed lets a WEED_* variable override any key of security.toml (an inherited
+    WEED_JWT_SIGNING_READ_KEY replaces our random key with one someone else may know), and it
+    accepts AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY as a second identity next to
+    ``-s3.config``'s: the S3 keys it is given must be the only ones.
+    """
+    dropped = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+    return {name: value for name, value in os.environ.items()
+            if not name.startswith("WEED_") and name not in dropped}
+
+
 class SeaweedServer:
     """One ``weed mini`` process serving S3 on 127.0.0.1 with enforced credentials.
 
     Files under ``data_dir``: ``store/`` (the data), ``identities.json`` (weed's identity
-    configuration, mode 0600) and, by default, ``weed.log``. :meth:`start` returns once a
-    signed request succeeds; :meth:`stop` ends the process (SIGTERM, then SIGKILL after
-    ``STOP_TIMEOUT_S``) and keeps the data. Not thread-safe: one owner starts and stops it.
+    configuration), ``security.toml`` with the gRPC key pair beside it (see
+    :func:`write_security_config`; all 0600, rewritten at every start) and, by default,
+    ``weed.log``. :meth:`start` returns once a signed request succeeds; :meth:`stop` ends the
+    process (SIGTERM, then SIGKILL after ``STOP_TIMEOUT_S``) and keeps the data. Not
+    thread-safe: one owner starts and stops it.
     """
 
     def __init__(self, data_dir: str | Path, credentials: S3Credentials | None = None, *,
@@ -214,11 +279,13 @@ class SeaweedServer:
                              "secretKey": self.credentials.secret_key}],
             "actions": ["Admin", "Read", "List", "Tagging", "Write"],
         }]}))
+        write_security_config(self.data_dir)
         self.store_dir.mkdir(parents=True, exist_ok=True)
         p = self.ports
         command = [
-            str(binary), "mini", f"-dir={self.store_dir}", "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1", f"-s3.config={config}", f"-s3.port={p['s3']}",
+            # -config_dir: security.toml must be ours, not one in ~/.seaweedfs or /etc.
+            str(binary), f"-config_dir={self.data_dir}", "mini", f"-dir={self.store_dir}",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.config={config}", f"-s3.port={p['s3']}",
             f"-master.port={p['master']}", f"-volume.port={p['volume']}",
             f"-filer.port={p['filer']}", f"-admin.port={p['admin']}", "-webdav=false",
             "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
@@ -227,6 +294,9 @@ class SeaweedServer:
             # Otherwise an admin identity's PUT silently creates a missing bucket, and a
             # misconfigured bucket name would go unnoticed.
             "-s3.autoCreateBucket=false",
+            # The filer's and master's HTTP APIs read, write and delete files with no S3
+            # signature; the S3 gateway reaches them over gRPC, so it does not need them.
+            "-disableHttp",
         ]
         # weed leaves these Unix sockets behind in /tmp by default; keep them in the data
         # dir when the path fits in sun_path (108 bytes).
@@ -297,7 +367,9 @@ class SeaweedServer:
             try:
                 self.process = subprocess.Popen(
                     self._command(binary), stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, cwd=self.data_dir,
+                    stdin=subprocess.DEVNULL, cwd=self.data_dir, env=_server_environment(),
+                    # Its Unix sockets (some in /tmp) and data files: for the owner only.
+                    umask=0o077,
                     # Own session: a Ctrl-C in the terminal must not kill weed before stop()
                     # gets to shut it down cleanly, and it outlives `weir cluster start`.
                     start_new_session=True)

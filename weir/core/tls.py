@@ -124,52 +124,77 @@ def generate_cluster_pki(directory: Path, hosts: list[str]) -> TlsFiles:
     """A private CA and one certificate valid for ``hosts`` (IP addresses or names), as
     PEM files in ``directory`` (0700; keys 0600). The CA's key is not kept: nothing else
     can ever be signed by it, so the cluster trusts exactly this certificate."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "weir cluster CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + VALIDITY)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(
-              digital_signature=False, content_commitment=False, key_encipherment=False,
-              data_encipherment=False, key_agreement=False, key_cert_sign=True,
-              crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = _certificate("weir cluster CA", ca_key, ca_key, "weir cluster CA", [], ca=True)
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "weir node")]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + VALIDITY)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = _certificate("weir node", key, ca_key, "weir cluster CA", hosts, ca=False)
     files = TlsFiles(directory / "node.pem", directory / "node-key.pem", directory / "ca.pem")
-    _write(files.truststore, ca.public_bytes(serialization.Encoding.PEM), 0o644)
-    _write(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    _write(files.key, key.private_bytes(serialization.Encoding.PEM,
-                                        serialization.PrivateFormat.PKCS8,
-                                        serialization.NoEncryption()), 0o600)
+    _write(files.truststore, _pem(ca), 0o644)
+    _write(files.cert, _pem(cert), 0o644)
+    _write(files.key, _pem_key(key), 0o600)
     return files
+
+
+def write_self_signed(cert: Path, key: Path, hosts: list[str], name: str) -> None:
+    """A new self-signed certificate for ``hosts`` at ``cert`` and its key at ``key`` (both
+    0600): its own trust anchor, for components that trust exactly one identity."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    # Both the trust anchor and the leaf: a CA that may sign, and names its hosts.
+    _write(cert, _pem(_certificate(name, private, private, name, hosts, ca=True)), 0o600)
+    _write(key, _pem_key(private), 0o600)
+
+
+def _certificate(subject: str, key: Any, signing_key: Any, issuer: str, hosts: list[str],
+                 ca: bool) -> Any:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+               .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + VALIDITY)
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None),
+                              critical=True))
+    if ca:
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=bool(hosts), content_commitment=False, key_encipherment=False,
+            data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+            encipher_only=False, decipher_only=False), critical=True)
+    if hosts:
+        names: list[x509.GeneralName] = []
+        for host in hosts:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(host)))
+            except ValueError:
+                names.append(x509.DNSName(host))
+        builder = (builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                         ExtendedKeyUsageOID.CLIENT_AUTH]),
+                                  critical=False))
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+def _pem(cert: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _pem_key(key: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
