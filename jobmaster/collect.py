@@ -1,7 +1,9 @@
 """Results of ``execute_and_collect``: sinks push batches, the client fetches them.
 
 Bounded: when the client does not keep up, ``push`` waits and finally refuses, and the
-sink retries, which backpressures the job.
+sink retries, which backpressures the job. Every batch and every fetch fits in one gRPC
+message (:data:`weir.core.rpc.MAX_MESSAGE_BYTES`): sinks split what they push, and a fetch
+takes no more batches than one response holds.
 """
 
 from __future__ import annotations
@@ -9,6 +11,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+
+from weir.core import rpc
+
+#: Room left in a FetchCollectResponse for its other fields (status, failure message and
+#: traceback), so that the batches plus these stay within one message.
+FETCH_ENVELOPE_BYTES = 64 * 1024
+
+
+def fetch_budget() -> int:
+    """Bytes of batches one fetch may return; read at call time, so that a lowered
+    :data:`~weir.core.rpc.MAX_MESSAGE_BYTES` applies at once."""
+    return max(1, rpc.MAX_MESSAGE_BYTES - FETCH_ENVELOPE_BYTES)
 
 
 class CollectBuffer:
@@ -34,9 +48,12 @@ class CollectBuffer:
                 self._cond.notify_all()
             return True
 
-    def fetch(self, max_batches: int, wait: float) -> tuple[list[bytes], bool]:
-        """Up to ``max_batches`` batches (waiting up to ``wait`` for the first) and whether
-        everything was delivered (the job ended and nothing is left)."""
+    def fetch(self, max_batches: int, wait: float,
+              max_bytes: int | None = None) -> tuple[list[bytes], bool]:
+        """Up to ``max_batches`` batches of at most ``max_bytes`` together (waiting up to
+        ``wait`` for the first) and whether everything was delivered (the job ended and
+        nothing is left). The first batch is taken even if it alone exceeds ``max_bytes``:
+        pushes are bounded by the same message limit, and refusing it would stall results."""
         deadline = time.monotonic() + wait
         with self._cond:
             while not self._batches and not self._closed:
@@ -44,8 +61,13 @@ class CollectBuffer:
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
-            taken = []
+            taken: list[bytes] = []
+            size = 0
             while self._batches and len(taken) < max_batches:
+                if taken and max_bytes is not None and \
+                        size + len(self._batches[0]) > max_bytes:
+                    break
+                size += len(self._batches[0])
                 taken.append(self._batches.popleft())
             self._cond.notify_all()
             return taken, self._closed and not self._batches

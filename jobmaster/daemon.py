@@ -23,20 +23,46 @@ from prometheus_client import CollectorRegistry
 
 from weir.core import options
 from weir.core.config import Configuration
-from weir.core.errors import ConfigError
-from weir.core.ids import JobId
+from weir.core.errors import ConfigError, UserError
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
-from weir.core.rpc import create_server
+from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
+from weir.jobmaster.collect import FETCH_ENVELOPE_BYTES, fetch_budget
+from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
-from weir.jobmaster.resource_manager import ResourceManager
+from weir.jobmaster.resource_manager import DuplicateTaskExecutorError, ResourceManager
 from weir.jobmaster.scheduler import JobScheduler
 from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 from weir.shuffle.loader import load_shuffle_service_factory
 
 log = logging.getLogger(__name__)
+
+
+class JobExistsError(UserError):
+    """A job was submitted with the id of a job the JobMaster knows."""
+
+
+#: Largest checkpoint acknowledgement: one subtask's keyed state handles travel as JSON (a
+#: few hundred bytes a state file and key-group range), so an incremental RocksDB backend
+#: with tens of thousands of files stays well inside.
+ACKNOWLEDGE_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def request_limits() -> dict[str, int]:
+    """What each JobMaster RPC may receive (see weir.core.rpc.create_server).
+
+    Only two carry bulk data, and they keep the server's limit (MAX_MESSAGE_BYTES): a
+    submitted job's pickled JobGraph (functions may capture data), and collect batches
+    (the collect path splits results under that limit). Checkpoint acknowledgements carry
+    state handles, not state. Everything else (registration, heartbeats, task state
+    updates, split requests, client queries) is control traffic.
+    """
+    service = jobmaster_pb2.DESCRIPTOR.services_by_name["JobMasterService"]
+    return method_limits(service, SMALL_MESSAGE_BYTES, SubmitJob=None, PushCollectBatch=None,
+                         AcknowledgeCheckpoint=ACKNOWLEDGE_MESSAGE_BYTES)
 
 
 class JobMaster:
@@ -52,11 +78,12 @@ class JobMaster:
         self.configuration = configuration
         self.jobmaster_id = secrets.token_hex(8)
         self._token = auth_token(configuration)
+        self._tls = TlsFiles.from_conf(configuration)
         self._interval = configuration.get(options.HEARTBEAT_INTERVAL)
         self._timeout = configuration.get(options.HEARTBEAT_TIMEOUT)
         self.main = MainThreadExecutor("jobmaster-main")
         self.resources = ResourceManager(self._token, self._timeout, self._on_te_lost,
-                                         self._on_slots_available)
+                                         self._on_slots_available, tls=self._tls)
         self.shuffle_master = load_shuffle_service_factory(configuration).create_shuffle_master(
             configuration)
         self.jobs: OrderedDict[str, JobScheduler] = OrderedDict()
@@ -78,7 +105,7 @@ class JobMaster:
         self._server, port = create_server(
             host, self.configuration.get(jm_options.RPC_PORT), self._token,
             lambda s: jobmaster_pb2_grpc.add_JobMasterServiceServicer_to_server(
-                _Servicer(self), s), max_workers=64)
+                _Servicer(self), s), max_workers=64, limits=request_limits(), tls=self._tls)
         self.address = f"{host}:{port}"
         registry = CollectorRegistry()
         registry.register(CallbackCollector(self._collect_metrics))
@@ -141,16 +168,26 @@ class JobMaster:
     # -- jobs (main thread) -----------------------------------------------------------------
 
     def submit(self, graph: Any) -> str:
+        """Register and start a job whose graph passed validate_job_graph (main thread).
+
+        Raises JobExistsError for a known job id and ConfigError for a configuration that
+        cannot work; a job that fails to start is forgotten again, slots released.
+        """
         if graph.job_id in self.jobs:
             msg = f"a job with id {graph.job_id} exists already"
-            raise ValueError(msg)
+            raise JobExistsError(msg)
         job = JobScheduler(graph, self.resources, self.shuffle_master, self.main,
                            self.configuration.merged(dict(graph.config)),
                            self._on_job_terminal, self.io)
         self.jobs[graph.job_id] = job
         log.info("job %s (%s) submitted: %d vertices, %d slots needed", graph.job_id,
                  graph.name, len(graph.vertices), job.required_slots)
-        job.start()
+        try:
+            job.start()
+        except BaseException:
+            del self.jobs[graph.job_id]
+            self.resources.release(graph.job_id)
+            raise
         return graph.job_id
 
     def job(self, job_id: str) -> JobScheduler | None:
@@ -268,11 +305,17 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
     # -- TaskExecutors ----------------------------------------------------------------------
 
     def RegisterTaskExecutor(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self._main.call(lambda: self._jm.resources.register(request))
+        try:
+            record = self._main.call(lambda: self._jm.resources.register(request))
+        except DuplicateTaskExecutorError as err:
+            log.warning("refused a TaskExecutor at %s (pid %d): %s", request.rpc_address,
+                        request.pid, err)
+            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
         return jobmaster_pb2.RegisterTaskExecutorResponse(
             jobmaster_id=self._jm.jobmaster_id,
             heartbeat_interval_ms=int(self._jm._interval * 1000),
-            heartbeat_timeout_ms=int(self._jm._timeout * 1000))
+            heartbeat_timeout_ms=int(self._jm._timeout * 1000),
+            registration_id=record.registration_id)
 
     def Heartbeat(self, request_iterator: Iterator[Any],  # noqa: N802
                   context: grpc.ServicerContext) -> Iterator[Any]:
@@ -285,16 +328,15 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
         stream_id = next(jm._stream_ids)
 
         def attach() -> bool:
-            record = jm.resources.get(resource_id)
-            if record is None:
+            if not jm.resources.heartbeat(resource_id, first):
                 return False
-            record.stream_id = stream_id
-            jm.resources.heartbeat(resource_id, first)
+            jm.resources.task_executors[resource_id].stream_id = stream_id
             return True
 
         if not self._main.call(attach):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"TaskExecutor {resource_id} is not registered: register first")
+                          f"TaskExecutor {resource_id} is not registered under registration "
+                          f"{first.registration_id!r} (never, or replaced since): register")
 
         def ended() -> None:
             def check() -> None:
@@ -316,13 +358,18 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
         def read() -> None:
             try:
                 for message in request_iterator:
-                    def handle(m: Any = message) -> list[str]:
-                        jm.resources.heartbeat(resource_id, m)
+                    def handle(m: Any = message) -> list[str] | None:
+                        if not jm.resources.heartbeat(resource_id, m):
+                            return None  # fenced: a newer registration replaced this one
                         # Tasks of ended jobs count as unknown: the TaskExecutor cancels them.
                         known = {a for job in jm.jobs.values() if not job.graph.is_terminal()
                                  for a in job.graph.by_attempt}
                         return [a for a in m.running_attempts if a not in known]
-                    unknown[0] = self._main.call(handle, timeout=10)
+                    attempts = self._main.call(handle, timeout=10)
+                    if attempts is None:
+                        log.info("ending a replaced heartbeat stream of %s", resource_id)
+                        break
+                    unknown[0] = attempts
             except Exception:  # the stream ended or broke: ended() handles it
                 log.debug("heartbeat stream of %s ended", resource_id)
             finally:
@@ -371,10 +418,10 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id}")
         if request.attempt_id and request.attempt_id not in job.graph.by_attempt:
             # A failed attempt's late results: the restarted attempt sends its own.
-            return jobmaster_pb2.Ack()
-        if not job.collect.push(request.arrow_ipc, wait=5.0):
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "collect buffer full")
-        return jobmaster_pb2.Ack()
+            return jobmaster_pb2.CollectAck(accepted=True)
+        # A full buffer is an answer, not an error: RESOURCE_EXHAUSTED is what gRPC itself
+        # reports for a message over the size limit, which retrying can never cure.
+        return jobmaster_pb2.CollectAck(accepted=job.collect.push(request.arrow_ipc, wait=5.0))
 
     def AcknowledgeCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         self._checkpoint_call(request.job_id, lambda c: c.on_acknowledge(request))
@@ -403,11 +450,10 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
 
     def SubmitJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         graph = request.job_graph
-        if not JobId.is_valid(graph.job_id):  # type: ignore[attr-defined]
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"job id {graph.job_id!r} is not 32 hex digits")
-        if not graph.vertices:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the job graph has no vertices")
+        try:
+            validate_job_graph(graph)
+        except JobGraphValidationError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         for vertex in graph.vertices:
             if vertex.source:
                 try:
@@ -420,8 +466,13 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
             job_id = self._main.call(lambda: self._jm.submit(graph))
         except ConfigError as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        except ValueError as err:
+        except JobExistsError as err:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
+        except Exception as err:  # our bug: one line to the client, the traceback in the log
+            log.exception("submitting job %s failed", graph.job_id)
+            context.abort(grpc.StatusCode.INTERNAL,
+                          f"the JobMaster failed to schedule the job ({type(err).__name__}: "
+                          f"{err}); this is a bug in weir, see the JobMaster log")
         return jobmaster_pb2.SubmitJobResponse(job_id=job_id)
 
     def ListJobs(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
@@ -440,11 +491,17 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
     def FetchCollectResults(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         job = self._job(request.job_id, context)
         wait = min(max(request.wait_ms, 0), 30_000) / 1000
-        batches, end = job.collect.fetch(request.max_batches or 16, wait)
+        batches, end = job.collect.fetch(request.max_batches or 16, wait,
+                                         max_bytes=fetch_budget())
         response = jobmaster_pb2.FetchCollectResponse(arrow_ipc=batches, end_of_results=end,
                                                       status=job.graph.status)
         if job.graph.failure is not None:
             response.failure.CopyFrom(job.graph.failure)
+            if response.failure.ByteSize() > FETCH_ENVELOPE_BYTES // 2:
+                # The batches fill the rest of the message; the whole failure is in
+                # GetJobDetails, which the client asks once the results end.
+                response.failure.traceback = ""
+                response.failure.message = response.failure.message[:4000]
         return response
 
     def GetClusterOverview(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802

@@ -1,15 +1,27 @@
-"""Registered TaskExecutors, their slots and their liveness. Main thread only."""
+"""Registered TaskExecutors, their slots and their liveness. Main thread only.
+
+A resource id names one live TaskExecutor. The same process (same instance id) registering
+again replaces its old registration (its heartbeat stream broke); another process is
+refused while the registered one is alive (a heartbeat within ``heartbeat.timeout``), and
+replaces it once it timed out, so a restarted process keeps its id. Every registration gets a fresh
+registration id that its heartbeats must carry, so a replaced registration's heartbeat
+stream cannot keep its successor alive or speak for it.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
 from weir.core.rpc import create_channel
+from weir.core.tls import TlsFiles
 from weir.proto import jobmaster_pb2, taskexecutor_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -38,7 +50,12 @@ class TaskExecutorRecord:
     slots: list[Slot]
     channel: grpc.Channel
     stub: taskexecutor_pb2_grpc.TaskExecutorServiceStub
-    last_heartbeat: float = field(default_factory=time.monotonic)
+    #: When the last heartbeat (or the registration) arrived, on the manager's clock.
+    last_heartbeat: float
+    #: The registering process (random per process; empty from older TaskExecutors).
+    instance_id: str = ""
+    #: This registration; heartbeats carrying another one are refused.
+    registration_id: str = field(default_factory=lambda: secrets.token_hex(8))
     #: Identifies the current heartbeat stream, so a stale stream's end is ignored.
     stream_id: int = 0
     metrics: dict[str, jobmaster_pb2.TaskMetrics] = field(default_factory=dict)
@@ -54,36 +71,83 @@ class TaskExecutorRecord:
             slots_free=self.free_slots, metrics_url=self.metrics_url, pid=self.pid)
 
 
+class DuplicateTaskExecutorError(Exception):
+    """A TaskExecutor registered with the resource id of another one that is alive."""
+
+
+def _connect(address: str, token: str | None,
+             tls: TlsFiles | None = None) -> tuple[grpc.Channel, Any]:
+    channel = create_channel(address, token, tls=tls)
+    return channel, taskexecutor_pb2_grpc.TaskExecutorServiceStub(channel)
+
+
 class ResourceManager:
     """Slot pool and TaskExecutor registry.
 
     ``on_lost(resource_id, reason_code, message)`` is called when a TaskExecutor goes away;
-    ``on_slots_available()`` when new slots appear.
+    ``on_slots_available()`` when new slots appear. ``clock`` (seconds, monotonic) decides
+    heartbeat timeouts; ``connect(address, token)`` returns the channel and stub to a
+    TaskExecutor (lazily connected: registering does no I/O).
+
+    Example:
+        >>> from weir.proto import jobmaster_pb2
+        >>> rm = ResourceManager(None, 10.0, lambda *lost: None, lambda: None)
+        >>> record = rm.register(jobmaster_pb2.RegisterTaskExecutorRequest(
+        ...     resource_id="te-1", rpc_address="127.0.0.1:1", num_slots=2, instance_id="a"))
+        >>> rm.free_slots(), len(record.registration_id) > 0
+        (2, True)
+        >>> rm.close()
     """
 
     def __init__(self, token: str | None, heartbeat_timeout: float,
                  on_lost: Callable[[str, int, str], None],
-                 on_slots_available: Callable[[], None]) -> None:
+                 on_slots_available: Callable[[], None],
+                 clock: Callable[[], float] = time.monotonic,
+                 connect: Callable[[str, str | None], tuple[Any, Any]] | None = None,
+                 tls: TlsFiles | None = None) -> None:
         self._token = token
         self._timeout = heartbeat_timeout
         self._on_lost = on_lost
         self._on_slots_available = on_slots_available
+        self._clock = clock
+        self._connect = connect or functools.partial(_connect, tls=tls)
         self.task_executors: dict[str, TaskExecutorRecord] = {}
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest) -> TaskExecutorRecord:
+        """Register a TaskExecutor and offer its slots; returns the new registration.
+
+        Raises DuplicateTaskExecutorError, and changes nothing, when another process holds
+        the resource id and is alive.
+        """
         from weir.proto import common_pb2
 
-        if request.resource_id in self.task_executors:
-            # A restarted process with the same id: its old incarnation is gone.
-            self.remove(request.resource_id, common_pb2.TASK_EXECUTOR_LOST,
-                        "it registered again (restarted)")
-        channel = create_channel(request.rpc_address, self._token)
+        old = self.task_executors.get(request.resource_id)
+        if old is not None:
+            silent = self._clock() - old.last_heartbeat
+            if request.instance_id and request.instance_id == old.instance_id:
+                # The same process again (its heartbeat stream broke): start over cleanly.
+                self.remove(request.resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                            "it registered again (its heartbeat stream ended)")
+            elif silent > self._timeout:
+                self.remove(request.resource_id, common_pb2.HEARTBEAT_TIMEOUT,
+                            f"no heartbeat for {silent:.1f} s, and another process "
+                            "registered with its resource id")
+            else:
+                msg = (f"a TaskExecutor with resource id '{request.resource_id}' is already "
+                       f"registered and alive ({old.rpc_address}, pid {old.pid}, last "
+                       f"heartbeat {silent:.1f} s ago): give every TaskExecutor its own "
+                       "taskmanager.resource-id, or start this one once the other has "
+                       f"stopped (or sent no heartbeat for heartbeat.timeout, "
+                       f"{self._timeout:g} s)")
+                raise DuplicateTaskExecutorError(msg)
+        channel, stub = self._connect(request.rpc_address, self._token)
         record = TaskExecutorRecord(
             resource_id=request.resource_id, rpc_address=request.rpc_address,
             data_address=request.data_address, metrics_url=request.metrics_url,
             pid=request.pid,
             slots=[Slot(request.resource_id, i) for i in range(request.num_slots)],
-            channel=channel, stub=taskexecutor_pb2_grpc.TaskExecutorServiceStub(channel))
+            channel=channel, stub=stub, last_heartbeat=self._clock(),
+            instance_id=request.instance_id)
         self.task_executors[record.resource_id] = record
         log.info("TaskExecutor %s registered (%s, %d slots)", record.resource_id,
                  record.rpc_address, request.num_slots)
@@ -91,17 +155,18 @@ class ResourceManager:
         return record
 
     def heartbeat(self, resource_id: str, message: jobmaster_pb2.TaskExecutorHeartbeat) -> bool:
+        """Note a heartbeat; False (and ignored) unless it is of the current registration."""
         record = self.task_executors.get(resource_id)
-        if record is None:
+        if record is None or message.registration_id != record.registration_id:
             return False
-        record.last_heartbeat = time.monotonic()
+        record.last_heartbeat = self._clock()
         record.metrics = {m.attempt_id: m for m in message.task_metrics}
         return True
 
     def check_heartbeats(self) -> None:
         from weir.proto import common_pb2
 
-        now = time.monotonic()
+        now = self._clock()
         for record in list(self.task_executors.values()):
             silent = now - record.last_heartbeat
             if silent > self._timeout:

@@ -14,30 +14,34 @@ class Ack(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterTaskExecutorRequest(_message.Message):
-    __slots__ = ("resource_id", "rpc_address", "data_address", "num_slots", "metrics_url", "pid")
+    __slots__ = ("resource_id", "rpc_address", "data_address", "num_slots", "metrics_url", "pid", "instance_id")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     RPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     NUM_SLOTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     rpc_address: str
     data_address: str
     num_slots: int
     metrics_url: str
     pid: int
-    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., num_slots: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., num_slots: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class RegisterTaskExecutorResponse(_message.Message):
-    __slots__ = ("jobmaster_id", "heartbeat_interval_ms", "heartbeat_timeout_ms")
+    __slots__ = ("jobmaster_id", "heartbeat_interval_ms", "heartbeat_timeout_ms", "registration_id")
     JOBMASTER_ID_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
     jobmaster_id: str
     heartbeat_interval_ms: int
     heartbeat_timeout_ms: int
-    def __init__(self, jobmaster_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., heartbeat_timeout_ms: _Optional[int] = ...) -> None: ...
+    registration_id: str
+    def __init__(self, jobmaster_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., heartbeat_timeout_ms: _Optional[int] = ..., registration_id: _Optional[str] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
     __slots__ = ("attempt_id", "records_in", "records_out", "bytes_in", "bytes_out", "back_pressured_ms_per_s", "busy_ms_per_s", "idle_ms_per_s")
@@ -60,14 +64,16 @@ class TaskMetrics(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., back_pressured_ms_per_s: _Optional[float] = ..., busy_ms_per_s: _Optional[float] = ..., idle_ms_per_s: _Optional[float] = ...) -> None: ...
 
 class TaskExecutorHeartbeat(_message.Message):
-    __slots__ = ("resource_id", "running_attempts", "task_metrics")
+    __slots__ = ("resource_id", "running_attempts", "task_metrics", "registration_id")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNING_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     TASK_METRICS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     running_attempts: _containers.RepeatedScalarFieldContainer[str]
     task_metrics: _containers.RepeatedCompositeFieldContainer[TaskMetrics]
-    def __init__(self, resource_id: _Optional[str] = ..., running_attempts: _Optional[_Iterable[str]] = ..., task_metrics: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ...) -> None: ...
+    registration_id: str
+    def __init__(self, resource_id: _Optional[str] = ..., running_attempts: _Optional[_Iterable[str]] = ..., task_metrics: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ..., registration_id: _Optional[str] = ...) -> None: ...
 
 class JobMasterHeartbeat(_message.Message):
     __slots__ = ("jobmaster_id", "unknown_attempts")
@@ -128,6 +134,12 @@ class CollectBatch(_message.Message):
     end_of_stream: bool
     attempt_id: str
     def __init__(self, job_id: _Optional[str] = ..., subtask_index: _Optional[int] = ..., arrow_ipc: _Optional[bytes] = ..., end_of_stream: _Optional[bool] = ..., attempt_id: _Optional[str] = ...) -> None: ...
+
+class CollectAck(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    def __init__(self, accepted: _Optional[bool] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("job_graph",)

@@ -58,7 +58,7 @@ class JobMasterServiceStub:
         self.PushCollectBatch = channel.unary_unary(
                 '/weir.JobMasterService/PushCollectBatch',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.CollectAck.FromString,
                 _registered_method=True)
         self.AcknowledgeCheckpoint = channel.unary_unary(
                 '/weir.JobMasterService/AcknowledgeCheckpoint',
@@ -144,7 +144,8 @@ class JobMasterServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PushCollectBatch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Results of a collect sink; each message stays under the gRPC message limit.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -237,7 +238,7 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
             'PushCollectBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.PushCollectBatch,
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.CollectAck.SerializeToString,
             ),
             'AcknowledgeCheckpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.AcknowledgeCheckpoint,
@@ -425,7 +426,7 @@ class JobMasterService:
             target,
             '/weir.JobMasterService/PushCollectBatch',
             weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+            weir_dot_proto_dot_jobmaster__pb2.CollectAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,8 +24,9 @@ from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
-from weir.core.rpc import create_server
+from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 from weir.proto import (
     common_pb2,
     jobgraph_pb2,
@@ -43,6 +44,17 @@ from weir.taskexecutor.task import Task
 log = logging.getLogger(__name__)
 
 TERMINAL = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
+
+
+def request_limits() -> dict[str, int]:
+    """What each TaskExecutor RPC may receive (see weir.core.rpc.create_server).
+
+    A deployment carries its vertex's pickled chain and source, as large as the submitted
+    JobGraph could make them, so SubmitTask keeps the server's limit (MAX_MESSAGE_BYTES).
+    The rest (cancel, release, checkpoint trigger and notification) is control traffic.
+    """
+    service = taskexecutor_pb2.DESCRIPTOR.services_by_name["TaskExecutorService"]
+    return method_limits(service, SMALL_MESSAGE_BYTES, SubmitTask=None)
 
 
 class TaskExecutor:
@@ -63,10 +75,17 @@ class TaskExecutor:
         self.resource_id = (configuration.get(te_options.RESOURCE_ID)
                             or f"te-{secrets.token_hex(4)}")
         self._token = auth_token(configuration)
+        self._tls = TlsFiles.from_conf(configuration)
         self._tasks: dict[str, Task] = {}
         self._slot_of: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self._closed = False
+        self._close_lock = threading.Lock()
+        #: Tells this process from another one that claims the same resource id.
+        self.instance_id = secrets.token_hex(8)
+        #: The current registration at the JobMaster; heartbeats carry it.
+        self.registration_id = ""
         self.jobmaster_lost = threading.Event()
         self._registered = threading.Event()
         self._gateway: JobMasterGateway | None = None
@@ -92,14 +111,14 @@ class TaskExecutor:
         self._server, port = create_server(
             self.host, self.configuration.get(te_options.RPC_PORT), self._token,
             lambda s: taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
-                _Servicer(self), s))
+                _Servicer(self), s), limits=request_limits(), tls=self._tls)
         self.rpc_address = f"{self.host}:{port}"
         registry = CollectorRegistry()
         registry.register(CallbackCollector(self._collect_metrics))
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
                                       self.configuration.get(options.METRICS_PORT), registry)
         self.metrics_url = self._metrics.url
-        self._gateway = JobMasterGateway(self.jobmaster_address, self._token)
+        self._gateway = JobMasterGateway(self.jobmaster_address, self._token, self._tls)
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop,
                                                   name="heartbeat", daemon=True)
         self._heartbeat_thread.start()
@@ -111,9 +130,12 @@ class TaskExecutor:
         return self._registered.wait(timeout)
 
     def stop(self) -> None:
-        """Cancel every task, then stop serving. Safe to call more than once."""
-        if self._stopped.is_set():
-            return
+        """Cancel every task, then stop serving. Safe to call more than once, and after the
+        TaskExecutor stopped itself on a fatal error (``stopped`` set, ``fatal_error``)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._stopped.set()
         with self._lock:
             tasks = list(self._tasks.values())
@@ -269,6 +291,15 @@ class TaskExecutor:
             try:
                 response = self._register()
             except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.ALREADY_EXISTS:
+                    # Another live process holds our resource id: running beside it would
+                    # mix both up, and retrying cannot help while it lives (Flink's
+                    # TaskExecutor also ends on a rejected registration).
+                    self.fatal_error = (f"the JobMaster at {self.jobmaster_address} refused "
+                                        f"the registration: {err.details()}")
+                    log.error("%s; shutting down", self.fatal_error)
+                    self._stopped.set()
+                    return
                 if time.monotonic() > deadline:
                     self.fatal_error = (f"could not register with the JobMaster at "
                                         f"{self.jobmaster_address} within {timeout:.0f} s "
@@ -280,6 +311,7 @@ class TaskExecutor:
                 backoff = min(backoff * 2, 2.0)
                 continue
             backoff = 0.1
+            self.registration_id = response.registration_id
             self._registered.set()
             self.jobmaster_lost.clear()
             log.info("registered at the JobMaster %s", self.jobmaster_address)
@@ -300,7 +332,7 @@ class TaskExecutor:
         return self._gateway.register(jobmaster_pb2.RegisterTaskExecutorRequest(
             resource_id=self.resource_id, rpc_address=self.rpc_address,
             data_address=self.data_address, num_slots=self.num_slots,
-            metrics_url=self.metrics_url, pid=os.getpid()))
+            metrics_url=self.metrics_url, pid=os.getpid(), instance_id=self.instance_id))
 
     def _run_heartbeats(self, interval: float, timeout: float) -> None:
         assert self._gateway is not None
@@ -311,7 +343,7 @@ class TaskExecutor:
             while not ended.is_set() and not self._stopped.is_set():
                 tasks = self.tasks()
                 yield jobmaster_pb2.TaskExecutorHeartbeat(
-                    resource_id=self.resource_id,
+                    resource_id=self.resource_id, registration_id=self.registration_id,
                     running_attempts=[t.attempt_id for t in tasks],
                     task_metrics=[self._task_metrics(t, sample=True) for t in tasks])
                 ended.wait(interval)

@@ -10,20 +10,35 @@ from typing import Any
 
 import grpc
 
+from weir.core import rpc
+from weir.core.errors import InternalError
 from weir.core.rpc import create_channel, keep_until_done
+from weir.core.tls import TlsFiles
 from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_S = 10.0
+#: Room left in a CollectBatch for its other fields (ids, flags), so the payload plus these
+#: stay within one message.
+COLLECT_ENVELOPE_BYTES = 64 * 1024
+#: Longest failure message a task reports (the traceback is cut to 8000 characters already).
+MAX_ERROR_MESSAGE_CHARS = 64 * 1024
+
+
+def collect_payload_limit() -> int:
+    """Bytes of Arrow IPC one collect message may carry: the RPC message limit less the
+    envelope, read at call time so that a lowered :data:`weir.core.rpc.MAX_MESSAGE_BYTES`
+    applies at once."""
+    return max(1, rpc.MAX_MESSAGE_BYTES - COLLECT_ENVELOPE_BYTES)
 
 
 class JobMasterGateway:
     """Thread-safe wrapper of the JobMaster stub used by the TaskExecutor and its tasks."""
 
-    def __init__(self, address: str, token: str | None) -> None:
+    def __init__(self, address: str, token: str | None, tls: TlsFiles | None = None) -> None:
         self.address = address
-        self.channel = create_channel(address, token)
+        self.channel = create_channel(address, token, tls=tls)
         self.stub = jobmaster_pb2_grpc.JobMasterServiceStub(self.channel)
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest,
@@ -34,6 +49,11 @@ class JobMasterGateway:
                           attempts: int = 5) -> bool:
         """Report a state change; retried a few times because the JobMaster must learn
         terminal states. Returns False if it could not be delivered."""
+        if len(update.error.message) > MAX_ERROR_MESSAGE_CHARS:
+            # An exception's text is unbounded (it may print a whole batch); past the
+            # JobMaster's limit for this RPC the terminal state would never arrive.
+            update.error.message = (update.error.message[:MAX_ERROR_MESSAGE_CHARS]
+                                    + " ... (truncated)")
         for attempt in range(attempts):
             try:
                 self.stub.UpdateTaskExecutionState(update, timeout=RPC_TIMEOUT_S)
@@ -68,22 +88,43 @@ class JobMasterGateway:
 
     def push_collect(self, job_id: str, subtask_index: int, attempt_id: str, data: bytes,
                      end: bool, cancelled: threading.Event) -> None:
-        """Hand results to the JobMaster; waits (and so backpressures) while its buffer is
-        full. Gives up only when the task is cancelled."""
+        """Hand one payload of results to the JobMaster (task thread); blocks, and so
+        backpressures the task, while the JobMaster's buffer is full.
+
+        ``data`` is at most :func:`collect_payload_limit` bytes (the collect sink splits
+        larger batches). Raises InternalError for a larger payload, and ConnectionError
+        when the task is cancelled meanwhile, when the JobMaster cannot be reached, or when
+        it refuses the message as too large (its limit is lower than this process's).
+        """
+        limit = collect_payload_limit()
+        if len(data) > limit:
+            msg = (f"a collect payload of {len(data):,} bytes exceeds the {limit:,} bytes one "
+                   "message may carry: the collect sink must split it")
+            raise InternalError(msg)
         batch = jobmaster_pb2.CollectBatch(job_id=job_id, subtask_index=subtask_index,
                                            attempt_id=attempt_id, arrow_ipc=data,
                                            end_of_stream=end)
         while True:
             try:
-                self.stub.PushCollectBatch(batch, timeout=RPC_TIMEOUT_S)
-                return
+                ack = self.stub.PushCollectBatch(batch, timeout=RPC_TIMEOUT_S)
             except grpc.RpcError as err:
                 if cancelled.is_set():
                     msg = "cancelled while sending results"
                     raise ConnectionError(msg) from None
-                if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    msg = f"sending results to the JobMaster failed: {err.details()}"
+                if err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    msg = (f"the JobMaster refused a result message of {len(data):,} bytes as "
+                           f"too large ({err.details()}): its gRPC message limit is lower "
+                           f"than this TaskExecutor's {rpc.MAX_MESSAGE_BYTES:,} bytes; run "
+                           "the same weir version on every daemon")
                     raise ConnectionError(msg) from None
+                msg = f"sending results to the JobMaster failed: {err.details()}"
+                raise ConnectionError(msg) from None
+            if ack.accepted:
+                return
+            # The JobMaster waited for room before answering: asking again is no busy loop.
+            if cancelled.is_set():
+                msg = "cancelled while sending results"
+                raise ConnectionError(msg)
 
     def acknowledge_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
                                state: checkpoint_pb2.TaskStateSnapshot,

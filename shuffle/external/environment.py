@@ -35,6 +35,7 @@ from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, keep_until_done
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 from weir.proto import jobgraph_pb2, shuffle_service_pb2_grpc
 from weir.proto import shuffle_service_pb2 as pb
 from weir.shuffle import options as shuffle_options
@@ -48,7 +49,13 @@ from weir.shuffle.api import (
     TaskShuffleContext,
     poll_round_robin,
 )
-from weir.shuffle.external.service import IN_PROGRESS, PARTITION_STATE_KEY
+from weir.shuffle.external.service import (
+    IN_PROGRESS,
+    PARTITION_STATE_KEY,
+)
+from weir.shuffle.external.service import (
+    MAX_MESSAGE_BYTES as SERVICE_MAX_MESSAGE_BYTES,
+)
 
 log = logging.getLogger(__name__)
 
@@ -616,6 +623,7 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
         self._context = context
         self.service_address = service_address
         self._token = auth_token(conf)
+        self._tls = TlsFiles.from_conf(conf)
         self._commit_timeout = commit_timeout
         segment = conf.get(options.SEGMENT_SIZE)
         self._chunk_bytes = segment
@@ -640,7 +648,9 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
                 raise RemoteTransportError(msg)
             entry = self._channels.get(address)
             if entry is None:
-                channel = create_channel(address, self._token)
+                # A chunk is cut at the segment size; the service accepts at most 64 MiB.
+                channel = create_channel(address, self._token, tls=self._tls,
+                                         max_send_bytes=SERVICE_MAX_MESSAGE_BYTES)
                 entry = (channel, shuffle_service_pb2_grpc.ShuffleServiceStub(channel))
                 self._channels[address] = entry
             return entry[1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 from weir.shuffle.api import (
     ShuffleEnvironment,
     ShuffleEnvironmentContext,
@@ -39,7 +40,7 @@ class ExternalShuffleServiceFactory(ShuffleServiceFactory):
 
     def create_shuffle_master(self, configuration: Configuration) -> ShuffleMaster:
         return ExternalShuffleMaster(service_address(configuration),
-                                     auth_token(configuration))
+                                     auth_token(configuration), TlsFiles.from_conf(configuration))
 
     def create_shuffle_environment(self,
                                    context: ShuffleEnvironmentContext) -> ShuffleEnvironment:

@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from weir.core.rpc import create_channel, keep_until_done
+from weir.core.tls import TlsFiles
 from weir.proto import shuffle_service_pb2 as pb
 from weir.proto import shuffle_service_pb2_grpc
 from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
@@ -35,9 +36,11 @@ class ExternalShuffleMaster(ShuffleMaster):
     CLOSE_WAIT_S for releases in flight, then closes the connection.
     """
 
-    def __init__(self, service_address: str, token: str | None = None) -> None:
+    def __init__(self, service_address: str, token: str | None = None,
+                 tls: TlsFiles | None = None) -> None:
         self.service_address = service_address
         self._token = token
+        self._tls = tls
         self._jobs: dict[str, set[str]] = {}
         self._channels: dict[str, tuple[grpc.Channel,
                                         shuffle_service_pb2_grpc.ShuffleServiceStub]] = {}
@@ -68,7 +71,7 @@ class ExternalShuffleMaster(ShuffleMaster):
     def _release(self, address: str, request: pb.ReleasePartitionsRequest) -> None:
         entry = self._channels.get(address)
         if entry is None:
-            channel = create_channel(address, self._token)
+            channel = create_channel(address, self._token, tls=self._tls)
             entry = self._channels[address] = (
                 channel, shuffle_service_pb2_grpc.ShuffleServiceStub(channel))
         future = entry[1].ReleasePartitions.future(request, timeout=RELEASE_TIMEOUT_S)

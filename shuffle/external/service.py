@@ -24,6 +24,7 @@ from weir.core.errors import UserError
 # The generic create_server does not expose its thread pool, and stop() must end every
 # thread it started: build the server here with the same options and auth interceptor.
 from weir.core.rpc import create_server
+from weir.core.tls import TlsFiles
 from weir.proto import shuffle_service_pb2 as pb
 from weir.proto import shuffle_service_pb2_grpc
 from weir.shuffle.external.storage import (
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 #: Trailing metadata of a NOT_FOUND read whose partition is being written.
 PARTITION_STATE_KEY = "weir-partition-state"
 IN_PROGRESS = "in-progress"
+#: The largest request the service reads: writers cut chunks at the segment size (a batch
+#: crossing the mark makes one up to about twice that); 64 MiB leaves room for one oversized
+#: row while 32 concurrent writes hold at most 2 GiB.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Threads serving calls: bounds concurrent writes plus reads.
 DEFAULT_MAX_WORKERS = 64
 #: A read response message carries chunks up to about this many bytes.
@@ -192,11 +197,12 @@ class ShuffleServiceDaemon:
 
     def __init__(self, data_dir: str, host: str = "127.0.0.1", port: int = 0,
                  token: str | None = None, spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
-                 max_workers: int = DEFAULT_MAX_WORKERS) -> None:
+                 max_workers: int = DEFAULT_MAX_WORKERS, tls: TlsFiles | None = None) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self._token = token
+        self._tls = tls
         self._spill_threshold = spill_threshold
         self._max_workers = max_workers
         self.address = ""
@@ -218,7 +224,8 @@ class ShuffleServiceDaemon:
                 server, bound = create_server(
                     self.host, self.port, self._token,
                     lambda s: shuffle_service_pb2_grpc.add_ShuffleServiceServicer_to_server(
-                        ShuffleServiceServicer(store), s), executor=executor)
+                        ShuffleServiceServicer(store), s), executor=executor,
+                    max_receive_bytes=MAX_MESSAGE_BYTES, tls=self._tls)
             except UserError:
                 executor.shutdown()
                 store.close()

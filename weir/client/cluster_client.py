@@ -21,6 +21,7 @@ from weir.core.errors import JobExecutionError, UserError
 from weir.core.execution import JobClient
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, translate_rpc_error
+from weir.core.tls import TlsFiles
 from weir.operators.sinks import from_ipc
 from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 
@@ -39,9 +40,11 @@ def state_name(state: int) -> str:
 class JobMasterClient:
     """A connection to one JobMaster. Every call has a timeout; errors become UserErrors."""
 
-    def __init__(self, address: str, token: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, address: str, token: str | None = None, timeout: float = 60.0,
+                 tls: TlsFiles | None = None) -> None:
         self.address = address
         self._token = token
+        self._tls = tls
         self._timeout = timeout
         self._channel: grpc.Channel | None = None
         self._stub: jobmaster_pb2_grpc.JobMasterServiceStub | None = None
@@ -49,7 +52,7 @@ class JobMasterClient:
     @property
     def stub(self) -> jobmaster_pb2_grpc.JobMasterServiceStub:
         if self._stub is None:
-            self._channel = create_channel(self.address, self._token)
+            self._channel = create_channel(self.address, self._token, tls=self._tls)
             self._stub = jobmaster_pb2_grpc.JobMasterServiceStub(self._channel)
         return self._stub
 

@@ -16,6 +16,7 @@ from weir.core.config import Configuration
 from weir.core.errors import InternalError
 from weir.core.execution import ExecutionContext, JobClient, PipelineExecutor
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 from weir.proto import jobgraph_pb2
 
 
@@ -30,7 +31,8 @@ class RemoteExecutor(PipelineExecutor):
             raise InternalError(msg)
         client = JobMasterClient(context.address,
                                  context.token or auth_token(configuration),
-                                 configuration.get(options.CLIENT_TIMEOUT))
+                                 configuration.get(options.CLIENT_TIMEOUT),
+                                 tls=TlsFiles.from_conf(context.configuration))
         job_id = client.submit_job(graph)
         context.submitted.append(job_id)
         return ClusterJobClient(client, job_id, on_done=on_done,
@@ -48,7 +50,8 @@ class LocalExecutor(PipelineExecutor):
         cluster.start()
         try:
             client = JobMasterClient(cluster.address, auth_token(configuration),
-                                     configuration.get(options.CLIENT_TIMEOUT))
+                                     configuration.get(options.CLIENT_TIMEOUT),
+                                     tls=TlsFiles.from_conf(configuration))
             job_id = client.submit_job(graph)
         except BaseException:
             cluster.stop()
