@@ -30,6 +30,8 @@ from weir.checkpoint.storage import (
     StreamStateHandle,
     check_relative,
     checksum_of,
+    contained_relative,
+    outside_error,
     target_uri,
     verify,
 )
@@ -171,11 +173,28 @@ class FileSystemCheckpointStorage(CheckpointStorage):
 
             atomic_local_write(local_path, copy)
 
+    def _contained(self, target: StreamStateHandle | str) -> Path:
+        """The local path of ``target`` if it is a file below the base; else raises
+        TargetOutsideStorageError."""
+        uri = target_uri(target)
+        try:
+            path = self._local(target)
+        except (ValueError, ConfigError) as err:
+            raise outside_error(uri, self.base_uri) from err
+        # Lexically ('..' collapsed), and where the unlink really happens: a symlinked
+        # directory below the base must not lead out of it.
+        lexical = Path(os.path.abspath(path))
+        real_base = Path(os.path.realpath(self._base))
+        if lexical == self._base or not lexical.is_relative_to(self._base) or \
+                not Path(os.path.realpath(lexical.parent)).is_relative_to(real_base):
+            raise outside_error(uri, self.base_uri)
+        return lexical
+
     def delete(self, target: StreamStateHandle | str) -> None:
-        self._local(target).unlink(missing_ok=True)
+        self._contained(target).unlink(missing_ok=True)
 
     def delete_prefix(self, relative_prefix: str) -> None:
-        relative = check_relative(relative_prefix, allow_empty=True)
+        relative = contained_relative(relative_prefix, self.base_uri, allow_empty=True)
         directory = self._base / relative if relative else self._base
         if not directory.is_dir():
             return
@@ -201,6 +220,14 @@ class FileSystemCheckpointStorage(CheckpointStorage):
 
     def exists(self, target: StreamStateHandle | str) -> bool:
         return self._local(target).is_file()
+
+    def check_access(self) -> None:
+        # Only what holds on every machine: the daemons may see another file system here
+        # (a mount the client lacks), so existence and permissions are theirs to judge.
+        if self._base.exists() and not self._base.is_dir():
+            msg = (f"checkpoint directory {self._base} is a file: point "
+                   "state.checkpoints.dir at a directory")
+            raise ConfigError(msg)
 
     def list(self, relative_prefix: str = "") -> list[str]:
         relative = check_relative(relative_prefix, allow_empty=True)

@@ -42,7 +42,9 @@ from weir.checkpoint.storage import (
     StreamStateHandle,
     check_relative,
     checksum_of,
+    contained_relative,
     file_checksum,
+    outside_error,
     target_uri,
     verify,
 )
@@ -200,7 +202,7 @@ class S3CheckpointStorage(CheckpointStorage):
         if code == "NoSuchBucket":
             return StorageAccessError(
                 f"bucket '{bucket}' does not exist at S3 endpoint {self._where()}: create it, "
-                f"or point the checkpoint location ({self.base_uri}) at an existing bucket")
+                f"or point the location ({self.base_uri}) at an existing bucket")
         if code in _CREDENTIAL_CODES or _status(err) == 403:
             return StorageAccessError(
                 f"S3 endpoint {self._where()} refused access to bucket '{bucket}' ({code}): "
@@ -321,13 +323,29 @@ class S3CheckpointStorage(CheckpointStorage):
 
     # -- deletes ----------------------------------------------------------------------------
 
+    def _contained_key(self, uri: str) -> str:
+        """The key of ``uri`` if it names an object below this storage's bucket and prefix;
+        else raises TargetOutsideStorageError."""
+        try:
+            bucket, key = _parse_s3_uri(uri)
+        except ValueError as err:
+            raise outside_error(uri, self.base_uri) from err
+        below = f"{self._prefix}/" if self._prefix else ""
+        if bucket != self.bucket or not key.startswith(below):
+            raise outside_error(uri, self.base_uri)
+        # S3 keys are opaque, but S3-compatible servers backed by a file system may
+        # collapse '..': refuse such keys rather than trust every server to keep them.
+        contained_relative(key[len(below):], self.base_uri)
+        return key
+
     def delete(self, target: StreamStateHandle | str) -> None:
         uri = target_uri(target)
-        bucket, key = _parse_s3_uri(uri)
-        with self._errors(bucket, uri):
-            self._client.delete_object(Bucket=bucket, Key=key)
+        key = self._contained_key(uri)
+        with self._errors(self.bucket, uri):
+            self._client.delete_object(Bucket=self.bucket, Key=key)
 
     def delete_prefix(self, relative_prefix: str) -> None:
+        contained_relative(relative_prefix, self.base_uri, allow_empty=True)
         key_prefix = self._dir_prefix(relative_prefix)
         uri = f"s3://{self.bucket}/{key_prefix}"
         with self._errors(self.bucket, uri):
@@ -421,6 +439,13 @@ class S3CheckpointStorage(CheckpointStorage):
                     raise
 
     # -- administration ---------------------------------------------------------------------
+
+    def check_access(self) -> None:
+        # Listing one key proves the endpoint, the credentials and the bucket at once (a
+        # storage needs ListBucket anyway, for delete_prefix); nothing is written.
+        with self._errors(self.bucket, self.base_uri):
+            self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""),
+                                         MaxKeys=1)
 
     def ensure_bucket(self) -> None:
         """Create the bucket if it does not exist (for an embedded or test S3 service)."""

@@ -173,7 +173,13 @@ class S3Credentials:
 
     @classmethod
     def load(cls, path: Path) -> S3Credentials:
-        """Read what :meth:`save` wrote; raises S3ServerError naming the file if unreadable."""
+        """Read what :meth:`save` wrote. Raises ConfigError naming the file if it cannot be
+        read or other users may read it (fix: ``chmod 600``), S3ServerError if it does not
+        hold credentials."""
+        from weir.core.secrets import read_secret_file
+
+        # Only for its check: the secret key grants all the data to whoever can read it.
+        read_secret_file(path, "the S3 credentials file")
         try:
             data = json.loads(path.read_text())
             return cls(str(data["access_key"]), str(data["secret_key"]))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weir.core.errors import ConfigError, CorruptStateError
+from weir.core.errors import ConfigError, CorruptStateError, StorageError
 
 if TYPE_CHECKING:
     from weir.core.config import Configuration
@@ -144,6 +144,29 @@ def check_relative(path: str, allow_empty: bool = False) -> str:
     return text
 
 
+class TargetOutsideStorageError(StorageError, ValueError):
+    """A delete named something outside the storage's base (another directory, bucket or
+    prefix, or a path that climbs out with ``..``): a storage deletes only its own objects.
+    Nothing was deleted."""
+
+
+def outside_error(target: str, base_uri: str) -> TargetOutsideStorageError:
+    """The refusal to delete ``target``, which is not under ``base_uri``."""
+    return TargetOutsideStorageError(
+        f"refusing to delete {target}: it is not inside this checkpoint storage "
+        f"({base_uri}); only objects under its base may be deleted")
+
+
+def contained_relative(relative_path: str, base_uri: str, allow_empty: bool = False) -> str:
+    """:func:`check_relative` for deletes: the same normalised path, or
+    TargetOutsideStorageError instead of its ValueError."""
+    try:
+        return check_relative(relative_path, allow_empty=allow_empty)
+    except ValueError as err:
+        target = f"{base_uri}/{relative_path}"
+        raise outside_error(target, base_uri) from err
+
+
 class CheckpointStorage(ABC):
     """Where snapshots are stored: atomic writes, verified reads, prefix listing and deletion.
 
@@ -177,11 +200,26 @@ class CheckpointStorage(ABC):
 
     @abstractmethod
     def delete(self, target: StreamStateHandle | str) -> None:
-        """Delete one object by handle or URI; deleting a missing object is not an error."""
+        """Delete one object by handle or URI; deleting a missing object is not an error.
+
+        Raises TargetOutsideStorageError, deleting nothing, unless the target is an object
+        under :attr:`base_uri` (an absolute path elsewhere, another bucket or prefix, a
+        ``..`` or ``.`` segment, or another scheme are all refused).
+        """
 
     @abstractmethod
     def delete_prefix(self, relative_prefix: str) -> None:
-        """Delete every object under ``relative_prefix`` (a directory-like prefix)."""
+        """Delete every object under ``relative_prefix`` (a directory-like prefix).
+
+        Raises TargetOutsideStorageError for a prefix that is not a plain relative path.
+        """
+
+    def check_access(self) -> None:  # noqa: B027 - a storage that cannot tell checks nothing
+        """Fail now if this storage certainly cannot be used, so that a job is refused at
+        submission rather than failing its first checkpoint: raises a UserError naming the
+        fix (ConfigError, StorageAccessError, StorageUnreachableError). May block on the
+        network for the storage's connect timeout and retries. Called on the client, which
+        may not see what the daemons see: implementations check only what holds for both."""
 
     @abstractmethod
     def exists(self, target: StreamStateHandle | str) -> bool:
@@ -198,6 +236,21 @@ class CheckpointStorage(ABC):
 def target_uri(target: StreamStateHandle | str) -> str:
     """The URI of a handle, or the string itself."""
     return target.uri if isinstance(target, StreamStateHandle) else target
+
+
+def check_storage(uri: str, config: Configuration | None = None) -> None:
+    """Refuse a storage location a job could not use (relative path, unknown scheme,
+    unreachable S3 endpoint, refused credentials, missing bucket), with one UserError whose
+    message names ``uri`` and the fix.
+
+    Example:
+        >>> try:
+        ...     check_storage("checkpoints")
+        ... except ConfigError as err:
+        ...     print(str(err)[:56])
+        checkpoint storage location 'checkpoints' is not absolute
+    """
+    create_storage(uri, config).check_access()
 
 
 def create_storage(uri: str, config: Configuration | None = None) -> CheckpointStorage:

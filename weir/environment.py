@@ -18,10 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.checkpoint import options as checkpoint_options
+from weir.checkpoint.storage import check_storage
 from weir.checkpoint_config import CheckpointConfig, CheckpointingMode
 from weir.core import options
 from weir.core.config import Configuration
-from weir.core.errors import InvalidJobError
+from weir.core.errors import InvalidJobError, UserError
 from weir.core.execution import ExecutionContext, JobClient, load_executor
 from weir.core.ids import JobId
 from weir.core.source import Source
@@ -163,7 +165,8 @@ class StreamExecutionEnvironment:
         As in PyFlink, ``from_source(source, watermark_strategy, source_name)`` stamps the
         records and generates watermarks right at the source; the name alone may also be
         given second. ``monitor_interval`` (seconds) keeps watching a directory for new
-        files.
+        files. A relative path means this process's working directory; at submission a
+        bounded path must match at least one file and a watched directory must exist.
         """
         if isinstance(watermark_strategy, str):
             watermark_strategy, source_name = None, watermark_strategy
@@ -240,6 +243,28 @@ class StreamExecutionEnvironment:
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism, config=self._config.to_dict())
 
+    def _check_source_paths(self) -> None:
+        """Refuse file sources whose paths match nothing here, before anything is
+        submitted: a job that reads nothing would otherwise finish with 0 rows."""
+        for t in self._transformations():
+            if t.kind == "source" and isinstance(t.source, FileSource):
+                t.source.check_paths(self._config)
+
+    def _check_checkpoint_storage(self) -> None:
+        """With checkpointing on, refuse a ``state.checkpoints.dir`` the job could never
+        write (relative path, unreachable S3 endpoint, refused credentials, no bucket)
+        before submitting: the job would start, then fail at its first checkpoint."""
+        if not checkpoint_options.checkpointing_enabled(self._config):
+            return
+        directory = self._config.get(checkpoint_options.CHECKPOINTS_DIR)
+        if not directory:
+            return  # the cluster's own setting applies, which this process cannot know
+        try:
+            check_storage(directory, self._config)
+        except UserError as err:
+            msg = f"state.checkpoints.dir {directory} cannot be used: {err}"
+            raise type(err)(msg) from err
+
     def _check_bounded(self) -> None:
         for t in self._transformations():
             if t.kind == "source" and not getattr(t.source, "bounded", True):
@@ -253,6 +278,9 @@ class StreamExecutionEnvironment:
             msg = ("the job defines no sink: add one (print(), sink_to(...), or "
                    "execute_and_collect()) before calling execute()")
             raise InvalidJobError(msg)
+        # Cheap checks first: preparing a source may run a whole Spark job.
+        self._check_source_paths()
+        self._check_checkpoint_storage()
         cleanups = self._prepare_sources()
         try:
             graph = self.get_job_graph(job_name)

@@ -8,6 +8,9 @@ Layout under ``data_dir``::
     <job_id>/_inprogress-<partition_id>-<nonce>/data     a partition being written
     <job_id>/_deleting-<partition_id>-<nonce>/           a released partition being deleted
 
+Partitions hold job records, so only the service's user may read them: directories are
+0700 (``data_dir`` too, tightened if it existed) and files 0600.
+
 Write path (sort-spill, after Flink's ``SortMergeResultPartition``): a partition's chunks
 arrive interleaved across subpartitions and are buffered in memory, per subpartition, until
 the buffered bytes reach the spill threshold. A *spill* then appends one run to the data
@@ -59,6 +62,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
+
+from weir.core.files import PRIVATE_DIRECTORY_MODE, open_private, private_directory
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +263,7 @@ class PartitionWrite:
         self.num_subpartitions = num_subpartitions
         self.directory = directory
         self._spill_threshold = spill_threshold
-        self._file: BinaryIO | None = open(directory / DATA_FILE, "wb")  # noqa: SIM115
+        self._file: BinaryIO | None = open_private(directory / DATA_FILE, "wb")
         self._buffers: list[list[bytes]] = [[] for _ in range(num_subpartitions)]
         self._buffered = 0
         self._offset = 0
@@ -330,7 +335,7 @@ class PartitionWrite:
         self._file = None
         body = _HEADER.pack(_MAGIC, _VERSION, self.num_subpartitions, self.runs, 0,
                             self._offset, self.chunks, self.bytes) + bytes(self._entries)
-        with open(self.directory / INDEX_FILE, "wb") as index:
+        with open_private(self.directory / INDEX_FILE, "wb") as index:
             index.write(body + _CRC.pack(zlib.crc32(body)))
             index.flush()
             os.fsync(index.fileno())
@@ -372,8 +377,10 @@ class PartitionStore:
             raise ValueError(msg)
         self.data_dir = Path(data_dir).resolve()
         self.spill_threshold = spill_threshold
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_file: BinaryIO | None = open(self.data_dir / LOCK_FILE, "ab")  # noqa: SIM115
+        # Partitions hold job records: 0700 directories and 0600 files, and the root is
+        # tightened even if it existed, which also covers partitions written before.
+        private_directory(self.data_dir)
+        self._lock_file: BinaryIO | None = open_private(self.data_dir / LOCK_FILE, "ab")
         try:
             fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -421,9 +428,9 @@ class PartitionStore:
             if (job_dir / partition_id).exists():
                 msg = f"partition {partition_id} of job {job_id} is committed already"
                 raise PartitionExistsError(msg)
-            job_dir.mkdir(exist_ok=True)
+            job_dir.mkdir(mode=PRIVATE_DIRECTORY_MODE, exist_ok=True)
             directory = job_dir / f"{INPROGRESS_PREFIX}{partition_id}-{secrets.token_hex(4)}"
-            directory.mkdir()
+            directory.mkdir(mode=PRIVATE_DIRECTORY_MODE)
             try:
                 write = PartitionWrite(self, job_id, partition_id, num_subpartitions,
                                        directory, self.spill_threshold)

@@ -2,7 +2,8 @@
 
 Layout of the directory: ``jobmaster.json`` / ``taskexecutor-N.json`` (addresses and pids,
 written by the daemons once they listen), ``log/*.log``, and ``cluster.json`` (what
-``start`` launched). Daemons run in their own session, so they outlive the shell.
+``start`` launched). Daemons run in their own session, so they outlive the shell. The
+directory is 0700 and the logs 0600 (``start`` also tightens what an earlier start left).
 
 With ``--with-s3`` an embedded S3 server (SeaweedFS, :mod:`weir.checkpoint.seaweedfs`) starts
 first: its data, weed's identity file and the generated credentials
@@ -24,6 +25,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -32,16 +34,20 @@ from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint import options as storage_options
 from weir.core.errors import UserError
+from weir.core.files import PRIVATE_FILE_MODE, open_private, private_directory, restrict_file
 from weir.core.processes import process_alive
 from weir.core.secrets import auth_token, split_secrets
 
 if TYPE_CHECKING:
     from weir.checkpoint.seaweedfs import SeaweedServer
+    from weir.core.config import Configuration
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 S3_INFO = "s3.json"
 S3_DIR = "s3"
+#: Where ``start --tls`` keeps the cluster's CA, certificate and key.
+TLS_DIR = "tls"
 
 
 def default_cluster_dir() -> Path:
@@ -67,10 +73,40 @@ def jobmaster_address(directory: Path) -> str | None:
     return None
 
 
+def _prepare_directory(directory: Path) -> None:
+    """Create the cluster directory 0700, or tighten an existing one to 0700 and its log
+    files to 0600: logs show job details, and ``s3/`` holds the S3 secret. Raises UserError
+    for a path that is no directory of this user's own."""
+    if directory.exists() and not directory.is_dir():
+        msg = (f"the cluster directory {directory} is a file: give the cluster a directory "
+               "of its own with --dir (it is created if missing)")
+        raise UserError(msg)
+    try:
+        if directory.exists():
+            info = directory.stat()
+            if info.st_uid != os.geteuid():
+                msg = (f"the cluster directory {directory} belongs to another user (uid "
+                       f"{info.st_uid}): give the cluster a directory of your own with --dir")
+                raise UserError(msg)
+            if info.st_mode & stat.S_ISVTX:
+                # A shared directory such as /tmp: tightening it would lock everyone out.
+                msg = (f"the cluster directory {directory} is shared (sticky bit, like /tmp): "
+                       f"give the cluster one of its own, e.g. --dir {directory / 'weir'}")
+                raise UserError(msg)
+        private_directory(directory)
+        log_dir = private_directory(directory / "log")
+        for entry in log_dir.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                entry.chmod(PRIVATE_FILE_MODE)
+    except OSError as err:
+        msg = (f"cannot prepare the cluster directory {directory}: {err.strerror or err}: "
+               "choose a directory you can write with --dir")
+        raise UserError(msg) from err
+
+
 def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None
            ) -> subprocess.Popen[bytes]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    out = open(log.with_suffix(".out"), "ab")  # noqa: SIM115 - handed to the child
+    out = open_private(log.with_suffix(".out"), "ab")
     return subprocess.Popen([sys.executable, "-m", "weir", *args], stdout=out,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env={**os.environ, **(env or {}),
@@ -102,9 +138,10 @@ def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
     conf = Configuration.load(conf_file, dynamic)
     binary = find_weed(conf.get(options.CLUSTER_S3_BINARY))
     bucket = conf.get(options.CLUSTER_S3_BUCKET)
-    data_dir = directory / S3_DIR
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data_dir = private_directory(directory / S3_DIR)
     credentials = S3Credentials.load_or_generate(data_dir / "credentials.json")
+    # Created 0600 here: the server appends to it, keeping the mode.
+    restrict_file(directory / "log" / "s3.log")
     server = SeaweedServer(data_dir, credentials, binary=binary,
                            log_path=directory / "log" / "s3.log")
     server.start()
@@ -144,11 +181,41 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str,
     raise UserError(msg)
 
 
+def tls_pairs(directory: Path, conf: Configuration | None = None) -> list[str]:
+    """The ``security.ssl.*`` settings (KEY=VALUE) of a cluster started with ``--tls`` in
+    ``directory``, for clients that found it there; none when it has no TLS files or
+    ``conf`` configures TLS itself."""
+    from weir.core import options
+    from weir.core.tls import TlsFiles
+
+    tls = directory / TLS_DIR
+    if not (tls / "node.pem").exists() or (conf is not None and conf.get(options.SSL_ENABLED)):
+        return []
+    files = TlsFiles(tls / "node.pem", tls / "node-key.pem", tls / "ca.pem")
+    return [f"{key}={value}" for key, value in files.as_options().items()]
+
+
+def _prepare_tls(directory: Path, enabled: bool) -> list[str]:
+    """A fresh private CA and certificate for this host under ``directory/tls`` (or none:
+    files of an earlier ``--tls`` start would make clients speak TLS to a plain cluster)."""
+    import shutil
+    import socket
+
+    from weir.core.tls import generate_cluster_pki
+
+    shutil.rmtree(directory / TLS_DIR, ignore_errors=True)
+    if not enabled:
+        return []
+    generate_cluster_pki(directory / TLS_DIR, ["127.0.0.1", "localhost", socket.gethostname()])
+    return tls_pairs(directory)
+
+
 def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
-          conf_file: str | None, with_s3: bool = False) -> dict[str, Any]:
+          conf_file: str | None, with_s3: bool = False, tls: bool = False) -> dict[str, Any]:
     """Start a JobMaster and ``task_executors`` TaskExecutors (after an embedded S3 server
-    when ``with_s3``); returns the status. Raises UserError when something does not start;
-    whatever did start is stopped again."""
+    when ``with_s3``; over mutual TLS with certificates generated into ``DIR/tls`` when
+    ``tls``); returns the status. Raises UserError when something does not start; whatever
+    did start is stopped again."""
     if jobmaster_address(directory):
         msg = (f"a cluster is already running in {directory}: stop it with "
                f"`weir cluster stop --dir {directory}` or use another --dir")
@@ -158,9 +225,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
         msg = (f"the S3 server of an earlier cluster still runs in {directory} (pid "
                f"{old_s3['pid']}): stop it with `weir cluster stop --dir {directory}`")
         raise UserError(msg)
-    directory.mkdir(parents=True, exist_ok=True)
+    _prepare_directory(directory)
     for old in directory.glob("*.json"):
         old.unlink()
+    dynamic = [*_prepare_tls(directory, tls), *dynamic]
     # Secrets reach the daemons through their environment: a command line is public.
     public, env = split_secrets(dynamic)
     common = [f"-D{d}" for d in public] + (["--conf", conf_file] if conf_file else [])
@@ -197,7 +265,7 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
             tes.append((name, proc))
         for name, proc in tes:
             _wait_for(directory / f"{name}.json", proc, f"TaskExecutor {name}", deadline)
-        _wait_registered(address, task_executors, deadline, dynamic)
+        _wait_registered(address, task_executors, deadline, dynamic, directory)
     except BaseException:
         for proc in launched:
             with contextlib.suppress(OSError):
@@ -212,16 +280,19 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
     return status(directory, dynamic)
 
 
-def _client(address: str, dynamic: list[str]) -> Any:
+def _client(address: str, dynamic: list[str], directory: Path) -> Any:
     from weir.client.cluster_client import JobMasterClient
     from weir.core.config import Configuration
+    from weir.core.tls import TlsFiles
 
     conf = Configuration.load(None, dynamic)
-    return JobMasterClient(address, auth_token(conf), timeout=5)
+    conf = Configuration.load(None, [*tls_pairs(directory, conf), *dynamic])
+    return JobMasterClient(address, auth_token(conf), timeout=5, tls=TlsFiles.from_conf(conf))
 
 
-def _wait_registered(address: str, count: int, deadline: float, dynamic: list[str]) -> None:
-    client = _client(address, dynamic)
+def _wait_registered(address: str, count: int, deadline: float, dynamic: list[str],
+                     directory: Path) -> None:
+    client = _client(address, dynamic, directory)
     try:
         while time.monotonic() < deadline:
             with contextlib.suppress(UserError):
@@ -247,7 +318,7 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
                       "metrics_url": info["metrics_url"]},
         "taskexecutors": []}
     registered: dict[str, Any] = {}
-    client = _client(info["address"], dynamic or [])
+    client = _client(info["address"], dynamic or [], directory)
     try:
         overview = client.cluster_overview()
         registered = {te.resource_id: te for te in overview.task_executors}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.core.config import Configuration
+from weir.core.files import PRIVATE_DIRECTORY_MODE, restrict_file
 from weir.core.secrets import auth_token
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
@@ -21,7 +22,8 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
 def setup_logging(log_file: str | None, level: str = "INFO") -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(log_file).parent.mkdir(mode=PRIVATE_DIRECTORY_MODE, parents=True, exist_ok=True)
+        restrict_file(log_file)  # logs show job details: 0600, also if it existed
         handlers.append(logging.FileHandler(log_file))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format=LOG_FORMAT,
                         handlers=handlers, force=True)
@@ -99,11 +101,12 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
 
 def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int,
                         info_file: str | None, log_file: str | None) -> int:
+    from weir.core.tls import TlsFiles
     from weir.shuffle.external.service import ShuffleServiceDaemon
 
     setup_logging(log_file)
     service = ShuffleServiceDaemon(data_dir, host=host, port=port,
-                                   token=auth_token(conf))
+                                   token=auth_token(conf), tls=TlsFiles.from_conf(conf))
     service.start()
     write_info_file(info_file, {"role": "shuffle-service", "address": service.address,
                                 "pid": os.getpid(), "dir": data_dir})

@@ -16,8 +16,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+# gRPC's C core logs failed TLS handshakes at INFO to stderr; the command says what failed in
+# one line of its own. Set before anything imports grpc.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from weir.core.errors import JobExecutionError, UserError
 from weir.core.secrets import auth_token
+from weir.core.tls import TlsFiles
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USER_ERROR = 0, 1, 2
 
@@ -36,32 +41,40 @@ def _options_epilog() -> str:
     return "\n".join(lines)
 
 
+def _conf_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conf", help="YAML configuration file")
+    p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a configuration option (repeatable)")
+
+
+def _client_args(p: argparse.ArgumentParser) -> None:
+    _conf_args(p)
+    p.add_argument("--jobmaster", metavar="HOST:PORT", help="JobMaster address")
+    p.add_argument("--dir", help="directory of a local cluster (weir cluster start --dir)")
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    _client_args(p)
+    p.add_argument("--detached", action="store_true",
+                   help="print the job id and return once the job is submitted")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="weir", description="weir: a distributed stream-processing engine.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def conf_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--conf", help="YAML configuration file")
-        p.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE",
-                       help="set a configuration option (repeatable)")
-
-    def client_args(p: argparse.ArgumentParser) -> None:
-        conf_args(p)
-        p.add_argument("--jobmaster", metavar="HOST:PORT", help="JobMaster address")
-        p.add_argument("--dir", help="directory of a local cluster (weir cluster start --dir)")
-
     epilog = _options_epilog()
     jm = sub.add_parser("jobmaster", help="run a JobMaster in the foreground", epilog=epilog,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    conf_args(jm)
+    _conf_args(jm)
     jm.add_argument("--info-file", help=argparse.SUPPRESS)
     jm.add_argument("--log-file", help="also log to this file")
 
     te = sub.add_parser("taskexecutor", help="run a TaskExecutor in the foreground",
                         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    conf_args(te)
+    _conf_args(te)
     te.add_argument("--jobmaster", required=True, metavar="HOST:PORT")
     te.add_argument("--slots", type=int, help="task slots (taskmanager.numberOfTaskSlots)")
     te.add_argument("--info-file", help=argparse.SUPPRESS)
@@ -73,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "TaskExecutors that produced them. Point TaskExecutors and the JobMaster "
                     "at it with -D shuffle-service-factory.class=shuffle.external.factory."
                     "ExternalShuffleServiceFactory -D shuffle-service.address=HOST:PORT.")
-    conf_args(service)
+    _conf_args(service)
     service.add_argument("--dir", required=True, help="data directory for partitions")
     service.add_argument("--host", default="127.0.0.1")
     service.add_argument("--port", type=int, default=0, help="gRPC port (0: a free one)")
@@ -83,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="manage a local cluster of daemon processes")
     csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     start = csub.add_parser("start", help="start a JobMaster and TaskExecutors in the background")
-    conf_args(start)
+    _conf_args(start)
     start.add_argument("--taskexecutors", type=int, default=2)
     start.add_argument("--slots", type=int, default=2)
     start.add_argument("--dir", help="working directory (default ~/.weir/cluster)")
@@ -91,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--with-s3", action="store_true",
         help="also start an S3 server (SeaweedFS) on 127.0.0.1 with generated credentials, "
              "and default the daemons' state.checkpoints.dir to s3://weir/checkpoints on it")
+    start.add_argument(
+        "--tls", action="store_true",
+        help="mutual TLS between every process: generate a private CA and a certificate "
+             "for this host into DIR/tls (clients using --dir DIR find them there)")
     st = csub.add_parser("status", help="show the local cluster")
     st.add_argument("--dir")
     st.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -98,42 +115,59 @@ def build_parser() -> argparse.ArgumentParser:
     stop = csub.add_parser("stop", help="stop the local cluster")
     stop.add_argument("--dir")
 
-    run = sub.add_parser("run", help="run a job program against the cluster")
-    client_args(run)
-    run.add_argument("--detached", action="store_true",
-                     help="print the job id and return once the job is submitted")
+    run = sub.add_parser(
+        "run", help="run a job program against the cluster",
+        usage="weir run [OPTIONS] job.py [OPTIONS] [--] [ARGS...]",
+        description="weir's options may come before or right after the job file; the "
+                    "program's arguments follow them. A weir option after a program "
+                    "argument is refused as ambiguous; after `--` everything is the "
+                    "program's.")
+    _run_options(run)
     run.add_argument("job", help="the job program (a Python file)")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
 
     lst = sub.add_parser("list", help="list jobs")
-    client_args(lst)
+    _client_args(lst)
     status = sub.add_parser("status", help="show a job's tasks, records and backpressure")
-    client_args(status)
+    _client_args(status)
     status.add_argument("job_id")
     status.add_argument("--json", action="store_true", help="print JSON for scripts")
     checkpoints = sub.add_parser(
         "checkpoints", help="show a job's checkpoint history",
         description="Every recent checkpoint of a job: status, aligned or unaligned, "
                     "duration, sizes, alignment, failure reason and path (newest last).")
-    client_args(checkpoints)
+    _client_args(checkpoints)
     checkpoints.add_argument("job_id")
     checkpoints.add_argument("--json", action="store_true", help="print JSON for scripts")
     checkpoints.add_argument("--tasks", action="store_true",
                              help="add each subtask's part (sync, async, alignment, ...)")
     cancel = sub.add_parser("cancel", help="cancel a job")
-    client_args(cancel)
+    _client_args(cancel)
     cancel.add_argument("job_id")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        try:
+            return _main(sys.argv[1:] if argv is None else argv)
+        finally:
+            # Output is buffered when piped: a reader that went away shows here, inside the
+            # try, instead of as "Exception ignored ... BrokenPipeError" when Python exits.
+            sys.stdout.flush()
     except BrokenPipeError:
-        # The reader went away (`weir list | head`): not an error of ours.
+        # The reader went away (`weir list | head -1`): not an error of ours. Point stdout at
+        # /dev/null, or the interpreter's own flush at exit would fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            _split_program_args(argv, args)
+        return _dispatch(args)
     except JobExecutionError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_JOB_FAILED
@@ -142,6 +176,55 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def _split_program_args(argv: list[str], args: argparse.Namespace) -> None:
+    """Take weir's options that directly follow the job file out of ``args.args`` (the
+    README's ``weir run job.py --dir DIR ... ARGS``) and refuse one that follows a program
+    argument.
+
+    Unlike ``flink run``, which hands everything after the jar to the program, weir reads
+    them: passing ``--dir D`` on to the program would submit to the default cluster while
+    the user meant D. A weir option after a program argument is ambiguous, so it is refused
+    in one line; after ``--`` everything is the program's, for programs that take an option
+    named like one of weir's.
+    """
+    program = list(args.args)
+    # argparse drops the "--" that separates the program's arguments: look at the raw argv.
+    if not program or argv[len(argv) - len(program) - 1] == "--":
+        return
+    options = argparse.ArgumentParser(prog="weir run", add_help=False)
+    _run_options(options)
+    takes_value = {o: a.nargs != 0 for a in options._actions for o in a.option_strings}
+
+    def weir_option(arg: str) -> str | None:
+        name = arg.split("=", 1)[0]
+        if name in takes_value:
+            return name
+        return "-D" if arg.startswith("-D") else None
+
+    leading = 0
+    while leading < len(program) and (name := weir_option(program[leading])) is not None:
+        attached = "=" in program[leading] or (name == "-D" and program[leading] != "-D")
+        leading += 2 if takes_value[name] and not attached else 1
+    if leading:
+        if leading > len(program):
+            msg = f"'{program[-1]}' needs a value: `weir run {args.job} {program[-1]} VALUE`"
+            raise UserError(msg)
+        options.parse_args(program[:leading], namespace=args)
+    program = program[leading:]
+    if program[:1] == ["--"]:
+        args.args = program[1:]
+        return
+    args.args = program
+    unchecked = program.index("--") if "--" in program else len(program)
+    for arg in program[:unchecked]:
+        if weir_option(arg) is not None:
+            msg = (f"'{arg}' follows the program's arguments, so it is unclear whether it is "
+                   f"weir's or the program's: put weir's options before them (`weir run "
+                   f"{args.job} {arg} ... ARGS`), or write `weir run {args.job} -- ARGS` to "
+                   "hand everything after `--` to the program")
+            raise UserError(msg)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -170,7 +253,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise UserError(msg)
             Configuration.load(args.conf, args.dynamic)  # validate before starting anything
             info = cluster.start(directory, args.taskexecutors, args.slots, args.dynamic,
-                                 args.conf, with_s3=args.with_s3)
+                                 args.conf, with_s3=args.with_s3, tls=args.tls)
             _print_cluster(info)
             return EXIT_OK
         if args.cluster_command == "status":
@@ -235,15 +318,19 @@ def resolve_jobmaster(args: argparse.Namespace, conf: Any) -> str:
 
 
 def _client_command(args: argparse.Namespace) -> int:
-    from weir.cli import show
+    from weir.cli import cluster, show
     from weir.client.cluster_client import ClusterJobClient, JobMasterClient
     from weir.core import options
     from weir.core.config import Configuration
 
     conf = Configuration.load(args.conf, args.dynamic)
     address = resolve_jobmaster(args, conf)
+    directory = _cluster_dir(args, conf)
+    if directory is not None and (pairs := cluster.tls_pairs(Path(directory), conf)):
+        # A cluster started with --tls: its certificate is this user's, found with it.
+        conf = Configuration.load(args.conf, [*pairs, *args.dynamic])
     client = JobMasterClient(address, auth_token(conf),
-                             conf.get(options.CLIENT_TIMEOUT))
+                             conf.get(options.CLIENT_TIMEOUT), tls=TlsFiles.from_conf(conf))
     try:
         if args.command == "run":
             return _run_job(args, conf, address)
@@ -298,7 +385,7 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
     started = time.monotonic()
     try:
         runpy.run_path(str(job_path), run_name="__main__")
-    except (UserError, JobExecutionError):
+    except (UserError, JobExecutionError, BrokenPipeError):
         raise
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)

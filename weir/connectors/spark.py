@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +62,9 @@ def default_staging_root(configuration: Configuration) -> Path:
     context = get_execution_context()
     if context is not None and context.cluster_dir:
         return Path(context.cluster_dir) / "staging"
-    return Path(tempfile.gettempdir()) / "weir-staging"
+    from weir.connectors.spark_staging import default_staging_root as private_root
+
+    return Path(private_root())
 
 
 class SparkSource(PreparedSource):

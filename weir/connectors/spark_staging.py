@@ -53,6 +53,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -66,7 +67,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from weir.core.files import fsync_directory
+from weir.core.files import fsync_directory, owned_private_directory
 
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
     from pyspark.sql import DataFrame, SparkSession
@@ -85,6 +86,7 @@ __all__ = [
     "StagingManifest",
     "StreamingStager",
     "commit_dir_name",
+    "default_staging_root",
     "list_committed_splits",
     "read_staging_manifest",
     "spark_session",
@@ -210,6 +212,25 @@ def spark_session(
 
 # ---------------------------------------------------------------------------------------------
 # Locations
+
+
+def default_staging_root(temp_dir: str | None = None) -> str:
+    """The staging root when none is configured: ``weir-staging-<uid>`` in ``temp_dir``
+    (default ``$TMPDIR`` or ``/tmp``), this user's alone.
+
+    Other users can create names in ``/tmp`` too, e.g. a symlink where weir would stage
+    (redirecting the data into their directory, or deletions into one of ours). So the
+    directory is created 0700 and, if it exists, used only when ``os.lstat`` shows a real
+    directory owned by this user with mode 0700; otherwise UnsafeDirectoryError (a
+    UserError) names it and the fix.
+
+    Example::
+
+        root = default_staging_root()      # e.g. /tmp/weir-staging-1000, mode 0700
+    """
+    directory = os.path.join(temp_dir or tempfile.gettempdir(), f"weir-staging-{os.geteuid()}")
+    return str(owned_private_directory(
+        directory, fix="remove it, or set spark.staging.dir to a directory of your own"))
 
 
 def _local_root(staging: str) -> str:

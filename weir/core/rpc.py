@@ -293,6 +293,16 @@ def translate_rpc_error(err: grpc.RpcError, address: str) -> Exception:
     """The user-facing error for a failed client call to the JobMaster at ``address``."""
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
+    if code == grpc.StatusCode.UNAVAILABLE and "handshake failed" in (details or "").lower():
+        return ClusterUnreachableError(
+            f"TLS with the JobMaster at {address} failed ({details.rsplit(': ', 2)[-2]}): "
+            "the client needs a certificate from the cluster's CA and must trust it "
+            "(security.ssl.internal.*; for a cluster started with --tls, use --dir DIR)")
+    if code == grpc.StatusCode.UNAVAILABLE and "socket closed" in (details or "").lower():
+        return ClusterUnreachableError(
+            f"the JobMaster at {address} closed the connection: if the cluster uses TLS, "
+            "the client needs security.ssl.enabled and its certificate (for a cluster "
+            "started with --tls, use --dir DIR)")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return ClusterUnreachableError(
             f"cannot reach the JobMaster at {address} ({code.name.lower()}): start a cluster "

@@ -5,6 +5,13 @@ a reader restored from a checkpoint skips exactly those rows (whole Parquet row 
 without reading them) and replay is exact. Records are Arrow batches whose rows read as
 :class:`weir.Row`.
 
+Paths are local (or ``file://``) paths that the JobMaster and every TaskExecutor can read
+(a shared file system on a real cluster). A relative path means the submitting process's
+working directory, as it would for ``open()``: it is made absolute where the job program
+builds the source, since the daemons run elsewhere. Before submission
+(:meth:`FileSource.check_paths`) a bounded source must match at least one file and a
+monitored directory must exist, so a wrong path fails at once instead of producing 0 rows.
+
 Example:
     >>> src = FileSource("/data/events", format="parquet")
     >>> src.bounded
@@ -25,6 +32,8 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from weir.core.config import Configuration
+from weir.core.errors import InvalidJobError, StorageError
 from weir.core.records import Elements
 from weir.core.source import (
     ReaderContext,
@@ -48,6 +57,25 @@ class FileSplit:
     @property
     def split_id(self) -> str:
         return self.path
+
+
+def _scheme(path: str) -> str:
+    return path.split("://", 1)[0].lower() if "://" in path else ""
+
+
+def absolute_path(path: str) -> str:
+    """A local path (or ``file://`` URI) made absolute against this process's working
+    directory, ``~`` expanded; URIs of other schemes unchanged.
+
+    Example:
+        >>> absolute_path("/data/x") == "/data/x", absolute_path("s3://b/k")
+        (True, 's3://b/k')
+    """
+    scheme = _scheme(path)
+    if scheme not in ("", "file"):
+        return path
+    local = os.path.abspath(os.path.expanduser(path.removeprefix("file://")))
+    return f"file://{local}" if scheme else local
 
 
 def list_files(path: str, fmt: str) -> list[str]:
@@ -80,7 +108,9 @@ class FileSource(Source):
         if format not in FORMATS:
             msg = f"unknown file format {format!r} (use one of: {', '.join(FORMATS)})"
             raise ValueError(msg)
-        self.path = path
+        #: As given (for messages); :attr:`path` is absolute.
+        self.given_path = path
+        self.path = absolute_path(path)
         self.format = format
         self.monitor_interval = monitor_interval
         self.lister = lister
@@ -100,6 +130,61 @@ class FileSource(Source):
         if self.lister is not None:
             return self.lister(self.path)
         return list_files(self.path, self.format)
+
+    def check_paths(self, configuration: Configuration) -> None:
+        """Refuse a path this source could never read, on the client before submission:
+        a bounded source must match at least one file, a monitored directory must exist
+        (it may be empty). ``configuration`` supplies the ``s3.*`` options.
+
+        Raises InvalidJobError naming the path and the fix; for ``s3://`` also the
+        StorageError of an unreachable endpoint or refused credentials. A source with a
+        ``lister`` is not checked: the lister decides what exists.
+        """
+        if self.lister is not None:
+            return
+        scheme = _scheme(self.path)
+        what = f"the {self.format} source path {self.path}"
+        if scheme == "s3":
+            self._check_s3(configuration, what)
+        elif scheme not in ("", "file"):
+            msg = (f"{what} has an unsupported scheme {scheme}://: the file source reads "
+                   "local paths or file:// URIs (on a shared file system for a real cluster)")
+            raise InvalidJobError(msg)
+        local = self.path.removeprefix("file://")
+        if not os.path.exists(local):
+            relative = "" if os.path.isabs(self.given_path.removeprefix("file://")) else (
+                f" ({self.given_path!r} is relative to the working directory of the "
+                "submitting process)")
+            fix = "fix the path" if self.bounded else \
+                "fix the path, or create the directory to watch (it may be empty)"
+            msg = f"{what} does not exist{relative}: {fix}"
+            raise InvalidJobError(msg)
+        if self.bounded and not list_files(self.path, self.format):
+            msg = (f"{what} matches no {self.format} files (looked for "
+                   f"{', '.join('*' + s for s in FORMATS[self.format])}, skipping names that "
+                   "start with _ or .): point the source at the data, or set format= to "
+                   "what the files are")
+            raise InvalidJobError(msg)
+
+    def _check_s3(self, configuration: Configuration, what: str) -> None:
+        from weir.checkpoint.s3 import S3CheckpointStorage
+
+        storage = S3CheckpointStorage.from_uri(self.path, configuration)
+        try:
+            # S3 has no directories: a prefix matches the objects below "prefix/", or it
+            # names one object exactly.
+            found = bool(storage.list("")) or storage.exists(self.path)
+        except StorageError as err:
+            msg = f"cannot list {what}: {err}"
+            raise type(err)(msg) from err
+        if not found:
+            msg = (f"{what} matches no objects (nothing under {self.path.rstrip('/')}/ at "
+                   "the configured s3.endpoint): fix the bucket or prefix")
+            raise InvalidJobError(msg)
+        msg = (f"{what} cannot be read: the file source cannot read s3:// yet (only local "
+               "paths and file:// URIs); copy the data to a shared file system, or stage it "
+               "with env.from_spark()")
+        raise InvalidJobError(msg)
 
 
 class FileSplitEnumerator(SplitEnumerator):
