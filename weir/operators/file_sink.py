@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 from weir.checkpoint.options import checkpointing_enabled
 from weir.checkpoint.s3 import S3CheckpointStorage
 from weir.core.errors import MissingStateError, StateError, StorageError
-from weir.core.files import fsync_directory
+from weir.core.files import fsync_directory, owned_private_directory
 from weir.core.records import Elements
 from weir.core.row import Row
 from weir.state.descriptors import ListStateDescriptor
@@ -219,8 +219,12 @@ class FileSinkOperator(StreamOperator):
         assert self.ctx is not None
         if self.path.startswith("s3://"):
             storage = S3CheckpointStorage.from_uri(self.path, self.ctx.get_configuration())
-            local = Path(tempfile.gettempdir()) / "weir-file-sink" / \
-                f"{self.ctx.job_id or 'job'}-{self.name}".replace("/", "_")
+            # This user's own directory: a shared predictable path in /tmp could be a
+            # symlink planted by another user, redirecting the parts before upload.
+            root = owned_private_directory(
+                os.path.join(tempfile.gettempdir(), f"weir-file-sink-{os.geteuid()}"),
+                fix="remove it so that weir creates its own")
+            local = Path(root) / f"{self.ctx.job_id or 'job'}-{self.name}".replace("/", "_")
             return S3PartCommitter(storage, local)
         return LocalPartCommitter(Path(self.path.removeprefix("file://")))
 
