@@ -124,8 +124,10 @@ class LocalCluster:
         from weir.environment import set_execution_context
 
         assert self.address is not None, "start() the cluster first"
+        # The cluster's options reach the client too (e.g. security.ssl.* for a TLS run).
+        options = dict(o.split("=", 1) for o in self.options)
         set_execution_context(ExecutionContext(
-            address=self.address, token=None, configuration=Configuration(),
+            address=self.address, token=None, configuration=Configuration.from_pairs(options),
             cluster_dir=str(self.directory)))
         env = StreamExecutionEnvironment.get_execution_environment()
         if config:
