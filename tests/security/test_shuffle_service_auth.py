@@ -50,3 +50,25 @@ def test_a_service_without_a_token_warns_at_start(tmp_path, caplog):
         pass
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(service.address in w and "no security.auth.token" in w for w in warnings)
+
+
+def test_a_tls_service_serves_holders_of_the_cluster_certificate_only(tmp_path):
+    from weir.core.tls import generate_cluster_pki
+
+    pki = generate_cluster_pki(tmp_path / "tls", ["127.0.0.1"])
+    stranger = generate_cluster_pki(tmp_path / "stranger", ["127.0.0.1"])
+    with ShuffleServiceDaemon(str(tmp_path / "data"), token="s3cret", tls=pki) as service:
+        for tls, works in ((pki, True), (stranger, False), (None, False)):
+            channel = create_channel(service.address, "s3cret", tls=tls)
+            try:
+                stub = shuffle_service_pb2_grpc.ShuffleServiceStub(channel)
+                if works:
+                    calls(stub)["WritePartition"]()
+                    assert [p.partition_id for p in stub.ListPartitions(
+                        pb.ListPartitionsRequest(), timeout=10).partitions] == ["p"]
+                else:
+                    with pytest.raises(grpc.RpcError) as refused:
+                        calls(stub)["ListPartitions"]()
+                    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            finally:
+                channel.close()
