@@ -142,15 +142,17 @@ def running_with_checkpoint_after(cluster: LocalCluster, job_id: str,
                 what=f"job {job_id} to run with a checkpoint after {checkpoint_id}")
 
 
-def kill_busy_taskexecutor(cluster: LocalCluster, details: Any) -> str:
-    """SIGKILL a TaskExecutor that runs tasks of the job; returns its resource id."""
+def kill_busy_taskexecutor(cluster: LocalCluster, details: Any,
+                           sig: int = signal.SIGKILL) -> str:
+    """Send ``sig`` (SIGKILL) to a TaskExecutor that runs tasks of the job; returns its
+    resource id."""
     busy = sorted({s.resource_id for v in details.vertices for s in v.subtasks
                    if s.resource_id})
     victim = busy[len(busy) // 2]
     pids = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}
     import os
 
-    os.kill(pids[victim], signal.SIGKILL)
+    os.kill(pids[victim], sig)
     return victim
 
 
