@@ -11,9 +11,10 @@ OUT=${WEIR_DEMO_OUT:-$(pwd)/build/demo-output}
 
 "$WEIR" cluster stop --dir "$DIR" >/dev/null 2>&1 || true
 rm -rf "$OUT"
-echo "== starting a local cluster: 1 JobMaster, 3 TaskExecutors with 2 slots each, and an"
-echo "   S3 server (SeaweedFS) for checkpoints"
-"$WEIR" cluster start --dir "$DIR" --taskexecutors 3 --slots 2 --with-s3
+echo "== starting a local cluster: 1 JobMaster, 3 TaskExecutors with 2 slots each (started"
+echo "   again if they die, as a Kubernetes deployment would), and an S3 server (SeaweedFS)"
+echo "   for checkpoints"
+"$WEIR" cluster start --dir "$DIR" --taskexecutors 3 --slots 2 --with-s3 --restart-taskexecutors
 trap '"$WEIR" cluster stop --dir "$DIR" >/dev/null 2>&1 || true' EXIT
 
 echo
@@ -27,6 +28,15 @@ JOB=$!
 # Once the job has completed a checkpoint, SIGKILL a TaskExecutor that runs its tasks.
 "$PY" deploy/kill_taskexecutor.py "$DIR" || true
 wait "$JOB"
+echo
+echo "== the TaskExecutors afterwards: the killed one was started again, same resource id"
+"$WEIR" cluster status --dir "$DIR" --json | "$PY" -c '
+import json, sys
+for te in json.load(sys.stdin)["taskexecutors"]:
+    state = "registered" if te["registered"] else "not registered"
+    print("  %s  pid %s  restarts %s  %s" % (te["resource_id"], te["pid"],
+                                            te.get("restarts", 0), state))
+'
 
 echo
 echo "== the job's checkpoints (weir checkpoints) and status"

@@ -46,9 +46,10 @@ class LocalCluster:
         self.dir = directory
 
     def start(self, taskexecutors: int = 2, slots: int = 2, *dynamic: str) -> LocalCluster:
+        """``dynamic``: KEY=VALUE options, or flags of ``cluster start`` (``--tls``)."""
         result = weir_cli("cluster", "start", "--dir", str(self.dir), "--taskexecutors",
                           str(taskexecutors), "--slots", str(slots),
-                          *(f"-D{d}" for d in dynamic))
+                          *(d if d.startswith("--") else f"-D{d}" for d in dynamic))
         assert result.returncode == 0, result.stderr + result.stdout
         return self
 

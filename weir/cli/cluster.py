@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint import options as storage_options
+from weir.cli.supervisor import restarts, stop_supervisor, write_plan
 from weir.core.errors import UserError
 from weir.core.files import PRIVATE_FILE_MODE, open_private, private_directory, restrict_file
 from weir.core.processes import process_alive
@@ -104,7 +105,7 @@ def _prepare_directory(directory: Path) -> None:
         raise UserError(msg) from err
 
 
-def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None
+def spawn(args: list[str], log: Path, env: dict[str, str] | None = None
            ) -> subprocess.Popen[bytes]:
     out = open_private(log.with_suffix(".out"), "ab")
     return subprocess.Popen([sys.executable, "-m", "weir", *args], stdout=out,
@@ -211,11 +212,13 @@ def _prepare_tls(directory: Path, enabled: bool) -> list[str]:
 
 
 def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
-          conf_file: str | None, with_s3: bool = False, tls: bool = False) -> dict[str, Any]:
+          conf_file: str | None, with_s3: bool = False, tls: bool = False,
+          restart_taskexecutors: bool = False) -> dict[str, Any]:
     """Start a JobMaster and ``task_executors`` TaskExecutors (after an embedded S3 server
     when ``with_s3``; over mutual TLS with certificates generated into ``DIR/tls`` when
-    ``tls``); returns the status. Raises UserError when something does not start; whatever
-    did start is stopped again."""
+    ``tls``; with a supervisor that starts dead TaskExecutors again, same resource id,
+    when ``restart_taskexecutors``); returns the status. Raises UserError when something
+    does not start; whatever did start is stopped again."""
     if jobmaster_address(directory):
         msg = (f"a cluster is already running in {directory}: stop it with "
                f"`weir cluster stop --dir {directory}` or use another --dir")
@@ -244,7 +247,7 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
                 f"file://{directory.resolve()}/checkpoints"
         # The daemons' deadline starts after the S3 server's own start-up timeout.
         deadline = time.monotonic() + START_TIMEOUT_S
-        jm = _spawn(["jobmaster", *common, "-Djobmaster.rpc.port=0",
+        jm = spawn(["jobmaster", *common, "-Djobmaster.rpc.port=0",
                      "-Dmetrics.reporter.prom.port=0",
                      "--info-file", str(directory / "jobmaster.json"),
                      "--log-file", str(directory / "log" / "jobmaster.log")],
@@ -253,19 +256,28 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
         info = _wait_for(directory / "jobmaster.json", jm, "JobMaster", deadline)
         address = info["address"]
         tes = []
+        plan = []
         for i in range(task_executors):
             name = f"taskexecutor-{i}"
-            proc = _spawn(["taskexecutor", *common, "--jobmaster", address, "--slots",
-                           str(slots), "-Dmetrics.reporter.prom.port=0",
-                           f"-Dtaskmanager.resource-id={directory.name}-te-{i}",
-                           "--info-file", str(directory / f"{name}.json"),
-                           "--log-file", str(directory / "log" / f"{name}.log")],
-                          directory / "log" / f"{name}.log", env)
+            args = ["taskexecutor", *common, "--jobmaster", address, "--slots",
+                    str(slots), "-Dmetrics.reporter.prom.port=0",
+                    f"-Dtaskmanager.resource-id={directory.name}-te-{i}",
+                    "--info-file", str(directory / f"{name}.json"),
+                    "--log-file", str(directory / "log" / f"{name}.log")]
+            proc = spawn(args, directory / "log" / f"{name}.log", env)
             launched.append(proc)
             tes.append((name, proc))
+            plan.append({"name": name, "args": args,
+                         "log": str(directory / "log" / f"{name}.log")})
         for name, proc in tes:
             _wait_for(directory / f"{name}.json", proc, f"TaskExecutor {name}", deadline)
         _wait_registered(address, task_executors, deadline, dynamic, directory)
+        supervisor = None
+        if restart_taskexecutors:
+            write_plan(directory, plan)
+            supervisor = spawn(["cluster", "supervise", "--dir", str(directory)],
+                               directory / "log" / "supervisor.log", env)
+            launched.append(supervisor)
     except BaseException:
         for proc in launched:
             with contextlib.suppress(OSError):
@@ -276,7 +288,8 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
                 (directory / S3_INFO).unlink()
         raise
     (directory / "cluster.json").write_text(json.dumps(
-        {"pids": [p.pid for p in launched], "started": time.time()}))
+        {"pids": [p.pid for p in launched], "started": time.time(),
+         "supervisor": supervisor.pid if supervisor is not None else None}))
     return status(directory, dynamic)
 
 
@@ -328,6 +341,7 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
         result["error"] = str(err)
     finally:
         client.close()
+    supervised = restarts(directory)
     for path in sorted(directory.glob("taskexecutor-*.json")):
         te = _read_json(path)
         if te is None:
@@ -336,6 +350,8 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
         entry = {"resource_id": te["resource_id"], "pid": te["pid"], "address": te["address"],
                  "metrics_url": te["metrics_url"], "alive": alive,
                  "registered": te["resource_id"] in registered}
+        if path.stem in supervised:
+            entry["restarts"] = supervised[path.stem]
         if te["resource_id"] in registered:
             entry["slots_free"] = registered[te["resource_id"]].slots_free
             entry["slots_total"] = registered[te["resource_id"]].slots_total
@@ -353,12 +369,15 @@ def stop(directory: Path) -> list[int]:
     stop the embedded S3 server, if any, the same way (its data stays under ``s3/``)."""
     from weir.checkpoint.seaweedfs import stop_server
 
+    launched = _read_json(directory / "cluster.json") or {}
+    if launched.get("supervisor"):
+        # First, or it would start the TaskExecutors this stops again.
+        stop_supervisor(int(launched["supervisor"]), STOP_TIMEOUT_S)
     pids: list[int] = []
     for path in [*sorted(directory.glob("taskexecutor-*.json")), directory / "jobmaster.json"]:
         info = _read_json(path)
         if info and process_alive(int(info["pid"])):
             pids.append(int(info["pid"]))
-    launched = _read_json(directory / "cluster.json") or {}
     pids += [p for p in launched.get("pids", []) if p not in pids and process_alive(p)]
     s3 = s3_info(directory)
     if not pids and not _s3_running(s3):

@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also start an S3 server (SeaweedFS) on 127.0.0.1 with generated credentials, "
              "and default the daemons' state.checkpoints.dir to s3://weir/checkpoints on it")
     start.add_argument(
+        "--restart-taskexecutors", action="store_true",
+        help="start dead TaskExecutors again, with the same resource id (as a Kubernetes "
+             "deployment restarts a pod)")
+    start.add_argument(
         "--tls", action="store_true",
         help="mutual TLS between every process: generate a private CA and a certificate "
              "for this host into DIR/tls (clients using --dir DIR find them there)")
@@ -112,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--dir")
     st.add_argument("--json", action="store_true", help="print JSON for scripts")
     st.add_argument("-D", dest="dynamic", action="append", default=[], metavar="KEY=VALUE")
+    supervise = csub.add_parser("supervise", help=argparse.SUPPRESS)
+    supervise.add_argument("--dir")
     stop = csub.add_parser("stop", help="stop the local cluster")
     stop.add_argument("--dir")
 
@@ -253,7 +259,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise UserError(msg)
             Configuration.load(args.conf, args.dynamic)  # validate before starting anything
             info = cluster.start(directory, args.taskexecutors, args.slots, args.dynamic,
-                                 args.conf, with_s3=args.with_s3, tls=args.tls)
+                                 args.conf, with_s3=args.with_s3, tls=args.tls,
+                                 restart_taskexecutors=args.restart_taskexecutors)
             _print_cluster(info)
             return EXIT_OK
         if args.cluster_command == "status":
@@ -263,6 +270,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             else:
                 _print_cluster(info)
             return EXIT_OK
+        if args.cluster_command == "supervise":
+            from weir.cli import daemons, supervisor
+
+            daemons.setup_logging(str(directory / "log" / "supervisor.log"))
+            return supervisor.supervise(directory)
         pids = cluster.stop(directory)
         print(f"stopped {len(pids)} processes of the cluster in {directory}")
         return EXIT_OK
