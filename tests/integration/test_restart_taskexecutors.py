@@ -29,9 +29,10 @@ def test_a_killed_taskexecutor_comes_back_with_its_resource_id(cluster_factory):
     os.kill(info["pid"], signal.SIGKILL)
 
     def back() -> dict | None:
-        entry = next(te for te in cluster.status()["taskexecutors"]
-                     if te["resource_id"] == info["resource_id"])
-        return entry if entry["pid"] != info["pid"] and entry["alive"] and \
+        # Absent while the new process starts: its info file is written once it listens.
+        entry = next((te for te in cluster.status()["taskexecutors"]
+                      if te["resource_id"] == info["resource_id"]), None)
+        return entry if entry and entry["pid"] != info["pid"] and entry["alive"] and \
             entry["registered"] else None
 
     entry = poll(back, 60, interval=0.2, what="the TaskExecutor to be started again")
