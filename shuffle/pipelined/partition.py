@@ -260,13 +260,14 @@ class PipelinedResultPartition(ResultPartitionWriter):
         return time.monotonic() - self._pending_since
 
     def is_available(self) -> bool:
-        self._check_encoding()
-        return all(sub.is_writable() for sub in self.subpartitions)
-
-    def _check_encoding(self) -> None:
+        """Whether every subpartition takes more; raises (on the task's thread) what a
+        remote consumer's connection could not encode."""
+        available = True
         for sub in self.subpartitions:
             if sub.encoding_failure is not None:
                 raise sub.encoding_failure
+            available = available and sub.is_writable()
+        return available
 
     def broadcast_event(self, event: Event, priority: bool = False) -> list[list[Elements]]:
         """Send ``event`` to every consumer, in order after pending data, or — with

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import REPO, LocalCluster, weir_cli, write_job
+from tests.support.cluster import (
+    REPO,
+    LocalCluster,
+    job_names,
+    user_error_line,
+    weir_cli,
+    write_job,
+)
 from tests.support.seaweedfs import SeaweedS3
 
 ARGV_JOB = """
@@ -40,31 +47,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     cluster.stop()
 
 
-def _one_line(result, *needles: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
-def _job_names(cluster: LocalCluster) -> list[str]:
-    client = cluster.client()
-    try:
-        return [job.name for job in client.list_jobs()]
-    finally:
-        client.close()
 
 
 def test_a_regular_file_as_cluster_directory(tmp_path: Path):
     not_a_dir = tmp_path / "cluster"
     not_a_dir.write_text("I am a file")
-    _one_line(weir_cli("cluster", "start", "--dir", str(not_a_dir)), str(not_a_dir), "a file")
-    _one_line(weir_cli("cluster", "start", "--dir", str(not_a_dir / "below")),
-              str(not_a_dir / "below"))
+    user_error_line(weir_cli("cluster", "start", "--dir", str(not_a_dir)), str(not_a_dir), "a file")
+    user_error_line(weir_cli("cluster", "start", "--dir", str(not_a_dir / "below")),
+                    str(not_a_dir / "below"))
     assert not_a_dir.read_text() == "I am a file"
 
 
@@ -105,20 +97,20 @@ def test_weir_options_right_after_the_job_file_are_weirs(cluster: LocalCluster,
                    "input.txt", "-x")
     assert ran.returncode == 0, ran.stderr
     assert "argv ['input.txt', '-x']" in ran.stdout
-    assert "argv" in _job_names(cluster)
+    assert "argv" in job_names(cluster)
 
 
 def test_weir_options_after_program_arguments_are_refused(cluster: LocalCluster,
                                                           tmp_path: Path):
     job = write_job(tmp_path, ARGV_JOB)
-    before = _job_names(cluster)
+    before = job_names(cluster)
     for misplaced in (["input.txt", "--dir", str(cluster.dir)],
                       ["input.txt", f"--jobmaster={cluster.address}"],
                       ["input.txt", "-Dparallelism.default=2"], ["input.txt", "--detached"]):
         flag = misplaced[1].split("=")[0]
-        _one_line(weir_cli("run", "--dir", str(cluster.dir), str(job), *misplaced),
-                  f"'{flag}", "follows the program's arguments", "--")
-    assert _job_names(cluster) == before, "nothing may be submitted"
+        user_error_line(weir_cli("run", "--dir", str(cluster.dir), str(job), *misplaced),
+                        f"'{flag}", "follows the program's arguments", "--")
+    assert job_names(cluster) == before, "nothing may be submitted"
 
 
 def test_options_after_a_double_dash_go_to_the_program(cluster: LocalCluster, tmp_path: Path):
@@ -141,7 +133,7 @@ def _checkpointed_run(cluster: LocalCluster, tmp_path: Path, **conf: str):
     conf_file = tmp_path / "weir.yaml"
     conf_file.write_text("".join(f"{key}: {value!r}\n" for key, value in conf.items()))
     conf_file.chmod(0o600)
-    before = len(_job_names(cluster))
+    before = len(job_names(cluster))
     result = weir_cli("run", "--dir", str(cluster.dir), "--detached", "--conf", str(conf_file),
                       str(job), timeout=120)
     client = cluster.client()
@@ -150,13 +142,13 @@ def _checkpointed_run(cluster: LocalCluster, tmp_path: Path, **conf: str):
             client.cancel_job(job_id)
     finally:
         client.close()
-    return result, len(_job_names(cluster)) - before
+    return result, len(job_names(cluster)) - before
 
 
 def test_a_relative_checkpoint_directory_is_refused_before_the_job_starts(
         cluster: LocalCluster, tmp_path: Path):
     result, submitted = _checkpointed_run(cluster, tmp_path, **{"state.checkpoints.dir": "chk"})
-    _one_line(result, "state.checkpoints.dir", "'chk'", "not absolute")
+    user_error_line(result, "state.checkpoints.dir", "'chk'", "not absolute")
     assert submitted == 0
 
 
@@ -165,8 +157,8 @@ def test_an_unreachable_s3_endpoint_is_refused_before_the_job_starts(
     result, submitted = _checkpointed_run(cluster, tmp_path, **{
         "state.checkpoints.dir": "s3://weir/checkpoints", "s3.endpoint": "http://127.0.0.1:1",
         "s3.access-key": "weir", "s3.secret-key": "secret"})
-    _one_line(result, "state.checkpoints.dir s3://weir/checkpoints", "cannot reach S3 endpoint",
-              "s3.endpoint")
+    user_error_line(result, "state.checkpoints.dir s3://weir/checkpoints",
+                    "cannot reach S3 endpoint", "s3.endpoint")
     assert submitted == 0
 
 
@@ -176,5 +168,5 @@ def test_a_wrong_s3_secret_is_refused_before_the_job_starts(
         "state.checkpoints.dir": f"s3://{s3_bucket}/checkpoints",
         "s3.endpoint": seaweed_s3.endpoint, "s3.access-key": seaweed_s3.access_key,
         "s3.secret-key": "not-the-secret"})
-    _one_line(result, f"s3://{s3_bucket}/checkpoints", "s3.secret-key")
+    user_error_line(result, f"s3://{s3_bucket}/checkpoints", "s3.secret-key")
     assert submitted == 0

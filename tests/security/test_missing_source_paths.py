@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.cluster import LocalCluster, weir_cli, write_job
+from tests.support.cluster import LocalCluster, job_names, user_error_line, weir_cli, write_job
 from tests.support.seaweedfs import SeaweedS3
 from weir.client.cluster_client import job_status_name
 
@@ -33,23 +33,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     cluster.stop()
 
 
-def _jobs(cluster: LocalCluster) -> list:
-    client = cluster.client()
-    try:
-        return list(client.list_jobs())
-    finally:
-        client.close()
 
 
-def _refused(result, *needles: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def _run(cluster: LocalCluster, job: Path, *args: str, cwd: Path | None = None,
@@ -64,22 +49,22 @@ def test_a_missing_path_is_refused_at_submission(cluster: LocalCluster, tmp_path
                                                  fmt: str):
     job = write_job(tmp_path, JOB)
     missing = tmp_path / "no-such-dir" / f"events.{fmt}"
-    before = len(_jobs(cluster))
-    _refused(_run(cluster, job, str(missing), fmt), str(missing), "does not exist")
-    _refused(_run(cluster, job, f"file://{missing}", fmt), str(missing), "does not exist")
-    assert len(_jobs(cluster)) == before, "nothing may be submitted"
+    before = len(job_names(cluster))
+    user_error_line(_run(cluster, job, str(missing), fmt), str(missing), "does not exist")
+    user_error_line(_run(cluster, job, f"file://{missing}", fmt), str(missing), "does not exist")
+    assert len(job_names(cluster)) == before, "nothing may be submitted"
 
 
-def test_a_directory_without_files_of_the_format_is_refused(cluster: LocalCluster,
-                                                            tmp_path: Path):
+def test_a_directory_without_files_of_the_format_isuser_error_line(cluster: LocalCluster,
+                                                                   tmp_path: Path):
     data = tmp_path / "data"
     data.mkdir()
     pq.write_table(pa.table({"n": [1, 2]}), data / "part-0.parquet")
     (data / "_SUCCESS").write_text("")
     job = write_job(tmp_path, JOB)
-    before = len(_jobs(cluster))
-    _refused(_run(cluster, job, str(data), "csv"), str(data), "no csv files")
-    assert len(_jobs(cluster)) == before
+    before = len(job_names(cluster))
+    user_error_line(_run(cluster, job, str(data), "csv"), str(data), "no csv files")
+    assert len(job_names(cluster)) == before
 
 
 def test_relative_paths_are_the_submitters(cluster: LocalCluster, tmp_path: Path):
@@ -98,17 +83,17 @@ def test_relative_paths_are_the_submitters(cluster: LocalCluster, tmp_path: Path
     assert ran.stdout.strip() == "[7, 8, 9]"
 
     missing = write_job(tmp_path, JOB, name="missing.py")
-    _refused(_run(cluster, missing, "nothing-here", "parquet", cwd=work),
-             str(work / "nothing-here"), "does not exist")
+    user_error_line(_run(cluster, missing, "nothing-here", "parquet", cwd=work),
+                    str(work / "nothing-here"), "does not exist")
 
 
 def test_a_monitored_directory_must_exist_but_may_be_empty(cluster: LocalCluster,
                                                            tmp_path: Path):
     job = write_job(tmp_path, JOB)
-    before = len(_jobs(cluster))
-    _refused(_run(cluster, job, str(tmp_path / "incoming"), "parquet", "0.2"),
-             str(tmp_path / "incoming"), "does not exist")
-    assert len(_jobs(cluster)) == before
+    before = len(job_names(cluster))
+    user_error_line(_run(cluster, job, str(tmp_path / "incoming"), "parquet", "0.2"),
+                    str(tmp_path / "incoming"), "does not exist")
+    assert len(job_names(cluster)) == before
 
     (tmp_path / "incoming").mkdir()
     ran = _run(cluster, job, str(tmp_path / "incoming"), "parquet", "0.2", detached=True)
@@ -123,20 +108,20 @@ def test_a_monitored_directory_must_exist_but_may_be_empty(cluster: LocalCluster
         client.close()
 
 
-def test_an_s3_prefix_without_objects_is_refused(cluster: LocalCluster, tmp_path: Path,
-                                                 seaweed_s3: SeaweedS3, s3_bucket: str):
+def test_an_s3_prefix_without_objects_isuser_error_line(cluster: LocalCluster, tmp_path: Path,
+                                                        seaweed_s3: SeaweedS3, s3_bucket: str):
     job = write_job(tmp_path, JOB)
     env = {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint,
            "WEIR_S3_ACCESS_KEY": seaweed_s3.access_key,
            "WEIR_S3_SECRET_KEY": seaweed_s3.secret_key}
-    before = len(_jobs(cluster))
+    before = len(job_names(cluster))
     missing = f"s3://{s3_bucket}/events/2024"
-    _refused(_run(cluster, job, missing, "parquet", env=env), missing, "no objects")
+    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing, "no objects")
     # A prefix of another object's name is no match either: S3 keys are not directories.
     seaweed_s3.client().put_object(Bucket=s3_bucket, Key="events/2024-01.parquet", Body=b"x")
-    _refused(_run(cluster, job, missing, "parquet", env=env), missing, "no objects")
-    _refused(_run(cluster, job, missing, "parquet", "1", env=env), missing)
-    assert len(_jobs(cluster)) == before
+    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing, "no objects")
+    user_error_line(_run(cluster, job, missing, "parquet", "1", env=env), missing)
+    assert len(job_names(cluster)) == before
 
 
 def test_an_s3_prefix_with_objects_is_refused_as_unreadable(cluster: LocalCluster,
@@ -149,10 +134,10 @@ def test_an_s3_prefix_with_objects_is_refused_as_unreadable(cluster: LocalCluste
     env = {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint,
            "WEIR_S3_ACCESS_KEY": seaweed_s3.access_key,
            "WEIR_S3_SECRET_KEY": seaweed_s3.secret_key}
-    before = len(_jobs(cluster))
-    _refused(_run(cluster, job, f"s3://{s3_bucket}/events", "parquet", env=env),
-             f"s3://{s3_bucket}/events", "cannot read s3://")
-    assert len(_jobs(cluster)) == before
+    before = len(job_names(cluster))
+    user_error_line(_run(cluster, job, f"s3://{s3_bucket}/events", "parquet", env=env),
+                    f"s3://{s3_bucket}/events", "cannot read s3://")
+    assert len(job_names(cluster)) == before
 
 
 def test_s3_listing_errors_are_one_line(cluster: LocalCluster, tmp_path: Path,
@@ -160,13 +145,13 @@ def test_s3_listing_errors_are_one_line(cluster: LocalCluster, tmp_path: Path,
     job = write_job(tmp_path, JOB)
     wrong = {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint, "WEIR_S3_ACCESS_KEY": "nobody",
              "WEIR_S3_SECRET_KEY": "wrong"}
-    _refused(_run(cluster, job, f"s3://{s3_bucket}/x", "parquet", env=wrong),
-             "s3.access-key")
+    user_error_line(_run(cluster, job, f"s3://{s3_bucket}/x", "parquet", env=wrong),
+                    "s3.access-key")
 
 
-def test_unsupported_schemes_are_refused(cluster: LocalCluster, tmp_path: Path):
+def test_unsupported_schemes_areuser_error_line(cluster: LocalCluster, tmp_path: Path):
     job = write_job(tmp_path, JOB)
-    _refused(_run(cluster, job, "hdfs://namenode/data", "parquet"), "hdfs://namenode/data")
+    user_error_line(_run(cluster, job, "hdfs://namenode/data", "parquet"), "hdfs://namenode/data")
 
 
 def test_an_existing_file_still_runs(cluster: LocalCluster, tmp_path: Path):

@@ -166,3 +166,25 @@ def wait_all_running(cluster: LocalCluster, job_id: str, timeout: float = 60) ->
         return subtasks and all(s.state == common_pb2.RUNNING for s in subtasks) and details
 
     return poll(ready, timeout, interval=0.1, what=f"all tasks of {job_id} to run")
+
+
+def user_error_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """The one ``error:`` line a refused command printed (exit 2, no traceback), checked to
+    contain every needle."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def job_names(cluster: LocalCluster) -> list[str]:
+    """Names of every job the cluster's JobMaster knows."""
+    client = cluster.client()
+    try:
+        return [job.name for job in client.list_jobs()]
+    finally:
+        client.close()
