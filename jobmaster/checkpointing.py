@@ -50,6 +50,7 @@ from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager
 from weir.jobmaster.source_coordinator import SourceCoordinator
 from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, taskexecutor_pb2
+from weir.state import options as state_options
 from weir.state.handles import KeyedStateHandle
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class JobCheckpointing:
         self.retention = config.get(checkpoint_options.EXTERNALIZED_RETENTION)
         self.recover_without_channel_state = config.get(
             checkpoint_options.RECOVER_WITHOUT_CHANNEL_STATE)
+        self.local_recovery = bool(config.get(state_options.LOCAL_RECOVERY))
         self._graph = graph
         self._sources = sources
         self._resources = resources
@@ -243,6 +245,7 @@ class JobCheckpointing:
             elif isinstance(action, FinalizeCheckpoint):
                 self._finalize(action)
             elif isinstance(action, NotifyCheckpointComplete):
+                self._note_local_state(action.checkpoint_id, action.tasks)
                 self._notify(action.checkpoint_id, action.tasks, complete=True)
                 self._sources.checkpoint_done(action.checkpoint_id)
             elif isinstance(action, NotifyCheckpointAborted):
@@ -325,6 +328,16 @@ class JobCheckpointing:
             self._main.submit(on_main)
 
         self._io.submit(write_metadata, self.storage, metadata).add_done_callback(finished)
+
+    def _note_local_state(self, checkpoint_id: int, attempts: tuple[str, ...]) -> None:
+        """Task-local recovery: each acknowledging task's TaskExecutor now holds a local
+        copy of that task's state in ``checkpoint_id`` (restarts prefer it)."""
+        if not self.local_recovery:
+            return
+        for attempt_id in attempts:
+            ev = self._graph.by_attempt.get(attempt_id)
+            if ev is not None and ev.resource_id:
+                self._graph.local_state[ev.owner] = (checkpoint_id, ev.resource_id)
 
     def _notify(self, checkpoint_id: int, attempts: tuple[str, ...], complete: bool,
                 reason: int = 0) -> None:

@@ -28,6 +28,13 @@ class ExecutionVertex:
     allocation_id: str = ""
     metrics: jobmaster_pb2.TaskMetrics = field(default_factory=jobmaster_pb2.TaskMetrics)
     failure: common_pb2.ErrorInfo | None = None
+    #: What this attempt's restore cost (None: it restored nothing, or is not running yet).
+    restore: jobmaster_pb2.RestoreStats | None = None
+
+    @property
+    def owner(self) -> str:
+        """This subtask's directory name in checkpoints and local state."""
+        return f"{self.job_vertex.id}-{self.subtask_index}"
 
     @property
     def name(self) -> str:
@@ -47,6 +54,7 @@ class ExecutionVertex:
         self.allocation_id = ""
         self.metrics = jobmaster_pb2.TaskMetrics()
         self.failure = None
+        self.restore = None
 
 
 class ExecutionGraph:
@@ -61,6 +69,11 @@ class ExecutionGraph:
             for v in job_graph.vertices}
         self.by_attempt = {ev.attempt_id: ev for evs in self.vertices.values() for ev in evs}
         self.failure: common_pb2.ErrorInfo | None = None
+        #: Task-local recovery: owner -> (checkpoint id, resource id of the TaskExecutor
+        #: that kept a local copy of that owner's state in that checkpoint).
+        self.local_state: dict[str, tuple[int, str]] = {}
+        #: The last restore, summed over tasks (None: never restored).
+        self.last_restore: jobmaster_pb2.RestoreStats | None = None
         self.start_time = time.time()
         self.end_time: float | None = None
 
@@ -99,9 +112,13 @@ class ExecutionGraph:
         for v in self.job_graph.vertices:
             vd = details.vertices.add(vertex_id=v.id, name=v.name, parallelism=v.parallelism)
             for ev in self.vertices[v.id]:
-                vd.subtasks.add(subtask_index=ev.subtask_index, state=ev.state,
-                                attempt_id=ev.attempt_id, resource_id=ev.resource_id,
-                                metrics=ev.metrics)
+                sub = vd.subtasks.add(subtask_index=ev.subtask_index, state=ev.state,
+                                      attempt_id=ev.attempt_id, resource_id=ev.resource_id,
+                                      metrics=ev.metrics)
+                if ev.restore is not None:
+                    sub.restore.CopyFrom(ev.restore)
         if self.failure is not None:
             details.failure.CopyFrom(self.failure)
+        if self.last_restore is not None:
+            details.last_restore.CopyFrom(self.last_restore)
         return details

@@ -59,6 +59,8 @@ class TaskExecutorRecord:
     #: Identifies the current heartbeat stream, so a stale stream's end is ignored.
     stream_id: int = 0
     metrics: dict[str, jobmaster_pb2.TaskMetrics] = field(default_factory=dict)
+    #: Task-local state it offered on registration: (job id, owner, checkpoint id).
+    local_state: set[tuple[str, str, int]] = field(default_factory=set)
 
     @property
     def free_slots(self) -> int:
@@ -147,7 +149,8 @@ class ResourceManager:
             pid=request.pid,
             slots=[Slot(request.resource_id, i) for i in range(request.num_slots)],
             channel=channel, stub=stub, last_heartbeat=self._clock(),
-            instance_id=request.instance_id)
+            instance_id=request.instance_id,
+            local_state={(e.job_id, e.owner, e.checkpoint_id) for e in request.local_state})
         self.task_executors[record.resource_id] = record
         log.info("TaskExecutor %s registered (%s, %d slots)", record.resource_id,
                  record.rpc_address, request.num_slots)
@@ -189,27 +192,35 @@ class ResourceManager:
     def free_slots(self) -> int:
         return sum(r.free_slots for r in self.task_executors.values())
 
-    def allocate(self, job_id: str, count: int, spread: bool) -> list[Slot] | None:
-        """``count`` free slots for ``job_id``, or None (nothing allocated) if not enough."""
+    def allocate(self, job_id: str, count: int, spread: bool,
+                 preferred: list[str | None] | None = None) -> list[Slot] | None:
+        """``count`` free slots for ``job_id``, or None (nothing allocated) if not enough.
+
+        ``preferred[i]`` names the TaskExecutor slot i should be on if it has a free slot
+        (it holds that slot's task-local state); the other slots are chosen as usual.
+        """
         if self.free_slots() < count:
             return None
-        chosen: list[Slot] = []
-        records = sorted(self.task_executors.values(), key=lambda r: r.resource_id)
-        if spread:
-            # Round robin over TaskExecutors, most free slots first, as Flink's
-            # cluster.evenly-spread-out-slots.
-            while len(chosen) < count:
-                records.sort(key=lambda r: -r.free_slots)
-                slot = next(s for s in records[0].slots if s.job_id is None)
+        chosen: list[Slot | None] = [None] * count
+        for i, resource_id in enumerate((preferred or [])[:count]):
+            record = self.task_executors.get(resource_id) if resource_id else None
+            slot = next((s for s in record.slots if s.job_id is None), None) \
+                if record is not None else None
+            if slot is not None:
                 slot.job_id = job_id
-                chosen.append(slot)
-        else:
-            for record in records:
-                for slot in record.slots:
-                    if slot.job_id is None and len(chosen) < count:
-                        slot.job_id = job_id
-                        chosen.append(slot)
-        return chosen
+                chosen[i] = slot
+        records = sorted(self.task_executors.values(), key=lambda r: r.resource_id)
+        for i in range(count):
+            if chosen[i] is not None:
+                continue
+            if spread:
+                # Round robin over TaskExecutors, most free slots first, as Flink's
+                # cluster.evenly-spread-out-slots.
+                records.sort(key=lambda r: -r.free_slots)
+            slot = next(s for r in records for s in r.slots if s.job_id is None)
+            slot.job_id = job_id
+            chosen[i] = slot
+        return [slot for slot in chosen if slot is not None]
 
     def release(self, job_id: str) -> None:
         freed = False
@@ -227,6 +238,11 @@ class ResourceManager:
             slot.job_id = None
         if slots:
             self._on_slots_available()
+
+    def holders(self, job_id: str, owner: str, checkpoint_id: int) -> list[str]:
+        """TaskExecutors that offered a local copy of ``owner``'s state in that checkpoint."""
+        return sorted(r.resource_id for r in self.task_executors.values()
+                      if (job_id, owner, checkpoint_id) in r.local_state)
 
     def get(self, resource_id: str) -> TaskExecutorRecord | None:
         return self.task_executors.get(resource_id)

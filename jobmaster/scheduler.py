@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -36,6 +36,7 @@ from weir.jobmaster.source_coordinator import SourceCoordinator
 from weir.jobmaster.task_restore import task_restore
 from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
 from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
+from weir.state import options as state_options
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,9 @@ class JobScheduler:
         self._running_since: int | None = None
         self._down_since: int | None = None
         self.last_restart_duration_ms = 0
+        #: A restore in progress: when the failure happened (for last_restore).
+        self._restoring_since: int | None = None
+        self._local_wait_until: float | None = None
 
     @property
     def required_slots(self) -> int:
@@ -99,6 +103,8 @@ class JobScheduler:
     def _set_running(self) -> None:
         self.graph.status = common_pb2.JOB_RUNNING
         self._running_since = wall_clock_ms()
+        self._local_wait_until = None
+        self._restoring_since = self._down_since if self.restored is not None else None
         if self._down_since is not None:
             self.last_restart_duration_ms = self._running_since - self._down_since
             self._down_since = None
@@ -120,7 +126,11 @@ class JobScheduler:
         if not self.batch:
             if self.slots:
                 return
-            slots = self._resources.allocate(self.job_id, self.required_slots, spread)
+            preferred = self._local_preferences()
+            if self._wait_for_local_state(preferred):
+                return
+            slots = self._resources.allocate(self.job_id, self.required_slots, spread,
+                                             preferred)
             if slots is None:
                 self._waiting(self.required_slots)
                 return
@@ -139,6 +149,43 @@ class JobScheduler:
             self._waiting_for_slots_since = None
             self._vertex_slots[vertex.id] = slots
             self._deploy([vertex], {vertex.id: slots})
+
+    def _local_preferences(self) -> list[str | None]:
+        """Task-local recovery: per slot (pipeline) index, the TaskExecutor that holds local
+        copies of that pipeline's state in the checkpoint being restored (most owners wins;
+        None: nobody). Known from completed checkpoints, or offered at registration."""
+        if self.restored is None:
+            return []
+        checkpoint_id = self.restored.checkpoint_id
+        preferred: list[str | None] = []
+        for index in range(self.required_slots):
+            votes: Counter[str] = Counter()
+            for vertex in self.graph.job_graph.vertices:
+                if index >= vertex.parallelism:
+                    continue
+                owner = f"{vertex.id}-{index}"
+                held = self.graph.local_state.get(owner)
+                if held is not None and held[0] == checkpoint_id:
+                    votes[held[1]] += 1
+                else:
+                    votes.update(self._resources.holders(self.job_id, owner, checkpoint_id))
+            preferred.append(votes.most_common(1)[0][0] if votes else None)
+        return preferred
+
+    def _wait_for_local_state(self, preferred: list[str | None]) -> bool:
+        """Whether to hold the restart back because a TaskExecutor holding local state is
+        away (``state.backend.local-recovery.taskexecutor-wait``; it may be restarting)."""
+        absent = sorted({r for r in preferred if r and self._resources.get(r) is None})
+        wait = self._config.get(state_options.LOCAL_RECOVERY_WAIT)
+        if not absent or wait <= 0:
+            return False
+        now = time.monotonic()
+        if self._local_wait_until is None:
+            self._local_wait_until = now + wait
+            log.info("job %s waits up to %.1f s for TaskExecutor(s) %s, which hold its "
+                     "local state", self.job_id, wait, ", ".join(absent))
+            self._main.schedule(wait, self.try_allocate)
+        return now < self._local_wait_until
 
     def _inputs_finished(self, vertex: jobgraph_pb2.JobVertex) -> bool:
         return all(ev.state == common_pb2.FINISHED for edge in vertex.inputs
@@ -289,6 +336,10 @@ class JobScheduler:
             self._task_failed(ev, update.error)
             return
         ev.state = update.state
+        if update.HasField("restore"):
+            ev.restore = update.restore
+        if update.state == common_pb2.RUNNING and self._restoring_since is not None:
+            self._maybe_restored()
         if self.checkpointing is not None and self.graph.status == common_pb2.JOB_RUNNING:
             self.checkpointing.on_task_state(ev.attempt_id, update.state)
         if self.batch and update.state == common_pb2.FINISHED:
@@ -297,6 +348,24 @@ class JobScheduler:
                 self._resources.release_slots(self._vertex_slots.get(vertex_id, []))
                 self.try_allocate()
         self._check_progress()
+
+    def _maybe_restored(self) -> None:
+        """Every task of a restored attempt runs (or already finished): note what the
+        restore cost, from the failure on (``weir status --json`` ``last_restore``)."""
+        evs = self.graph.all()
+        if self._restoring_since is None or self.restored is None or any(
+                ev.state not in (common_pb2.RUNNING, common_pb2.FINISHED) for ev in evs):
+            return
+        restores = [ev.restore for ev in evs if ev.restore is not None]
+        self.graph.last_restore = jobmaster_pb2.RestoreStats(
+            checkpoint_id=self.restored.checkpoint_id,
+            duration_ms=max(0, wall_clock_ms() - self._restoring_since),
+            local_bytes=sum(r.local_bytes for r in restores),
+            remote_bytes=sum(r.remote_bytes for r in restores))
+        self._restoring_since = None
+        log.info("job %s restored checkpoint %d in %d ms (%d bytes local, %d remote)",
+                 self.job_id, self.restored.checkpoint_id, self.graph.last_restore.duration_ms,
+                 self.graph.last_restore.local_bytes, self.graph.last_restore.remote_bytes)
 
     def _task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
         ev.state = common_pb2.FAILED

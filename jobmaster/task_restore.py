@@ -2,7 +2,8 @@
 
 Matching is by operator uid. Keyed state goes to the subtasks whose key groups overlap the
 old handles' (at the same parallelism: each its own); operator state is handed over for
-every old subtask, so that list state can be redistributed and union state given whole;
+every old subtask, so that list state can be redistributed and union state given whole
+(at the same parallelism without union state: each its own only);
 in-flight data (channel state) only restores at the parallelism it was taken at.
 
 Example:
@@ -44,16 +45,21 @@ def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_p
         return restore
     owned = key_group_range_for_operator(vertex.max_parallelism, vertex.parallelism,
                                          subtask_index)
+    by_subtask = {s.subtask_index: {o.operator_uid: o for o in s.state.operators}
+                  for s in old}
     for uid in (u for u in vertex.operator_uids if u):
         operator = restore.operators.add(operator_uid=uid)
-        by_subtask = {s.subtask_index: {o.operator_uid: o for o in s.state.operators}
-                      for s in old}
-        for index in range(old_parallelism):
-            state = by_subtask.get(index, {}).get(uid)
+        states = [by_subtask.get(index, {}).get(uid) for index in range(old_parallelism)]
+        # Without union state and rescaling, the others' operator state is not needed
+        # (and reading only its own lets a task restore it from its local copy).
+        own_only = old_parallelism == vertex.parallelism and all(
+            s is None or not s.HasField("operator_state") or s.operator_state_split_only
+            for s in states)
+        for index, state in enumerate(states):
             if state is None:
                 operator.operator_state.add()
                 continue
-            if state.HasField("operator_state"):
+            if state.HasField("operator_state") and (index == subtask_index or not own_only):
                 operator.operator_state.add().CopyFrom(state.operator_state)
             else:
                 operator.operator_state.add()

@@ -24,39 +24,39 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bweir/proto/checkpoint.proto\x12\x04weir\";\n\x0cStreamHandle\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x03 \x01(\t\"\xa1\x01\n\x14OperatorSubtaskState\x12\x14\n\x0coperator_uid\x18\x01 \x01(\t\x12\x13\n\x0bkeyed_state\x18\x02 \x01(\t\x12*\n\x0eoperator_state\x18\x03 \x01(\x0b\x32\x12.weir.StreamHandle\x12\x18\n\x10keyed_state_size\x18\x04 \x01(\x03\x12\x18\n\x10incremental_size\x18\x05 \x01(\x03\"a\n\x12\x43hannelStateHandle\x12 \n\x04\x64\x61ta\x18\x01 \x01(\x0b\x32\x12.weir.StreamHandle\x12\x13\n\x0binput_bytes\x18\x02 \x01(\x03\x12\x14\n\x0coutput_bytes\x18\x03 \x01(\x03\"s\n\x11TaskStateSnapshot\x12-\n\toperators\x18\x01 \x03(\x0b\x32\x1a.weir.OperatorSubtaskState\x12/\n\rchannel_state\x18\x02 \x01(\x0b\x32\x18.weir.ChannelStateHandle\"\x90\x02\n\x15\x43heckpointTaskMetrics\x12\x18\n\x10sync_duration_ms\x18\x01 \x01(\x03\x12\x19\n\x11\x61sync_duration_ms\x18\x02 \x01(\x03\x12\x1d\n\x15\x61lignment_duration_ms\x18\x03 \x01(\x03\x12\x16\n\x0estart_delay_ms\x18\x04 \x01(\x03\x12\x17\n\x0fprocessed_bytes\x18\x05 \x01(\x03\x12\x17\n\x0fpersisted_bytes\x18\x06 \x01(\x03\x12\x12\n\nstate_size\x18\x07 \x01(\x03\x12\x18\n\x10incremental_size\x18\x08 \x01(\x03\x12\x11\n\tunaligned\x18\t \x01(\x08\x12\x18\n\x10\x61\x63k_timestamp_ms\x18\n \x01(\x03\"|\n\x16SubtaskCheckpointState\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x15\n\rsubtask_index\x18\x02 \x01(\x05\x12&\n\x05state\x18\x03 \x01(\x0b\x32\x17.weir.TaskStateSnapshot\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\"4\n\x0bMasterState\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x12\n\nenumerator\x18\x02 \x01(\x0c\"\xb1\x02\n\x12\x43heckpointMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12\x1c\n\x14trigger_timestamp_ms\x18\x04 \x01(\x03\x12\x1f\n\x17\x63ompletion_timestamp_ms\x18\x05 \x01(\x03\x12\x11\n\tunaligned\x18\x06 \x01(\x08\x12\x11\n\tsavepoint\x18\x07 \x01(\x08\x12.\n\x08subtasks\x18\x08 \x03(\x0b\x32\x1c.weir.SubtaskCheckpointState\x12(\n\rmaster_states\x18\t \x03(\x0b\x32\x11.weir.MasterState\x12$\n\x08vertices\x18\n \x03(\x0b\x32\x12.weir.VertexLayout\"f\n\x0cVertexLayout\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x13\n\x0bparallelism\x18\x02 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x03 \x01(\x05\x12\x15\n\roperator_uids\x18\x04 \x03(\t\"l\n\x11\x43heckpointOptions\x12\x11\n\tunaligned\x18\x01 \x01(\x08\x12\x1a\n\x12\x61ligned_timeout_ms\x18\x02 \x01(\x03\x12\x15\n\rat_least_once\x18\x03 \x01(\x08\x12\x11\n\tsavepoint\x18\x04 \x01(\x08\"\x97\x04\n\x0f\x43heckpointStats\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.weir.CheckpointStats.Status\x12\x11\n\tunaligned\x18\x03 \x01(\x08\x12\x11\n\tsavepoint\x18\x04 \x01(\x08\x12\x1c\n\x14trigger_timestamp_ms\x18\x05 \x01(\x03\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x03\x12\x12\n\nstate_size\x18\x07 \x01(\x03\x12\x18\n\x10incremental_size\x18\x08 \x01(\x03\x12\x17\n\x0fpersisted_bytes\x18\t \x01(\x03\x12\x17\n\x0fprocessed_bytes\x18\n \x01(\x03\x12\x14\n\x0c\x61lignment_ms\x18\x0b \x01(\x03\x12\x35\n\x0e\x66\x61ilure_reason\x18\x0c \x01(\x0e\x32\x1d.weir.CheckpointFailureReason\x12\x17\n\x0f\x66\x61ilure_message\x18\r \x01(\t\x12\x15\n\rexternal_path\x18\x0e \x01(\t\x12\x14\n\x0c\x61\x63knowledged\x18\x0f \x01(\x05\x12\r\n\x05total\x18\x10 \x01(\x05\x12.\n\x08subtasks\x18\x11 \x03(\x0b\x32\x1c.weir.SubtaskCheckpointStats\"4\n\x06Status\x12\x0f\n\x0bIN_PROGRESS\x10\x00\x12\r\n\tCOMPLETED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\"\x83\x01\n\x16SubtaskCheckpointStats\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x11\n\ttask_name\x18\x02 \x01(\t\x12\x15\n\rsubtask_index\x18\x03 \x01(\x05\x12,\n\x07metrics\x18\x04 \x01(\x0b\x32\x1b.weir.CheckpointTaskMetrics*\xad\x04\n\x17\x43heckpointFailureReason\x12\x1e\n\x1a\x43HECKPOINT_FAILURE_UNKNOWN\x10\x00\x12\x16\n\x12\x43HECKPOINT_EXPIRED\x10\x01\x12\x17\n\x13\x43HECKPOINT_DECLINED\x10\x02\x12&\n\"CHECKPOINT_DECLINED_TASK_NOT_READY\x10\x03\x12 \n\x1c\x43HECKPOINT_DECLINED_SUBSUMED\x10\x04\x12/\n+CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER\x10\x05\x12\x1e\n\x1a\x43HECKPOINT_ASYNC_EXCEPTION\x10\x06\x12\x17\n\x13\x43HECKPOINT_SUBSUMED\x10\x07\x12\x10\n\x0cTASK_FAILURE\x10\x08\x12\x1b\n\x17TASK_CHECKPOINT_FAILURE\x10\t\x12\x1f\n\x1b\x46INALIZE_CHECKPOINT_FAILURE\x10\n\x12\x10\n\x0cIO_EXCEPTION\x10\x0b\x12\x17\n\x13JOB_FAILOVER_REGION\x10\x0c\x12#\n\x1f\x43HECKPOINT_COORDINATOR_SHUTDOWN\x10\r\x12 \n\x1cTOO_MANY_CHECKPOINT_REQUESTS\x10\x0e\x12\x1e\n\x1aTRIGGER_CHECKPOINT_FAILURE\x10\x0f\x12+\n\'CHECKPOINT_DECLINED_INPUT_END_OF_STREAM\x10\x10\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bweir/proto/checkpoint.proto\x12\x04weir\";\n\x0cStreamHandle\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x03 \x01(\t\"\xc4\x01\n\x14OperatorSubtaskState\x12\x14\n\x0coperator_uid\x18\x01 \x01(\t\x12\x13\n\x0bkeyed_state\x18\x02 \x01(\t\x12*\n\x0eoperator_state\x18\x03 \x01(\x0b\x32\x12.weir.StreamHandle\x12\x18\n\x10keyed_state_size\x18\x04 \x01(\x03\x12\x18\n\x10incremental_size\x18\x05 \x01(\x03\x12!\n\x19operator_state_split_only\x18\x06 \x01(\x08\"a\n\x12\x43hannelStateHandle\x12 \n\x04\x64\x61ta\x18\x01 \x01(\x0b\x32\x12.weir.StreamHandle\x12\x13\n\x0binput_bytes\x18\x02 \x01(\x03\x12\x14\n\x0coutput_bytes\x18\x03 \x01(\x03\"s\n\x11TaskStateSnapshot\x12-\n\toperators\x18\x01 \x03(\x0b\x32\x1a.weir.OperatorSubtaskState\x12/\n\rchannel_state\x18\x02 \x01(\x0b\x32\x18.weir.ChannelStateHandle\"\x90\x02\n\x15\x43heckpointTaskMetrics\x12\x18\n\x10sync_duration_ms\x18\x01 \x01(\x03\x12\x19\n\x11\x61sync_duration_ms\x18\x02 \x01(\x03\x12\x1d\n\x15\x61lignment_duration_ms\x18\x03 \x01(\x03\x12\x16\n\x0estart_delay_ms\x18\x04 \x01(\x03\x12\x17\n\x0fprocessed_bytes\x18\x05 \x01(\x03\x12\x17\n\x0fpersisted_bytes\x18\x06 \x01(\x03\x12\x12\n\nstate_size\x18\x07 \x01(\x03\x12\x18\n\x10incremental_size\x18\x08 \x01(\x03\x12\x11\n\tunaligned\x18\t \x01(\x08\x12\x18\n\x10\x61\x63k_timestamp_ms\x18\n \x01(\x03\"|\n\x16SubtaskCheckpointState\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x15\n\rsubtask_index\x18\x02 \x01(\x05\x12&\n\x05state\x18\x03 \x01(\x0b\x32\x17.weir.TaskStateSnapshot\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\"4\n\x0bMasterState\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x12\n\nenumerator\x18\x02 \x01(\x0c\"\xb1\x02\n\x12\x43heckpointMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12\x1c\n\x14trigger_timestamp_ms\x18\x04 \x01(\x03\x12\x1f\n\x17\x63ompletion_timestamp_ms\x18\x05 \x01(\x03\x12\x11\n\tunaligned\x18\x06 \x01(\x08\x12\x11\n\tsavepoint\x18\x07 \x01(\x08\x12.\n\x08subtasks\x18\x08 \x03(\x0b\x32\x1c.weir.SubtaskCheckpointState\x12(\n\rmaster_states\x18\t \x03(\x0b\x32\x11.weir.MasterState\x12$\n\x08vertices\x18\n \x03(\x0b\x32\x12.weir.VertexLayout\"f\n\x0cVertexLayout\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x13\n\x0bparallelism\x18\x02 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x03 \x01(\x05\x12\x15\n\roperator_uids\x18\x04 \x03(\t\"l\n\x11\x43heckpointOptions\x12\x11\n\tunaligned\x18\x01 \x01(\x08\x12\x1a\n\x12\x61ligned_timeout_ms\x18\x02 \x01(\x03\x12\x15\n\rat_least_once\x18\x03 \x01(\x08\x12\x11\n\tsavepoint\x18\x04 \x01(\x08\"\x97\x04\n\x0f\x43heckpointStats\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.weir.CheckpointStats.Status\x12\x11\n\tunaligned\x18\x03 \x01(\x08\x12\x11\n\tsavepoint\x18\x04 \x01(\x08\x12\x1c\n\x14trigger_timestamp_ms\x18\x05 \x01(\x03\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x03\x12\x12\n\nstate_size\x18\x07 \x01(\x03\x12\x18\n\x10incremental_size\x18\x08 \x01(\x03\x12\x17\n\x0fpersisted_bytes\x18\t \x01(\x03\x12\x17\n\x0fprocessed_bytes\x18\n \x01(\x03\x12\x14\n\x0c\x61lignment_ms\x18\x0b \x01(\x03\x12\x35\n\x0e\x66\x61ilure_reason\x18\x0c \x01(\x0e\x32\x1d.weir.CheckpointFailureReason\x12\x17\n\x0f\x66\x61ilure_message\x18\r \x01(\t\x12\x15\n\rexternal_path\x18\x0e \x01(\t\x12\x14\n\x0c\x61\x63knowledged\x18\x0f \x01(\x05\x12\r\n\x05total\x18\x10 \x01(\x05\x12.\n\x08subtasks\x18\x11 \x03(\x0b\x32\x1c.weir.SubtaskCheckpointStats\"4\n\x06Status\x12\x0f\n\x0bIN_PROGRESS\x10\x00\x12\r\n\tCOMPLETED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\"\x83\x01\n\x16SubtaskCheckpointStats\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x11\n\ttask_name\x18\x02 \x01(\t\x12\x15\n\rsubtask_index\x18\x03 \x01(\x05\x12,\n\x07metrics\x18\x04 \x01(\x0b\x32\x1b.weir.CheckpointTaskMetrics*\xad\x04\n\x17\x43heckpointFailureReason\x12\x1e\n\x1a\x43HECKPOINT_FAILURE_UNKNOWN\x10\x00\x12\x16\n\x12\x43HECKPOINT_EXPIRED\x10\x01\x12\x17\n\x13\x43HECKPOINT_DECLINED\x10\x02\x12&\n\"CHECKPOINT_DECLINED_TASK_NOT_READY\x10\x03\x12 \n\x1c\x43HECKPOINT_DECLINED_SUBSUMED\x10\x04\x12/\n+CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER\x10\x05\x12\x1e\n\x1a\x43HECKPOINT_ASYNC_EXCEPTION\x10\x06\x12\x17\n\x13\x43HECKPOINT_SUBSUMED\x10\x07\x12\x10\n\x0cTASK_FAILURE\x10\x08\x12\x1b\n\x17TASK_CHECKPOINT_FAILURE\x10\t\x12\x1f\n\x1b\x46INALIZE_CHECKPOINT_FAILURE\x10\n\x12\x10\n\x0cIO_EXCEPTION\x10\x0b\x12\x17\n\x13JOB_FAILOVER_REGION\x10\x0c\x12#\n\x1f\x43HECKPOINT_COORDINATOR_SHUTDOWN\x10\r\x12 \n\x1cTOO_MANY_CHECKPOINT_REQUESTS\x10\x0e\x12\x1e\n\x1aTRIGGER_CHECKPOINT_FAILURE\x10\x0f\x12+\n\'CHECKPOINT_DECLINED_INPUT_END_OF_STREAM\x10\x10\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weir.proto.checkpoint_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CHECKPOINTFAILUREREASON']._serialized_start=2128
-  _globals['_CHECKPOINTFAILUREREASON']._serialized_end=2685
+  _globals['_CHECKPOINTFAILUREREASON']._serialized_start=2163
+  _globals['_CHECKPOINTFAILUREREASON']._serialized_end=2720
   _globals['_STREAMHANDLE']._serialized_start=37
   _globals['_STREAMHANDLE']._serialized_end=96
   _globals['_OPERATORSUBTASKSTATE']._serialized_start=99
-  _globals['_OPERATORSUBTASKSTATE']._serialized_end=260
-  _globals['_CHANNELSTATEHANDLE']._serialized_start=262
-  _globals['_CHANNELSTATEHANDLE']._serialized_end=359
-  _globals['_TASKSTATESNAPSHOT']._serialized_start=361
-  _globals['_TASKSTATESNAPSHOT']._serialized_end=476
-  _globals['_CHECKPOINTTASKMETRICS']._serialized_start=479
-  _globals['_CHECKPOINTTASKMETRICS']._serialized_end=751
-  _globals['_SUBTASKCHECKPOINTSTATE']._serialized_start=753
-  _globals['_SUBTASKCHECKPOINTSTATE']._serialized_end=877
-  _globals['_MASTERSTATE']._serialized_start=879
-  _globals['_MASTERSTATE']._serialized_end=931
-  _globals['_CHECKPOINTMETADATA']._serialized_start=934
-  _globals['_CHECKPOINTMETADATA']._serialized_end=1239
-  _globals['_VERTEXLAYOUT']._serialized_start=1241
-  _globals['_VERTEXLAYOUT']._serialized_end=1343
-  _globals['_CHECKPOINTOPTIONS']._serialized_start=1345
-  _globals['_CHECKPOINTOPTIONS']._serialized_end=1453
-  _globals['_CHECKPOINTSTATS']._serialized_start=1456
-  _globals['_CHECKPOINTSTATS']._serialized_end=1991
-  _globals['_CHECKPOINTSTATS_STATUS']._serialized_start=1939
-  _globals['_CHECKPOINTSTATS_STATUS']._serialized_end=1991
-  _globals['_SUBTASKCHECKPOINTSTATS']._serialized_start=1994
-  _globals['_SUBTASKCHECKPOINTSTATS']._serialized_end=2125
+  _globals['_OPERATORSUBTASKSTATE']._serialized_end=295
+  _globals['_CHANNELSTATEHANDLE']._serialized_start=297
+  _globals['_CHANNELSTATEHANDLE']._serialized_end=394
+  _globals['_TASKSTATESNAPSHOT']._serialized_start=396
+  _globals['_TASKSTATESNAPSHOT']._serialized_end=511
+  _globals['_CHECKPOINTTASKMETRICS']._serialized_start=514
+  _globals['_CHECKPOINTTASKMETRICS']._serialized_end=786
+  _globals['_SUBTASKCHECKPOINTSTATE']._serialized_start=788
+  _globals['_SUBTASKCHECKPOINTSTATE']._serialized_end=912
+  _globals['_MASTERSTATE']._serialized_start=914
+  _globals['_MASTERSTATE']._serialized_end=966
+  _globals['_CHECKPOINTMETADATA']._serialized_start=969
+  _globals['_CHECKPOINTMETADATA']._serialized_end=1274
+  _globals['_VERTEXLAYOUT']._serialized_start=1276
+  _globals['_VERTEXLAYOUT']._serialized_end=1378
+  _globals['_CHECKPOINTOPTIONS']._serialized_start=1380
+  _globals['_CHECKPOINTOPTIONS']._serialized_end=1488
+  _globals['_CHECKPOINTSTATS']._serialized_start=1491
+  _globals['_CHECKPOINTSTATS']._serialized_end=2026
+  _globals['_CHECKPOINTSTATS_STATUS']._serialized_start=1974
+  _globals['_CHECKPOINTSTATS_STATUS']._serialized_end=2026
+  _globals['_SUBTASKCHECKPOINTSTATS']._serialized_start=2029
+  _globals['_SUBTASKCHECKPOINTSTATS']._serialized_end=2160
 # @@protoc_insertion_point(module_scope)

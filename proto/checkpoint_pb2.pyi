@@ -55,18 +55,20 @@ class StreamHandle(_message.Message):
     def __init__(self, uri: _Optional[str] = ..., size: _Optional[int] = ..., checksum: _Optional[str] = ...) -> None: ...
 
 class OperatorSubtaskState(_message.Message):
-    __slots__ = ("operator_uid", "keyed_state", "operator_state", "keyed_state_size", "incremental_size")
+    __slots__ = ("operator_uid", "keyed_state", "operator_state", "keyed_state_size", "incremental_size", "operator_state_split_only")
     OPERATOR_UID_FIELD_NUMBER: _ClassVar[int]
     KEYED_STATE_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_STATE_FIELD_NUMBER: _ClassVar[int]
     KEYED_STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
     INCREMENTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_STATE_SPLIT_ONLY_FIELD_NUMBER: _ClassVar[int]
     operator_uid: str
     keyed_state: str
     operator_state: StreamHandle
     keyed_state_size: int
     incremental_size: int
-    def __init__(self, operator_uid: _Optional[str] = ..., keyed_state: _Optional[str] = ..., operator_state: _Optional[_Union[StreamHandle, _Mapping]] = ..., keyed_state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ...) -> None: ...
+    operator_state_split_only: bool
+    def __init__(self, operator_uid: _Optional[str] = ..., keyed_state: _Optional[str] = ..., operator_state: _Optional[_Union[StreamHandle, _Mapping]] = ..., keyed_state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ..., operator_state_split_only: _Optional[bool] = ...) -> None: ...
 
 class ChannelStateHandle(_message.Message):
     __slots__ = ("data", "input_bytes", "output_bytes")

@@ -14,7 +14,7 @@ class Ack(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterTaskExecutorRequest(_message.Message):
-    __slots__ = ("resource_id", "rpc_address", "data_address", "num_slots", "metrics_url", "pid", "instance_id")
+    __slots__ = ("resource_id", "rpc_address", "data_address", "num_slots", "metrics_url", "pid", "instance_id", "local_state")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     RPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class RegisterTaskExecutorRequest(_message.Message):
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_STATE_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     rpc_address: str
     data_address: str
@@ -29,7 +30,30 @@ class RegisterTaskExecutorRequest(_message.Message):
     metrics_url: str
     pid: int
     instance_id: str
-    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., num_slots: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    local_state: _containers.RepeatedCompositeFieldContainer[LocalStateEntry]
+    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., num_slots: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ..., instance_id: _Optional[str] = ..., local_state: _Optional[_Iterable[_Union[LocalStateEntry, _Mapping]]] = ...) -> None: ...
+
+class LocalStateEntry(_message.Message):
+    __slots__ = ("job_id", "owner", "checkpoint_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    owner: str
+    checkpoint_id: int
+    def __init__(self, job_id: _Optional[str] = ..., owner: _Optional[str] = ..., checkpoint_id: _Optional[int] = ...) -> None: ...
+
+class RestoreStats(_message.Message):
+    __slots__ = ("checkpoint_id", "duration_ms", "local_bytes", "remote_bytes")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: int
+    duration_ms: int
+    local_bytes: int
+    remote_bytes: int
+    def __init__(self, checkpoint_id: _Optional[int] = ..., duration_ms: _Optional[int] = ..., local_bytes: _Optional[int] = ..., remote_bytes: _Optional[int] = ...) -> None: ...
 
 class RegisterTaskExecutorResponse(_message.Message):
     __slots__ = ("jobmaster_id", "heartbeat_interval_ms", "heartbeat_timeout_ms", "registration_id")
@@ -84,18 +108,20 @@ class JobMasterHeartbeat(_message.Message):
     def __init__(self, jobmaster_id: _Optional[str] = ..., unknown_attempts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskExecutionStateUpdate(_message.Message):
-    __slots__ = ("job_id", "attempt_id", "state", "error", "metrics")
+    __slots__ = ("job_id", "attempt_id", "state", "error", "metrics", "restore")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     attempt_id: str
     state: _common_pb2.ExecutionState
     error: _common_pb2.ErrorInfo
     metrics: TaskMetrics
-    def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ...) -> None: ...
+    restore: RestoreStats
+    def __init__(self, job_id: _Optional[str] = ..., attempt_id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., error: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ..., restore: _Optional[_Union[RestoreStats, _Mapping]] = ...) -> None: ...
 
 class SplitRequest(_message.Message):
     __slots__ = ("job_id", "vertex_id", "subtask_index", "attempt_id", "checkpoint_passed")
@@ -192,18 +218,20 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ...) -> None: ...
 
 class SubtaskDetails(_message.Message):
-    __slots__ = ("subtask_index", "state", "attempt_id", "resource_id", "metrics")
+    __slots__ = ("subtask_index", "state", "attempt_id", "resource_id", "metrics", "restore")
     SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
     subtask_index: int
     state: _common_pb2.ExecutionState
     attempt_id: str
     resource_id: str
     metrics: TaskMetrics
-    def __init__(self, subtask_index: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., attempt_id: _Optional[str] = ..., resource_id: _Optional[str] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ...) -> None: ...
+    restore: RestoreStats
+    def __init__(self, subtask_index: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., attempt_id: _Optional[str] = ..., resource_id: _Optional[str] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ..., restore: _Optional[_Union[RestoreStats, _Mapping]] = ...) -> None: ...
 
 class VertexDetails(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "subtasks")
@@ -218,20 +246,22 @@ class VertexDetails(_message.Message):
     def __init__(self, vertex_id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskDetails, _Mapping]]] = ...) -> None: ...
 
 class JobDetails(_message.Message):
-    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes")
+    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes", "last_restore")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     VERTICES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     LAST_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_CHECKPOINT_PATH_FIELD_NUMBER: _ClassVar[int]
     RESTART_CAUSES_FIELD_NUMBER: _ClassVar[int]
+    LAST_RESTORE_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     vertices: _containers.RepeatedCompositeFieldContainer[VertexDetails]
     failure: _common_pb2.ErrorInfo
     last_checkpoint_id: int
     last_checkpoint_path: str
     restart_causes: _containers.RepeatedCompositeFieldContainer[_common_pb2.ErrorInfo]
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ...) -> None: ...
+    last_restore: RestoreStats
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ..., last_restore: _Optional[_Union[RestoreStats, _Mapping]] = ...) -> None: ...
 
 class AcknowledgeCheckpointRequest(_message.Message):
     __slots__ = ("job_id", "attempt_id", "checkpoint_id", "state", "metrics")

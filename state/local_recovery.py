@@ -36,7 +36,12 @@ import threading
 from pathlib import Path
 
 from weir.checkpoint.filesystem import FileSystemCheckpointStorage
-from weir.checkpoint.storage import StreamStateHandle, file_checksum
+from weir.checkpoint.storage import (
+    CheckpointStorage,
+    StreamStateHandle,
+    checksum_of,
+    file_checksum,
+)
 from weir.core.config import Configuration
 from weir.core.errors import StorageError
 from weir.state.handles import LocalCopy
@@ -53,10 +58,18 @@ def local_state_root(config: Configuration, working_dir: str | Path | None) -> P
     """Where local copies go if ``state.backend.local-recovery`` is on:
     ``taskmanager.state.local.root-dirs`` if set, else ``<working_dir>/localState``; None
     (no local copies) when recovery is off or there is no directory to use."""
-    from weir.state.options import LOCAL_RECOVERY, LOCAL_ROOT_DIR
+    from weir.state.options import LOCAL_RECOVERY
 
     if not config.get(LOCAL_RECOVERY):
         return None
+    return local_state_dir(config, working_dir)
+
+
+def local_state_dir(config: Configuration, working_dir: str | Path | None) -> Path | None:
+    """Where a TaskExecutor's local copies are, whether or not its own configuration turns
+    local recovery on (a job may): to offer and delete them."""
+    from weir.state.options import LOCAL_ROOT_DIR
+
     configured = config.get(LOCAL_ROOT_DIR)
     if configured:
         return Path(configured)
@@ -107,9 +120,15 @@ def verify_local_copy(copy: LocalCopy) -> str | None:
     return None
 
 
-def usable_local_copy(copy: LocalCopy | None, what: str) -> LocalCopy | None:
-    """``copy`` if it verifies; otherwise None, after logging why the remote files are used."""
+def usable_local_copy(copy: LocalCopy | None, what: str,
+                      storage: CheckpointStorage | None = None) -> LocalCopy | None:
+    """``copy`` if it verifies (and, restoring through a :class:`RestoreStorage`, is this
+    TaskExecutor's own); otherwise None, after logging why the remote files are used."""
     if copy is None:
+        return None
+    if isinstance(storage, RestoreStorage) and not storage.holds(copy):
+        log.info("the local copy of %s is on another TaskExecutor; restoring from "
+                 "checkpoint storage", what)
         return None
     problem = verify_local_copy(copy)
     if problem is None:
@@ -197,3 +216,143 @@ class LocalCopyTracker:
         """Also prune ``owner_dir`` (a restored backend's predecessor wrote copies there)."""
         with self._lock:
             self._owner_dirs.add(owner_dir)
+
+
+def count_local(storage: CheckpointStorage, nbytes: int) -> None:
+    """Note ``nbytes`` restored from a local copy (counted by a :class:`RestoreStorage`)."""
+    if isinstance(storage, RestoreStorage):
+        storage.add_local(nbytes)
+
+
+class RestoreStorage(CheckpointStorage):
+    """Checkpoint storage as one task's restore sees it: local first, counted.
+
+    A file this TaskExecutor kept beside the upload (operator state, channel state: written
+    to ``<local_root>/<job>/<owner>/chk-<n>/<name>`` for the remote ``<job>/chk-<n>/<owner>/
+    <name>``) is read locally when it verifies against the handle; everything else comes
+    from ``remote``. Keyed state handles name their local copy themselves; it is used only
+    if it lies under ``local_root`` (:meth:`holds`): a copy another TaskExecutor wrote is on
+    another machine, even when a local cluster shares one disk. ``local_bytes`` and
+    ``remote_bytes`` say what the restore cost. Thread-safe (downloads run in parallel).
+
+    Example:
+        >>> import tempfile
+        >>> from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+        >>> remote = FileSystemCheckpointStorage(tempfile.mkdtemp())
+        >>> handle = remote.write("job/chk-1/1-0/operator-state-x", b"abc")
+        >>> storage = RestoreStorage(remote, Path(tempfile.mkdtemp()))
+        >>> storage.read(handle), storage.local_bytes, storage.remote_bytes
+        (b'abc', 0, 3)
+    """
+
+    def __init__(self, remote: CheckpointStorage, local_root: Path | None) -> None:
+        self.remote = remote
+        self.local_root = local_root.resolve() if local_root is not None else None
+        self.local_bytes = 0
+        self.remote_bytes = 0
+        self._lock = threading.Lock()
+
+    def holds(self, copy: LocalCopy) -> bool:
+        """Whether ``copy`` is in this TaskExecutor's local state directory."""
+        if self.local_root is None:
+            return False
+        return Path(copy.directory).resolve().is_relative_to(self.local_root)
+
+    def add_local(self, nbytes: int) -> None:
+        with self._lock:
+            self.local_bytes += nbytes
+
+    def add_remote(self, nbytes: int) -> None:
+        with self._lock:
+            self.remote_bytes += nbytes
+
+    def local_file(self, handle: StreamStateHandle) -> Path | None:
+        """Where this TaskExecutor would have kept a copy of ``handle`` (None: nowhere)."""
+        parts = handle.uri.rstrip("/").split("/")
+        if self.local_root is None or len(parts) < 4 or not _CHECKPOINT_DIR.match(parts[-3]):
+            return None
+        job, checkpoint, owner, name = parts[-4:]
+        return self.local_root / job / owner / checkpoint / name
+
+    @property
+    def base_uri(self) -> str:
+        return self.remote.base_uri
+
+    def read(self, handle: StreamStateHandle) -> bytes:
+        path = self.local_file(handle)
+        if path is not None and path.is_file():
+            data = path.read_bytes()
+            if len(data) == handle.length and (not handle.checksum
+                                               or checksum_of(data) == handle.checksum):
+                self.add_local(len(data))
+                return data
+            log.warning("local copy %s does not match %s; reading checkpoint storage",
+                        path, handle.uri)
+        data = self.remote.read(handle)
+        self.add_remote(len(data))
+        return data
+
+    def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
+        self.remote.download(handle, local_path)
+        self.add_remote(handle.length)
+
+    def write(self, relative_path: str, data: bytes | bytearray | memoryview
+              ) -> StreamStateHandle:
+        return self.remote.write(relative_path, data)
+
+    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+        return self.remote.write_file(relative_path, local_path)
+
+    def delete(self, target: StreamStateHandle | str) -> None:
+        self.remote.delete(target)
+
+    def delete_prefix(self, relative_prefix: str) -> None:
+        self.remote.delete_prefix(relative_prefix)
+
+    def exists(self, target: StreamStateHandle | str) -> bool:
+        return self.remote.exists(target)
+
+    def list(self, relative_prefix: str = "") -> list[str]:
+        return self.remote.list(relative_prefix)
+
+
+def keep_local_file(directory: Path | None, name: str, data: bytes | bytearray | memoryview
+                    ) -> bool:
+    """Also keep ``data`` (just uploaded as ``name``) in a checkpoint's local directory;
+    False (logged) when it could not be written: a local copy is a bonus, never a failure."""
+    if directory is None:
+        return False
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        temporary = directory / f".{name}.tmp"
+        temporary.write_bytes(data)
+        os.replace(temporary, directory / name)
+        return True
+    except OSError as err:
+        log.warning("no local copy of %s in %s: %s", name, directory, err)
+        return False
+
+
+def local_state_inventory(root: Path | None) -> list[tuple[str, str, int]]:
+    """(job id, owner, checkpoint id) of every local copy under ``root``: what a restarted
+    TaskExecutor offers the JobMaster on registration."""
+    found: list[tuple[str, str, int]] = []
+    if root is None or not root.is_dir():
+        return found
+    for job in sorted(root.iterdir()):
+        if not job.is_dir():
+            continue
+        for owner in sorted(job.iterdir()):
+            if not owner.is_dir():
+                continue
+            for entry in owner.iterdir():
+                match = _CHECKPOINT_DIR.match(entry.name)
+                if match and entry.is_dir():
+                    found.append((job.name, owner.name, int(match.group(1))))
+    return sorted(found)
+
+
+def remove_job_state(root: Path | None, job_id: str) -> None:
+    """The job ended: its local copies go (they can never be restored)."""
+    if root is not None and job_id and "/" not in job_id and job_id not in (".", ".."):
+        shutil.rmtree(root / job_id, ignore_errors=True)

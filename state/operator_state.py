@@ -304,6 +304,13 @@ class OperatorStateBackend(OperatorStateStore):
         self._restored.clear()
 
 
+def split_only(data: bytes | bytearray | memoryview) -> bool:
+    """Whether every state of a snapshot is split-distributed (no union state): then, at
+    unchanged parallelism, each subtask needs only its own snapshot back."""
+    return all(mode is DistributionMode.SPLIT_DISTRIBUTE
+               for mode, _ in decode_snapshot(data).values())
+
+
 def decode_snapshot(data: bytes | bytearray | memoryview
                     ) -> dict[str, tuple[DistributionMode, list[bytes]]]:
     """The states of a snapshot by name: (mode, pickled elements), without unpickling."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.core.config import MemorySize, Option, positive
+from weir.core.config import Duration, MemorySize, Option, non_negative, positive
 
 BACKEND_TYPE = Option(
     "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),
@@ -29,3 +29,9 @@ LOCAL_ROOT_DIR = Option(
     "taskmanager.state.local.root-dirs", str, default=None,
     doc="Where local copies of snapshots go when state.backend.local-recovery is on "
         "(default: <TaskExecutor working directory>/localState).")
+LOCAL_RECOVERY_WAIT = Option(
+    "state.backend.local-recovery.taskexecutor-wait", Duration, default="0 s",
+    validator=non_negative,
+    doc="How long a restart waits for a lost TaskExecutor that holds task-local state to "
+        "come back (same taskmanager.resource-id, e.g. restarted by its supervisor) before "
+        "it restores those tasks elsewhere from checkpoint storage. 0: never wait.")

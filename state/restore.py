@@ -44,6 +44,7 @@ from weir.state.canonical import read_canonical
 from weir.state.handles import CanonicalStateHandle, IncrementalRocksDBStateHandle, KeyedStateHandle
 from weir.state.incremental import TRANSFER_THREADS
 from weir.state.lazy import DEFAULT_WAIT_TIMEOUT, LazyRestore
+from weir.state.local_recovery import RestoreStorage, count_local
 
 if TYPE_CHECKING:
     from weir.state.rocksdb_restore import NativeRestoreStats
@@ -85,10 +86,15 @@ def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
     """The verified bytes of a canonical snapshot, and whether they came from the local
     copy (preferred; a missing or corrupt copy is logged and the remote file read)."""
     local = handle.local.files.get(CanonicalStateHandle.LOCAL_NAME) if handle.local else None
+    if handle.local is not None and isinstance(storage, RestoreStorage) and \
+            not storage.holds(handle.local):
+        local = None  # another TaskExecutor's copy: not on this machine
     if local is not None:
         directory = FileSystemCheckpointStorage.path_from_uri(local.uri).parent
         try:
-            return FileSystemCheckpointStorage(directory).read(local), True
+            data = FileSystemCheckpointStorage(directory).read(local)
+            count_local(storage, len(data))
+            return data, True
         except (StorageError, OSError) as err:
             log.warning("local copy of %s is unusable (%s); restoring from checkpoint "
                         "storage instead", describe(handle), err)

@@ -60,7 +60,12 @@ from weir.state.backend import Entry
 from weir.state.handles import IncrementalRocksDBStateHandle
 from weir.state.incremental import TRANSFER_THREADS, is_shared_file, run_all
 from weir.state.key_groups import KeyGroupRange
-from weir.state.local_recovery import materialise, usable_local_copy
+from weir.state.local_recovery import (
+    RestoreStorage,
+    count_local,
+    materialise,
+    usable_local_copy,
+)
 from weir.state.rocksdb import RocksDBStateBackend, key_group_bounds, split_row_key
 
 log = logging.getLogger(__name__)
@@ -100,9 +105,10 @@ def fetch_files(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorag
         msg = (f"{describe(handle)} is incomplete: it lists no CURRENT or MANIFEST file. "
                "Restore from another retained checkpoint or a savepoint")
         raise CorruptStateError(msg)
-    local = usable_local_copy(handle.local, describe(handle))
+    local = usable_local_copy(handle.local, describe(handle), storage)
     if local is not None and set(local.files) == set(files):
         materialise(local, target, link=frozenset(n for n in files if is_shared_file(n)))
+        count_local(storage, sum(h.length for h in local.files.values()))
         return True
     if local is not None:
         log.warning("local copy of %s does not list the same files; restoring from "
@@ -135,6 +141,9 @@ def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target
     never writes to them (it writes new MANIFEST, CURRENT and OPTIONS files, which are
     therefore copied), so the checkpoint's file cannot change through the link. Returns
     False when a link is not possible (other storage, other file system)."""
+    counted = storage if isinstance(storage, RestoreStorage) else None
+    if counted is not None:
+        storage = counted.remote
     if not isinstance(storage, FileSystemCheckpointStorage) or \
             not handle.uri.startswith("file:"):
         return False
@@ -150,6 +159,8 @@ def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target
     except BaseException:
         target.unlink(missing_ok=True)
         raise
+    if counted is not None:
+        counted.add_remote(handle.length)  # linked, but from checkpoint storage
     return True
 
 

@@ -23,6 +23,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from weir.checkpoint.barrier import CheckpointBarrier
@@ -34,10 +35,15 @@ from weir.core.records import Elements
 from weir.proto import checkpoint_pb2, common_pb2
 from weir.proto.checkpoint_pb2 import CheckpointTaskMetrics, TaskStateSnapshot
 from weir.shuffle.api import ResultPartitionWriter
+from weir.state.local_recovery import LocalCopyTracker, keep_local_file
+from weir.state.operator_state import split_only
 from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.operator import OperatorSnapshot
 
 log = logging.getLogger(__name__)
+
+#: Name of a subtask's in-flight data file inside a checkpoint.
+CHANNEL_STATE_FILE = "channel-state"
 
 #: Edges whose barriers stay aligned in unaligned checkpoints (as in Flink).
 ALIGNED_PARTITIONERS = frozenset({common_pb2.FORWARD, common_pb2.BROADCAST})
@@ -89,6 +95,7 @@ class _Pending:
     snapshots: dict[str, OperatorSnapshot]
     channel_state: ChannelStateWriter
     metrics: CheckpointTaskMetrics
+    location: SnapshotLocation
     input_complete: bool = False
     #: Timeout mode: the aligned barrier may still wait in an output, behind data.
     outputs_pending: bool = False
@@ -106,7 +113,9 @@ class SubtaskCheckpointing:
     def __init__(self, *, job_id: str, attempt_id: str, owner: str,
                  writers: list[ResultPartitionWriter], partitioners: list[int],
                  storage: Callable[[], CheckpointStorage], pool: UploadPool,
-                 responder: CheckpointResponder, clock_ms: Callable[[], int]) -> None:
+                 responder: CheckpointResponder, clock_ms: Callable[[], int],
+                 local_root: Path | None = None) -> None:
+        """``local_root``: task-local recovery keeps a copy of every file there too."""
         self.job_id = job_id
         self.attempt_id = attempt_id
         #: Directory name of this subtask inside a checkpoint (``<vertex>-<subtask>``).
@@ -117,6 +126,9 @@ class SubtaskCheckpointing:
         self._pool = pool
         self._responder = responder
         self._clock_ms = clock_ms
+        self._local_root = local_root
+        #: Local copies of operator and channel state (keyed backends track their own).
+        self._local_copies = LocalCopyTracker()
         self._pending: dict[int, _Pending] = {}
         self._futures: dict[int, Future[None]] = {}
         #: The newest checkpoint whose barrier this subtask emitted.
@@ -140,7 +152,8 @@ class SubtaskCheckpointing:
         checkpoint_id = barrier.checkpoint_id
         started = time.monotonic()
         location = SnapshotLocation.for_checkpoint(self._storage(), self.job_id,
-                                                   checkpoint_id, self.owner)
+                                                   checkpoint_id, self.owner,
+                                                   self._local_root)
         snapshots: dict[str, OperatorSnapshot] = {}
         try:
             for uid, participant in participants.items():
@@ -170,7 +183,7 @@ class SubtaskCheckpointing:
             alignment_duration_ms=alignment_ms, start_delay_ms=start_delay_ms,
             processed_bytes=processed_bytes, unaligned=unaligned)
         self._pending[checkpoint_id] = _Pending(
-            barrier, snapshots, channel_state, metrics,
+            barrier, snapshots, channel_state, metrics, location,
             outputs_pending=barrier.timeoutable and not unaligned and bool(self._writers))
         return True
 
@@ -230,13 +243,16 @@ class SubtaskCheckpointing:
         future = self._futures.get(checkpoint_id)
         if future is not None:
             future.cancel()
+        self._local_copies.abort(checkpoint_id)
         if reason is not None:
             self._decline(checkpoint_id, reason, message)
 
     def completed(self, checkpoint_id: int) -> None:
-        """The coordinator completed ``checkpoint_id``: forget what led to it."""
+        """The coordinator completed ``checkpoint_id``: forget what led to it, and older
+        local copies."""
         for old in [n for n in self._futures if n <= checkpoint_id]:
             self._futures.pop(old, None)
+        self._local_copies.confirm(checkpoint_id)
 
     def close(self) -> None:
         """The task ends: cancel what was not uploaded yet."""
@@ -281,16 +297,19 @@ class SubtaskCheckpointing:
                     metrics.state_size += handle.state_size
                     metrics.incremental_size += handle.checkpointed_size
                 if snapshot.operator_state is not None:
-                    path = f"{prefix}/operator-state-{_file_name(uid)}"
-                    current = path
+                    name = f"operator-state-{_file_name(uid)}"
+                    path = current = f"{prefix}/{name}"
                     written = storage.write(path, snapshot.operator_state)
+                    self._keep_local(checkpoint_id, pending, name, snapshot.operator_state)
                     operator.operator_state.CopyFrom(from_stream_handle(written))
+                    operator.operator_state_split_only = split_only(snapshot.operator_state)
                     metrics.state_size += written.length
                     metrics.incremental_size += written.length
             if pending.channel_state:
-                path = f"{prefix}/channel-state"
-                current = path
-                written = storage.write(path, pending.channel_state.to_bytes())
+                path = current = f"{prefix}/{CHANNEL_STATE_FILE}"
+                data = pending.channel_state.to_bytes()
+                written = storage.write(path, data)
+                self._keep_local(checkpoint_id, pending, CHANNEL_STATE_FILE, data)
                 state.channel_state.data.CopyFrom(from_stream_handle(written))
                 state.channel_state.input_bytes = pending.channel_state.input_bytes
                 state.channel_state.output_bytes = pending.channel_state.output_bytes
@@ -310,6 +329,15 @@ class SubtaskCheckpointing:
         with contextlib.suppress(Exception):  # the coordinator expires what never arrives
             self._responder.acknowledge_checkpoint(self.job_id, self.attempt_id,
                                                    checkpoint_id, state, metrics)
+
+    def _keep_local(self, checkpoint_id: int, pending: _Pending, name: str,
+                    data: bytes) -> None:
+        """Task-local recovery: the file just uploaded is also kept on this machine (a
+        restore verifies it against the handle, so a bad copy costs a download only)."""
+        directory = pending.location.local_dir
+        if keep_local_file(directory, name, data):
+            assert directory is not None
+            self._local_copies.add(checkpoint_id, directory)
 
     def _decline(self, checkpoint_id: int, reason: int, message: str) -> None:
         log.warning("%s declines checkpoint %d: %s", self.owner, checkpoint_id, message)

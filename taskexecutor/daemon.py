@@ -11,9 +11,12 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -36,6 +39,12 @@ from weir.proto import (
 )
 from weir.shuffle.api import ShuffleEnvironmentContext
 from weir.shuffle.loader import load_shuffle_service_factory
+from weir.state.local_recovery import (
+    local_state_dir,
+    local_state_inventory,
+    local_state_root,
+    remove_job_state,
+)
 from weir.taskexecutor import options as te_options
 from weir.taskexecutor.checkpointing import UploadPool
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
@@ -76,6 +85,13 @@ class TaskExecutor:
                             or f"te-{secrets.token_hex(4)}")
         self._token = auth_token(configuration)
         self._tls = TlsFiles.from_conf(configuration)
+        #: Kept across restarts (same resource id): task-local state lives here.
+        self.working_dir = Path(configuration.get(te_options.WORKING_DIR) or
+                                Path(tempfile.gettempdir()) / f"weir-tm-{self.resource_id}")
+        # Without a fixed identity nothing could ever find the directory again.
+        self._ephemeral_working_dir = not (configuration.get(te_options.WORKING_DIR)
+                                           or configuration.get(te_options.RESOURCE_ID))
+        self.local_state_dir = local_state_dir(configuration, self.working_dir)
         self._tasks: dict[str, Task] = {}
         self._slot_of: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -104,6 +120,7 @@ class TaskExecutor:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.working_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         factory = load_shuffle_service_factory(self.configuration)
         self.shuffle = factory.create_shuffle_environment(
             ShuffleEnvironmentContext(self.configuration, self.resource_id, self.host))
@@ -153,6 +170,8 @@ class TaskExecutor:
             self._metrics.stop()
         if self._gateway is not None:
             self._gateway.close()
+        if self._ephemeral_working_dir:
+            shutil.rmtree(self.working_dir, ignore_errors=True)
         log.info("TaskExecutor %s stopped", self.resource_id)
 
     @property
@@ -169,7 +188,7 @@ class TaskExecutor:
                           f"{self.resource_id} has no slot {slot}")
         config = self.configuration.merged(dict(tdd.config))
         task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state,
-                    self._upload_pool)
+                    self._upload_pool, local_state_root(config, self.working_dir))
         with self._lock:
             if tdd.attempt_id in self._tasks:
                 return
@@ -210,12 +229,15 @@ class TaskExecutor:
                         del self._tasks[attempt_id]
                         self._slot_of.pop(attempt_id, None)
         self.shuffle.release_partitions_of_job(job_id)
+        remove_job_state(self.local_state_dir, job_id)
 
     def _on_task_state(self, task: Task, state: int, error: common_pb2.ErrorInfo | None) -> None:
         """Called on the task's thread."""
         update = jobmaster_pb2.TaskExecutionStateUpdate(
             job_id=task.job_id, attempt_id=task.attempt_id, state=state,
             metrics=self._task_metrics(task))
+        if state == common_pb2.RUNNING and task.restore_stats is not None:
+            update.restore.CopyFrom(task.restore_stats)
         if error is not None:
             update.error.CopyFrom(error)
         assert self._gateway is not None
@@ -332,7 +354,11 @@ class TaskExecutor:
         return self._gateway.register(jobmaster_pb2.RegisterTaskExecutorRequest(
             resource_id=self.resource_id, rpc_address=self.rpc_address,
             data_address=self.data_address, num_slots=self.num_slots,
-            metrics_url=self.metrics_url, pid=os.getpid(), instance_id=self.instance_id))
+            metrics_url=self.metrics_url, pid=os.getpid(), instance_id=self.instance_id,
+            local_state=[jobmaster_pb2.LocalStateEntry(job_id=job, owner=owner,
+                                                       checkpoint_id=checkpoint)
+                         for job, owner, checkpoint in
+                         local_state_inventory(self.local_state_dir)]))
 
     def _run_heartbeats(self, interval: float, timeout: float) -> None:
         assert self._gateway is not None

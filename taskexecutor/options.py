@@ -19,3 +19,9 @@ RESOURCE_ID = Option(
 REGISTRATION_TIMEOUT = Option(
     "taskmanager.registration.timeout", Duration, default="5 min", validator=positive,
     doc="A TaskExecutor that cannot register with the JobMaster for this long exits.")
+WORKING_DIR = Option(
+    "process.taskmanager.working-dir", str, default=None,
+    doc="The TaskExecutor's working directory (task-local state copies, RocksDB "
+        "instances). Kept across restarts: a TaskExecutor started again with the same "
+        "taskmanager.resource-id and directory finds its local state (default: "
+        "<system temp dir>/weir-tm-<resource id>).")

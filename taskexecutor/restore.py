@@ -14,17 +14,19 @@ import json
 
 from weir.checkpoint.channel_state import ChannelState, read_channel_state
 from weir.checkpoint.metadata import to_stream_handle
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle
+from weir.checkpoint.storage import StreamStateHandle
 from weir.core.errors import CorruptStateError, MissingStateError
-from weir.proto import jobgraph_pb2
+from weir.proto import jobgraph_pb2, jobmaster_pb2
 from weir.state.handles import KeyedStateHandle
+from weir.state.local_recovery import RestoreStorage
 from weir.taskexecutor.operator import StateContext
 
 
 class TaskStateRestore:
-    """The restore part of one task deployment descriptor."""
+    """The restore part of one task deployment descriptor. Reads go through ``storage``,
+    which prefers this TaskExecutor's local copies and counts the bytes."""
 
-    def __init__(self, restore: jobgraph_pb2.TaskRestore, storage: CheckpointStorage) -> None:
+    def __init__(self, restore: jobgraph_pb2.TaskRestore, storage: RestoreStorage) -> None:
         self.checkpoint_id = restore.checkpoint_id
         self._restore = restore
         self._storage = storage
@@ -61,6 +63,12 @@ class TaskStateRestore:
         handle = to_stream_handle(self._restore.channel_state.data)
         data = self._read(handle, "in-flight data (channel state)")
         return read_channel_state(data, handle.uri)
+
+    def stats(self, duration_ms: int) -> jobmaster_pb2.RestoreStats:
+        """What this restore cost so far (a lazy restore may still be loading)."""
+        return jobmaster_pb2.RestoreStats(
+            checkpoint_id=self.checkpoint_id, duration_ms=duration_ms,
+            local_bytes=self._storage.local_bytes, remote_bytes=self._storage.remote_bytes)
 
     def _read(self, handle: StreamStateHandle, what: str) -> bytes:
         try:

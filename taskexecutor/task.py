@@ -22,6 +22,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -60,7 +61,7 @@ from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import Elements
 from weir.core.source import ReaderContext, SourceReader
 from weir.core.watermarks import MAX_WATERMARK, decode_watermark
-from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2
+from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.shuffle.api import (
     BufferOrEvent,
     InputGate,
@@ -69,6 +70,7 @@ from weir.shuffle.api import (
     ShuffleEnvironment,
     TaskShuffleContext,
 )
+from weir.state.local_recovery import RestoreStorage
 from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.checkpointing import SubtaskCheckpointing, UploadPool
 from weir.taskexecutor.operator import (
@@ -145,7 +147,8 @@ class Task:
     def __init__(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor, shuffle: ShuffleEnvironment,
                  gateway: Any, configuration: Configuration,
                  on_state: Callable[[Task, int, common_pb2.ErrorInfo | None], None],
-                 upload_pool: UploadPool | None = None) -> None:
+                 upload_pool: UploadPool | None = None,
+                 local_state_root: Path | None = None) -> None:
         self.tdd = tdd
         self.job_id = tdd.job_id
         self.attempt_id = tdd.attempt_id
@@ -155,6 +158,10 @@ class Task:
         self._gateway = gateway
         self._on_state = on_state
         self._upload_pool = upload_pool
+        #: Task-local recovery: where this TaskExecutor keeps copies (None: it does not).
+        self._local_state_root = local_state_root
+        #: What restoring state cost (reported with RUNNING; None: nothing restored).
+        self.restore_stats: jobmaster_pb2.RestoreStats | None = None
         self.state = common_pb2.CREATED
         self.counters = TaskCounters()
         self.mailbox = Mailbox()
@@ -300,7 +307,9 @@ class Task:
             operator.uid = operator.uid or uid or None
         if checkpoint_options.checkpointing_enabled(job_config):
             self._setup_checkpointing(job_config, channels)
-        restore = TaskStateRestore(tdd.restore, self._checkpoint_storage()) \
+        restore_started = time.monotonic()
+        restore = TaskStateRestore(tdd.restore, RestoreStorage(self._checkpoint_storage(),
+                                                               self._local_state_root)) \
             if tdd.HasField("restore") else None
         for operator in operators:
             operator.initialize_state(restore.context(operator.uid or operator.name)
@@ -319,6 +328,8 @@ class Task:
         self._chain.open()
         if restore is not None:
             self._restore_channel_state(restore)
+            self.restore_stats = restore.stats(round((time.monotonic() - restore_started)
+                                                     * 1000))
 
     def _setup_checkpointing(self, config: Configuration, channels: int) -> None:
         if self._upload_pool is None:
@@ -329,7 +340,8 @@ class Task:
             owner=f"{self.tdd.vertex_id}-{self.tdd.subtask_index}", writers=self._writers,
             partitioners=[p.partitioner for p in self.tdd.partitions],
             storage=self._checkpoint_storage, pool=self._upload_pool,
-            responder=self._gateway, clock_ms=wall_clock_ms)
+            responder=self._gateway, clock_ms=wall_clock_ms,
+            local_root=self._local_state_root)
         if channels:
             at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
             self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once)

@@ -262,6 +262,7 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
             args = ["taskexecutor", *common, "--jobmaster", address, "--slots",
                     str(slots), "-Dmetrics.reporter.prom.port=0",
                     f"-Dtaskmanager.resource-id={directory.name}-te-{i}",
+                    f"-Dprocess.taskmanager.working-dir={directory.resolve() / name}",
                     "--info-file", str(directory / f"{name}.json"),
                     "--log-file", str(directory / "log" / f"{name}.log")]
             proc = spawn(args, directory / "log" / f"{name}.log", env)

@@ -45,13 +45,21 @@ def status_json(details: jobmaster_pb2.JobDetails) -> dict[str, Any]:
         "job_id": summary.job_id, "name": summary.name,
         "status": job_status_name(summary.status), "restarts": summary.restarts,
         "last_checkpoint": last,
+        "last_restore": _restore(details.last_restore)
+        if details.HasField("last_restore") else None,
         "failure": failure_text(details) if details.failure.message else None,
         "tasks": [{"name": vertex.name, "subtask": sub.subtask_index,
                    "state": state_name(sub.state), "taskexecutor": sub.resource_id,
                    "records_in": sub.metrics.records_in,
-                   "records_out": sub.metrics.records_out}
+                   "records_out": sub.metrics.records_out,
+                   "last_restore": _restore(sub.restore) if sub.HasField("restore") else None}
                   for vertex in details.vertices for sub in vertex.subtasks],
     }
+
+
+def _restore(stats: jobmaster_pb2.RestoreStats) -> dict[str, int]:
+    return {"checkpoint_id": stats.checkpoint_id, "duration_ms": stats.duration_ms,
+            "local_bytes": stats.local_bytes, "remote_bytes": stats.remote_bytes}
 
 
 def print_status(details: jobmaster_pb2.JobDetails) -> None:
@@ -62,6 +70,10 @@ def print_status(details: jobmaster_pb2.JobDetails) -> None:
           f"restarts {summary.restarts}")
     if details.last_checkpoint_id:
         print(f"last checkpoint {details.last_checkpoint_id}  {details.last_checkpoint_path}")
+    if details.HasField("last_restore"):
+        r = details.last_restore
+        print(f"last restore: checkpoint {r.checkpoint_id} in {r.duration_ms} ms, "
+              f"{_size(r.local_bytes)} from local copies, {_size(r.remote_bytes)} downloaded")
     if details.failure.message:
         ended_badly = summary.status in (common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED,
                                          common_pb2.JOB_FAILING, common_pb2.JOB_CANCELLING)

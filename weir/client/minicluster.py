@@ -10,6 +10,9 @@ Example:
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
 
@@ -27,6 +30,7 @@ class MiniCluster:
         self.configuration = Configuration.from_pairs({**base, **overrides})
         self.jobmaster = None
         self.task_executors: list = []
+        self._working_dir: str | None = None
 
     @property
     def address(self) -> str:
@@ -39,9 +43,13 @@ class MiniCluster:
 
         self.jobmaster = JobMaster(self.configuration)
         self.jobmaster.start()
+        # The working directories live as long as this cluster (nothing restarts in it).
+        self._working_dir = tempfile.mkdtemp(prefix="weir-mini-")
         try:
             for i in range(self.num_task_executors):
-                conf = self.configuration.merged({"taskmanager.resource-id": f"mini-te-{i}"})
+                conf = self.configuration.merged({
+                    "taskmanager.resource-id": f"mini-te-{i}",
+                    "process.taskmanager.working-dir": f"{self._working_dir}/te-{i}"})
                 te = TaskExecutor(self.jobmaster.address, conf, num_slots=self.num_slots)
                 te.start()
                 self.task_executors.append(te)
@@ -61,6 +69,9 @@ class MiniCluster:
         if self.jobmaster is not None:
             self.jobmaster.stop()
             self.jobmaster = None
+        if self._working_dir is not None:
+            shutil.rmtree(self._working_dir, ignore_errors=True)
+            self._working_dir = None
 
     def __enter__(self) -> MiniCluster:
         return self.start()
