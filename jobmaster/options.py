@@ -71,3 +71,12 @@ EXPONENTIAL_ATTEMPTS = Option(
     "restart-strategy.exponential-delay.attempts-before-reset-backoff", int,
     default="2147483647", validator=positive,
     doc="exponential-delay: restarts before the job fails (counted since the last reset).")
+
+# -- failover strategy (Flink's jobmanager.execution.failover-strategy) -----------------------
+
+FAILOVER_STRATEGY = Option(
+    "jobmanager.execution.failover-strategy", str, default="region",
+    choices=("region", "full", "approximate"),
+    doc="Which tasks a task failure restarts: region (the failed task's pipelined region, "
+        "the producers of lost inputs and every region downstream) or full (every task). "
+        "approximate is accepted and restarts like region for now.")
