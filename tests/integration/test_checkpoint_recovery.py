@@ -112,17 +112,21 @@ def checkpoints(cluster, job_id: str) -> list[dict[str, Any]]:
 
 def restart_slowly(cluster, tmp_path: Path, n: int, out: Path) -> str:
     """Start the job with two retained checkpoints and a 3 s restart delay (time to
-    damage a checkpoint while the job waits to restart)."""
-    return submit(cluster, tmp_path, out, n, config={
+    damage a checkpoint while the job waits to restart). Its second half waits for the
+    gate file, which :func:`kill_and_wait_restarting` opens once the job restarts, so a
+    fast machine cannot finish it before the kill."""
+    return submit(cluster, tmp_path, out, n, gate=tmp_path / "gate", config={
         "execution.checkpointing.interval": "300 ms", "state.checkpoints.num-retained": "2",
         "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3",
         "restart-strategy.fixed-delay.delay": "3 s"})
 
 
-def kill_and_wait_restarting(cluster, job_id: str) -> Any:
+def kill_and_wait_restarting(cluster, job_id: str, gate: Path) -> Any:
     details = running_with_checkpoint_after(cluster, job_id, 1, 60)
     kill_busy_taskexecutor(cluster, details)
-    return wait_job_status(cluster, job_id, {"RESTARTING"}, timeout=30)
+    restarting = wait_job_status(cluster, job_id, {"RESTARTING"}, timeout=30)
+    gate.touch()
+    return restarting
 
 
 def test_corrupt_latest_checkpoint_restores_the_previous_one(cluster_factory, tmp_path):
@@ -130,7 +134,7 @@ def test_corrupt_latest_checkpoint_restores_the_previous_one(cluster_factory, tm
     out = tmp_path / "out"
     n = 100_000
     job_id = restart_slowly(cluster, tmp_path, n, out)
-    details = kill_and_wait_restarting(cluster, job_id)
+    details = kill_and_wait_restarting(cluster, job_id, tmp_path / "gate")
     latest, path = details.last_checkpoint_id, details.last_checkpoint_path
     metadata = Path(path.removeprefix("file://")) / "_metadata"
     data = bytearray(metadata.read_bytes())
@@ -152,7 +156,7 @@ def test_corrupt_latest_checkpoint_restores_the_previous_one(cluster_factory, tm
 def test_no_usable_checkpoint_fails_the_job_with_the_reason(cluster_factory, tmp_path):
     cluster = cluster_factory(3, 2)
     job_id = restart_slowly(cluster, tmp_path, 100_000, tmp_path / "out")
-    details = kill_and_wait_restarting(cluster, job_id)
+    details = kill_and_wait_restarting(cluster, job_id, tmp_path / "gate")
     job_dir = Path(details.last_checkpoint_path.removeprefix("file://")).parent
     for metadata in job_dir.glob("chk-*/_metadata"):
         metadata.unlink()
