@@ -114,6 +114,11 @@ class JobCheckpointing:
         self._fail_job = fail_job
         self._timer_generation = 0
         self._stopped = False
+        #: High availability: ``(checkpoint_id, external_path)`` is called on the I/O pool
+        #: once ``_metadata`` is written and before the checkpoint counts as complete, so
+        #: no task commits a checkpoint a recovering JobMaster would not restore; if it
+        #: raises, the checkpoint fails instead.
+        self.on_metadata_written: Callable[[int, str], None] | None = None
         self.coordinator.set_vertices(
             checkpoint_pb2.VertexLayout(vertex_id=v.id, parallelism=v.parallelism,
                                         max_parallelism=v.max_parallelism,
@@ -233,6 +238,14 @@ class JobCheckpointing:
         """A restore found ``checkpoint_id`` unusable: never restore it again."""
         self.coordinator.forget_completed(checkpoint_id)
 
+    def add_restored(self, checkpoint: CompletedCheckpoint) -> None:
+        """A checkpoint completed under an earlier JobMaster (high availability) and read
+        back from storage: it becomes the latest retained one, checkpoint ids continue
+        after it, and its shared files are counted until a newer checkpoint subsumes it."""
+        self.coordinator.add_completed(checkpoint)
+        self.registry.register_checkpoint(checkpoint.checkpoint_id,
+                                          _keyed_handles(checkpoint.metadata))
+
     # -- actions ----------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -327,7 +340,13 @@ class JobCheckpointing:
                 self._run(self.coordinator.on_finalized(checkpoint_id, future.result()))
             self._main.submit(on_main)
 
-        self._io.submit(write_metadata, self.storage, metadata).add_done_callback(finished)
+        def write() -> str:
+            path = write_metadata(self.storage, metadata)
+            if self.on_metadata_written is not None:
+                self.on_metadata_written(checkpoint_id, path)
+            return path
+
+        self._io.submit(write).add_done_callback(finished)
 
     def _note_local_state(self, checkpoint_id: int, attempts: tuple[str, ...]) -> None:
         """Task-local recovery: each acknowledging task's TaskExecutor now holds a local

@@ -1,4 +1,6 @@
-"""The JobMaster daemon: gRPC service, dispatcher of jobs, resource manager, heartbeats.
+"""The JobMaster daemon: gRPC service, dispatcher of jobs, resource manager, heartbeats,
+and, with high availability, the job store its jobs are recovered from after a restart
+(``high_availability``, ``job_recovery``).
 
 Every piece of coordination state lives on the main thread (see ``main_thread``); RPC
 handlers only hand work to it, except the collect path, whose buffer is thread-safe so
@@ -7,6 +9,7 @@ that a slow client never blocks the main thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -23,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from weir.core import options
 from weir.core.config import Configuration
-from weir.core.errors import ConfigError, UserError
+from weir.core.errors import ConfigError, StorageError, UserError
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
@@ -31,6 +34,8 @@ from weir.core.tls import TlsFiles
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import FETCH_ENVELOPE_BYTES, fetch_budget
+from weir.jobmaster.high_availability import POINTER_NAME, JobStore, create_job_store
+from weir.jobmaster.job_recovery import JobRecovery
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import DuplicateTaskExecutorError, ResourceManager
@@ -43,6 +48,15 @@ log = logging.getLogger(__name__)
 
 class JobExistsError(UserError):
     """A job was submitted with the id of a job the JobMaster knows."""
+
+
+class JobNotStoredError(UserError):
+    """High availability is on and a submitted job's graph could not be stored: the job
+    was not submitted."""
+
+
+#: How long a submission waits for its graph to be stored (high availability).
+STORE_TIMEOUT_S = 120.0
 
 
 #: Largest checkpoint acknowledgement: one subtask's keyed state handles travel as JSON (a
@@ -76,6 +90,11 @@ class JobMaster:
 
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
+        #: High availability (None: off): submitted jobs and their checkpoint pointers.
+        #: First: a bad high-availability.* setting fails before anything starts.
+        self.job_store: JobStore | None = create_job_store(configuration)
+        #: Ids of jobs whose graph is being stored, not registered yet (high availability).
+        self._reserved: set[str] = set()
         self.jobmaster_id = secrets.token_hex(8)
         self._token = auth_token(configuration)
         self._tls = TlsFiles.from_conf(configuration)
@@ -114,6 +133,11 @@ class JobMaster:
         self.metrics_url = self._metrics.url
         self._schedule_heartbeat_check()
         log.info("JobMaster started at %s (metrics %s)", self.address, self.metrics_url)
+        if self.job_store is not None:
+            log.info("high availability: jobs are kept in %s; recovering the stored ones",
+                     self.job_store.uri)
+            JobRecovery(self.job_store, self.main, self.io, self.create_job,
+                        self.add_recovered, self._stopped.is_set).start()
 
     def _schedule_heartbeat_check(self) -> None:
         def check() -> None:
@@ -127,10 +151,17 @@ class JobMaster:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        try:
-            self.main.call(self._cancel_all_jobs, timeout=10)
-        except Exception:  # shutting down: log and go on stopping
-            log.exception("cancelling jobs at shutdown failed")
+        if self.job_store is not None:
+            # Not cancelled: ending a job would delete its stored graph and checkpoints. Its
+            # tasks stop when their TaskExecutors lose this JobMaster, and the next
+            # JobMaster recovers it (as Flink suspends jobs on a JobManager shutdown).
+            log.info("high availability: the jobs stay stored in %s for the next JobMaster",
+                     self.job_store.uri)
+        else:
+            try:
+                self.main.call(self._cancel_all_jobs, timeout=10)
+            except Exception:  # shutting down: log and go on stopping
+                log.exception("cancelling jobs at shutdown failed")
         if self._server is not None:
             self._server.stop(grace=1).wait(5)
         if self._metrics is not None:
@@ -160,6 +191,9 @@ class JobMaster:
             job.try_allocate()
 
     def _on_job_terminal(self, job: JobScheduler) -> None:
+        if self.job_store is not None:
+            # Finished, cancelled or failed for good: never recovered again.
+            self._forget_stored(job.job_id)
         retained = self.configuration.get(jm_options.JOBS_RETAINED)
         finished = [j for j in self.jobs.values() if j.graph.is_terminal()]
         for old in finished[:-retained] if len(finished) > retained else []:
@@ -176,10 +210,9 @@ class JobMaster:
         if graph.job_id in self.jobs:
             msg = f"a job with id {graph.job_id} exists already"
             raise JobExistsError(msg)
-        job = JobScheduler(graph, self.resources, self.shuffle_master, self.main,
-                           self.configuration.merged(dict(graph.config)),
-                           self._on_job_terminal, self.io)
+        job = self.create_job(graph)
         self.jobs[graph.job_id] = job
+        self._attach_job_store(job)
         log.info("job %s (%s) submitted: %d vertices, %d slots needed", graph.job_id,
                  graph.name, len(graph.vertices), job.required_slots)
         try:
@@ -190,8 +223,101 @@ class JobMaster:
             raise
         return graph.job_id
 
+    def create_job(self, graph: Any) -> JobScheduler:
+        """A scheduler for ``graph``, neither registered nor started (main thread); raises
+        ConfigError for a configuration that cannot work."""
+        return JobScheduler(graph, self.resources, self.shuffle_master, self.main,
+                            self.configuration.merged(dict(graph.config)),
+                            self._on_job_terminal, self.io)
+
     def job(self, job_id: str) -> JobScheduler | None:
         return self.jobs.get(job_id)
+
+    # -- high availability ------------------------------------------------------------------
+
+    def submit_durably(self, graph: Any) -> str:
+        """Submit from an RPC thread: with high availability, the graph is stored before
+        the job is registered and the submission acknowledged, and removed again if the job
+        does not start. Raises what ``submit`` raises, and JobNotStoredError."""
+        store = self.job_store
+        if store is None:
+            return self.main.call(lambda: self.submit(graph))
+        job_id = graph.job_id
+
+        def reserve() -> None:
+            if job_id in self.jobs or job_id in self._reserved:
+                msg = f"a job with id {job_id} exists already"
+                raise JobExistsError(msg)
+            self._reserved.add(job_id)
+
+        self.main.call(reserve)
+        try:
+            data = graph.SerializeToString(deterministic=True)
+            try:
+                self.io.submit(store.put_job, data, job_id).result(STORE_TIMEOUT_S)
+            except (StorageError, TimeoutError) as err:
+                self._forget_stored(job_id, wait=True)
+                msg = (f"the job was not submitted: high availability is on and storing its "
+                       f"graph at {store.location(job_id)} failed: {str(err) or 'timed out'}"
+                       " (check high-availability.storageDir)")
+                raise JobNotStoredError(msg) from err
+            try:
+                return self.main.call(lambda: self.submit(graph))
+            except BaseException:
+                self._forget_stored(job_id, wait=True)
+                raise
+        finally:
+            self.main.submit(lambda: self._reserved.discard(job_id))
+
+    def add_recovered(self, job: JobScheduler) -> bool:
+        """Register a job recovered from the job store (main thread); False if a job with
+        its id is registered already."""
+        if job.job_id in self.jobs:
+            return False
+        self.jobs[job.job_id] = job
+        self._attach_job_store(job)
+        return True
+
+    def _attach_job_store(self, job: JobScheduler) -> None:
+        """Store each completed checkpoint of ``job`` as its latest (high availability)."""
+        store = self.job_store
+        if store is None or job.checkpointing is None:
+            return
+        job_id = job.job_id
+
+        def store_pointer(checkpoint_id: int, path: str) -> None:
+            try:
+                store.put_checkpoint_pointer(job_id, checkpoint_id, path)
+            except StorageError as err:
+                msg = (f"storing it as the job's latest checkpoint for high availability "
+                       f"({store.location(job_id, POINTER_NAME)}) failed: {err}")
+                raise StorageError(msg) from err
+
+        job.checkpointing.on_metadata_written = store_pointer
+
+    def _forget_stored(self, job_id: str, wait: bool = False) -> None:
+        """Remove a job from the job store, on the I/O pool (``wait``: before returning,
+        not on the main thread); a failure is logged."""
+        store = self.job_store
+        assert store is not None
+
+        def logged(future: Any) -> None:
+            if future.exception() is not None:
+                log.error("high availability: removing job %s from %s failed (%s): a "
+                          "restarted JobMaster will recover it again; delete that directory "
+                          "to prevent this", job_id, store.location(job_id),
+                          future.exception())
+
+        try:
+            future = self.io.submit(store.remove_job, job_id)
+            future.add_done_callback(logged)
+            if wait:
+                with contextlib.suppress(Exception):  # logged
+                    future.result(STORE_TIMEOUT_S)
+        except RuntimeError:  # the I/O pool is shut down: the JobMaster stops
+            log.error("high availability: job %s ended while the JobMaster stops and stays in "
+                      "%s: delete that directory, or the next JobMaster recovers it", job_id,
+                      store.location(job_id))
 
     def overview(self) -> jobmaster_pb2.ClusterOverview:
         overview = jobmaster_pb2.ClusterOverview(
@@ -463,11 +589,13 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
                                   f"the source of '{vertex.name}' cannot be loaded on the "
                                   f"JobMaster: {type(err).__name__}: {err}")
         try:
-            job_id = self._main.call(lambda: self._jm.submit(graph))
+            job_id = self._jm.submit_durably(graph)
         except ConfigError as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         except JobExistsError as err:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
+        except JobNotStoredError as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
         except Exception as err:  # our bug: one line to the client, the traceback in the log
             log.exception("submitting job %s failed", graph.job_id)
             context.abort(grpc.StatusCode.INTERNAL,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from weir.core.config import Duration, Option, non_negative, positive
 
 RPC_BIND_HOST = Option(
@@ -23,6 +25,26 @@ COLLECT_BUFFER_BATCHES = Option(
 JOBS_RETAINED = Option(
     "jobstore.max-capacity", int, default=100, validator=positive,
     doc="Finished jobs kept for `weir list` and `weir status`.")
+
+# -- high availability (Flink's high-availability.* keys) --------------------------------------
+
+HA_TYPE = Option(
+    "high-availability.type", str, default="none", choices=("none", "file"),
+    doc="none: a lost JobMaster fails its jobs. file: submitted job graphs and each job's "
+        "latest completed checkpoint pointer are kept in high-availability.storageDir, and "
+        "a restarted JobMaster (same address) recovers every running job from it.")
+HA_STORAGE_DIR = Option(
+    "high-availability.storageDir", str, default=None,
+    doc="Where high availability keeps job graphs and checkpoint pointers: a "
+        "file:///absolute/path or s3://bucket/prefix that every JobMaster of the cluster can "
+        "reach (required when high-availability.type is file). It holds job code: only the "
+        "cluster's own identity may write it.")
+HA_CLUSTER_ID = Option(
+    "high-availability.cluster-id", str, default="default",
+    validator=lambda v: None if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v) else
+    "letters, digits, '.', '_' and '-', starting with a letter or digit",
+    doc="Names this cluster's directory under high-availability.storageDir, so clusters "
+        "can share one storage directory.")
 
 # -- restart strategies (Flink's restart-strategy.* keys and defaults) ------------------------
 

@@ -100,6 +100,20 @@ class JobScheduler:
     def start(self) -> None:
         self._set_running()
 
+    def start_from(self, checkpoint: CompletedCheckpoint) -> None:
+        """Start the job restored from ``checkpoint`` instead of afresh: a job that a
+        restarted JobMaster recovers (high availability). Main thread; the caller has
+        registered the checkpoint with ``checkpointing`` (``add_restored``). The job then
+        waits for slots as after ``start()`` (slot.request.timeout applies). Raises what
+        restoring the split enumerators raises (user code)."""
+        assert self.checkpointing is not None, "restoring a checkpoint needs checkpointing"
+        self.sources.restore(checkpoint.metadata.master_states)
+        self.restored = checkpoint
+        self.restore_timestamp_ms = wall_clock_ms()
+        log.info("job %s starts from checkpoint %d (%s)", self.job_id,
+                 checkpoint.checkpoint_id, checkpoint.external_path)
+        self._set_running()
+
     def _set_running(self) -> None:
         self.graph.status = common_pb2.JOB_RUNNING
         self._running_since = wall_clock_ms()

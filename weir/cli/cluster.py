@@ -13,6 +13,14 @@ and ``state.checkpoints.dir`` = ``s3://<bucket>/checkpoints`` as ``WEIR_*`` envi
 variables: the lowest precedence, so ``--conf`` and ``-D`` still override them, and the
 secret never shows in a process listing.
 
+With high availability (``--ha``, or ``high-availability.type: file`` in the
+configuration) the JobMaster keeps its jobs in ``high-availability.storageDir``, by default
+``DIR/ha`` (``s3://<bucket>/ha`` with ``--with-s3``); it gets a fixed port, chosen at start
+and kept in the supervisor's plan, and the supervisor starts a dead JobMaster again with the
+same command line, so TaskExecutors find it at the same address and it recovers the jobs.
+``stop`` then stops the JobMaster first: the jobs stay stored, and a later ``start --ha`` on
+the same directory resumes them.
+
 Example:
     >>> from weir.cli.cluster import default_cluster_dir
     >>> default_cluster_dir().name
@@ -211,14 +219,47 @@ def _prepare_tls(directory: Path, enabled: bool) -> list[str]:
     return tls_pairs(directory)
 
 
+def _free_port(host: str) -> int:
+    """A port free on ``host`` now (for a JobMaster that must keep its address)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _high_availability(directory: Path, ha: bool, dynamic: list[str],
+                       conf_file: str | None, env: dict[str, str], with_s3: bool,
+                       bucket: str | None) -> str | None:
+    """Whether the cluster runs with high availability (``--ha`` or the configuration):
+    its storage directory, with the defaults added to ``env`` (the lowest precedence, as
+    the checkpoint directory's); None when it is off."""
+    from weir.core.config import Configuration
+    from weir.jobmaster import options as jm_options
+    from weir.jobmaster.high_availability import high_availability_enabled
+
+    conf = Configuration.load(conf_file, dynamic)
+    if not ha and not high_availability_enabled(conf):
+        return None
+    if ha and not conf.contains(jm_options.HA_TYPE):
+        env[jm_options.HA_TYPE.env_var] = "file"
+    configured = conf.get(jm_options.HA_STORAGE_DIR)
+    if configured:
+        return configured
+    storage_dir = f"s3://{bucket}/ha" if with_s3 else f"file://{directory.resolve()}/ha"
+    env[jm_options.HA_STORAGE_DIR.env_var] = storage_dir
+    return storage_dir
+
+
 def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
           conf_file: str | None, with_s3: bool = False, tls: bool = False,
-          restart_taskexecutors: bool = False) -> dict[str, Any]:
+          restart_taskexecutors: bool = False, ha: bool = False) -> dict[str, Any]:
     """Start a JobMaster and ``task_executors`` TaskExecutors (after an embedded S3 server
     when ``with_s3``; over mutual TLS with certificates generated into ``DIR/tls`` when
     ``tls``; with a supervisor that starts dead TaskExecutors again, same resource id,
-    when ``restart_taskexecutors``); returns the status. Raises UserError when something
-    does not start; whatever did start is stopped again."""
+    when ``restart_taskexecutors``; with high availability when ``ha`` or configured, the
+    JobMaster on a fixed port and supervised); returns the status. Raises UserError when
+    something does not start; whatever did start is stopped again."""
     if jobmaster_address(directory):
         msg = (f"a cluster is already running in {directory}: stop it with "
                f"`weir cluster stop --dir {directory}` or use another --dir")
@@ -238,20 +279,32 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
     launched: list[subprocess.Popen[bytes]] = []
     s3_server: SeaweedServer | None = None
     try:
+        bucket = None
         if with_s3:
             s3_server, s3_env = _start_s3(directory, dynamic, conf_file)
             env.update(s3_env)
+            bucket = (s3_info(directory) or {}).get("bucket")
         else:
             # Checkpoints of jobs on this cluster go under its directory unless configured.
             env[storage_options.CHECKPOINTS_DIR.env_var] = \
                 f"file://{directory.resolve()}/checkpoints"
+        ha_dir = _high_availability(directory, ha, dynamic, conf_file, env, with_s3, bucket)
+        # With high availability the JobMaster keeps its address across restarts: the
+        # TaskExecutors re-register there.
+        port = 0
+        if ha_dir is not None:
+            from weir.core.config import Configuration
+            from weir.jobmaster import options as jm_options
+
+            port = _free_port(Configuration.load(conf_file, dynamic).get(
+                jm_options.RPC_BIND_HOST))
         # The daemons' deadline starts after the S3 server's own start-up timeout.
         deadline = time.monotonic() + START_TIMEOUT_S
-        jm = spawn(["jobmaster", *common, "-Djobmaster.rpc.port=0",
-                     "-Dmetrics.reporter.prom.port=0",
-                     "--info-file", str(directory / "jobmaster.json"),
-                     "--log-file", str(directory / "log" / "jobmaster.log")],
-                    directory / "log" / "jobmaster.log", env)
+        jm_args = ["jobmaster", *common, f"-Djobmaster.rpc.port={port}",
+                   "-Dmetrics.reporter.prom.port=0",
+                   "--info-file", str(directory / "jobmaster.json"),
+                   "--log-file", str(directory / "log" / "jobmaster.log")]
+        jm = spawn(jm_args, directory / "log" / "jobmaster.log", env)
         launched.append(jm)
         info = _wait_for(directory / "jobmaster.json", jm, "JobMaster", deadline)
         address = info["address"]
@@ -274,8 +327,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
             _wait_for(directory / f"{name}.json", proc, f"TaskExecutor {name}", deadline)
         _wait_registered(address, task_executors, deadline, dynamic, directory)
         supervisor = None
-        if restart_taskexecutors:
-            write_plan(directory, plan)
+        if restart_taskexecutors or ha_dir is not None:
+            write_plan(directory, plan if restart_taskexecutors else [],
+                       {"args": jm_args, "log": str(directory / "log" / "jobmaster.log")}
+                       if ha_dir is not None else None)
             supervisor = spawn(["cluster", "supervise", "--dir", str(directory)],
                                directory / "log" / "supervisor.log", env)
             launched.append(supervisor)
@@ -290,7 +345,8 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
         raise
     (directory / "cluster.json").write_text(json.dumps(
         {"pids": [p.pid for p in launched], "started": time.time(),
-         "supervisor": supervisor.pid if supervisor is not None else None}))
+         "supervisor": supervisor.pid if supervisor is not None else None,
+         "high_availability": ha_dir}))
     return status(directory, dynamic)
 
 
@@ -331,6 +387,9 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
         "jobmaster": {"address": info["address"], "pid": info["pid"],
                       "metrics_url": info["metrics_url"]},
         "taskexecutors": []}
+    launched = _read_json(directory / "cluster.json") or {}
+    if launched.get("high_availability"):
+        result["high_availability"] = launched["high_availability"]
     registered: dict[str, Any] = {}
     client = _client(info["address"], dynamic or [], directory)
     try:
@@ -343,6 +402,8 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
     finally:
         client.close()
     supervised = restarts(directory)
+    if "jobmaster" in supervised:
+        result["jobmaster"]["restarts"] = supervised["jobmaster"]
     for path in sorted(directory.glob("taskexecutor-*.json")):
         te = _read_json(path)
         if te is None:
@@ -366,8 +427,10 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
 
 
 def stop(directory: Path) -> list[int]:
-    """SIGTERM every daemon of the cluster (TaskExecutors first), SIGKILL what lingers; then
-    stop the embedded S3 server, if any, the same way (its data stays under ``s3/``)."""
+    """SIGTERM every daemon of the cluster (TaskExecutors first; with high availability the
+    JobMaster first, so that it leaves the jobs stored rather than seeing them fail), SIGKILL
+    what lingers; then stop the embedded S3 server, if any, the same way (its data stays
+    under ``s3/``)."""
     from weir.checkpoint.seaweedfs import stop_server
 
     launched = _read_json(directory / "cluster.json") or {}
@@ -384,6 +447,21 @@ def stop(directory: Path) -> list[int]:
     if not pids and not _s3_running(s3):
         msg = f"no cluster is running in {directory}"
         raise UserError(msg)
+    jobmaster = _read_json(directory / "jobmaster.json")
+    if launched.get("high_availability") and jobmaster and int(jobmaster["pid"]) in pids:
+        # The JobMaster alone first: TaskExecutors stopping under it would fail its jobs.
+        _terminate([int(jobmaster["pid"])])
+    _terminate(pids)
+    # Last: the daemons may have been writing checkpoints to it until they stopped.
+    if s3 is not None and stop_server(s3, STOP_TIMEOUT_S):
+        pids.append(int(s3["pid"]))
+    for path in directory.glob("*.json"):
+        path.unlink()
+    return pids
+
+
+def _terminate(pids: list[int]) -> None:
+    """SIGTERM ``pids`` and wait for them; SIGKILL what is still alive after the timeout."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
@@ -394,9 +472,3 @@ def stop(directory: Path) -> list[int]:
         if process_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    # Last: the daemons may have been writing checkpoints to it until they stopped.
-    if s3 is not None and stop_server(s3, STOP_TIMEOUT_S):
-        pids.append(int(s3["pid"]))
-    for path in directory.glob("*.json"):
-        path.unlink()
-    return pids

@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="start dead TaskExecutors again, with the same resource id (as a Kubernetes "
              "deployment restarts a pod)")
     start.add_argument(
+        "--ha", action="store_true",
+        help="high availability: keep submitted jobs and their latest checkpoint in DIR/ha "
+             "(s3://<bucket>/ha with --with-s3; high-availability.storageDir overrides), "
+             "give the JobMaster a fixed port and start it again when it dies: it recovers "
+             "every running job from its latest checkpoint")
+    start.add_argument(
         "--tls", action="store_true",
         help="mutual TLS between every process: generate a private CA and a certificate "
              "for this host into DIR/tls (clients using --dir DIR find them there)")
@@ -260,7 +266,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             Configuration.load(args.conf, args.dynamic)  # validate before starting anything
             info = cluster.start(directory, args.taskexecutors, args.slots, args.dynamic,
                                  args.conf, with_s3=args.with_s3, tls=args.tls,
-                                 restart_taskexecutors=args.restart_taskexecutors)
+                                 restart_taskexecutors=args.restart_taskexecutors,
+                                 ha=args.ha)
             _print_cluster(info)
             return EXIT_OK
         if args.cluster_command == "status":
@@ -284,7 +291,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _print_cluster(info: dict[str, Any]) -> None:
     jm = info["jobmaster"]
     print(f"cluster in {info['dir']}")
-    print(f"  JobMaster     {jm['address']}  pid {jm['pid']}  metrics {jm['metrics_url']}")
+    restarted = f"  restarts {jm['restarts']}" if "restarts" in jm else ""
+    print(f"  JobMaster     {jm['address']}  pid {jm['pid']}  metrics {jm['metrics_url']}"
+          f"{restarted}")
+    if info.get("high_availability"):
+        print(f"  high availability: jobs and checkpoint pointers in {info['high_availability']}")
     for te in info["taskexecutors"]:
         state = "registered" if te.get("registered") else ("alive" if te["alive"] else "DEAD")
         slots = (f"slots {te['slots_free']}/{te['slots_total']} free"

@@ -1,14 +1,16 @@
-"""Restarts a local cluster's TaskExecutors when they die, as a Kubernetes deployment
-restarts a pod: same command line, same resource id, same log.
+"""Restarts a local cluster's daemons when they die, as a Kubernetes deployment restarts a
+pod: same command line, same resource id (same address, for the JobMaster), same log.
 
 ``weir cluster start --restart-taskexecutors`` writes each TaskExecutor's command to
 ``DIR/supervisor.json`` and runs ``weir cluster supervise --dir DIR`` in the background (in
-the same environment, which carries the secrets). The supervisor polls the TaskExecutors'
-pids; a dead one is started again after a back-off that doubles while it keeps dying
-within ``STABLE_S`` of its start (1 s up to 30 s), so a TaskExecutor that cannot start does
-not spin. It ends when the cluster directory no longer lists it (``weir cluster stop``
-removes ``cluster.json``) or on SIGTERM. What it did goes to ``DIR/log/supervisor.log``
-and, per TaskExecutor, to the ``restarts`` counts in ``supervisor.json``.
+the same environment, which carries the secrets); with high availability on
+(``--ha``), the JobMaster's command is in the plan too, so a dead JobMaster comes back on
+its fixed port and recovers the jobs. The supervisor polls the daemons' pids; a dead one is
+started again after a back-off that doubles while it keeps dying within ``STABLE_S`` of its
+start (1 s up to 30 s), so a daemon that cannot start does not spin. It ends when the
+cluster directory no longer lists it (``weir cluster stop`` removes ``cluster.json``) or on
+SIGTERM. What it did goes to ``DIR/log/supervisor.log`` and, per daemon, to the
+``restarts`` counts in ``supervisor.json``.
 
 The restart policy is a pure function of the clock (:class:`RestartPolicy`), so it is
 unit-tested without processes.
@@ -58,23 +60,41 @@ class RestartPolicy:
         return self.delay
 
 
-def write_plan(directory: Path, commands: list[dict[str, Any]]) -> None:
-    """What to supervise: per TaskExecutor, ``name``, ``args`` (of ``weir``) and ``log``."""
-    plan = {"taskexecutors": [{**c, "restarts": 0} for c in commands]}
+#: The JobMaster's name in the plan (its info file is ``jobmaster.json``).
+JOBMASTER = "jobmaster"
+
+
+def write_plan(directory: Path, commands: list[dict[str, Any]],
+               jobmaster: dict[str, Any] | None = None) -> None:
+    """What to supervise: per TaskExecutor, ``name``, ``args`` (of ``weir``) and ``log``;
+    ``jobmaster``: the JobMaster's ``args`` and ``log`` (high availability), if it is to be
+    restarted too."""
+    plan: dict[str, Any] = {"taskexecutors": [{**c, "restarts": 0} for c in commands]}
+    if jobmaster is not None:
+        plan["jobmaster"] = {**jobmaster, "name": JOBMASTER, "restarts": 0}
     (directory / SUPERVISOR_FILE).write_text(json.dumps(plan, indent=2))
 
 
+def _entries(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*([plan["jobmaster"]] if plan.get("jobmaster") else []), *plan["taskexecutors"]]
+
+
 def restarts(directory: Path) -> dict[str, int]:
-    """TaskExecutor name -> how often the supervisor restarted it."""
+    """Daemon name (``jobmaster``, ``taskexecutor-N``) -> how often the supervisor
+    restarted it."""
     try:
         plan = json.loads((directory / SUPERVISOR_FILE).read_text())
     except (OSError, ValueError):
         return {}
-    return {te["name"]: te["restarts"] for te in plan["taskexecutors"]}
+    return {entry["name"]: entry["restarts"] for entry in _entries(plan)}
+
+
+def _label(name: str) -> str:
+    return "the JobMaster" if name == JOBMASTER else f"TaskExecutor {name}"
 
 
 def supervise(directory: Path) -> int:
-    """Keep the cluster's TaskExecutors running until the cluster is stopped."""
+    """Keep the cluster's supervised daemons running until the cluster is stopped."""
     from weir.cli.cluster import spawn
 
     stopping = threading.Event()
@@ -83,11 +103,11 @@ def supervise(directory: Path) -> int:
     # die, or they would linger as zombies that still look alive.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     plan = json.loads((directory / SUPERVISOR_FILE).read_text())
-    entries: list[dict[str, Any]] = plan["taskexecutors"]
+    entries = _entries(plan)
     policies = {e["name"]: RestartPolicy() for e in entries}
     started = {e["name"]: time.monotonic() for e in entries}
     due: dict[str, float] = {}
-    log.info("supervising %d TaskExecutors in %s", len(entries), directory)
+    log.info("supervising %s in %s", ", ".join(_label(e["name"]) for e in entries), directory)
     while not stopping.wait(POLL_S):
         if not (directory / "cluster.json").exists() and not (directory / "jobmaster.json"
                                                                  ).exists():
@@ -100,7 +120,7 @@ def supervise(directory: Path) -> int:
             now = time.monotonic()
             if name not in due:
                 due[name] = now + policies[name].on_death(now, started[name])
-                log.warning("TaskExecutor %s died; starting it again in %.0f s", name,
+                log.warning("%s died; starting it again in %.0f s", _label(name),
                             due[name] - now)
                 continue
             if now < due[name]:
@@ -111,7 +131,7 @@ def supervise(directory: Path) -> int:
             started[name] = now
             entry["restarts"] += 1
             (directory / SUPERVISOR_FILE).write_text(json.dumps(plan, indent=2))
-            log.info("started TaskExecutor %s again (restart %d)", name, entry["restarts"])
+            log.info("started %s again (restart %d)", _label(name), entry["restarts"])
     log.info("supervisor stops")
     return 0
 
