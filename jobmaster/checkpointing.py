@@ -128,12 +128,16 @@ class JobCheckpointing:
     # -- job lifecycle --------------------------------------------------------------------
 
     def job_running(self) -> None:
-        """The (re)started job's attempts are deployed."""
+        """The (re)started job's attempts are deployed (all, or a restarted region's)."""
         tasks = [TaskInfo(ev.attempt_id, ev.job_vertex.id, ev.subtask_index, ev.name)
                  for ev in self._graph.all()]
         upstream = {v.id: [e.source_vertex for e in v.inputs]
                     for v in self._graph.job_graph.vertices}
         self._run(self.coordinator.on_job_running(tasks, upstream))
+        # After a region restart the other tasks keep running (or finished): say so.
+        for ev in self._graph.all():
+            if ev.state in (common_pb2.RUNNING, common_pb2.FINISHED):
+                self.on_task_state(ev.attempt_id, ev.state)
 
     def on_task_state(self, attempt_id: str, state: int) -> None:
         if state == common_pb2.RUNNING:
@@ -260,7 +264,7 @@ class JobCheckpointing:
             elif isinstance(action, NotifyCheckpointComplete):
                 self._note_local_state(action.checkpoint_id, action.tasks)
                 self._notify(action.checkpoint_id, action.tasks, complete=True)
-                self._sources.checkpoint_done(action.checkpoint_id)
+                self._sources.checkpoint_done(action.checkpoint_id, completed=True)
             elif isinstance(action, NotifyCheckpointAborted):
                 self._notify(action.checkpoint_id, action.tasks, complete=False,
                              reason=action.reason)

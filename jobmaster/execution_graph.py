@@ -83,6 +83,12 @@ class ExecutionGraph:
             ev.new_attempt()
         self.by_attempt = {ev.attempt_id: ev for ev in self.all()}
 
+    def new_attempt(self, ev: ExecutionVertex) -> None:
+        """One subtask starts over as its next attempt (a region restart)."""
+        self.by_attempt.pop(ev.attempt_id, None)
+        ev.new_attempt()
+        self.by_attempt[ev.attempt_id] = ev
+
     def all(self) -> list[ExecutionVertex]:
         return [ev for evs in self.vertices.values() for ev in evs]
 

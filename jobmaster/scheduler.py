@@ -3,11 +3,16 @@ cancellation.
 
 Runs on the JobMaster's main thread only. All subtasks are deployed at once (streaming,
 pipelined exchanges), one slot per parallel pipeline (slot sharing: subtask i of every
-vertex goes to slot i). A failed task (or a lost TaskExecutor) fails the job's current
-attempt: every task is cancelled, and the restart strategy decides whether the job starts
-again — after its delay, in whatever slots are free, every subtask as a new attempt
-restored from the latest usable completed checkpoint — or ends FAILED with the failure as
-its root cause. Reports of earlier attempts are ignored (attempt ids fence them).
+vertex goes to slot i). A failed task (or a lost TaskExecutor) restarts what the failover
+strategy (``jobmanager.execution.failover-strategy``) says: with ``region`` (STREAMING) only
+its pipelined region when that is not the whole job — the region's tasks are cancelled and
+redeployed into their slots as new attempts restored from the latest usable completed
+checkpoint, while the other regions keep running; otherwise (``full``, BATCH jobs, a
+failure during a region restart, or a failure reaching every task) the job's current
+attempt fails: every task is cancelled and the job starts again in whatever slots are
+free. Either way the restart strategy decides first whether there is a restart at all, or
+the job ends FAILED with the failure as its root cause. Reports of earlier attempts are
+ignored (attempt ids fence them).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import CollectBuffer
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
+from weir.jobmaster.failover import TaskId, create_failover_strategy
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager, Slot
 from weir.jobmaster.restart_strategy import NoRestartStrategy, create_restart_strategy
@@ -76,6 +82,11 @@ class JobScheduler:
                 self.fail)
         self.restart_strategy = create_restart_strategy(configuration,
                                                         self.checkpointing is not None)
+        self.failover = create_failover_strategy(
+            configuration.get(jm_options.FAILOVER_STRATEGY), job_graph, self.batch)
+        #: A region restart in progress: the tasks it restarts.
+        self._restarting: set[TaskId] | None = None
+        self._region_phase = ""  # "cancelling", "scheduled", "restoring" or "deploying"
         self.restarts = 0
         self.restart_causes: deque[common_pb2.ErrorInfo] = deque(maxlen=10)
         #: The checkpoint the current attempts restored from.
@@ -87,8 +98,10 @@ class JobScheduler:
         self._running_since: int | None = None
         self._down_since: int | None = None
         self.last_restart_duration_ms = 0
-        #: A restore in progress: when the failure happened (for last_restore).
+        #: A restore in progress: when the failure happened (for last_restore), and which
+        #: tasks it restores (None: all).
         self._restoring_since: int | None = None
+        self._restore_scope: set[TaskId] | None = None
         self._local_wait_until: float | None = None
 
     @property
@@ -119,6 +132,7 @@ class JobScheduler:
         self._running_since = wall_clock_ms()
         self._local_wait_until = None
         self._restoring_since = self._down_since if self.restored is not None else None
+        self._restore_scope = None
         if self._down_since is not None:
             self.last_restart_duration_ms = self._running_since - self._down_since
             self._down_since = None
@@ -139,6 +153,8 @@ class JobScheduler:
         spread = self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS)
         if not self.batch:
             if self.slots:
+                if self._region_phase == "deploying":
+                    self._deploy_region()
                 return
             preferred = self._local_preferences()
             if self._wait_for_local_state(preferred):
@@ -150,8 +166,7 @@ class JobScheduler:
                 return
             self.slots = slots
             self._waiting_for_slots_since = None
-            self._deploy(self.graph.job_graph.vertices,
-                         {v.id: slots for v in self.graph.job_graph.vertices})
+            self._deploy(self.graph.all(), lambda ev: slots[ev.subtask_index])
             return
         for vertex in self.graph.job_graph.vertices:
             if vertex.id in self._vertex_slots or not self._inputs_finished(vertex):
@@ -162,7 +177,8 @@ class JobScheduler:
                 return
             self._waiting_for_slots_since = None
             self._vertex_slots[vertex.id] = slots
-            self._deploy([vertex], {vertex.id: slots})
+            self._deploy(self.graph.vertices[vertex.id],
+                         lambda ev, s=slots: s[ev.subtask_index])
 
     def _local_preferences(self) -> list[str | None]:
         """Task-local recovery: per slot (pipeline) index, the TaskExecutor that holds local
@@ -231,34 +247,35 @@ class JobScheduler:
                      f"free of {self._resources.total_slots()}; start more TaskExecutors or "
                      "lower the job's parallelism")))
 
-    def _deploy(self, vertices: Any, slots: dict[int, list[Slot]]) -> None:
-        """Deploy every subtask of ``vertices``; subtask i of vertex v goes to slots[v.id][i].
+    def _deploy(self, deploying: list[ExecutionVertex],
+                slot_of: Callable[[ExecutionVertex], Slot]) -> None:
+        """Deploy the subtasks ``deploying`` (every subtask of some vertices, or a restarted
+        region's), each into ``slot_of(ev)``.
 
         Output partitions are registered with the shuffle master first; input gates use the
-        descriptors of the producers' partitions, registered when those were deployed.
+        descriptors of the producers' partitions, registered when those were deployed (or
+        now: a region's producers are in the region).
         """
         graph = self.graph
-        deploying = [ev for v in vertices for ev in graph.vertices[v.id]]
         for ev in deploying:
-            slot = slots[ev.job_vertex.id][ev.subtask_index]
+            slot = slot_of(ev)
             ev.resource_id = slot.resource_id
             ev.allocation_id = slot.allocation_id
             ev.state = common_pb2.SCHEDULED
             self._used_task_executors.add(slot.resource_id)
-        for vertex in vertices:
-            for consumer, edge in graph.consumers_of(vertex.id):
+        for ev in deploying:
+            for consumer, edge in graph.consumers_of(ev.job_vertex.id):
                 subpartitions = 1 if edge.partitioner == common_pb2.FORWARD else \
                     consumer.parallelism
-                for ev in graph.vertices[vertex.id]:
-                    partition_id = f"{ev.attempt_id}.{consumer.id}"
-                    record = self._resources.get(ev.resource_id)
-                    assert record is not None
-                    self._descriptors[partition_id] = \
-                        self._shuffle_master.register_partition_with_producer(
-                            PartitionDescriptor(self.job_id, partition_id, subpartitions,
-                                                ev.attempt_id),
-                            ProducerDescriptor(ev.resource_id, record.data_address))
-                    self._partition_ids[(ev.attempt_id, consumer.id)] = partition_id
+                partition_id = f"{ev.attempt_id}.{consumer.id}"
+                record = self._resources.get(ev.resource_id)
+                assert record is not None
+                self._descriptors[partition_id] = \
+                    self._shuffle_master.register_partition_with_producer(
+                        PartitionDescriptor(self.job_id, partition_id, subpartitions,
+                                            ev.attempt_id),
+                        ProducerDescriptor(ev.resource_id, record.data_address))
+                self._partition_ids[(ev.attempt_id, consumer.id)] = partition_id
         for ev in deploying:
             tdd = self._deployment_descriptor(ev, self._partition_ids, self._descriptors)
             record = self._resources.get(ev.resource_id)
@@ -370,7 +387,9 @@ class JobScheduler:
         if self._restoring_since is None or self.restored is None or any(
                 ev.state not in (common_pb2.RUNNING, common_pb2.FINISHED) for ev in evs):
             return
-        restores = [ev.restore for ev in evs if ev.restore is not None]
+        scope = self._restore_scope
+        restores = [ev.restore for ev in evs if ev.restore is not None
+                    and (scope is None or _task_id(ev) in scope)]
         self.graph.last_restore = jobmaster_pb2.RestoreStats(
             checkpoint_id=self.restored.checkpoint_id,
             duration_ms=max(0, wall_clock_ms() - self._restoring_since),
@@ -386,7 +405,134 @@ class JobScheduler:
         ev.failure = error
         if not error.task:
             error.task = ev.name
-        self.fail(error)
+        self._failover([ev], error)
+
+    # -- region failover --------------------------------------------------------------------
+
+    def _failover(self, failed: list[ExecutionVertex], error: common_pb2.ErrorInfo,
+                  lost: frozenset[TaskId] = frozenset()) -> None:
+        """Restart what ``failed`` (and the outputs ``lost`` with a TaskExecutor) require:
+        a region restart when that leaves some tasks running, else :meth:`fail`."""
+        if self.graph.status != common_pb2.JOB_RUNNING or self.batch or \
+                self._restarting is not None or not self.slots:
+            self.fail(error)
+            return
+        restart: set[TaskId] = set()
+        for ev in failed:
+            restart |= self.failover.tasks_to_restart(_task_id(ev), lost_producers=lost)
+        if len(restart) >= len(self.graph.all()):
+            self.fail(error)
+            return
+        self.restart_strategy.notify_failure()
+        if not self.restart_strategy.can_restart():
+            self._fail_for_good(error)
+            return
+        log.warning("job %s restarts %d of its %d tasks (region failover, restart %d): %s",
+                    self.job_id, len(restart), len(self.graph.all()), self.restarts + 1,
+                    error.message)
+        if self.checkpointing is not None:
+            self.checkpointing.job_not_running()
+        self._down_since = wall_clock_ms()
+        self.restart_causes.append(error)
+        self.graph.failure = error
+        self._restarting = restart
+        self._region_phase = "cancelling"
+        self._cancel_tasks(self._region_tasks())
+        self._check_progress()
+
+    def _region_tasks(self) -> list[ExecutionVertex]:
+        restarting = self._restarting or set()
+        return [ev for ev in self.graph.all() if _task_id(ev) in restarting]
+
+    def _restart_region(self) -> None:
+        """The region's tasks all ended and the delay passed: new attempts, restored from
+        the latest usable checkpoint, into their slots."""
+        if self.graph.status != common_pb2.JOB_RUNNING or self._region_phase != "scheduled":
+            return
+        self._region_phase = "restoring"
+        for ev in self._region_tasks():
+            for consumer, _ in self.graph.consumers_of(ev.job_vertex.id):
+                partition_id = self._partition_ids.pop((ev.attempt_id, consumer.id), "")
+                descriptor = self._descriptors.pop(partition_id, None)
+                if descriptor is not None:
+                    self._shuffle_master.release_partition_externally(descriptor)
+            self.graph.new_attempt(ev)
+        self.restarts += 1
+        if self.checkpointing is None:
+            self._resume_region(None, [])
+            return
+        had_checkpoints = bool(self.checkpointing.coordinator.completed())
+        self.checkpointing.find_restorable(
+            lambda checkpoint, warnings: self._resume_region(checkpoint, warnings,
+                                                             had_checkpoints))
+
+    def _resume_region(self, checkpoint: CompletedCheckpoint | None, warnings: list[str],
+                       had_checkpoints: bool = False) -> None:
+        for warning in warnings:
+            log.warning("job %s: %s", self.job_id, warning)
+        if self.graph.status != common_pb2.JOB_RUNNING or self._region_phase != "restoring":
+            return  # failed or cancelled meanwhile
+        if checkpoint is None and had_checkpoints:
+            self.fail_terminal(common_pb2.ErrorInfo(
+                reason=common_pb2.STATE_RESTORE_FAILED,
+                message="no retained checkpoint can be restored: " + "; ".join(warnings)))
+            return
+        self.restored = checkpoint
+        self.restore_timestamp_ms = wall_clock_ms()
+        self.sources.reset_subtasks(self._restarting or set(),
+                                    checkpoint.checkpoint_id if checkpoint else 0)
+        self._restoring_since = self._down_since if checkpoint is not None else None
+        self._restore_scope = set(self._restarting or ())
+        if self._down_since is not None:
+            self.last_restart_duration_ms = wall_clock_ms() - self._down_since
+            self._down_since = None
+        self._region_phase = "deploying"
+        timeout = self._config.get(jm_options.SLOT_REQUEST_TIMEOUT)
+        generation = self.restarts
+        self._main.schedule(timeout, lambda: self._check_region_slots(generation, timeout))
+        self._deploy_region()
+
+    def _deploy_region(self) -> None:
+        """Deploy the region into its slots; a slot whose TaskExecutor is gone is replaced
+        (preferring the TaskExecutor holding its local state), or the region waits for one."""
+        evs = self._region_tasks()
+        gone = sorted({ev.subtask_index for ev in evs
+                       if not self._slot_alive(self.slots[ev.subtask_index])})
+        if gone:
+            preferred = self._local_preferences()
+            if self._wait_for_local_state([preferred[i] for i in gone] if preferred else []):
+                return
+            spread = self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS)
+            replacements = self._resources.allocate(
+                self.job_id, len(gone), spread,
+                [preferred[i] for i in gone] if preferred else None)
+            if replacements is None:
+                self._waiting(len(gone))
+                return
+            for index, slot in zip(gone, replacements, strict=True):
+                self.slots[index] = slot
+        self._waiting_for_slots_since = None
+        self._local_wait_until = None
+        self._restarting = None
+        self._region_phase = ""
+        self._deploy(evs, lambda ev: self.slots[ev.subtask_index])
+        if self.checkpointing is not None:
+            self.checkpointing.job_running()
+
+    def _check_region_slots(self, generation: int, timeout: float) -> None:
+        if self.restarts == generation and self._region_phase == "deploying" and \
+                self.graph.status == common_pb2.JOB_RUNNING:
+            self.fail(common_pb2.ErrorInfo(
+                reason=common_pb2.NO_RESOURCES,
+                message=(f"could not get slots for the restarted region within "
+                         f"{timeout:.0f} s (slot.request.timeout)")))
+
+    def _slot_alive(self, slot: Slot) -> bool:
+        """The slot still belongs to a registered TaskExecutor (one that came back under
+        the same resource id offers new slots)."""
+        record = self._resources.get(slot.resource_id)
+        return record is not None and slot.index < len(record.slots) and \
+            record.slots[slot.index] is slot
 
     def fail(self, error: common_pb2.ErrorInfo) -> None:
         """The current attempt failed with ``error``: restart if the restart strategy
@@ -394,8 +540,7 @@ class JobScheduler:
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
             self._check_progress()
             return
-        if self.checkpointing is not None:
-            self.checkpointing.job_not_running()
+        self._stop_checkpointing()
         self._down_since = wall_clock_ms()
         self.restart_strategy.notify_failure()
         if self.restart_strategy.can_restart():
@@ -408,6 +553,11 @@ class JobScheduler:
             self._cancel_tasks()
             self._check_progress()
             return
+        self._fail_for_good(error)
+
+    def _fail_for_good(self, error: common_pb2.ErrorInfo) -> None:
+        """The restart strategy allows no more restarts: the job fails with ``error``."""
+        self._stop_checkpointing()
         log.warning("job %s fails: %s", self.job_id, error.message)
         if self.restarts or not isinstance(self.restart_strategy, NoRestartStrategy):
             error.message += (f" ({self.restarts} restart(s); "
@@ -416,6 +566,13 @@ class JobScheduler:
         self.graph.status = common_pb2.JOB_FAILING
         self._cancel_tasks()
         self._check_progress()
+
+    def _stop_checkpointing(self) -> None:
+        """Every task stops: pending checkpoints abort, a region restart is off."""
+        if self.checkpointing is not None:
+            self.checkpointing.job_not_running()
+        self._restarting = None
+        self._region_phase = ""
 
     def _restart(self) -> None:
         """Every task of the failed attempt ended and the delay passed: start again."""
@@ -485,12 +642,18 @@ class JobScheduler:
             ev.state = common_pb2.FAILED
             ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
         if lost:
-            self.fail(common_pb2.ErrorInfo(reason=reason, message=message, task=lost[0].name))
+            # Its result partitions went with it (Flink's rule: their producers restart).
+            outputs = frozenset(_task_id(ev) for ev in self.graph.all()
+                                if ev.resource_id == resource_id)
+            self._failover(lost, common_pb2.ErrorInfo(reason=reason, message=message,
+                                                      task=lost[0].name), outputs)
         self._check_progress()
 
-    def _cancel_tasks(self) -> None:
-        cancelling = [ev.attempt_id for ev in self.graph.all() if not ev.is_terminal]
-        for ev in self.graph.all():
+    def _cancel_tasks(self, evs: list[ExecutionVertex] | None = None) -> None:
+        """Cancel ``evs`` (default: every task) that have not ended."""
+        evs = self.graph.all() if evs is None else evs
+        cancelling = [ev.attempt_id for ev in evs if not ev.is_terminal]
+        for ev in evs:
             if ev.is_terminal:
                 continue
             if ev.state in (common_pb2.CREATED, common_pb2.SCHEDULED):
@@ -527,6 +690,12 @@ class JobScheduler:
                 all(ev.is_terminal for ev in evs):
             self._end(common_pb2.JOB_FAILED if graph.status == common_pb2.JOB_FAILING
                       else common_pb2.JOB_CANCELED)
+        elif graph.status == common_pb2.JOB_RUNNING and self._region_phase == "cancelling" \
+                and all(ev.is_terminal for ev in self._region_tasks()):
+            self._region_phase = "scheduled"
+            delay = self.restart_strategy.backoff_ms() / 1000
+            log.info("job %s restarts the region in %.1f s", self.job_id, delay)
+            self._main.schedule(delay, self._restart_region)
         elif graph.status == common_pb2.JOB_RESTARTING and not self._restart_scheduled and \
                 all(ev.is_terminal for ev in evs):
             self._restart_scheduled = True
@@ -582,3 +751,7 @@ class JobScheduler:
                 "downtime": now - self._down_since if restarting and self._down_since else 0,
                 "restartingTime": now - self._down_since if restarting and self._down_since
                 else self.last_restart_duration_ms}
+
+
+def _task_id(ev: ExecutionVertex) -> TaskId:
+    return (ev.job_vertex.id, ev.subtask_index)

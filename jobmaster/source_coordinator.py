@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 import cloudpickle
 
@@ -33,6 +34,12 @@ class SourceCoordinator:
         self._enumerators: dict[int, SplitEnumerator] = {}
         #: Checkpoints whose enumerator snapshot was taken and that are still pending.
         self._pending: set[int] = set()
+        #: The newest checkpoint whose enumerator snapshot was taken.
+        self._last_snapshot = 0
+        #: Splits handed out per (vertex, subtask) with the newest snapshot before each:
+        #: a subtask restored from checkpoint n lacks those handed out at or after n's
+        #: snapshot (Flink's SplitAssignmentTracker), which go back to the enumerator.
+        self._assigned: dict[tuple[int, int], list[tuple[int, Any]]] = {}
 
     def enumerator(self, vertex_id: int) -> SplitEnumerator:
         enumerator = self._enumerators.get(vertex_id)
@@ -48,6 +55,9 @@ class SourceCoordinator:
         if self._pending and checkpoint_passed < max(self._pending):
             return jobmaster_pb2.SplitResponse(retry_after_ms=VALVE_RETRY_MS)
         assignment = self.enumerator(vertex_id).request_splits(subtask_index)
+        if assignment.splits:
+            self._assigned.setdefault((vertex_id, subtask_index), []).extend(
+                (self._last_snapshot, split) for split in assignment.splits)
         response = jobmaster_pb2.SplitResponse(
             splits=[cloudpickle.dumps(s) for s in assignment.splits],
             no_more_splits=assignment.no_more_splits)
@@ -66,11 +76,35 @@ class SourceCoordinator:
                           self.enumerator(vertex_id).snapshot_state(checkpoint_id)))
                   for vertex_id in sorted(self._vertices)]
         self._pending.add(checkpoint_id)
+        self._last_snapshot = max(self._last_snapshot, checkpoint_id)
         return states
 
-    def checkpoint_done(self, checkpoint_id: int) -> None:
-        """``checkpoint_id`` completed (every reader passed it) or was aborted."""
+    def checkpoint_done(self, checkpoint_id: int, completed: bool = False) -> None:
+        """``checkpoint_id`` completed (every reader passed it) or was aborted. Once it
+        completed, no restore goes back before it: splits handed out before its snapshot
+        are in the readers' state for good."""
         self._pending = {n for n in self._pending if n > checkpoint_id}
+        if completed:
+            for key, splits in self._assigned.items():
+                self._assigned[key] = [(n, s) for n, s in splits if n >= checkpoint_id]
+
+    def reset_subtasks(self, subtasks: Iterable[tuple[int, int]], checkpoint_id: int) -> None:
+        """Only these (vertex, subtask) readers restart, from ``checkpoint_id`` (0: from
+        the start): the splits they got after that checkpoint's snapshot are handed out
+        again (region failover; the other readers keep running)."""
+        for vertex_id, subtask_index in sorted(subtasks):
+            if vertex_id not in self._vertices:
+                continue
+            assigned = self._assigned.pop((vertex_id, subtask_index), [])
+            again = [split for n, split in assigned if n >= checkpoint_id]
+            keep = [(n, split) for n, split in assigned if n < checkpoint_id]
+            if keep:
+                self._assigned[(vertex_id, subtask_index)] = keep
+            if again:
+                log.info("source %d subtask %d restarts from checkpoint %d: %d split(s) go "
+                         "back to its enumerator", vertex_id, subtask_index, checkpoint_id,
+                         len(again))
+                self.enumerator(vertex_id).add_splits_back(again, subtask_index)
 
     def clear_checkpoint_valve(self) -> None:
         """The job restarts: no checkpoint is pending any more."""
@@ -96,3 +130,4 @@ class SourceCoordinator:
                 log.exception("closing a split enumerator failed")
         self._enumerators.clear()
         self._pending.clear()
+        self._assigned.clear()
