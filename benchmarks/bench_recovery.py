@@ -96,7 +96,6 @@ from common import (
     RESULTS_DIR,
     LocalCluster,
     Profiler,
-    _weir,
     categorise_profile,
     engine_revision,
     format_table,
@@ -251,29 +250,13 @@ if __name__ != "__main__":
 
 
 class RecoveryCluster(LocalCluster):
-    """``LocalCluster`` started with extra ``weir cluster start`` flags (``--with-s3``,
-    ``--restart-taskexecutors``), which ``LocalCluster.start`` does not pass."""
+    """``LocalCluster`` that starts from an empty directory (a fresh bucket, no working
+    directories or local state of an earlier run)."""
 
-    def __init__(self, directory: Path, taskexecutors: int, slots: int,
-                 flags: list[str]) -> None:
-        super().__init__(directory, taskexecutors, slots)
-        self.flags = flags
-
-    def start(self) -> RecoveryCluster:
-        if (self.directory / "jobmaster.json").exists() or \
-                (self.directory / "s3.json").exists():
-            _weir("cluster", "stop", "--dir", str(self.directory))
-        remove_data(self.directory)  # a fresh bucket and empty working directories
-        self._started = True
-        result = _weir("cluster", "start", "--dir", str(self.directory),
-                       "--taskexecutors", str(self.taskexecutors), "--slots", str(self.slots),
-                       *self.flags)
-        if result.returncode != 0:
-            msg = f"weir cluster start failed:\n{result.stdout}{result.stderr}"
-            raise RuntimeError(msg)
-        info = json.loads((self.directory / "jobmaster.json").read_text())
-        self.address = str(info["address"])
-        return self
+    def start(self) -> LocalCluster:
+        self.stop_leftover()
+        remove_data(self.directory)
+        return super().start()
 
 
 def remove_data(directory: Path) -> None:
@@ -807,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     infos: dict[str, dict[str, Any]] = {}
     cluster = RecoveryCluster(CLUSTER_DIR, TASK_EXECUTORS, 1,
-                              ["--with-s3", "--restart-taskexecutors"])
+                              flags=["--with-s3", "--restart-taskexecutors"])
     try:
         with cluster:
             for name, (_, scenarios) in JOBS.items():

@@ -59,28 +59,35 @@ class LocalCluster:
     """``weir cluster start --dir DIR --taskexecutors N --slots S`` for a ``with`` block."""
 
     def __init__(self, directory: Path, taskexecutors: int = 2, slots: int = 2,
-                 options: Sequence[str] = ()) -> None:
+                 options: Sequence[str] = (), flags: Sequence[str] = ()) -> None:
+        """``options``: KEY=VALUE pairs; ``flags``: ``weir cluster start`` flags
+        (``--with-s3``, ``--restart-taskexecutors``)."""
         self.directory = Path(directory)
         self.taskexecutors = taskexecutors
         self.slots = slots
         self.options = list(options)
+        self.flags = list(flags)
         self.address: str | None = None
         self._started = False
 
     def start(self) -> LocalCluster:
-        if (self.directory / "jobmaster.json").exists():
-            # A cluster left behind by a killed run of this benchmark: stop it first.
-            _weir("cluster", "stop", "--dir", str(self.directory))
+        self.stop_leftover()
         self._started = True  # from here on, stop() must run even if start fails half-way
         result = _weir("cluster", "start", "--dir", str(self.directory),
                        "--taskexecutors", str(self.taskexecutors), "--slots", str(self.slots),
-                       *(f"-D{o}" for o in self.options))
+                       *self.flags, *(f"-D{o}" for o in self.options))
         if result.returncode != 0:
             msg = f"weir cluster start failed:\n{result.stdout}{result.stderr}"
             raise RuntimeError(msg)
         info = json.loads((self.directory / "jobmaster.json").read_text())
         self.address = str(info["address"])
         return self
+
+    def stop_leftover(self) -> None:
+        """Stop a cluster a killed run of the benchmark left in the directory."""
+        if (self.directory / "jobmaster.json").exists() or \
+                (self.directory / "s3.json").exists():
+            _weir("cluster", "stop", "--dir", str(self.directory))
 
     def stop(self) -> None:
         if not self._started:

@@ -457,26 +457,36 @@ class JobScheduler:
                 if descriptor is not None:
                     self._shuffle_master.release_partition_externally(descriptor)
             self.graph.new_attempt(ev)
+        self._restore_latest(self._resume_region, lambda: (
+            self.graph.status == common_pb2.JOB_RUNNING and self._region_phase == "restoring"))
+
+    def _restore_latest(self, resume: Callable[[CompletedCheckpoint | None], None],
+                        wanted: Callable[[], bool]) -> None:
+        """Count a restart and call ``resume`` (on the main thread) with the latest usable
+        checkpoint, or None when the job has none, unless ``wanted()`` says the restart was
+        overtaken meanwhile (cancelled, failed); a job whose retained checkpoints are all
+        unusable fails instead."""
         self.restarts += 1
         if self.checkpointing is None:
-            self._resume_region(None, [])
+            resume(None)
             return
         had_checkpoints = bool(self.checkpointing.coordinator.completed())
-        self.checkpointing.find_restorable(
-            lambda checkpoint, warnings: self._resume_region(checkpoint, warnings,
-                                                             had_checkpoints))
 
-    def _resume_region(self, checkpoint: CompletedCheckpoint | None, warnings: list[str],
-                       had_checkpoints: bool = False) -> None:
-        for warning in warnings:
-            log.warning("job %s: %s", self.job_id, warning)
-        if self.graph.status != common_pb2.JOB_RUNNING or self._region_phase != "restoring":
-            return  # failed or cancelled meanwhile
-        if checkpoint is None and had_checkpoints:
-            self.fail_terminal(common_pb2.ErrorInfo(
-                reason=common_pb2.STATE_RESTORE_FAILED,
-                message="no retained checkpoint can be restored: " + "; ".join(warnings)))
-            return
+        def found(checkpoint: CompletedCheckpoint | None, warnings: list[str]) -> None:
+            for warning in warnings:
+                log.warning("job %s: %s", self.job_id, warning)
+            if not wanted():
+                return
+            if checkpoint is None and had_checkpoints:
+                self.fail_terminal(common_pb2.ErrorInfo(
+                    reason=common_pb2.STATE_RESTORE_FAILED,
+                    message="no retained checkpoint can be restored: " + "; ".join(warnings)))
+                return
+            resume(checkpoint)
+
+        self.checkpointing.find_restorable(found)
+
+    def _resume_region(self, checkpoint: CompletedCheckpoint | None) -> None:
         self.restored = checkpoint
         self.restore_timestamp_ms = wall_clock_ms()
         self.sources.reset_subtasks(self._restarting or set(),
@@ -586,25 +596,10 @@ class JobScheduler:
         self.slots = []
         self._vertex_slots = {}
         self.graph.new_attempts()
-        self.restarts += 1
-        if self.checkpointing is None:
-            self._resume(None, [])
-            return
-        had_checkpoints = bool(self.checkpointing.coordinator.completed())
-        self.checkpointing.find_restorable(
-            lambda checkpoint, warnings: self._resume(checkpoint, warnings, had_checkpoints))
+        self._restore_latest(self._resume,
+                             lambda: self.graph.status == common_pb2.JOB_RESTARTING)
 
-    def _resume(self, checkpoint: CompletedCheckpoint | None, warnings: list[str],
-                had_checkpoints: bool = False) -> None:
-        for warning in warnings:
-            log.warning("job %s: %s", self.job_id, warning)
-        if self.graph.status != common_pb2.JOB_RESTARTING:
-            return  # cancelled meanwhile
-        if checkpoint is None and had_checkpoints:
-            self.fail_terminal(common_pb2.ErrorInfo(
-                reason=common_pb2.STATE_RESTORE_FAILED,
-                message="no retained checkpoint can be restored: " + "; ".join(warnings)))
-            return
+    def _resume(self, checkpoint: CompletedCheckpoint | None) -> None:
         self.restored = checkpoint
         if checkpoint is not None:
             self.restore_timestamp_ms = wall_clock_ms()
