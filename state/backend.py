@@ -149,6 +149,14 @@ class KeyedStateBackend(ABC):
     def keys(self, state: str, namespace: Any = None) -> Iterator[Any]:
         """Every key with a value of ``state`` in ``namespace``."""
 
+    @abstractmethod
+    def namespaced_keys(self, state: str) -> Iterator[tuple[int, Any, Any]]:
+        """``(key group, key, namespace)`` of every value of ``state``, in any order.
+
+        Reads only that state (timers are rebuilt from it on restore, and must not pay for
+        the rest of a large backend).
+        """
+
     # -- snapshots ------------------------------------------------------------------------
 
     @abstractmethod

@@ -226,6 +226,14 @@ class HashMapStateBackend(KeyedStateBackend):
                     if ns == namespace:
                         yield key
 
+    def namespaced_keys(self, state: str) -> Iterator[tuple[int, Any, Any]]:
+        self._await_restored()
+        start = self.key_group_range.start
+        for index, table in enumerate(list(self._tables.get(state, ()))):
+            if table is not None:
+                for key, namespace in list(table.data):
+                    yield start + index, key, namespace
+
     # -- snapshots ------------------------------------------------------------------------
 
     def snapshot(self) -> HeapSnapshot:

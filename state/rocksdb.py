@@ -260,6 +260,15 @@ class RocksDBStateBackend(KeyedStateBackend):
             if ns == wanted:
                 yield decode_key(key)
 
+    def namespaced_keys(self, state: str) -> Iterator[tuple[int, Any, Any]]:
+        self._await_restored()
+        family = self._families.get(state)
+        if family is None:
+            return
+        for row in list(family.keys()):
+            key_group, key, namespace = split_row_key(cast(bytes, row))
+            yield key_group, decode_key(key), decode_key(namespace)
+
     # -- snapshots ------------------------------------------------------------------------
 
     def checkpoint(self, target: str | Path) -> Path:

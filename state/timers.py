@@ -39,7 +39,6 @@ from weir.core.processing_time import ProcessingTimeService, ScheduledTimer
 from weir.core.watermarks import MIN_WATERMARK
 from weir.state.backend import KeyedStateBackend
 from weir.state.descriptors import ValueStateDescriptor
-from weir.state.serializers import decode_key
 
 EVENT_TIME = "event-time"
 PROCESSING_TIME = "processing-time"
@@ -143,11 +142,8 @@ class _TimerQueue:
         """Rebuild the heap from the timers in the backend; returns how many there are."""
         self._heap.clear()
         self._live.clear()
-        for state, key_group, key_bytes, namespace_bytes, _ in self._backend.entries():
-            if state != self.state_name:
-                continue
-            key = decode_key(key_bytes)
-            timestamp, namespace = decode_key(namespace_bytes)
+        for key_group, key, (timestamp, namespace) in self._backend.namespaced_keys(
+                self.state_name):
             self._live.add((timestamp, key, namespace))
             heapq.heappush(self._heap, (timestamp, next(self._sequence),
                                         Timer(timestamp, key, key_group, namespace)))

@@ -352,6 +352,30 @@ def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_on
     assert sorted(fired, key=str) == sorted(expected, key=str)
 
 
+@pytest.mark.parametrize("kind", ["hashmap", "rocksdb"])
+def test_restoring_timers_reads_only_the_timer_states_not_the_whole_backend(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.state.descriptors import ValueStateDescriptor
+
+    backend = _backend(kind, KeyGroupRange(0, 127), tmp_path)
+    timers = InternalTimerService("op", backend, ProcessingTimeService(lambda: 0), _Recorder())
+    counts = backend.get_state(ValueStateDescriptor("counts"))
+    for i in range(500):
+        backend.set_current_key(i)
+        counts.update(i)
+        if i % 100 == 0:
+            timers.register_event_time_timer(None, i)
+    # A full scan (what a snapshot does) would read the 500 values of "counts" too.
+    monkeypatch.setattr(type(backend), "entries",
+                        lambda self: pytest.fail("timer restore scanned every state"))
+    recorder = _Recorder()
+    restored = InternalTimerService("op", backend, ProcessingTimeService(lambda: 0), recorder)
+    assert restored.restore() == (5, 0)  # (event-time, processing-time) timers
+    restored.advance_watermark(MAX_WATERMARK)
+    assert recorder.fired == [("event", i, i) for i in range(0, 500, 100)]
+    backend.dispose()
+
+
 def _key_group(key: object) -> int:
     from weir.state.key_groups import assign_to_key_group
 
