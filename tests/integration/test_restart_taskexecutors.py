@@ -37,6 +37,10 @@ def test_a_killed_taskexecutor_comes_back_with_its_resource_id(cluster_factory):
 
     entry = poll(back, 60, interval=0.2, what="the TaskExecutor to be started again")
     assert entry["restarts"] == 1
+    # The new process is not taken for dead while it starts (before its info file exists):
+    # that would queue a second start of the same TaskExecutor.
+    log = (cluster.dir / "log" / "supervisor.log").read_text()
+    assert log.count("TaskExecutor taskexecutor-0 died") == 1, log
     pid = entry["pid"]
     cluster.stop()                               # and stop does not race the supervisor
     assert not list(cluster.dir.glob("*.json"))

@@ -106,6 +106,10 @@ def supervise(directory: Path) -> int:
     entries = _entries(plan)
     policies = {e["name"]: RestartPolicy() for e in entries}
     started = {e["name"]: time.monotonic() for e in entries}
+    # The pids of the daemons it started itself. A restarted daemon writes its info file
+    # only once it serves, seconds later; until then the child's pid is what says it lives
+    # (reading the missing file as a death queued a second, needless restart).
+    children: dict[str, int] = {}
     due: dict[str, float] = {}
     log.info("supervising %s in %s", ", ".join(_label(e["name"]) for e in entries), directory)
     while not stopping.wait(POLL_S):
@@ -114,8 +118,11 @@ def supervise(directory: Path) -> int:
             break
         for entry in entries:
             name = entry["name"]
-            info = _read(directory / f"{name}.json")
-            if info is not None and process_alive(int(info["pid"])):
+            pid = children.get(name)
+            if pid is None:
+                info = _read(directory / f"{name}.json")
+                pid = int(info["pid"]) if info is not None else None
+            if pid is not None and process_alive(pid):
                 continue
             now = time.monotonic()
             if name not in due:
@@ -127,7 +134,7 @@ def supervise(directory: Path) -> int:
                 continue
             del due[name]
             (directory / f"{name}.json").unlink(missing_ok=True)
-            spawn(entry["args"], Path(entry["log"]))
+            children[name] = spawn(entry["args"], Path(entry["log"])).pid
             started[name] = now
             entry["restarts"] += 1
             (directory / SUPERVISOR_FILE).write_text(json.dumps(plan, indent=2))
