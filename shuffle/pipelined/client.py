@@ -428,7 +428,7 @@ class RemoteInputChannel:
                                     priority=header.priority,
                                     in_flight=header.overtaken_messages))
                 grant += header.overtaken_buffers
-        credit = surplus = 0
+        credit = surplus = freed = 0
         with self._lock:
             queue = self._queue
             if grant:
@@ -465,7 +465,7 @@ class RemoteInputChannel:
                         # message waits for the task: its buffers are free at once, as
                         # Flink's deserializer frees the buffers of a spanning record.
                         returned = self._free_locked(item.buffers)
-                        credit += returned
+                        freed += returned
                         surplus += item.buffers - returned
                         continue
                     if item.message is not None:
@@ -477,8 +477,8 @@ class RemoteInputChannel:
                 while self.floating < self._backlog and self._pool.try_acquire(self):
                     self.floating += 1
                     credit += 1
-        for _ in range(surplus):
-            self._pool.release()
+        if freed or surplus:
+            self._recycle(freed, surplus)
         if credit:
             self._announce(credit)
         if queue:
@@ -581,33 +581,31 @@ class RemoteInputChannel:
                     continue
                 return Buffer([item.batch()], item.message.size)
         finally:
-            if credit or surplus:
+            # Also with nothing freed now: credit held back earlier is due once the queue
+            # runs empty (the last item may be an event, which frees nothing).
+            if credit or surplus or self._unannounced:
                 self._recycle(credit, surplus)
 
     def _recycle(self, credit: int, surplus: int) -> None:
         """Buffers are free again: borrowed ones the backlog no longer needs go back to the
         pool, the others become credit for the producer. Credit is announced once half the
         channel's buffers are free, and always when the queue runs empty, so the producer is
-        never left without credit while this channel waits."""
+        never left without credit while this channel waits — also when the credit held
+        back was earned while more floating buffers made "half" larger."""
         for _ in range(surplus):
             self._pool.release()
-        if not credit:
-            return
         with self._lock:
             # Buffers granted over the budget for overtaken data are not given back.
             paid = min(credit, self._overdraft)
             self._overdraft -= paid
-            credit -= paid
-            if not credit:
+            self._unannounced += credit - paid
+            if not self._unannounced:
                 return
-            self._unannounced += credit
-            due = not self._queue or \
-                self._unannounced >= max(1, (self._exclusive + self.floating) // 2)
-            credit = self._unannounced if due else 0
-            if due:
-                self._unannounced = 0
-        if credit:
-            self._announce(credit)
+            if self._queue and \
+                    self._unannounced < max(1, (self._exclusive + self.floating) // 2):
+                return
+            credit, self._unannounced = self._unannounced, 0
+        self._announce(credit)
 
     def prioritize(self, event: Event) -> bool:
         """Move ``event``, queued here behind data, to the front (task thread); False if it
