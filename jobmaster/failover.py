@@ -102,6 +102,10 @@ class RegionTopology:
             for edge in vertex.inputs:
                 for producer, consumer in _channels(vertex, edge, parallelism):
                     inputs[consumer].add(producer)
+        self._inputs = {task: frozenset(feeding) for task, feeding in inputs.items()}
+        #: Tasks whose output other tasks read.
+        self.producers: frozenset[TaskId] = frozenset(
+            producer for feeding in inputs.values() for producer in feeding)
         self.regions: tuple[Region, ...] = _components(inputs, pipelined=not batch)
         self._region_of = {task: r for r in self.regions for task in r.tasks}
         # Only exchanges that cross a region boundary are result-partition dependencies.
@@ -126,6 +130,10 @@ class RegionTopology:
         except KeyError as err:
             msg = f"task {task} is not a subtask of this job"
             raise InternalError(msg) from err
+
+    def inputs_of(self, task: TaskId) -> frozenset[TaskId]:
+        """The tasks whose output ``task`` reads."""
+        return self._inputs[task]
 
     def producer_regions(self, region: Region) -> tuple[Region, ...]:
         """Regions whose result partitions ``region`` reads, in region order."""
@@ -250,15 +258,56 @@ class RestartPipelinedRegionFailoverStrategy:
         return {task for region in regions for task in region.tasks}
 
 
+class ApproximateFailoverStrategy:
+    """Approximate task-local recovery (the "approximate" of Flink's fault-tolerance 2.0
+    work): only the failed task restarts, from the latest checkpoint, while its producers
+    keep running. That is possible when no other task reads its output (it ends the
+    pipeline: a sink-side task) and none of its inputs is lost; otherwise the region rule
+    applies. The guarantee this buys is at-most-once for the restarted task's input (see
+    the README's failover section): what it processed since the checkpoint, and what was
+    in flight to it, is lost; nothing is processed twice.
+
+    Example:
+        >>> from weir.proto import common_pb2, jobgraph_pb2
+        >>> edge = jobgraph_pb2.JobEdge(source_vertex=1, partitioner=common_pb2.HASH)
+        >>> graph = jobgraph_pb2.JobGraph(vertices=[
+        ...     jobgraph_pb2.JobVertex(id=1, parallelism=2),
+        ...     jobgraph_pb2.JobVertex(id=2, parallelism=2, inputs=[edge])])
+        >>> strategy = ApproximateFailoverStrategy(RegionTopology(graph, batch=False))
+        >>> sorted(strategy.tasks_to_restart((2, 1)))
+        [(2, 1)]
+        >>> sorted(strategy.tasks_to_restart((1, 0)))
+        [(1, 0), (1, 1), (2, 0), (2, 1)]
+        >>> sorted(strategy.tasks_to_restart((2, 1), lost_producers=[(1, 0)]))
+        [(1, 0), (1, 1), (2, 0), (2, 1)]
+    """
+
+    def __init__(self, topology: RegionTopology) -> None:
+        self._topology = topology
+        self._region = RestartPipelinedRegionFailoverStrategy(topology)
+
+    def tasks_to_restart(self, failed: TaskId, *, lost_producers: Collection[TaskId] = (),
+                         finished: Collection[TaskId] = ()) -> set[TaskId]:
+        """``failed`` alone when it may restart by itself, else its regions' tasks."""
+        topology = self._topology
+        topology.region_of(failed)
+        if failed not in topology.producers and \
+                not topology.inputs_of(failed) & frozenset(lost_producers):
+            return {failed}
+        return self._region.tasks_to_restart(failed, lost_producers=lost_producers,
+                                             finished=finished)
+
+
 def create_failover_strategy(name: str, job_graph: jobgraph_pb2.JobGraph,
                              batch: bool) -> FailoverStrategy:
-    """The strategy ``jobmanager.execution.failover-strategy`` names: "region" or "full".
-
-    "approximate" is accepted and, until approximate local recovery exists, restarts regions.
+    """The strategy ``jobmanager.execution.failover-strategy`` names: "region", "full" or
+    "approximate" (approximate restarts regions in BATCH, where nothing keeps running).
     Raises ConfigError naming the option and its accepted values for any other name.
     """
     kind = jm_options.FAILOVER_STRATEGY.parse(name)
     topology = RegionTopology(job_graph, batch=batch)
     if kind == "full":
         return RestartAllFailoverStrategy(topology)
+    if kind == "approximate" and not batch:
+        return ApproximateFailoverStrategy(topology)
     return RestartPipelinedRegionFailoverStrategy(topology)

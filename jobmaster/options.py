@@ -100,5 +100,6 @@ FAILOVER_STRATEGY = Option(
     "jobmanager.execution.failover-strategy", str, default="region",
     choices=("region", "full", "approximate"),
     doc="Which tasks a task failure restarts: region (the failed task's pipelined region, "
-        "the producers of lost inputs and every region downstream) or full (every task). "
-        "approximate is accepted and restarts like region for now.")
+        "the producers of lost inputs and every region downstream), full (every task) or "
+        "approximate (only the failed task, from the latest checkpoint, when no task reads "
+        "its output; its producers keep running; at-most-once for its input, else region).")

@@ -8,6 +8,7 @@ import pytest
 from weir.core.errors import ConfigError, InternalError, InvalidJobError
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.failover import (
+    ApproximateFailoverStrategy,
     RegionTopology,
     RestartAllFailoverStrategy,
     RestartPipelinedRegionFailoverStrategy,
@@ -169,11 +170,35 @@ def test_full_restarts_every_task(batch: bool) -> None:
     assert strategy.tasks_to_restart((4, 0), finished=[(3, 0)]) == every
 
 
-def test_approximate_is_accepted_and_restarts_regions_for_now() -> None:
-    graph = job(vertex(1, 2), vertex(2, 2, (1, FORWARD)))
+def approximate(graph: jobgraph_pb2.JobGraph, failed: TaskId, **kwargs: object) -> set[TaskId]:
     strategy = create_failover_strategy("approximate", graph, False)
+    assert isinstance(strategy, ApproximateFailoverStrategy)
+    return strategy.tasks_to_restart(failed, **kwargs)  # type: ignore[arg-type]
+
+
+def test_approximate_restarts_a_sink_side_task_alone() -> None:
+    graph = job(vertex(1, 2), vertex(2, 3, (1, HASH)))
+    assert approximate(graph, (2, 2)) == {(2, 2)}
+    # A TaskExecutor loss that took only this task (its producers still run) is the same.
+    assert approximate(graph, (2, 2), lost_producers=[(2, 2)]) == {(2, 2)}
+
+
+def test_approximate_falls_back_to_regions_for_a_task_others_read() -> None:
+    graph = job(vertex(1, 2), vertex(2, 2, (1, HASH)), vertex(3, 2, (2, FORWARD)))
+    assert approximate(graph, (2, 0)) == region_restart(graph, False, (2, 0))
+    assert approximate(graph, (1, 1)) == tasks(1, 2) | tasks(2, 2) | tasks(3, 2)
+    assert approximate(graph, (3, 1)) == {(3, 1)}
+
+
+def test_approximate_falls_back_to_regions_when_an_input_is_lost() -> None:
+    graph = job(vertex(1, 2), vertex(2, 2, (1, HASH)))
+    assert approximate(graph, (2, 0), lost_producers=[(1, 1)]) == tasks(1, 2) | tasks(2, 2)
+
+
+def test_approximate_in_batch_restarts_regions() -> None:
+    graph = job(vertex(1, 2), vertex(2, 2, (1, FORWARD)))
+    strategy = create_failover_strategy("approximate", graph, True)
     assert isinstance(strategy, RestartPipelinedRegionFailoverStrategy)
-    assert strategy.tasks_to_restart((2, 0)) == {(1, 0), (2, 0)}
 
 
 def test_unknown_strategy_name_is_a_one_line_config_error() -> None:
