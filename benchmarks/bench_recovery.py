@@ -485,19 +485,22 @@ def marker_names() -> set[str]:
     return {p.name for p in MARKER_DIR.iterdir()}
 
 
+def first_records(directory: Path, before: set[str]) -> dict[int, float]:
+    """Subtask -> first record time of attempts started since ``before``, in ``directory``."""
+    firsts: dict[int, float] = {}
+    for path in directory.iterdir():
+        if path.name in before or not path.name[0].isdigit() or not (text := path.read_text()):
+            continue
+        subtask = int(path.name.split("-")[0])
+        firsts[subtask] = min(firsts.get(subtask, float("inf")), float(text))
+    return firsts
+
+
 def new_first_records(before: set[str], subtasks: int = PARALLELISM
                       ) -> dict[int, float] | None:
     """Subtask -> time of its first record in attempts started since ``before`` (the
     earliest per subtask), once ``subtasks`` keyed subtasks (all) have one; else None."""
-    firsts: dict[int, float] = {}
-    for path in MARKER_DIR.iterdir():
-        if path.name in before or not path.name[0].isdigit():
-            continue
-        text = path.read_text()
-        if not text:
-            continue  # being written
-        subtask = int(path.name.split("-")[0])
-        firsts[subtask] = min(firsts.get(subtask, float("inf")), float(text))
+    firsts = first_records(MARKER_DIR, before)
     return firsts if len(firsts) == subtasks else None
 
 
@@ -680,17 +683,6 @@ def run_job(cluster: RecoveryCluster, name: str, scenarios: list[str],
 
 #: State per pipeline of the two-pipeline job: small, so the restore does not dominate.
 FAILOVER_STATE_MB = 20
-
-
-def first_records(directory: Path, before: set[str]) -> dict[int, float]:
-    """Subtask -> first record time of attempts started since ``before``, in ``directory``."""
-    firsts: dict[int, float] = {}
-    for path in directory.iterdir():
-        if path.name in before or not path.name[0].isdigit() or not (text := path.read_text()):
-            continue
-        subtask = int(path.name.split("-")[0])
-        firsts[subtask] = min(firsts.get(subtask, float("inf")), float(text))
-    return firsts
 
 
 def keyed_attempts(job: RunningJob, prefix: str) -> list[str]:
