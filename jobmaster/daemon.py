@@ -101,8 +101,14 @@ class JobMaster:
         self._interval = configuration.get(options.HEARTBEAT_INTERVAL)
         self._timeout = configuration.get(options.HEARTBEAT_TIMEOUT)
         self.main = MainThreadExecutor("jobmaster-main")
-        self.resources = ResourceManager(self._token, self._timeout, self._on_te_lost,
-                                         self._on_slots_available, tls=self._tls)
+        self.resources = ResourceManager(
+            self._token, self._timeout, self._on_te_lost, self._on_slots_available,
+            tls=self._tls,
+            rpc_failure_threshold=configuration.get(options.HEARTBEAT_RPC_FAILURE_THRESHOLD),
+            heartbeat_interval=self._interval,
+            # Outcomes arrive on gRPC callback threads, which must not wait for room in a
+            # full main queue: a dropped outcome only delays a verdict.
+            dispatch=lambda fn: self.main.submit(fn, timeout=0))
         self.shuffle_master = load_shuffle_service_factory(configuration).create_shuffle_master(
             configuration)
         self.jobs: OrderedDict[str, JobScheduler] = OrderedDict()

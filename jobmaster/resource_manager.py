@@ -6,6 +6,12 @@ refused while the registered one is alive (a heartbeat within ``heartbeat.timeou
 replaces it once it timed out, so a restarted process keeps its id. Every registration gets a fresh
 registration id that its heartbeats must carry, so a replaced registration's heartbeat
 stream cannot keep its successor alive or speak for it.
+
+Besides its heartbeat stream, a TaskExecutor is lost when ``heartbeat.rpc-failure-threshold``
+of the JobMaster's own calls to it in a row cannot reach it (``weir.core.heartbeat``): its
+stream may be fine while its RPC address is not (a firewall, a TLS certificate that does not
+name its host, a server that died inside a live process), and every deployment there would
+fail until the timeout that never comes.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 import grpc
 
+from weir.core.heartbeat import DISABLED, RpcFailureThreshold, classify
 from weir.core.rpc import create_channel
 from weir.core.tls import TlsFiles
 from weir.proto import jobmaster_pb2, taskexecutor_pb2_grpc
@@ -61,6 +68,8 @@ class TaskExecutorRecord:
     metrics: dict[str, jobmaster_pb2.TaskMetrics] = field(default_factory=dict)
     #: Task-local state it offered on registration: (job id, owner, checkpoint id).
     local_state: set[tuple[str, str, int]] = field(default_factory=set)
+    #: The JobMaster's calls to it that could not reach it, in a row (None: not counted).
+    rpc_failures: RpcFailureThreshold | None = None
 
     @property
     def free_slots(self) -> int:
@@ -83,6 +92,20 @@ def _connect(address: str, token: str | None,
     return channel, taskexecutor_pb2_grpc.TaskExecutorServiceStub(channel)
 
 
+class RpcOutcomeInterceptor(grpc.UnaryUnaryClientInterceptor):
+    """Hands the status code of every finished unary call to ``report`` (on the gRPC thread
+    that completes it), so that whoever makes calls to a TaskExecutor (the scheduler, the
+    checkpoint coordinator) feeds its reachability without knowing about it."""
+
+    def __init__(self, report: Callable[[grpc.StatusCode | None], None]) -> None:
+        self._report = report
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        call = continuation(details, request)
+        call.add_done_callback(lambda done: self._report(done.code()))
+        return call
+
+
 class ResourceManager:
     """Slot pool and TaskExecutor registry.
 
@@ -90,6 +113,11 @@ class ResourceManager:
     ``on_slots_available()`` when new slots appear. ``clock`` (seconds, monotonic) decides
     heartbeat timeouts; ``connect(address, token)`` returns the channel and stub to a
     TaskExecutor (lazily connected: registering does no I/O).
+
+    With ``dispatch`` (runs a function on the thread that owns this manager) and a
+    ``rpc_failure_threshold`` other than -1, the outcome of every call through a
+    TaskExecutor's stub reaches :meth:`rpc_outcome`, and that many calls in a row that
+    cannot reach it, at least ``heartbeat_interval`` apart, remove it.
 
     Example:
         >>> from weir.proto import jobmaster_pb2
@@ -106,9 +134,14 @@ class ResourceManager:
                  on_slots_available: Callable[[], None],
                  clock: Callable[[], float] = time.monotonic,
                  connect: Callable[[str, str | None], tuple[Any, Any]] | None = None,
-                 tls: TlsFiles | None = None) -> None:
+                 tls: TlsFiles | None = None, *,
+                 rpc_failure_threshold: int = DISABLED, heartbeat_interval: float = 1.0,
+                 dispatch: Callable[[Callable[[], None]], object] | None = None) -> None:
         self._token = token
         self._timeout = heartbeat_timeout
+        self._rpc_failure_threshold = rpc_failure_threshold
+        self._interval = heartbeat_interval
+        self._dispatch = dispatch
         self._on_lost = on_lost
         self._on_slots_available = on_slots_available
         self._clock = clock
@@ -150,7 +183,15 @@ class ResourceManager:
             slots=[Slot(request.resource_id, i) for i in range(request.num_slots)],
             channel=channel, stub=stub, last_heartbeat=self._clock(),
             instance_id=request.instance_id,
-            local_state={(e.job_id, e.owner, e.checkpoint_id) for e in request.local_state})
+            local_state={(e.job_id, e.owner, e.checkpoint_id) for e in request.local_state},
+            rpc_failures=RpcFailureThreshold(
+                self._rpc_failure_threshold, round(self._interval * 1000),
+                clock=lambda: round(self._clock() * 1000)))
+        if self._dispatch is not None and self._rpc_failure_threshold != DISABLED:
+            # Every call the scheduler and the checkpoint coordinator make through this stub
+            # then tells whether the TaskExecutor can still be reached.
+            record.stub = taskexecutor_pb2_grpc.TaskExecutorServiceStub(grpc.intercept_channel(
+                channel, RpcOutcomeInterceptor(self._reporter(record))))
         self.task_executors[record.resource_id] = record
         log.info("TaskExecutor %s registered (%s, %d slots)", record.resource_id,
                  record.rpc_address, request.num_slots)
@@ -165,6 +206,39 @@ class ResourceManager:
         record.last_heartbeat = self._clock()
         record.metrics = {m.attempt_id: m for m in message.task_metrics}
         return True
+
+    def _reporter(self, record: TaskExecutorRecord) -> Callable[[grpc.StatusCode | None], None]:
+        """Where ``record``'s calls report their outcome: any thread, handed to the owner's."""
+        dispatch = self._dispatch
+        assert dispatch is not None
+        resource_id, registration_id = record.resource_id, record.registration_id
+
+        def report(code: grpc.StatusCode | None) -> None:
+            try:
+                dispatch(lambda: self.rpc_outcome(resource_id, registration_id, code))
+            except Exception:  # a full main queue: losing one outcome only delays a
+                # verdict, and a gRPC callback thread must not raise.
+                log.debug("dropped the outcome of a call to %s", resource_id)
+
+        return report
+
+    def rpc_outcome(self, resource_id: str, registration_id: str,
+                    code: grpc.StatusCode | None) -> None:
+        """Note how a call to a TaskExecutor ended (status ``code``; None: OK); the call that
+        completes ``heartbeat.rpc-failure-threshold`` unreachable ones in a row removes it.
+        Outcomes of a replaced registration are ignored: its calls went to another process."""
+        from weir.proto import common_pb2
+
+        record = self.task_executors.get(resource_id)
+        if record is None or record.registration_id != registration_id or \
+                record.rpc_failures is None:
+            return
+        failures = record.rpc_failures
+        if failures.record(classify(code)):
+            name = code.name if code is not None else "OK"
+            self.remove(resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                        f"{failures.failures} calls to it in a row could not reach it "
+                        f"({name}; heartbeat.rpc-failure-threshold {failures.threshold})")
 
     def check_heartbeats(self) -> None:
         from weir.proto import common_pb2

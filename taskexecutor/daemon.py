@@ -26,14 +26,16 @@ from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core import options
 from weir.core.config import Configuration
+from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
-from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
+from weir.core.rpc import SMALL_MESSAGE_BYTES, create_channel, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
 from weir.proto import (
     common_pb2,
     jobgraph_pb2,
     jobmaster_pb2,
+    jobmaster_pb2_grpc,
     taskexecutor_pb2,
     taskexecutor_pb2_grpc,
 )
@@ -361,9 +363,16 @@ class TaskExecutor:
                          local_state_inventory(self.local_state_dir)]))
 
     def _run_heartbeats(self, interval: float, timeout: float) -> None:
+        """Keep the heartbeat stream of the current registration until it ends: closed by
+        either side, silent for ``timeout``, or the JobMaster unreachable (below)."""
         assert self._gateway is not None
         ended = threading.Event()
         last_seen = [time.monotonic()]
+        # A silent JobMaster is asked again over a new connection every interval; when that
+        # many calls in a row cannot reach it, waiting for the timeout is pointless.
+        unreachable = RpcFailureThreshold(
+            self.configuration.get(options.HEARTBEAT_RPC_FAILURE_THRESHOLD),
+            round(interval * 1000))
 
         def outgoing() -> Iterator[jobmaster_pb2.TaskExecutorHeartbeat]:
             while not ended.is_set() and not self._stopped.is_set():
@@ -377,11 +386,30 @@ class TaskExecutor:
         call = self._gateway.stub.Heartbeat(outgoing())
 
         def watchdog() -> None:
+            probed_at = 0.0
             while not ended.wait(interval):
                 silent = time.monotonic() - last_seen[0]
                 if self._stopped.is_set() or silent > timeout:
                     if silent > timeout:
                         log.warning("no heartbeat from the JobMaster for %.1f s", silent)
+                    call.cancel()
+                    return
+                if last_seen[0] > probed_at:
+                    # A heartbeat arrived since the last probe: failures are no longer in
+                    # a row.
+                    unreachable.record(RpcOutcome.REACHED)
+                if not unreachable.enabled or silent < 2 * interval:
+                    continue  # no heartbeat overdue by a whole interval yet
+                probed_at = time.monotonic()
+                code = self._probe_jobmaster(interval)
+                if ended.is_set():
+                    return
+                if unreachable.record(classify(code)):
+                    log.warning("the JobMaster at %s cannot be reached: %d calls in a row "
+                                "failed (%s) after %.1f s without a heartbeat "
+                                "(heartbeat.rpc-failure-threshold %d); treating it as lost",
+                                self.jobmaster_address, unreachable.failures, code.name,
+                                time.monotonic() - last_seen[0], unreachable.threshold)
                     call.cancel()
                     return
 
@@ -399,6 +427,28 @@ class TaskExecutor:
             ended.set()
             call.cancel()
             watcher.join(timeout=5)
+
+    def _probe_jobmaster(self, deadline: float) -> grpc.StatusCode:
+        """Ask the JobMaster something harmless, over a connection of its own, within
+        ``deadline`` seconds; returns the call's status.
+
+        Its heartbeat stream went silent, and the stream's connection may be the dead part
+        (half-open after the JobMaster's host went away, or cut by a middlebox) while the
+        address itself refuses at once. gRPC shares one connection among channels with
+        equal arguments, so this channel's smaller send limit (a query is all it sends)
+        also keeps it off the heartbeat's connection; closing it after each probe makes the
+        next one connect afresh instead of inheriting a reconnect back-off.
+        """
+        channel = create_channel(self.jobmaster_address, self._token,
+                                 max_send_bytes=SMALL_MESSAGE_BYTES, tls=self._tls)
+        try:
+            jobmaster_pb2_grpc.JobMasterServiceStub(channel).GetClusterOverview(
+                jobmaster_pb2.ClusterOverviewRequest(), timeout=deadline)
+        except grpc.RpcError as err:
+            return err.code()  # type: ignore[no-any-return]
+        finally:
+            channel.close()
+        return grpc.StatusCode.OK
 
     # -- metrics ----------------------------------------------------------------------------
 

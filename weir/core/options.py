@@ -13,6 +13,10 @@ def _bucket_name(name: str) -> str | None:
     return "an S3 bucket name: 3-63 lowercase letters, digits, '.' and '-'"
 
 
+def _rpc_failure_threshold(value: int) -> str | None:
+    return None if value == -1 or value >= 1 else "-1 (off) or at least 1"
+
+
 JOBMASTER_ADDRESS = Option(
     "jobmaster.address", str, default=None,
     doc="HOST:PORT of the JobMaster that client commands talk to when neither --jobmaster "
@@ -98,6 +102,15 @@ HEARTBEAT_TIMEOUT = Option(
     "heartbeat.timeout", Duration, default="10 s", validator=positive,
     doc="A peer that sent no heartbeat for this long is considered lost "
         "(a closed connection is noticed at once).")
+HEARTBEAT_RPC_FAILURE_THRESHOLD = Option(
+    "heartbeat.rpc-failure-threshold", int, default=2, validator=_rpc_failure_threshold,
+    doc="Calls in a row that cannot reach a heartbeat target at all (gRPC UNAVAILABLE: "
+        "connection refused or reset, TLS failure) after which it is considered lost at "
+        "once instead of after heartbeat.timeout; failures less than heartbeat.interval "
+        "apart count once. A TaskExecutor asks a silent JobMaster over a new connection "
+        "every heartbeat.interval; the JobMaster counts its own calls to each TaskExecutor "
+        "(deployments, cancellations, checkpoint triggers). Slow calls (DEADLINE_EXCEEDED) "
+        "do not count: they are heartbeat.timeout's business. -1 turns it off.")
 CANCELLATION_TIMEOUT = Option(
     "task.cancellation.timeout", Duration, default="30 s", validator=positive,
     doc="A task that does not stop this long after cancellation is reported as a fatal error.")
