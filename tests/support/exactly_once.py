@@ -12,8 +12,9 @@ FileSink (JSON lines):
   the sum of ``n`` per key and window.
 
 An optional *gate* file holds the job back without blocking it: until the file exists, the
-second half of the input goes ten times slower, so a test that kills TaskExecutors gets
-every kill in before the job can finish, however fast the machine, and then opens the gate.
+second half of the input goes ten times slower (or as many times as the submitter asks), so
+a test that kills TaskExecutors gets every kill in before the job can finish, however fast
+the machine, and then opens the gate.
 
 The job file is self-contained (TaskExecutors import nothing of the tests).
 """
@@ -41,12 +42,13 @@ OUT, N, KEYS, WINDOW_MS, PAUSE_EVERY, PAUSE_S = (
     sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
     float(sys.argv[6]))
 GATE = sys.argv[7] if len(sys.argv) > 7 else ""
+HELD = float(sys.argv[8]) if len(sys.argv) > 8 else 10.0
 
 
 def throttle(n):
     if n % PAUSE_EVERY == 0:
         held = GATE and n >= N // 2 and not os.path.exists(GATE)
-        time.sleep(PAUSE_S * 10 if held else PAUSE_S)
+        time.sleep(PAUSE_S * HELD if held else PAUSE_S)
     return n
 
 
@@ -106,14 +108,18 @@ def diff(expected: Counter[tuple[Any, ...]], got: Counter[tuple[Any, ...]]) -> s
 
 def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys: int = 13,
            window_ms: int = 1000, pause_every: int = 500, pause_s: float = 0.02,
-           config: dict[str, str] | None = None, gate: Path | None = None) -> str:
+           config: dict[str, str] | None = None, gate: Path | None = None,
+           held_slowdown: float | None = None) -> str:
     """Start the job detached with ``config`` (-D pairs); returns its id. With ``gate``,
-    the second half of the input is slowed down until that file exists."""
+    the second half of the input is slowed down until that file exists: ``held_slowdown``
+    times (default 10; a long chaos run holds the job back for minutes)."""
+    assert held_slowdown is None or gate is not None, "held_slowdown needs a gate"
     job = write_job(tmp_path, JOB, "exactly_once_job.py")
     pairs = [f"-D{k}={v}" for k, v in (config or {}).items()]
     result = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), str(keys),
                           str(window_ms), str(pause_every), str(pause_s),
-                          *([str(gate)] if gate else []))
+                          *([str(gate)] if gate else []),
+                          *([str(held_slowdown)] if held_slowdown is not None else []))
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout.strip().splitlines()[-1]
 
