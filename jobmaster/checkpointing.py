@@ -43,7 +43,7 @@ from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.checkpoint.storage import CheckpointStorage, create_storage
 from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
-from weir.core.errors import ConfigError, WeirError
+from weir.core.errors import ConfigError, StorageUnreachableError, WeirError
 from weir.core.rpc import keep_until_done
 from weir.jobmaster.execution_graph import ExecutionGraph
 from weir.jobmaster.main_thread import MainThreadExecutor
@@ -188,49 +188,61 @@ class JobCheckpointing:
 
     # -- restore ----------------------------------------------------------------------------
 
-    def find_restorable(self, done: Callable[[CompletedCheckpoint | None, list[str]], None]
+    def find_restorable(self, done: Callable[[CompletedCheckpoint | None, list[str],
+                                              StorageUnreachableError | None], None]
                         ) -> None:
         """Find, off the main thread, the newest retained checkpoint whose ``_metadata``
-        reads back intact and whose files all exist; ``done(checkpoint, warnings)`` runs on
-        the main thread (checkpoint None: none completed, or none usable — then a warning
-        says why)."""
+        reads back intact and whose files all exist; ``done(checkpoint, warnings,
+        unreachable)`` runs on the main thread (checkpoint None: none completed, or none
+        usable — then a warning says why). When the storage cannot be reached at all,
+        ``unreachable`` is the error and no checkpoint is judged: an outage says nothing
+        about them, and they must still be there when it ends."""
         candidates = list(reversed(self.coordinator.completed()))
 
-        def check() -> tuple[CompletedCheckpoint | None, list[str], list[int]]:
+        def check() -> tuple[CompletedCheckpoint | None, list[str], list[int],
+                             StorageUnreachableError | None]:
             warnings: list[str] = []
             unusable: list[int] = []
             for candidate in candidates:
-                problem = self._check(candidate)
+                try:
+                    problem = self._check(candidate)
+                except StorageUnreachableError as err:
+                    return None, warnings, [], err
                 if problem is None:
                     if warnings:
                         warnings.append(f"restoring checkpoint {candidate.checkpoint_id} "
                                         f"({candidate.external_path}) instead")
-                    return candidate, warnings, unusable
+                    return candidate, warnings, unusable, None
                 unusable.append(candidate.checkpoint_id)
                 warnings.append(f"checkpoint {candidate.checkpoint_id} "
                                 f"({candidate.external_path}) cannot be restored: {problem}")
-            return None, warnings, unusable
+            return None, warnings, unusable, None
 
         def finish(future: Any) -> None:
             def on_main() -> None:
+                unreachable: StorageUnreachableError | None = None
                 try:
-                    checkpoint, warnings, unusable = future.result()
+                    checkpoint, warnings, unusable, unreachable = future.result()
                 except Exception as err:  # a bug in the check itself: restore nothing
                     checkpoint, warnings, unusable = None, [f"checking failed: {err}"], []
                 for checkpoint_id in unusable:
                     self.coordinator.forget_completed(checkpoint_id)
-                done(checkpoint, warnings)
+                done(checkpoint, warnings, unreachable)
             self._main.submit(on_main)
 
         self._io.submit(check).add_done_callback(finish)
 
     def _check(self, checkpoint: CompletedCheckpoint) -> str | None:
+        """What makes ``checkpoint`` unusable (None: nothing); raises
+        StorageUnreachableError when the storage does not answer."""
         try:
             stored = read_metadata(self.storage, checkpoint.external_path)
             if stored.checkpoint_id != checkpoint.checkpoint_id:
                 return (f"its _metadata names checkpoint {stored.checkpoint_id}, not "
                         f"{checkpoint.checkpoint_id}")
             missing = missing_files(self.storage, stored)
+        except StorageUnreachableError:
+            raise
         except WeirError as err:
             return str(err)
         if missing:

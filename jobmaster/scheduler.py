@@ -29,6 +29,7 @@ from weir.checkpoint.options import checkpointing_enabled
 from weir.core import options
 from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
+from weir.core.errors import StorageUnreachableError
 from weir.core.rpc import keep_until_done
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
@@ -461,21 +462,39 @@ class JobScheduler:
             self.graph.status == common_pb2.JOB_RUNNING and self._region_phase == "restoring"))
 
     def _restore_latest(self, resume: Callable[[CompletedCheckpoint | None], None],
-                        wanted: Callable[[], bool]) -> None:
+                        wanted: Callable[[], bool], retry: bool = False) -> None:
         """Count a restart and call ``resume`` (on the main thread) with the latest usable
         checkpoint, or None when the job has none, unless ``wanted()`` says the restart was
         overtaken meanwhile (cancelled, failed); a job whose retained checkpoints are all
-        unusable fails instead."""
-        self.restarts += 1
+        unusable fails instead. While the checkpoint storage cannot be reached, the lookup
+        is tried again after the restart strategy's delay, each try counted as a failure
+        (``retry``: this is such a try, not a new restart)."""
+        if not retry:
+            self.restarts += 1
         if self.checkpointing is None:
             resume(None)
             return
         had_checkpoints = bool(self.checkpointing.coordinator.completed())
 
-        def found(checkpoint: CompletedCheckpoint | None, warnings: list[str]) -> None:
+        def found(checkpoint: CompletedCheckpoint | None, warnings: list[str],
+                  unreachable: StorageUnreachableError | None = None) -> None:
             for warning in warnings:
                 log.warning("job %s: %s", self.job_id, warning)
             if not wanted():
+                return
+            if unreachable is not None:
+                error = common_pb2.ErrorInfo(
+                    reason=common_pb2.STATE_RESTORE_FAILED,
+                    message=f"cannot reach the checkpoint storage to restore: {unreachable}")
+                self.restart_strategy.notify_failure()
+                if not self.restart_strategy.can_restart():
+                    self._fail_for_good(error)
+                    return
+                delay = self.restart_strategy.backoff_ms() / 1000
+                log.warning("job %s: %s; trying again in %.1f s", self.job_id,
+                            error.message, delay)
+                self._main.schedule(delay, lambda: wanted() and self._restore_latest(
+                    resume, wanted, retry=True))
                 return
             if checkpoint is None and had_checkpoints:
                 self.fail_terminal(common_pb2.ErrorInfo(
