@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 import threading
@@ -57,6 +58,8 @@ from weir.state.local_recovery import LocalCopyTracker, local_checkpoint_dir, re
 
 if TYPE_CHECKING:
     from weir.state.backend import KeyedStateBackend
+
+log = logging.getLogger(__name__)
 
 #: Sub-prefix of a job's checkpoint directory holding files shared between checkpoints.
 SHARED_DIR = "shared"
@@ -198,19 +201,25 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
     def _run(self) -> KeyedStateHandle:
         location = self._location
         local_dir = location.local_dir
-        if local_dir is not None:
-            local_dir.mkdir(parents=True, exist_ok=True)
-            path = local_dir / CanonicalStateHandle.LOCAL_NAME
-        else:
-            fd, name = tempfile.mkstemp(prefix="weir-snapshot-", suffix=".canonical")
-            os.close(fd)
-            path = Path(name)
+        path: Path | None = None
         keep = False
         try:
-            with open(path, "wb") as out:
-                assert self._frozen is not None
-                write_segments(_checking(self._frozen.segments(), self._check_cancelled,
-                                         every=16), out)
+            if local_dir is not None:
+                try:
+                    local_dir.mkdir(parents=True, exist_ok=True)
+                    path = local_dir / CanonicalStateHandle.LOCAL_NAME
+                    self._write(path)
+                except OSError as err:
+                    # A full or broken local disk costs the local copy, not the checkpoint.
+                    log.warning("checkpoint %d: no local copy in %s (%s); the snapshot goes "
+                                "through a temporary file", self.checkpoint_id, local_dir, err)
+                    self._discard(path, local_dir)
+                    path = local_dir = None
+            if path is None:
+                fd, name = tempfile.mkstemp(prefix="weir-snapshot-", suffix=".canonical")
+                os.close(fd)
+                path = Path(name)
+                self._write(path)
             self._check_cancelled()
             data = location.storage.write_file(
                 f"{location.private_prefix}/{self.OBJECT_NAME}", path)
@@ -226,11 +235,22 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
             return CanonicalStateHandle(self._key_groups, self.checkpoint_id, data, local)
         finally:
             if not keep:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                if local_dir is not None:
-                    with contextlib.suppress(OSError):
-                        local_dir.rmdir()  # only if empty
+                self._discard(path, local_dir)
+
+    def _write(self, path: Path) -> None:
+        with open(path, "wb") as out:
+            assert self._frozen is not None
+            write_segments(_checking(self._frozen.segments(), self._check_cancelled,
+                                     every=16), out)
+
+    @staticmethod
+    def _discard(path: Path | None, local_dir: Path | None) -> None:
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if local_dir is not None:
+            with contextlib.suppress(OSError):
+                local_dir.rmdir()  # only if empty
 
     def _release(self) -> None:
         frozen, self._frozen = self._frozen, None

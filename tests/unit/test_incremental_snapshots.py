@@ -33,6 +33,7 @@ from weir.state.handles import (
     KeyedStateHandle,
 )
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group
+from weir.state.restore import restore
 from weir.state.rocksdb import RocksDBStateBackend
 from weir.state.snapshot import SnapshotLocation
 
@@ -273,3 +274,27 @@ def test_local_copies_go_to_the_configured_root_or_the_working_directory(tmp_pat
     rooted = Configuration.from_pairs({"state.backend.local-recovery": "true",
                                        "taskmanager.state.local.root-dirs": str(tmp_path / "x")})
     assert local_state_root(rooted, None) == tmp_path / "x"
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_a_local_directory_that_cannot_be_written_costs_the_local_copy_not_the_checkpoint(
+        tmp_path, storage, incremental):
+    # A regular file where the local-recovery root should be: every write under it fails,
+    # as on a full disk.
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a directory")
+    backend = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "db", incremental=incremental)
+    try:
+        backend.get_state(ValueStateDescriptor("v"))
+        put(backend, list(range(300)), random.Random(9))
+        handle = backend.snapshot_to(1, SnapshotLocation.for_checkpoint(
+            storage, "job", 1, "op-0", blocked / "local")).run()
+        assert handle.local is None
+        restored = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "restored")
+        try:
+            restore(restored, [handle], storage)
+            assert list(restored.entries()) == list(backend.entries())
+        finally:
+            restored.dispose()
+    finally:
+        backend.dispose()
