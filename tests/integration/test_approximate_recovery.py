@@ -19,8 +19,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import job_details, poll, write_job
-from tests.support.exactly_once import running_with_checkpoint_after, status_name
+from tests.support.cluster import write_job
+from tests.support.exactly_once import (
+    running_with_checkpoint_after,
+    status_name,
+    wait_ended,
+)
 
 JOB = '''
 import os
@@ -93,9 +97,7 @@ def submit(cluster: Any, tmp_path: Path, trigger: Path | str, sources: int) -> s
 
 
 def finish(cluster: Any, job_id: str) -> Any:
-    final = poll(lambda: (d := job_details(cluster, job_id)) and
-                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                 180, interval=0.2, what="the job to end")
+    final = wait_ended(cluster, job_id)
     assert status_name(final) == "FINISHED", final.failure.message
     assert final.summary.restarts == 1
     return final

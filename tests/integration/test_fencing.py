@@ -39,9 +39,8 @@ from tests.support.cluster import (
     write_job,
 )
 from tests.support.exactly_once import (
-    committed_output,
-    diff,
-    expected_output,
+    ENDED,
+    finished_exactly_once,
     kill_busy_taskexecutor,
     running_with_checkpoint_after,
     status_name,
@@ -74,14 +73,7 @@ def test_a_paused_taskexecutor_resumed_after_the_timeout_cannot_corrupt_the_job(
         os.kill(pid, signal.SIGCONT)
     # Back: its stale tasks must not touch the job, and the job must not fail over it.
     gate.touch()
-    final = poll(lambda: (d := job_details(cluster, job_id)) and
-                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                 180, interval=0.2, what="the job to end")
-    assert status_name(final) == "FINISHED", final.failure.message
-    expected, got = expected_output(N, 13, 1000), committed_output(out)
-    assert got == expected, diff(expected, got)
-    assert not [p for p in out.iterdir() if p.name.startswith(".")], \
-        "uncommitted part files were left behind"
+    finished_exactly_once(cluster, job_id, out, N)
     log = (cluster.dir / "log").glob("taskexecutor-*.log")
     assert any("lost the JobMaster" in p.read_text() or "no heartbeat" in p.read_text()
                for p in log), "the resumed TaskExecutor did not notice it was cut off"
@@ -159,7 +151,7 @@ def test_cut_data_connections_restart_the_job_from_its_checkpoint_exactly_once(
 
     restarted = poll(lambda: (d := job_details(cluster, job_id)) and
                      (d.summary.restarts >= 1 or
-                      status_name(d) in ("FINISHED", "FAILED", "CANCELED")) and d,
+                      status_name(d) in ENDED) and d,
                      60, interval=0.1, what="the job to restart after its connections broke")
     assert restarted.summary.restarts >= 1, restarted.failure.message
     causes = [(c.reason, c.message) for c in restarted.restart_causes]
@@ -175,14 +167,7 @@ def test_cut_data_connections_restart_the_job_from_its_checkpoint_exactly_once(
     assert not old_attempts & new_attempts, "a task kept its attempt across the restart"
 
     gate.touch()
-    final = poll(lambda: (d := job_details(cluster, job_id)) and
-                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                 180, interval=0.2, what="the job to end")
-    assert status_name(final) == "FINISHED", final.failure.message
-    expected, got = expected_output(N, 13, 1000), committed_output(out)
-    assert got == expected, diff(expected, got)
-    assert not [p for p in out.iterdir() if p.name.startswith(".")], \
-        "uncommitted part files were left behind"
+    finished_exactly_once(cluster, job_id, out, N)
     # Broken data connections fail tasks, not the TaskExecutor: it stayed registered.
     assert victim in _registered(cluster)
 

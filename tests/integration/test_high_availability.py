@@ -20,6 +20,7 @@ from tests.support.exactly_once import (
     committed_output,
     diff,
     expected_output,
+    finished_exactly_once,
     running_with_checkpoint_after,
     status_name,
     submit,
@@ -97,14 +98,8 @@ def run_with_jobmaster_kills(cluster: LocalCluster, tmp_path: Path, kills: int,
         last = again.last_checkpoint_id
 
     gate.touch()
-    final = poll(lambda: (d := answered(lambda: job_details(cluster, job_id))) and
-                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                 180, interval=0.2, what="the job to end")
-    assert status_name(final) == "FINISHED", final.failure.message
-    expected, got = expected_output(N, 13, 1000), committed_output(out)
-    assert got == expected, diff(expected, got)
-    assert not [p for p in out.iterdir() if p.name.startswith(".")], \
-        "uncommitted part files were left behind"
+    finished_exactly_once(cluster, job_id, out, N,
+                          details=lambda: answered(lambda: job_details(cluster, job_id)))
     listed = cluster.weir("list")
     assert job_id in listed.stdout and "FINISHED" in listed.stdout, listed.stdout
     status = cluster.status()

@@ -10,11 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import job_details, poll
+from tests.support.cluster import poll
 from tests.support.exactly_once import (
-    committed_output,
-    diff,
-    expected_output,
+    finished_exactly_once,
     kill_busy_taskexecutor,
     running_with_checkpoint_after,
     status_name,
@@ -104,12 +102,7 @@ def test_a_restarted_taskexecutor_restores_from_local_state_exactly_once(
     assert any(t["last_restore"]["local_bytes"] for t in others), status
 
     gate.touch()
-    final = poll(lambda: (d := job_details(cluster, job_id)) and
-                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                 240, interval=0.2, what="the job to end")
-    assert status_name(final) == "FINISHED", final.failure.message
-    expected, got = expected_output(n, 13, 1000), committed_output(out)
-    assert got == expected, diff(expected, got)
+    finished_exactly_once(cluster, job_id, out, n, timeout=240, no_uncommitted=False)
     # The job ended: its local state leaves every working directory.
     poll(lambda: not list(cluster.dir.glob(f"taskexecutor-*/localState/{job_id}")), 30,
          what="the finished job's local state to be removed")

@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import job_details, poll, write_job
-from tests.support.exactly_once import running_with_checkpoint_after, status_name
+from tests.support.exactly_once import (
+    running_with_checkpoint_after,
+    status_name,
+    wait_ended,
+)
 
 JOB = '''
 import os
@@ -99,9 +103,7 @@ def test_a_task_failure_restarts_its_region_only(cluster_factory, tmp_path, stra
     trigger.touch()
     restarted = poll(lambda: (d := job_details(cluster, job_id)).summary.restarts >= 1 and d,
                      60, interval=0.1, what="the job to restart after the induced failure")
-    final = poll(lambda: (d := job_details(cluster, job_id)) and
-                 status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                 180, interval=0.2, what="the job to end")
+    final = wait_ended(cluster, job_id)
     assert status_name(final) == "FINISHED", final.failure.message
     assert final.summary.restarts == 1
     assert "induced failure" in restarted.restart_causes[-1].message

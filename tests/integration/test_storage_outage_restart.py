@@ -9,9 +9,7 @@ import signal
 
 from tests.support.cluster import job_details, poll
 from tests.support.exactly_once import (
-    committed_output,
-    diff,
-    expected_output,
+    finished_exactly_once,
     kill_busy_taskexecutor,
     running_with_checkpoint_after,
     status_name,
@@ -50,12 +48,7 @@ def test_a_restart_during_a_storage_outage_waits_for_the_storage_and_loses_nothi
                         and d, 120, interval=0.2, what="the job to restore after the outage")
         assert restored.last_restore.checkpoint_id >= before.last_checkpoint_id
         gate.touch()
-        final = poll(lambda: (d := job_details(cluster, job_id)) and
-                     status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                     180, interval=0.2, what="the job to end")
-        assert status_name(final) == "FINISHED", final.failure.message
-        expected, got = expected_output(N, 13, 1000), committed_output(out)
-        assert got == expected, diff(expected, got)
+        finished_exactly_once(cluster, job_id, out, N, no_uncommitted=False)
     finally:
         cluster.stop()
         server.stop()

@@ -25,6 +25,7 @@ import json
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,35 @@ def status_name(details: Any) -> str:
     return job_status_name(details.summary.status)
 
 
+#: The statuses a job ends in.
+ENDED = ("FINISHED", "FAILED", "CANCELED")
+
+
+def wait_ended(cluster: LocalCluster, job_id: str, timeout: float = 180,
+               details: Callable[[], Any] | None = None) -> Any:
+    """Poll until the job ended; returns its final details. ``details`` fetches them (None
+    while they cannot be had, e.g. while a JobMaster restarts); default ``job_details``."""
+    fetch = details or (lambda: job_details(cluster, job_id))
+    return poll(lambda: (d := fetch()) and status_name(d) in ENDED and d,
+                timeout, interval=0.2, what=f"job {job_id} to end")
+
+
+def finished_exactly_once(cluster: LocalCluster, job_id: str, out: Path, n: int,
+                          timeout: float = 180, details: Callable[[], Any] | None = None,
+                          no_uncommitted: bool = True) -> Any:
+    """Wait for the job to end and check it FINISHED with exactly the expected output of
+    ``n`` records (13 keys, 1 s windows) committed in ``out`` and, with
+    ``no_uncommitted``, no in-progress part file left; returns its final details."""
+    final = wait_ended(cluster, job_id, timeout, details)
+    assert status_name(final) == "FINISHED", final.failure.message
+    expected, got = expected_output(n, 13, 1000), committed_output(out)
+    assert got == expected, diff(expected, got)
+    if no_uncommitted:
+        assert not [p for p in out.iterdir() if p.name.startswith(".")], \
+            "uncommitted part files were left behind"
+    return final
+
+
 def running_with_checkpoint_after(cluster: LocalCluster, job_id: str,
                                   checkpoint_id: int, timeout: float) -> Any:
     """Wait until every task runs and a checkpoint newer than ``checkpoint_id`` completed."""
@@ -178,12 +208,9 @@ def run_with_kills(cluster: LocalCluster, job_id: str, kills: int,
         restarts = details.summary.restarts
         kill_busy_taskexecutor(cluster, details)
         poll(lambda r=restarts: (d := job_details(cluster, job_id)).summary.restarts > r
-             or status_name(d) in ("FINISHED", "FAILED", "CANCELED"),
+             or status_name(d) in ENDED,
              max(1.0, deadline - time.monotonic()), interval=0.1,
              what="the job to restart after the kill")
     if gate is not None:
         gate.touch()
-    return poll(lambda: (d := job_details(cluster, job_id)) and
-                status_name(d) in ("FINISHED", "FAILED", "CANCELED") and d,
-                max(1.0, deadline - time.monotonic()), interval=0.2,
-                what=f"job {job_id} to end")
+    return wait_ended(cluster, job_id, max(1.0, deadline - time.monotonic()))
