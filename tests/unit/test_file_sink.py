@@ -5,6 +5,7 @@ completion, restore commits the restored checkpoint's pending parts and removes 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,29 @@ def hidden(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name.startswith("."))
 
 
+def untokened(name: str) -> str:
+    """A hidden part's name without its attempt token."""
+    return re.sub(r"\.[0-9a-f]{12}\.inprogress$", ".inprogress", name)
+
+
+def test_a_stale_attempt_never_writes_into_the_restored_attempts_files(
+        tmp_path: Path) -> None:
+    # The old attempt runs on after the job restarted without it (its TaskExecutor was
+    # paused, then resumed): both number their next part alike, from the same checkpoint.
+    first = Sink(tmp_path)
+    first.write(1)
+    state = first.checkpoint(1)
+    first.operator.notify_checkpoint_complete(1)
+    second = Sink(tmp_path, restore=(1, [state]))
+    second.write(2)
+    first.write(99)                                # the stale attempt rolls part 1 too
+    first.operator.close()                         # then it is cancelled
+    second.checkpoint(2)
+    second.operator.notify_checkpoint_complete(2)
+    assert records(tmp_path) == [1, 2]
+    assert hidden(tmp_path) == []
+
+
 def test_parts_are_hidden_until_their_checkpoint_completes(tmp_path: Path) -> None:
     sink = Sink(tmp_path)
     sink.write(1, 2)
@@ -88,7 +112,7 @@ def test_restore_commits_the_restored_pending_parts_and_removes_later_ones(
     first.write(2)                                 # written after the checkpoint...
     first.checkpoint(2)                            # ...and even pre-committed: never completed
     first.write(3)                                 # in progress when the task died
-    first.operator.close()
+    first.operator._file.flush()                   # killed: close() never ran
     assert records(tmp_path) == [] and len(hidden(tmp_path)) == 3
     second = Sink(tmp_path, restore=(1, [state]))
     assert records(tmp_path) == [1]
@@ -129,8 +153,8 @@ def test_other_subtasks_files_are_left_alone(tmp_path: Path) -> None:
     one.write(3)                                   # subtask 1 keeps writing
     Sink(tmp_path, 0, 2, restore=(1, states))      # subtask 0 alone restarts
     assert records(tmp_path) == [1]
-    assert hidden(tmp_path) == [".part-1-0.jsonl.inprogress",
-                                ".part-1-1.jsonl.inprogress"]
+    assert [untokened(name) for name in hidden(tmp_path)] == [
+        ".part-1-0.jsonl.inprogress", ".part-1-1.jsonl.inprogress"]
 
 
 @pytest.mark.parametrize(("old", "new"), [(1, 1), (2, 3), (3, 1)])

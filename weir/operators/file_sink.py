@@ -45,6 +45,7 @@ import logging
 import os
 import re
 import tempfile
+import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,10 @@ from weir.taskexecutor.operator import OperatorSnapshot, StateContext, StreamOpe
 
 log = logging.getLogger(__name__)
 
-_PART = re.compile(r"^\.?part-(\d+)-(\d+)\.(parquet|jsonl)(\.inprogress)?$")
+#: A part: final ``part-<subtask>-<n>.<ext>``; in progress or pending (hidden)
+#: ``.part-<subtask>-<n>.<ext>[.<attempt token>].inprogress``.
+_PART = re.compile(
+    r"^\.?part-(\d+)-(\d+)\.(parquet|jsonl)(?:\.([0-9a-f]+))?(\.inprogress)?$")
 
 
 def committed_parts(path: str) -> list[str]:
@@ -74,7 +78,20 @@ def committed_parts(path: str) -> list[str]:
 
 
 class PartCommitter(ABC):
-    """Where part files end up, and how a closed part becomes pending and committed."""
+    """Where part files end up, and how a closed part becomes pending and committed.
+
+    ``token`` is unique to the attempt: its hidden files are its own. An attempt that is
+    still running after the job restarted without it (a TaskExecutor paused past the
+    heartbeat timeout, then resumed) reuses the restored part numbers, and with shared
+    names would write into (or truncate) the new attempt's files."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def hidden_name(self, name: str, token: str | None) -> str:
+        """The hidden in-progress/pending file of part ``name`` of attempt ``token``
+        (None: written before attempts had tokens)."""
+        return f".{name}.{token}.inprogress" if token else f".{name}.inprogress"
 
     @abstractmethod
     def in_progress_path(self, name: str) -> Path:
@@ -100,22 +117,24 @@ class PartCommitter(ABC):
 class LocalPartCommitter(PartCommitter):
     """``file://``: hidden files in the target directory, committed by atomic rename."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, token: str) -> None:
+        super().__init__(token)
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
 
     def in_progress_path(self, name: str) -> Path:
-        return self.directory / f".{name}.inprogress"
+        return self.directory / self.hidden_name(name, self.token)
 
     def pre_commit(self, name: str) -> dict[str, Any]:
         path = self.in_progress_path(name)
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
-        return {"kind": "file", "name": name}
+        return {"kind": "file", "name": name, "token": self.token}
 
     def commit(self, pending: dict[str, Any]) -> None:
         name = pending["name"]
-        hidden, final = self.in_progress_path(name), self.directory / name
+        hidden = self.directory / self.hidden_name(name, pending.get("token"))
+        final = self.directory / name
         if hidden.exists():
             os.replace(hidden, final)
             fsync_directory(self.directory)
@@ -125,12 +144,12 @@ class LocalPartCommitter(PartCommitter):
             raise StateError(msg)
 
     def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
-        kept = {p["name"] for p in keep}
+        kept = {self.hidden_name(p["name"], p.get("token")) for p in keep}
         removed = 0
         for path in self.directory.glob(".part-*"):
             match = _PART.match(path.name)
-            if match and match.group(4) and int(match.group(1)) == subtask \
-                    and path.name[1:].removesuffix(".inprogress") not in kept:
+            if match and match.group(5) and int(match.group(1)) == subtask \
+                    and path.name not in kept:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
@@ -140,13 +159,14 @@ class S3PartCommitter(PartCommitter):
     """``s3://``: in-progress parts are local files; pre-commit uploads one as the parts of
     a multipart upload, commit completes the upload (the object appears atomically)."""
 
-    def __init__(self, storage: S3CheckpointStorage, local_dir: Path) -> None:
+    def __init__(self, storage: S3CheckpointStorage, local_dir: Path, token: str) -> None:
+        super().__init__(token)
         self.storage = storage
         self.local_dir = local_dir
         local_dir.mkdir(parents=True, exist_ok=True)
 
     def in_progress_path(self, name: str) -> Path:
-        return self.local_dir / f".{name}.inprogress"
+        return self.local_dir / self.hidden_name(name, self.token)
 
     def pre_commit(self, name: str) -> dict[str, Any]:
         path = self.in_progress_path(name)
@@ -194,6 +214,8 @@ class FileSinkOperator(StreamOperator):
         self._closed: list[str] = []
         self._pending: list[dict[str, Any]] = []
         self._checkpointing = False
+        #: This attempt's own hidden files (see PartCommitter).
+        self._token = uuid.uuid4().hex[:12]
 
     # -- state --------------------------------------------------------------------------
 
@@ -225,8 +247,8 @@ class FileSinkOperator(StreamOperator):
                 os.path.join(tempfile.gettempdir(), f"weir-file-sink-{os.geteuid()}"),
                 fix="remove it so that weir creates its own")
             local = Path(root) / f"{self.ctx.job_id or 'job'}-{self.name}".replace("/", "_")
-            return S3PartCommitter(storage, local)
-        return LocalPartCommitter(Path(self.path.removeprefix("file://")))
+            return S3PartCommitter(storage, local, self._token)
+        return LocalPartCommitter(Path(self.path.removeprefix("file://")), self._token)
 
     def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
@@ -327,14 +349,21 @@ class FileSinkOperator(StreamOperator):
             self._closed = []
 
     def close(self) -> None:
-        # Not committed: a failed or cancelled attempt leaves hidden files, which the
-        # restored subtask deletes.
+        # Not committed: a failed or cancelled attempt deletes its parts that are not
+        # pending (only this attempt has them); pending ones may still be committed by
+        # the restored subtask, which deletes the rest.
         with contextlib.suppress(Exception):
             if self._writer is not None:
                 self._writer.close()
             if self._file is not None:
                 self._file.close()
         self._writer = self._file = None
+        if self._committer is not None:
+            unfinished = [*self._closed, *([self._current] if self._current else [])]
+            for name in unfinished:
+                with contextlib.suppress(OSError):
+                    self._committer.in_progress_path(name).unlink(missing_ok=True)
+        self._closed, self._current = [], None
 
 
 def _jsonable(record: Any) -> Any:
