@@ -46,7 +46,9 @@ def run_exactly_once(cluster_factory, tmp_path: Path, mode: str, backend: str,
     config = {"execution.checkpointing.interval": "500 ms", "state.backend.type": backend,
               **RESTARTS, **MODES[mode], **(extra or {})}
     gate = tmp_path / "gate"
-    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate)
+    # Held back harder than by default: a slow restore on a loaded machine must not let
+    # the job finish before every kill (the gate opens right after the last one).
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, held_slowdown=40)
     details = run_with_kills(cluster, job_id, kills, gate=gate)
     assert status_name(details) == "FINISHED", details.failure.message
     assert details.summary.restarts == kills, "the job ended before every kill"
