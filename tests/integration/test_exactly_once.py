@@ -48,7 +48,7 @@ def run_exactly_once(cluster_factory, tmp_path: Path, mode: str, backend: str,
     gate = tmp_path / "gate"
     # Held back harder than by default: a slow restore on a loaded machine must not let
     # the job finish before every kill (the gate opens right after the last one).
-    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, held_slowdown=40)
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, held_slowdown=20)
     details = run_with_kills(cluster, job_id, kills, gate=gate)
     assert status_name(details) == "FINISHED", details.failure.message
     assert details.summary.restarts == kills, "the job ended before every kill"
