@@ -213,3 +213,40 @@ def test_list_and_delete_prefix(storage: S3CheckpointStorage, seaweed_s3: Seawee
     keys = [o["Key"] for o in
             seaweed_s3.client().list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
     assert keys == ["elsewhere/z"]
+
+
+def test_a_rerun_s3_file_sink_replaces_the_earlier_attempts_objects(
+        seaweed_s3: SeaweedS3, s3_bucket: str) -> None:
+    # Without checkpointing a sink commits when its input ends; a re-run (a BATCH region
+    # restarted) replaces its earlier attempt's objects, and deletes those beyond them.
+    from weir.core.records import Elements
+    from weir.operators.file_sink import FileSinkOperator
+    from weir.taskexecutor.operator import OperatorContext, StateContext
+
+    def run(attempt: int, subtask: int, *numbers: int) -> None:
+        sink = FileSinkOperator("sink", f"s3://{s3_bucket}/out", "json", rolling_bytes=1)
+        sink.setup(OperatorContext("sink", subtask, 2, 128, attempt_number=attempt,
+                                   configuration=seaweed_s3.config(s3_bucket)),
+                   output=None)  # type: ignore[arg-type]
+        sink.initialize_state(StateContext())
+        sink.open()
+        for n in numbers:
+            sink.process(Elements.from_records([{"n": n}]))
+        sink.finish()
+        sink.close()
+
+    def committed() -> dict[str, list[int]]:
+        client = seaweed_s3.client()
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix="out/")
+                .get("Contents", [])]
+        return {key: [int(line.split(":")[1].strip(" }")) for line in client.get_object(
+                    Bucket=s3_bucket, Key=key)["Body"].read().decode().splitlines()]
+                for key in sorted(keys)}
+
+    run(0, 0, 1, 2, 3)
+    run(0, 1, 100)
+    assert committed() == {"out/part-0-0.jsonl": [1], "out/part-0-1.jsonl": [2],
+                           "out/part-0-2.jsonl": [3], "out/part-1-0.jsonl": [100]}
+    run(1, 0, 1, 2)
+    assert committed() == {"out/part-0-0.jsonl": [1], "out/part-0-1.jsonl": [2],
+                           "out/part-1-0.jsonl": [100]}

@@ -26,12 +26,14 @@ class Sink:
 
     def __init__(self, out: Path, subtask: int = 0, parallelism: int = 1,
                  restore: tuple[int, list[bytes | None]] | None = None,
-                 config: dict[str, str] | None = None, rolling: int = 1 << 20) -> None:
+                 config: dict[str, str] | None = None, rolling: int = 1 << 20,
+                 attempt: int = 0) -> None:
         self.out = out
         self.operator = FileSinkOperator("sink", str(out), "json", rolling)
         conf = Configuration.from_pairs(CHECKPOINTING if config is None else config)
         self.operator.setup(OperatorContext("sink", subtask, parallelism, 128,
-                                            configuration=conf), output=None)  # type: ignore
+                                            attempt_number=attempt, configuration=conf),
+                            output=None)  # type: ignore
         context = StateContext() if restore is None else StateContext(
             checkpoint_id=restore[0], operator_state=restore[1])
         self.operator.initialize_state(context)
@@ -184,3 +186,35 @@ def test_without_checkpointing_parts_are_committed_at_the_end(tmp_path: Path) ->
     assert records(tmp_path) == []
     sink.operator.finish()
     assert records(tmp_path) == [1, 2] and hidden(tmp_path) == []
+
+
+def test_a_rerun_without_checkpointing_replaces_the_earlier_attempts_parts(
+        tmp_path: Path) -> None:
+    # A finished BATCH sink subtask runs again when an input it read is produced again:
+    # its parts replace the first run's, and what the first run committed beyond them
+    # goes, so every record is in the directory once. Other subtasks' parts stay.
+    first = Sink(tmp_path, config={}, rolling=1)
+    first.write(1)
+    first.write(2)
+    first.write(3)
+    first.operator.finish()
+    other = Sink(tmp_path, subtask=1, parallelism=2, config={}, rolling=1)
+    other.write(100)
+    other.operator.finish()
+    assert records(tmp_path) == [1, 2, 3, 100]
+    again = Sink(tmp_path, config={}, rolling=1, attempt=1)
+    again.write(1)
+    again.write(2)
+    again.operator.finish()
+    assert records(tmp_path) == [1, 2, 100]
+    assert committed_parts(str(tmp_path)) == ["part-0-0.jsonl", "part-0-1.jsonl",
+                                              "part-1-0.jsonl"]
+
+
+def test_a_first_attempt_leaves_parts_it_did_not_write_alone(tmp_path: Path) -> None:
+    # Attempt 0 is no re-run: parts of the same number range from elsewhere stay.
+    (tmp_path / "part-0-5.jsonl").write_text('{"n": 50}\n')
+    sink = Sink(tmp_path, config={})
+    sink.write(1)
+    sink.operator.finish()
+    assert records(tmp_path) == [1, 50]

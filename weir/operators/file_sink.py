@@ -113,6 +113,24 @@ class PartCommitter(ABC):
         """Delete this subtask's in-progress and pending parts other than ``keep`` (left
         by attempts after the restored checkpoint); returns how many."""
 
+    @abstractmethod
+    def committed_numbers(self, subtask: int) -> dict[int, str]:
+        """This subtask's committed parts: part number -> what :meth:`delete_committed`
+        takes."""
+
+    @abstractmethod
+    def delete_committed(self, where: str) -> None:
+        """Delete one committed part (an earlier attempt's, replaced by a re-run)."""
+
+    def remove_stale(self, subtask: int, first: int) -> int:
+        """Delete this subtask's committed parts numbered ``first`` or higher: what an
+        earlier attempt committed beyond the parts the re-run just replaced. Returns how
+        many."""
+        stale = [where for n, where in self.committed_numbers(subtask).items() if n >= first]
+        for where in stale:
+            self.delete_committed(where)
+        return len(stale)
+
 
 class LocalPartCommitter(PartCommitter):
     """``file://``: hidden files in the target directory, committed by atomic rename."""
@@ -154,6 +172,13 @@ class LocalPartCommitter(PartCommitter):
                 removed += 1
         return removed
 
+    def committed_numbers(self, subtask: int) -> dict[int, str]:
+        return {int(m.group(2)): str(path) for path in self.directory.glob(f"part-{subtask}-*")
+                if (m := _PART.match(path.name)) and not m.group(4)}
+
+    def delete_committed(self, where: str) -> None:
+        Path(where).unlink(missing_ok=True)
+
 
 class S3PartCommitter(PartCommitter):
     """``s3://``: in-progress parts are local files; pre-commit uploads one as the parts of
@@ -188,6 +213,16 @@ class S3PartCommitter(PartCommitter):
         for path in self.local_dir.glob(f".part-{subtask}-*"):
             path.unlink(missing_ok=True)
         return removed
+
+    def committed_numbers(self, subtask: int) -> dict[int, str]:
+        base = self.storage.base_uri.rstrip("/") + "/"
+        return {int(m.group(2)): uri for uri in self.storage.list()
+                if uri.startswith(base + "part-") and "/" not in uri[len(base):]
+                and (m := _PART.match(uri[len(base):])) and not m.group(4)
+                and int(m.group(1)) == subtask}
+
+    def delete_committed(self, where: str) -> None:
+        self.storage.delete(where)
 
 
 class FileSinkOperator(StreamOperator):
@@ -340,13 +375,23 @@ class FileSinkOperator(StreamOperator):
 
     def finish(self) -> None:
         """End of input: with checkpointing, the final checkpoint commits what is left;
-        without, it is committed now."""
+        without, it is committed now. A re-run without checkpointing (a restarted BATCH
+        region, or any restart of a job that takes no checkpoints) starts numbering at 0
+        again, so its parts replace the earlier attempt's under the same names; what the
+        earlier attempt committed beyond them is deleted, so the directory holds this
+        attempt's records once."""
         self._close_part()
         if not self._checkpointing:
-            assert self._committer is not None
+            assert self._committer is not None and self.ctx is not None
             for name in self._closed:
                 self._committer.commit(self._committer.pre_commit(name))
             self._closed = []
+            if self.ctx.attempt_number > 0:
+                removed = self._committer.remove_stale(self.ctx.subtask_index, self._counter)
+                if removed:
+                    log.info("%s (attempt %d) replaced the parts of an earlier attempt and "
+                             "deleted %d more it had committed", self.name,
+                             self.ctx.attempt_number, removed)
 
     def close(self) -> None:
         # Not committed: a failed or cancelled attempt deletes its parts that are not
