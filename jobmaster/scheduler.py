@@ -1,18 +1,23 @@
 """Schedules one job: slots, deployment, state transitions, failure, restarts and
 cancellation.
 
-Runs on the JobMaster's main thread only. All subtasks are deployed at once (streaming,
-pipelined exchanges), one slot per parallel pipeline (slot sharing: subtask i of every
-vertex goes to slot i). A failed task (or a lost TaskExecutor) restarts what the failover
-strategy (``jobmanager.execution.failover-strategy``) says: with ``region`` (STREAMING) only
-its pipelined region when that is not the whole job — the region's tasks are cancelled and
-redeployed into their slots as new attempts restored from the latest usable completed
-checkpoint, while the other regions keep running; otherwise (``full``, BATCH jobs, a
-failure during a region restart, or a failure reaching every task) the job's current
-attempt fails: every task is cancelled and the job starts again in whatever slots are
-free. Either way the restart strategy decides first whether there is a restart at all, or
-the job ends FAILED with the failure as its root cause. Reports of earlier attempts are
-ignored (attempt ids fence them).
+Runs on the JobMaster's main thread only. STREAMING: all subtasks are deployed at once
+(pipelined exchanges), one slot per parallel pipeline (slot sharing: subtask i of every
+vertex goes to slot i). BATCH: a vertex's subtasks are deployed once every subtask it reads
+has finished (blocking exchanges), one slot per subtask, freed when the subtask finishes.
+
+A failed task (or a lost TaskExecutor) restarts what the failover strategy
+(``jobmanager.execution.failover-strategy``) says. With ``region``, only the regions the
+failure reaches, when that is not the whole job: their tasks are cancelled and deployed
+again as new attempts — STREAMING into their slots, restored from the latest usable
+completed checkpoint; BATCH as their inputs are ready, reading finished producers'
+partitions again instead of recomputing them (a partition that is gone restarts its
+producer) — while the other regions keep running. Otherwise (``full``, a failure during a
+STREAMING region restart, or a failure reaching every task) the job's current attempt
+fails: every task is cancelled and the job starts again in whatever slots are free. Either
+way the restart strategy decides first whether there is a restart at all, or the job ends
+FAILED with the failure as its root cause. Reports of earlier attempts are ignored
+(attempt ids fence them).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import CollectBuffer
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
-from weir.jobmaster.failover import TaskId, create_failover_strategy
+from weir.jobmaster.failover import RegionTopology, TaskId, create_failover_strategy
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager, Slot
 from weir.jobmaster.restart_strategy import NoRestartStrategy, create_restart_strategy
@@ -70,7 +75,10 @@ class JobScheduler:
         self._on_terminal = on_terminal
         self.slots: list[Slot] = []
         self.batch = configuration.get(options.RUNTIME_MODE).upper() == "BATCH"
-        self._vertex_slots: dict[int, list[Slot]] = {}
+        #: BATCH: the slot of each deployed subtask, until it finishes or restarts.
+        self._task_slots: dict[TaskId, Slot] = {}
+        #: Partitions a consumer reported it could not read (PARTITION_NOT_FOUND).
+        self._lost_partitions: set[str] = set()
         self._waiting_for_slots_since: float | None = None
         self._partition_ids: dict[tuple[str, int], str] = {}
         self._descriptors: dict[str, bytes] = {}
@@ -85,6 +93,7 @@ class JobScheduler:
                                                         self.checkpointing is not None)
         self.failover = create_failover_strategy(
             configuration.get(jm_options.FAILOVER_STRATEGY), job_graph, self.batch)
+        self._topology = RegionTopology(job_graph, batch=self.batch)
         #: A region restart in progress: the tasks it restarts.
         self._restarting: set[TaskId] | None = None
         self._region_phase = ""  # "cancelling", "scheduled", "restoring" or "deploying"
@@ -148,7 +157,8 @@ class JobScheduler:
 
     def try_allocate(self) -> None:
         """Deploy what can run now: everything at once (STREAMING, one shared slot per
-        pipeline), or the vertices whose inputs have all finished (BATCH, slots per stage)."""
+        pipeline), or the subtasks not deployed yet of the vertices whose inputs have all
+        finished (BATCH, a slot each; a vertex's subtasks get theirs together)."""
         if self.graph.status != common_pb2.JOB_RUNNING:
             return
         spread = self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS)
@@ -170,16 +180,18 @@ class JobScheduler:
             self._deploy(self.graph.all(), lambda ev: slots[ev.subtask_index])
             return
         for vertex in self.graph.job_graph.vertices:
-            if vertex.id in self._vertex_slots or not self._inputs_finished(vertex):
+            waiting = [ev for ev in self.graph.vertices[vertex.id]
+                       if ev.state == common_pb2.CREATED]
+            if not waiting or not self._inputs_finished(vertex):
                 continue
-            slots = self._resources.allocate(self.job_id, vertex.parallelism, spread)
+            slots = self._resources.allocate(self.job_id, len(waiting), spread)
             if slots is None:
-                self._waiting(vertex.parallelism)
+                self._waiting(len(waiting))
                 return
             self._waiting_for_slots_since = None
-            self._vertex_slots[vertex.id] = slots
-            self._deploy(self.graph.vertices[vertex.id],
-                         lambda ev, s=slots: s[ev.subtask_index])
+            for ev, slot in zip(waiting, slots, strict=True):
+                self._task_slots[_task_id(ev)] = slot
+            self._deploy(waiting, lambda ev: self._task_slots[_task_id(ev)])
 
     def _local_preferences(self) -> list[str | None]:
         """Task-local recovery: per slot (pipeline) index, the TaskExecutor that holds local
@@ -278,13 +290,15 @@ class JobScheduler:
                         ProducerDescriptor(ev.resource_id, record.data_address))
                 self._partition_ids[(ev.attempt_id, consumer.id)] = partition_id
         for ev in deploying:
+            if ev.state != common_pb2.SCHEDULED:
+                continue  # cancelled by the failover of a deployment before it
             tdd = self._deployment_descriptor(ev, self._partition_ids, self._descriptors)
             record = self._resources.get(ev.resource_id)
             if record is None:
                 self._task_failed(ev, common_pb2.ErrorInfo(
                     reason=common_pb2.DEPLOYMENT_FAILED, task=ev.name,
                     message=f"TaskExecutor {ev.resource_id} went away before deployment"))
-                return
+                continue
             ev.state = common_pb2.DEPLOYING
             future = record.stub.SubmitTask.future(tdd, timeout=RPC_TIMEOUT_S)
             attempt_id = ev.attempt_id
@@ -365,6 +379,10 @@ class JobScheduler:
                             "an older retained checkpoint", self.job_id,
                             self.restored.checkpoint_id, update.error.message)
                 self.checkpointing.forget(self.restored.checkpoint_id)
+            if update.error.reason == common_pb2.PARTITION_NOT_FOUND and \
+                    update.error.partition_id:
+                # Its producer must produce it again (the region rule's lost input).
+                self._lost_partitions.add(update.error.partition_id)
             self._task_failed(ev, update.error)
             return
         ev.state = update.state
@@ -375,10 +393,10 @@ class JobScheduler:
         if self.checkpointing is not None and self.graph.status == common_pb2.JOB_RUNNING:
             self.checkpointing.on_task_state(ev.attempt_id, update.state)
         if self.batch and update.state == common_pb2.FINISHED:
-            vertex_id = ev.job_vertex.id
-            if all(e.state == common_pb2.FINISHED for e in self.graph.vertices[vertex_id]):
-                self._resources.release_slots(self._vertex_slots.get(vertex_id, []))
-                self.try_allocate()
+            slot = self._task_slots.pop(_task_id(ev), None)
+            if slot is not None:
+                self._resources.release_slots([slot])
+            self.try_allocate()
         self._check_progress()
 
     def _maybe_restored(self) -> None:
@@ -413,14 +431,21 @@ class JobScheduler:
     def _failover(self, failed: list[ExecutionVertex], error: common_pb2.ErrorInfo,
                   lost: frozenset[TaskId] = frozenset()) -> None:
         """Restart what ``failed`` (and the outputs ``lost`` with a TaskExecutor) require:
-        a region restart when that leaves some tasks running, else :meth:`fail`."""
-        if self.graph.status != common_pb2.JOB_RUNNING or self.batch or \
-                self._restarting is not None or not self.slots:
+        a region restart when that leaves some tasks running, else :meth:`fail`. A BATCH
+        failure while a region restart is still cancelling or waiting joins it."""
+        if self.graph.status != common_pb2.JOB_RUNNING or (not self.batch and (
+                self._restarting is not None or not self.slots)):
             self.fail(error)
             return
-        restart: set[TaskId] = set()
+        lost = lost | self._lost_outputs()
+        if self.batch and not self._shuffle_master.reconsumable:
+            # Its partitions are read once: a restarted consumer needs its producers again.
+            lost |= self._topology.producers
+        finished = [_task_id(ev) for ev in self.graph.all() if ev.state == common_pb2.FINISHED]
+        restart: set[TaskId] = set(self._restarting or ())
         for ev in failed:
-            restart |= self.failover.tasks_to_restart(_task_id(ev), lost_producers=lost)
+            restart |= self.failover.tasks_to_restart(_task_id(ev), lost_producers=lost,
+                                                      finished=finished)
         if len(restart) >= len(self.graph.all()):
             self.fail(error)
             return
@@ -433,13 +458,24 @@ class JobScheduler:
                     error.message)
         if self.checkpointing is not None:
             self.checkpointing.job_not_running()
-        self._down_since = wall_clock_ms()
+        if self._down_since is None:
+            self._down_since = wall_clock_ms()
         self.restart_causes.append(error)
         self.graph.failure = error
         self._restarting = restart
         self._region_phase = "cancelling"
         self._cancel_tasks(self._region_tasks())
         self._check_progress()
+
+    def _lost_outputs(self) -> frozenset[TaskId]:
+        """Tasks whose current result partitions cannot be read any more: gone with their
+        TaskExecutor (the shuffle master says), or reported missing by a consumer."""
+        return frozenset(
+            _task_id(ev) for ev in self.graph.all()
+            for consumer, _ in self.graph.consumers_of(ev.job_vertex.id)
+            if (partition_id := self._partition_ids.get((ev.attempt_id, consumer.id)))
+            and (partition_id in self._lost_partitions
+                 or not self._shuffle_master.is_partition_available(partition_id)))
 
     def _region_tasks(self) -> list[ExecutionVertex]:
         restarting = self._restarting or set()
@@ -451,13 +487,17 @@ class JobScheduler:
         if self.graph.status != common_pb2.JOB_RUNNING or self._region_phase != "scheduled":
             return
         self._region_phase = "restoring"
+        slots = []
         for ev in self._region_tasks():
+            if (slot := self._task_slots.pop(_task_id(ev), None)) is not None:
+                slots.append(slot)
             for consumer, _ in self.graph.consumers_of(ev.job_vertex.id):
                 partition_id = self._partition_ids.pop((ev.attempt_id, consumer.id), "")
                 descriptor = self._descriptors.pop(partition_id, None)
                 if descriptor is not None:
                     self._shuffle_master.release_partition_externally(descriptor)
             self.graph.new_attempt(ev)
+        self._resources.release_slots(slots)
         self._restore_latest(self._resume_region, lambda: (
             self.graph.status == common_pb2.JOB_RUNNING and self._region_phase == "restoring"))
 
@@ -523,7 +563,13 @@ class JobScheduler:
 
     def _deploy_region(self) -> None:
         """Deploy the region into its slots; a slot whose TaskExecutor is gone is replaced
-        (preferring the TaskExecutor holding its local state), or the region waits for one."""
+        (preferring the TaskExecutor holding its local state), or the region waits for one.
+        BATCH: the region's tasks are deployed as their inputs are ready, as at the start."""
+        if self.batch:
+            self._restarting = None
+            self._region_phase = ""
+            self.try_allocate()
+            return
         evs = self._region_tasks()
         gone = sorted({ev.subtask_index for ev in evs
                        if not self._slot_alive(self.slots[ev.subtask_index])})
@@ -613,7 +659,8 @@ class JobScheduler:
         self._partition_ids.clear()
         self._resources.release(self.job_id)
         self.slots = []
-        self._vertex_slots = {}
+        self._task_slots = {}
+        self._lost_partitions.clear()
         self.graph.new_attempts()
         self._restore_latest(self._resume,
                              lambda: self.graph.status == common_pb2.JOB_RESTARTING)
@@ -655,13 +702,26 @@ class JobScheduler:
         for ev in lost:
             ev.state = common_pb2.FAILED
             ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
-        if lost:
-            # Its result partitions went with it (Flink's rule: their producers restart).
-            outputs = frozenset(_task_id(ev) for ev in self.graph.all()
-                                if ev.resource_id == resource_id)
-            self._failover(lost, common_pb2.ErrorInfo(reason=reason, message=message,
-                                                      task=lost[0].name), outputs)
+        # The result partitions the shuffle master says went with it restart their
+        # producers (Flink's rule; an external shuffle service keeps them). In BATCH a
+        # finished producer whose lost output is still to be read restarts now, rather
+        # than when its consumers fail to read it.
+        gone = self._lost_outputs()
+        needed = [ev for ev in self.graph.all() if self.batch
+                  and ev.state == common_pb2.FINISHED and ev.resource_id == resource_id
+                  and _task_id(ev) in gone and self._feeds_unfinished(ev)]
+        if lost or needed:
+            self._failover(lost + needed, common_pb2.ErrorInfo(
+                reason=reason, message=message, task=(lost or needed)[0].name))
         self._check_progress()
+
+    def _feeds_unfinished(self, ev: ExecutionVertex) -> bool:
+        """Some task that reads ``ev``'s output has not finished."""
+        task = _task_id(ev)
+        return any(task in self._topology.inputs_of(_task_id(consumer))
+                   and consumer.state != common_pb2.FINISHED
+                   for vertex, _ in self.graph.consumers_of(ev.job_vertex.id)
+                   for consumer in self.graph.vertices[vertex.id])
 
     def _cancel_tasks(self, evs: list[ExecutionVertex] | None = None) -> None:
         """Cancel ``evs`` (default: every task) that have not ended."""

@@ -90,15 +90,17 @@ HASH: PartitionerType
 BROADCAST: PartitionerType
 
 class ErrorInfo(_message.Message):
-    __slots__ = ("reason", "message", "exception_class", "traceback", "task")
+    __slots__ = ("reason", "message", "exception_class", "traceback", "task", "partition_id")
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     EXCEPTION_CLASS_FIELD_NUMBER: _ClassVar[int]
     TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     reason: FailureReason
     message: str
     exception_class: str
     traceback: str
     task: str
-    def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., message: _Optional[str] = ..., exception_class: _Optional[str] = ..., traceback: _Optional[str] = ..., task: _Optional[str] = ...) -> None: ...
+    partition_id: str
+    def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., message: _Optional[str] = ..., exception_class: _Optional[str] = ..., traceback: _Optional[str] = ..., task: _Optional[str] = ..., partition_id: _Optional[str] = ...) -> None: ...

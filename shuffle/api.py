@@ -46,6 +46,11 @@ class PartitionDescriptor:
 class ShuffleMaster(ABC):
     """The JobMaster side of a shuffle service. Called on the JobMaster's main thread."""
 
+    #: Whether a finished partition can be read again, by a consumer that restarts (Flink's
+    #: reconsumable result partitions). When not, a restarted BATCH consumer's producers
+    #: restart with it.
+    reconsumable: bool = False
+
     @abstractmethod
     def register_partition_with_producer(self, partition: PartitionDescriptor,
                                          producer: ProducerDescriptor) -> bytes:

@@ -255,8 +255,10 @@ class Task:
 
     def _error_info(self, err: BaseException) -> common_pb2.ErrorInfo:
         reason = common_pb2.USER_CODE_ERROR
+        partition_id = ""
         if isinstance(err, PartitionNotFoundError):
             reason = common_pb2.PARTITION_NOT_FOUND
+            partition_id = err.partition_id
         elif isinstance(err, RemoteTransportError):
             reason = common_pb2.REMOTE_TRANSPORT
         elif isinstance(err, CorruptStateError | MissingStateError) and \
@@ -265,7 +267,8 @@ class Task:
         return common_pb2.ErrorInfo(
             reason=reason, message=f"{type(err).__name__}: {err}",
             exception_class=f"{type(err).__module__}.{type(err).__qualname__}",
-            traceback="".join(traceback.format_exception(err))[-8000:], task=self.name)
+            traceback="".join(traceback.format_exception(err))[-8000:], task=self.name,
+            partition_id=partition_id)
 
     def _check_cancelled(self) -> None:
         if self._cancelled.is_set():

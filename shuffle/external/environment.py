@@ -476,7 +476,8 @@ class ExternalInputChannel:
                         continue
                     if backoff > self._max_backoff:
                         error: Exception = PartitionNotFoundError(
-                            f"{self._describe()} was not found: {err.details()}")
+                            f"{self._describe()} was not found: {err.details()}",
+                            self.descriptor.partition_id)
                         error.__cause__ = err
                         self._fail(error)
                         return
@@ -490,10 +491,10 @@ class ExternalInputChannel:
                 else:
                     # Released while read (NOT_FOUND), corrupt files (DATA_LOSS): the
                     # partition cannot be served any more and must be produced again.
-                    kind = PartitionNotFoundError if code in (
-                        grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DATA_LOSS) \
-                        else RemoteTransportError
-                    error = kind(f"cannot read {self._describe()}: {_rpc_status(err)}")
+                    message = f"cannot read {self._describe()}: {_rpc_status(err)}"
+                    error = PartitionNotFoundError(message, self.descriptor.partition_id) \
+                        if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DATA_LOSS) \
+                        else RemoteTransportError(message)
                     error.__cause__ = err
                     self._fail(error)
                     return

@@ -36,6 +36,8 @@ class ExternalShuffleMaster(ShuffleMaster):
     CLOSE_WAIT_S for releases in flight, then closes the connection.
     """
 
+    reconsumable = True  # the service keeps a partition until it is released
+
     def __init__(self, service_address: str, token: str | None = None,
                  tls: TlsFiles | None = None) -> None:
         self.service_address = service_address

@@ -383,7 +383,7 @@ class RemoteInputChannel:
         if self._backoff > self._max_backoff:
             self.fail(PartitionNotFoundError(
                 f"partition {self.partition_id} is not available at {self._address} after "
-                f"retrying with back-off ({why})"))
+                f"retrying with back-off ({why})", self.partition_id))
             return
         delay, self._backoff = self._backoff, self._backoff * 2
         self._manager.schedule(0.0 if waited else delay, self.request)

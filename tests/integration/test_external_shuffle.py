@@ -2,49 +2,23 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from tests.support.cluster import (
-    REPO,
     LocalCluster,
+    extra_taskexecutor,
     job_details,
     poll,
     wait_job_status,
     write_job,
 )
+from tests.support.shuffle_service import shuffle_options
 from weir.proto import common_pb2
-
-FACTORY = "weir.shuffle.external.factory.ExternalShuffleServiceFactory"
-
-
-@pytest.fixture
-def shuffle_service(tmp_path: Path):
-    data = tmp_path / "shuffle-data"
-    info = tmp_path / "shuffle-service.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "weir", "shuffle-service", "--dir", str(data), "--port", "0",
-         "--info-file", str(info)], cwd=REPO, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
-        address = poll(lambda: info.exists() and json.loads(info.read_text())["address"], 30,
-                       what="the shuffle service to listen")
-        yield address, data
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _files_of(directory: Path, job_id: str) -> list[Path]:
@@ -54,7 +28,7 @@ def _files_of(directory: Path, job_id: str) -> list[Path]:
 def test_batch_job_survives_the_loss_of_a_finished_producer(cluster_factory, shuffle_service,
                                                             tmp_path: Path):
     address, data = shuffle_service
-    options = [f"shuffle-service-factory.class={FACTORY}", f"shuffle-service.address={address}"]
+    options = shuffle_options(address)
     cluster: LocalCluster = cluster_factory(1, 1, *options)
     out = tmp_path / "out"
     words = [f"w{(i * 7) % 101}" for i in range(30_000)]
@@ -83,17 +57,9 @@ def test_batch_job_survives_the_loss_of_a_finished_producer(cluster_factory, shu
     # The consumer stage needs 2 slots and the cluster has 1: it waits. Now the producer's
     # TaskExecutor goes away for good, and a new one with 2 slots arrives.
     cluster.kill_taskexecutor(0, signal.SIGKILL)
-    newcomer = subprocess.Popen(
-        [sys.executable, "-m", "weir", "taskexecutor", "--jobmaster", cluster.address,
-         "--slots", "2", *(f"-D{o}" for o in options), "-Dmetrics.reporter.prom.port=0"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
-    try:
+    with extra_taskexecutor(cluster, 2, *options):
         details = wait_job_status(cluster, job_id, {"FINISHED", "FAILED"}, timeout=120)
         assert details.summary.status == common_pb2.JOB_FINISHED, details.failure.message
-    finally:
-        newcomer.send_signal(signal.SIGTERM)
-        newcomer.wait(timeout=30)
     table = pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("*.parquet")))
     finals: dict[str, int] = {}
     for word, count in zip(table.column(0).to_pylist(), table.column(1).to_pylist(),

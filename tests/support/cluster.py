@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -83,6 +84,27 @@ class LocalCluster:
     def stop(self) -> None:
         if (self.dir / "jobmaster.json").exists() or (self.dir / "cluster.json").exists():
             weir_cli("cluster", "stop", "--dir", str(self.dir), timeout=60)
+
+
+@contextlib.contextmanager
+def extra_taskexecutor(cluster: LocalCluster, slots: int, *dynamic: str) -> Iterator[int]:
+    """A TaskExecutor started by hand that joins ``cluster`` (``dynamic``: KEY=VALUE
+    options); yields its pid and stops it on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "weir", "taskexecutor", "--jobmaster", cluster.address,
+         "--slots", str(slots), *(f"-D{o}" for o in dynamic),
+         "-Dmetrics.reporter.prom.port=0"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        yield proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -48,7 +48,12 @@ class JobExecutionError(WeirError):
 
 
 class PartitionNotFoundError(WeirError):
-    """A consumer requested a result partition its producer does not (or no longer) serve."""
+    """A consumer requested a result partition its producer does not (or no longer) serve.
+    ``partition_id`` names it when known: the JobMaster then produces it again."""
+
+    def __init__(self, message: str, partition_id: str = "") -> None:
+        super().__init__(message)
+        self.partition_id = partition_id
 
 
 class RemoteTransportError(WeirError):
