@@ -41,11 +41,20 @@ _KEEPALIVE = [
 ]
 
 
+#: Reconnect soon after a peer comes back. gRPC's default backoff grows to 120 s: a
+#: TaskExecutor whose JobMaster was down for 30 s reached the restarted one 11 s late
+#: (measured); capped at 1 s it reconnects within about a second.
+_RECONNECT = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
 def _channel_options(max_send_bytes: int) -> list[tuple[str, int]]:
     return [("grpc.max_send_message_length", max_send_bytes),
             # Responses (collect results, job details) are bounded by the server's send limit.
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            *_KEEPALIVE]
+            *_KEEPALIVE, *_RECONNECT]
 
 
 def _server_options(max_receive_bytes: int) -> list[tuple[str, int]]:
