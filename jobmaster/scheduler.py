@@ -79,6 +79,9 @@ class JobScheduler:
         self._task_slots: dict[TaskId, Slot] = {}
         #: Partitions a consumer reported it could not read (PARTITION_NOT_FOUND).
         self._lost_partitions: set[str] = set()
+        #: BATCH: partitions a deployed consumer reads (gone once read, unless the shuffle
+        #: master's partitions are reconsumable).
+        self._read_partitions: set[str] = set()
         self._waiting_for_slots_since: float | None = None
         self._partition_ids: dict[tuple[str, int], str] = {}
         self._descriptors: dict[str, bytes] = {}
@@ -293,6 +296,10 @@ class JobScheduler:
             if ev.state != common_pb2.SCHEDULED:
                 continue  # cancelled by the failover of a deployment before it
             tdd = self._deployment_descriptor(ev, self._partition_ids, self._descriptors)
+            if self.batch:
+                self._read_partitions.update(
+                    self._partition_ids[(producer.attempt_id, ev.job_vertex.id)]
+                    for producer in self._task_attempts(self._topology.inputs_of(_task_id(ev))))
             record = self._resources.get(ev.resource_id)
             if record is None:
                 self._task_failed(ev, common_pb2.ErrorInfo(
@@ -438,9 +445,6 @@ class JobScheduler:
             self.fail(error)
             return
         lost = lost | self._lost_outputs()
-        if self.batch and not self._shuffle_master.reconsumable:
-            # Its partitions are read once: a restarted consumer needs its producers again.
-            lost |= self._topology.producers
         finished = [_task_id(ev) for ev in self.graph.all() if ev.state == common_pb2.FINISHED]
         restart: set[TaskId] = set(self._restarting or ())
         for ev in failed:
@@ -468,14 +472,21 @@ class JobScheduler:
         self._check_progress()
 
     def _lost_outputs(self) -> frozenset[TaskId]:
-        """Tasks whose current result partitions cannot be read any more: gone with their
-        TaskExecutor (the shuffle master says), or reported missing by a consumer."""
+        """Tasks whose current result partitions cannot be read (again): gone with their
+        TaskExecutor (the shuffle master says), reported missing by a consumer, or — when
+        partitions are read once (not reconsumable) — read by a deployed consumer."""
+        gone = self._lost_partitions
+        if self.batch and not self._shuffle_master.reconsumable:
+            gone = gone | self._read_partitions
         return frozenset(
             _task_id(ev) for ev in self.graph.all()
             for consumer, _ in self.graph.consumers_of(ev.job_vertex.id)
             if (partition_id := self._partition_ids.get((ev.attempt_id, consumer.id)))
-            and (partition_id in self._lost_partitions
+            and (partition_id in gone
                  or not self._shuffle_master.is_partition_available(partition_id)))
+
+    def _task_attempts(self, tasks: frozenset[TaskId]) -> list[ExecutionVertex]:
+        return [self.graph.vertices[vertex_id][index] for vertex_id, index in sorted(tasks)]
 
     def _region_tasks(self) -> list[ExecutionVertex]:
         restarting = self._restarting or set()
@@ -661,6 +672,7 @@ class JobScheduler:
         self.slots = []
         self._task_slots = {}
         self._lost_partitions.clear()
+        self._read_partitions.clear()
         self.graph.new_attempts()
         self._restore_latest(self._resume,
                              lambda: self.graph.status == common_pb2.JOB_RESTARTING)
