@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlparse
 from weir.checkpoint.storage import (
     CHUNK_SIZE,
     CheckpointStorage,
-    Crc32,
+    Checksum,
     StreamStateHandle,
     check_relative,
     checksum_of,
@@ -130,8 +130,8 @@ class FileSystemCheckpointStorage(CheckpointStorage):
     def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
         path = self._path(relative_path)
         with open(local_path, "rb") as source:
-            def copy(f: BinaryIO) -> Crc32:
-                crc = Crc32()
+            def copy(f: BinaryIO) -> Checksum:
+                crc = Checksum()
                 while chunk := source.read(CHUNK_SIZE):
                     crc.update(chunk)
                     f.write(chunk)
@@ -158,13 +158,13 @@ class FileSystemCheckpointStorage(CheckpointStorage):
     def read(self, handle: StreamStateHandle) -> bytes:
         with self._open(handle) as f:
             data = f.read()
-        verify(handle, len(data), checksum_of(data))
+        verify(handle, len(data), checksum_of(data, handle.checksum))
         return data
 
     def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
         with self._open(handle) as source:
             def copy(f: BinaryIO) -> None:
-                crc = Crc32()
+                crc = Checksum(handle.checksum)
                 while chunk := source.read(CHUNK_SIZE):
                     crc.update(chunk)
                     f.write(chunk)

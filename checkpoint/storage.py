@@ -2,7 +2,8 @@
 
 A :class:`CheckpointStorage` writes bytes or local files under its base URI (a local
 directory or an S3 bucket and prefix) and returns a :class:`StreamStateHandle`: the object's
-absolute URI, length and CRC-32. Writes are atomic (a reader sees the whole object or
+absolute URI, length and checksum (CRC-32C; handles written before it carry zlib's CRC-32,
+and still verify). Writes are atomic (a reader sees the whole object or
 nothing); reads and downloads verify length and checksum, so a corrupted or truncated snapshot
 raises :class:`~weir.core.errors.CorruptStateError` instead of restoring wrong state.
 :func:`create_storage` picks the implementation from the URI scheme.
@@ -12,7 +13,7 @@ Example:
     >>> storage = create_storage(tempfile.mkdtemp())
     >>> handle = storage.write("job-1/chk-3/op-a/state-0", b"snapshot bytes")
     >>> handle.length, handle.checksum
-    (14, 'crc32:654ba1ce')
+    (14, 'crc32c:5c7d3cca')
     >>> storage.read(StreamStateHandle.from_dict(handle.to_dict()))
     b'snapshot bytes'
 """
@@ -24,6 +25,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import google_crc32c
 
 from weir.core.errors import ConfigError, CorruptStateError, StorageError
 
@@ -68,29 +71,64 @@ class StreamStateHandle:
         return cls(uri=uri, length=length, checksum=checksum)
 
 
-class Crc32:
-    """An incremental CRC-32 (zlib's: cheap, and enough to catch corruption, not tampering)."""
+def _crc32c(data: bytes | bytearray | memoryview, value: int) -> int:
+    # google-crc32c takes bytes only (file and S3 reads give bytes: no copy there).
+    return int(google_crc32c.extend(value, data if isinstance(data, bytes) else bytes(data)))
 
-    def __init__(self) -> None:
+
+def _crc32(data: bytes | bytearray | memoryview, value: int) -> int:
+    return zlib.crc32(data, value)
+
+
+#: Checksum algorithms by the prefix of a handle's checksum. CRC-32C runs in hardware
+#: (SSE 4.2, ARMv8) through google-crc32c: about 9 GB/s here against zlib's CRC-32 at 3
+#: (measured with a file read), which matters when a restore verifies a gigabyte of local
+#: copies. zlib's stays for older handles, and where google-crc32c has no native code.
+_ALGORITHMS = {"crc32c": _crc32c, "crc32": _crc32}
+DEFAULT_CHECKSUM = "crc32c" if google_crc32c.implementation == "c" else "crc32"
+
+
+class Checksum:
+    """An incremental checksum: cheap, and enough to catch corruption, not tampering.
+    ``like``: the checksum of a handle to verify (its algorithm is used); None for new
+    handles (:data:`DEFAULT_CHECKSUM`).
+
+    Example:
+        >>> crc = Checksum("crc32:352441c2")
+        >>> crc.update(b"abc")
+        >>> crc.hexdigest(), crc.length
+        ('crc32:352441c2', 3)
+    """
+
+    def __init__(self, like: str | None = None) -> None:
+        self.algorithm = like.split(":", 1)[0] if like else DEFAULT_CHECKSUM
+        # An unknown algorithm verifies nothing but the length, rather than failing
+        # every read of a handle from a newer writer.
+        self._update = _ALGORITHMS.get(self.algorithm)
         self.value = 0
         self.length = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
-        self.value = zlib.crc32(data, self.value)
+        if self._update is not None:
+            self.value = self._update(data, self.value)
         self.length += len(data)
 
     def hexdigest(self) -> str:
-        return f"crc32:{self.value:08x}"
+        """``algorithm:`` and eight hex digits ("" for an unknown algorithm: nothing to
+        compare, :func:`verify` checks the length only)."""
+        return f"{self.algorithm}:{self.value:08x}" if self._update is not None else ""
 
 
-def checksum_of(data: bytes | bytearray | memoryview) -> str:
-    """The handle checksum of ``data`` (``crc32:`` and eight hex digits)."""
-    return f"crc32:{zlib.crc32(data):08x}"
+def checksum_of(data: bytes | bytearray | memoryview, like: str | None = None) -> str:
+    """The handle checksum of ``data`` (see :class:`Checksum` for ``like``)."""
+    crc = Checksum(like)
+    crc.update(data)
+    return crc.hexdigest()
 
 
-def file_checksum(path: str | Path) -> tuple[int, str]:
+def file_checksum(path: str | Path, like: str | None = None) -> tuple[int, str]:
     """Length and handle checksum of a local file, read in chunks."""
-    crc = Crc32()
+    crc = Checksum(like)
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK_SIZE):
             crc.update(chunk)
@@ -110,7 +148,8 @@ def self_verifying(uri: str) -> StreamStateHandle:
 def verify(handle: StreamStateHandle, length: int, checksum: str | None) -> None:
     """Raise CorruptStateError unless ``length``/``checksum`` match the handle's.
 
-    ``checksum`` None checks the length only (used before a body is read, to fail early).
+    ``checksum`` None (or "") checks the length only (used before a body is read, to fail
+    early).
     A handle of :data:`UNKNOWN_LENGTH` is not checked.
     """
     if handle.length == UNKNOWN_LENGTH:
@@ -119,7 +158,7 @@ def verify(handle: StreamStateHandle, length: int, checksum: str | None) -> None
         msg = (f"state object {handle.uri} is corrupt: length is {length} bytes, "
                f"the handle recorded {handle.length}")
         raise CorruptStateError(msg)
-    if checksum is not None and checksum != handle.checksum:
+    if checksum and checksum != handle.checksum:
         msg = (f"state object {handle.uri} is corrupt: checksum is {checksum}, "
                f"the handle recorded {handle.checksum}")
         raise CorruptStateError(msg)

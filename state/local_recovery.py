@@ -105,17 +105,17 @@ def record_local_copy(directory: Path, files: dict[str, StreamStateHandle]) -> L
 
 
 def verify_local_copy(copy: LocalCopy) -> str | None:
-    """None if every file of ``copy`` exists with its recorded length and CRC-32, else
+    """None if every file of ``copy`` exists with its recorded length and checksum, else
     what is wrong (for the log line)."""
     for _, handle in sorted(copy.files.items()):
         path = FileSystemCheckpointStorage.path_from_uri(handle.uri)
         try:
-            length, checksum = file_checksum(path)
+            length, checksum = file_checksum(path, handle.checksum)
         except OSError as err:
             return f"{path} cannot be read ({err.strerror or err})"
         if length != handle.length:
             return f"{path} has {length} bytes, {handle.length} were recorded"
-        if checksum != handle.checksum:
+        if checksum and checksum != handle.checksum:
             return f"{path} has checksum {checksum}, {handle.checksum} was recorded"
     return None
 
@@ -283,7 +283,8 @@ class RestoreStorage(CheckpointStorage):
         if path is not None and path.is_file():
             data = path.read_bytes()
             if len(data) == handle.length and (not handle.checksum
-                                               or checksum_of(data) == handle.checksum):
+                                               or checksum_of(data, handle.checksum)
+                                               == handle.checksum):
                 self.add_local(len(data))
                 return data
             log.warning("local copy %s does not match %s; reading checkpoint storage",

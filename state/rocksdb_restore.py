@@ -155,7 +155,7 @@ def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target
     except OSError:
         return False
     try:
-        verify(handle, *file_checksum(target))
+        verify(handle, *file_checksum(target, handle.checksum))
     except BaseException:
         target.unlink(missing_ok=True)
         raise

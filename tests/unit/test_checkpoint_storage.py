@@ -263,3 +263,33 @@ def test_handle_serialises_to_json_and_back():
 def test_malformed_handle_dicts_are_refused(bad: object):
     with pytest.raises(ValueError, match="state handle"):
         StreamStateHandle.from_dict(bad)  # type: ignore[arg-type]
+
+
+def test_new_handles_use_crc32c_and_older_crc32_handles_still_verify(
+        storage: FileSystemCheckpointStorage, tmp_path: Path):
+    import zlib
+
+    import google_crc32c
+
+    data = os.urandom(2 * 1024 * 1024 + 5)
+    handle = storage.write("job/chk-1/state", data)
+    assert handle.checksum == f"crc32c:{google_crc32c.value(data):08x}"
+    # A handle from before CRC-32C: zlib's CRC-32, verified as such on read and download.
+    old = StreamStateHandle(handle.uri, len(data), f"crc32:{zlib.crc32(data):08x}")
+    assert storage.read(old) == data
+    storage.download(old, tmp_path / "copy")
+    assert (tmp_path / "copy").read_bytes() == data
+    path = tmp_path / "checkpoints/job/chk-1/state"
+    path.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    for stale in (old, handle):
+        with pytest.raises(CorruptStateError, match="checksum"):
+            storage.read(stale)
+
+
+def test_a_checksum_of_an_unknown_algorithm_checks_the_length_only(
+        storage: FileSystemCheckpointStorage):
+    handle = storage.write("job/chk-1/state", b"abc")
+    future = StreamStateHandle(handle.uri, 3, "sha3:00")
+    assert storage.read(future) == b"abc"
+    with pytest.raises(CorruptStateError, match="length"):
+        storage.read(StreamStateHandle(handle.uri, 4, "sha3:00"))
