@@ -59,7 +59,10 @@ def run_exactly_once(cluster_factory, tmp_path: Path, mode: str, backend: str,
 
 
 @pytest.mark.parametrize(("mode", "backend"), [
-    ("aligned", "hashmap"), ("unaligned", "rocksdb"), ("aligned-timeout", "hashmap")])
+    # Plain aligned checkpoints also run in the chaos subset and most recovery tests of
+    # `make test`; this heavy variant (about a minute) runs with `make chaos`.
+    pytest.param("aligned", "hashmap", marks=pytest.mark.chaos),
+    ("unaligned", "rocksdb"), ("aligned-timeout", "hashmap")])
 def test_exactly_once_with_killed_taskexecutors(cluster_factory, tmp_path, mode, backend):
     run_exactly_once(cluster_factory, tmp_path, mode, backend)
 
