@@ -183,6 +183,9 @@ class FailoverStrategy(Protocol):
     """Decides which tasks restart after one task failed. Pure; called on the JobMaster's
     main thread once per failure that the restart strategy allows to restart."""
 
+    #: The job's regions and the tasks each task reads, which the strategy decides on.
+    topology: RegionTopology
+
     def tasks_to_restart(self, failed: TaskId, *, lost_producers: Collection[TaskId] = (),
                          finished: Collection[TaskId] = ()) -> set[TaskId]:
         """Tasks to cancel and deploy again, ``failed`` included.
@@ -206,13 +209,13 @@ class RestartAllFailoverStrategy:
     """
 
     def __init__(self, topology: RegionTopology) -> None:
-        self._topology = topology
+        self.topology = topology
 
     def tasks_to_restart(self, failed: TaskId, *, lost_producers: Collection[TaskId] = (),
                          finished: Collection[TaskId] = ()) -> set[TaskId]:
         """Every task of the job (see :class:`FailoverStrategy`)."""
-        self._topology.region_of(failed)  # a failure of a foreign task is our bug
-        return set(self._topology.tasks)
+        self.topology.region_of(failed)  # a failure of a foreign task is our bug
+        return set(self.topology.tasks)
 
 
 class RestartPipelinedRegionFailoverStrategy:
@@ -233,12 +236,12 @@ class RestartPipelinedRegionFailoverStrategy:
     """
 
     def __init__(self, topology: RegionTopology) -> None:
-        self._topology = topology
+        self.topology = topology
 
     def regions_to_restart(self, failed: TaskId, *,
                            lost_producers: Collection[TaskId] = ()) -> list[Region]:
         """The regions the rules reach from ``failed``'s region, in region order."""
-        topology = self._topology
+        topology = self.topology
         lost = frozenset(lost_producers)
         start = topology.region_of(failed)
         reached, queue = {start}, deque([start])
@@ -283,13 +286,13 @@ class ApproximateFailoverStrategy:
     """
 
     def __init__(self, topology: RegionTopology) -> None:
-        self._topology = topology
+        self.topology = topology
         self._region = RestartPipelinedRegionFailoverStrategy(topology)
 
     def tasks_to_restart(self, failed: TaskId, *, lost_producers: Collection[TaskId] = (),
                          finished: Collection[TaskId] = ()) -> set[TaskId]:
         """``failed`` alone when it may restart by itself, else its regions' tasks."""
-        topology = self._topology
+        topology = self.topology
         topology.region_of(failed)
         if failed not in topology.producers and \
                 not topology.inputs_of(failed) & frozenset(lost_producers):

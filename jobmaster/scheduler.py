@@ -40,7 +40,7 @@ from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import CollectBuffer
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
-from weir.jobmaster.failover import RegionTopology, TaskId, create_failover_strategy
+from weir.jobmaster.failover import TaskId, create_failover_strategy
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager, Slot
 from weir.jobmaster.restart_strategy import NoRestartStrategy, create_restart_strategy
@@ -96,7 +96,7 @@ class JobScheduler:
                                                         self.checkpointing is not None)
         self.failover = create_failover_strategy(
             configuration.get(jm_options.FAILOVER_STRATEGY), job_graph, self.batch)
-        self._topology = RegionTopology(job_graph, batch=self.batch)
+        self._topology = self.failover.topology
         #: A region restart in progress: the tasks it restarts.
         self._restarting: set[TaskId] | None = None
         self._region_phase = ""  # "cancelling", "scheduled", "restoring" or "deploying"

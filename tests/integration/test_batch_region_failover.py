@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,13 @@ from tests.support.cluster import (
     poll,
     write_job,
 )
-from tests.support.exactly_once import status_name, wait_ended
+from tests.support.exactly_once import (
+    committed_output,
+    diff,
+    running_counts,
+    status_name,
+    wait_ended,
+)
 from tests.support.shuffle_service import shuffle_options
 from weir.proto import common_pb2
 
@@ -73,22 +78,9 @@ RESTARTS = {"restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.delay": "100 ms"}
 
 
-def expected() -> Counter[tuple[int, int]]:
-    per_key = Counter(n % 97 for n in range(N))
-    return Counter((key, c) for key, total in per_key.items() for c in range(1, total + 1))
-
-
-def committed(directory: Path) -> Counter[tuple[int, int]]:
-    out: Counter[tuple[int, int]] = Counter()
-    for part in sorted(directory.glob("part-*")):
-        out.update(tuple(json.loads(line)) for line in part.read_text().splitlines())
-    return out
-
-
 def assert_exactly_expected(out: Path) -> None:
-    got = committed(out)
-    assert got == expected(), (f"{sum((expected() - got).values())} lost, "
-                               f"{sum((got - expected()).values())} duplicated")
+    expected, got = running_counts(N, 97), committed_output(out)
+    assert got == expected, diff(expected, got)
 
 
 def attempts(details: Any, stage: int) -> list[str]:

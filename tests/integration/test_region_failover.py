@@ -4,15 +4,15 @@ fails once; with ``region`` only its pipeline restarts (the other keeps its atte
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cluster import job_details, poll, write_job
 from tests.support.exactly_once import (
+    committed_output,
+    diff,
+    running_counts,
     running_with_checkpoint_after,
     status_name,
     wait_ended,
@@ -66,18 +66,6 @@ env.execute("two pipelines")
 N = 12_000
 
 
-def expected() -> Counter[tuple[int, int]]:
-    per_key = Counter(n % 7 for n in range(N))
-    return Counter((key, c) for key, total in per_key.items() for c in range(1, total + 1))
-
-
-def committed(directory: Path) -> Counter[tuple[int, int]]:
-    out: Counter[tuple[int, int]] = Counter()
-    for part in sorted(directory.glob("part-*")):
-        out.update(tuple(json.loads(line)) for line in part.read_text().splitlines())
-    return out
-
-
 def attempts(details: Any, pipeline: str) -> dict[tuple[str, int], str]:
     return {(v.name, s.subtask_index): s.attempt_id for v in details.vertices
             if v.name.endswith(f" {pipeline}") for s in v.subtasks}
@@ -112,7 +100,7 @@ def test_a_task_failure_restarts_its_region_only(cluster_factory, tmp_path, stra
     a_kept = {k: v for k, v in attempts(final, "a").items() if attempts(before, "a")[k] == v}
     assert not a_kept, f"tasks of the failed pipeline kept their attempts: {a_kept}"
     assert b_kept == (strategy == "region"), (attempts(before, "b"), attempts(final, "b"))
+    expected = running_counts(N, 7)
     for pipeline in ("a", "b"):
-        got = committed(out / pipeline)
-        assert got == expected(), (f"pipeline {pipeline}: {sum((expected() - got).values())} "
-                                   f"lost, {sum((got - expected()).values())} duplicated")
+        got = committed_output(out / pipeline)
+        assert got == expected, f"pipeline {pipeline}: {diff(expected, got)}"

@@ -79,12 +79,17 @@ env.execute("exactly once")
 '''
 
 
+def running_counts(n: int, keys: int) -> Counter[tuple[int, int]]:
+    """(key, count so far) for every number below ``n`` keyed by ``% keys``: what a keyed
+    running count emits, computed without weir."""
+    per_key = Counter(i % keys for i in range(n))
+    return Counter((key, c) for key, total in per_key.items() for c in range(1, total + 1))
+
+
 def expected_output(n: int, keys: int, window_ms: int) -> Counter[tuple[Any, ...]]:
     """Every record the job must commit, computed without weir."""
     out: Counter[tuple[Any, ...]] = Counter()
-    per_key = Counter(i % keys for i in range(n))
-    for key, total in per_key.items():
-        out.update(("count", key, c) for c in range(1, total + 1))
+    out.update(("count", key, c) for key, c in running_counts(n, keys).elements())
     windows: Counter[tuple[int, int]] = Counter()
     for i in range(n):
         windows[(i % keys, i // window_ms)] += i
