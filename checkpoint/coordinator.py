@@ -138,11 +138,13 @@ class TriggerCheckpoint:
 
 @dataclass(frozen=True)
 class FinalizeCheckpoint:
-    """Write ``metadata`` to ``chk-<n>/_metadata``; report ``on_finalized`` or
-    ``on_finalize_failed``."""
+    """Write ``metadata`` to ``chk-<n>/_metadata`` (a savepoint: to ``_metadata`` in its
+    ``metadata``'s target location); report ``on_finalized`` or ``on_finalize_failed``."""
 
     checkpoint_id: int
     metadata: CheckpointMetadata
+    #: A savepoint's directory ("" for a checkpoint).
+    target_location: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,10 +163,31 @@ class NotifyCheckpointAborted:
 @dataclass(frozen=True)
 class DiscardCheckpoint:
     """Delete what checkpoint ``checkpoint_id`` wrote. ``completed``: it was completed, so
-    its shared files must be dereferenced rather than deleted."""
+    its shared files must be dereferenced rather than deleted. ``location``: it is not in
+    the job's checkpoint directory: a failed savepoint's directory (delete it whole), or a
+    claimed snapshot (``metadata`` set: delete the files it names, and its ``_metadata``)."""
 
     checkpoint_id: int
     completed: bool
+    location: str = ""
+    metadata: CheckpointMetadata | None = None
+
+
+@dataclass(frozen=True)
+class SavepointCompleted:
+    """The requested savepoint is complete at ``path``."""
+
+    checkpoint_id: int
+    path: str
+
+
+@dataclass(frozen=True)
+class SavepointFailed:
+    """The requested savepoint failed (``checkpoint_id`` 0: it was never triggered)."""
+
+    checkpoint_id: int
+    reason: Reason
+    message: str
 
 
 @dataclass(frozen=True)
@@ -174,7 +197,8 @@ class FailJob:
 
 
 Action = (TriggerCheckpoint | FinalizeCheckpoint | NotifyCheckpointComplete
-          | NotifyCheckpointAborted | DiscardCheckpoint | FailJob)
+          | NotifyCheckpointAborted | DiscardCheckpoint | FailJob | SavepointCompleted
+          | SavepointFailed)
 
 
 # -- bookkeeping ------------------------------------------------------------------------------
@@ -198,9 +222,15 @@ class PendingCheckpoint:
 
 @dataclass
 class CompletedCheckpoint:
+    """A checkpoint the job may restore. ``owned`` False: a snapshot restored in NO_CLAIM
+    mode, never deleted by the job. ``claimed``: a snapshot restored in CLAIM mode, owned
+    but not in the job's checkpoint directory."""
+
     checkpoint_id: int
     metadata: CheckpointMetadata
     external_path: str
+    owned: bool = True
+    claimed: bool = False
 
 
 class CheckpointCoordinator:
@@ -225,6 +255,12 @@ class CheckpointCoordinator:
         self._last_trigger_ms: int | None = None
         self._last_end_ms: int | None = None
         self._trigger_now = False
+        #: A requested savepoint not triggered yet (a checkpoint was in progress), and the
+        #: id of the one in progress.
+        self._savepoint_request: CheckpointOptions | None = None
+        self._savepoint_id: int | None = None
+        #: Periodic checkpoints stop for good (stop-with-savepoint succeeded).
+        self._stopping = False
         self.consecutive_failures = 0
         self.history: deque[CheckpointStats] = deque(maxlen=HISTORY_SIZE)
         self.counts = {"completed": 0, "failed": 0}
@@ -298,6 +334,10 @@ class CheckpointCoordinator:
         actions: list[Action] = []
         for pending in list(self._pending.values()):
             actions += self._abort(pending, reason, message, notify=False)
+        if self._savepoint_request is not None:
+            self._savepoint_request = None
+            self._stopping = False
+            actions.append(SavepointFailed(0, reason, message))
         return actions
 
     def on_job_terminal(self, discard_completed: bool) -> list[Action]:
@@ -307,7 +347,36 @@ class CheckpointCoordinator:
                                            "the job ended")
         if discard_completed:
             while self._completed:
-                actions.append(DiscardCheckpoint(self._completed.popleft().checkpoint_id, True))
+                actions += self._discard_completed(self._completed.popleft())
+        return actions
+
+    # -- inputs: savepoints -----------------------------------------------------------------
+
+    def on_savepoint_request(self, options: CheckpointOptions) -> list[Action]:
+        """Take a savepoint with ``options`` (``savepoint`` set, a target location, and
+        ``terminate`` for stop-with-savepoint) as soon as no checkpoint is in progress;
+        periodic checkpoints wait meanwhile. It ends with ``SavepointCompleted`` or
+        ``SavepointFailed``; a stop that completes ends periodic checkpoints for good."""
+        if self._savepoint_request is not None or self._savepoint_id is not None:
+            return [SavepointFailed(0, checkpoint_pb2.TOO_MANY_CHECKPOINT_REQUESTS,
+                                    "another savepoint of the job is in progress")]
+        self._savepoint_request = options
+        return self._maybe_trigger_savepoint(self._clock())
+
+    def _maybe_trigger_savepoint(self, now: int) -> list[Action]:
+        options = self._savepoint_request
+        if options is None or self._pending:
+            return []
+        self._savepoint_request = None
+        live = [a for a in self._tasks if a not in self._finished]
+        if not self._job_running or not live or any(a not in self._running for a in live):
+            return [SavepointFailed(0, checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
+                                    "not every task of the job is running (it is starting, "
+                                    "restarting or ending); try again when it runs")]
+        actions = self._trigger(now, options)
+        trigger = actions[0]
+        assert isinstance(trigger, TriggerCheckpoint)
+        self._savepoint_id = trigger.checkpoint_id
         return actions
 
     # -- inputs: time -------------------------------------------------------------------
@@ -322,6 +391,8 @@ class CheckpointCoordinator:
         due = self._next_trigger_ms()
         if due is not None and self._can_trigger():
             times.append(due)
+        if self._savepoint_request is not None and not self._pending:
+            times.append(self._clock())
         return min(times) if times else None
 
     def _can_trigger(self) -> bool:
@@ -330,7 +401,8 @@ class CheckpointCoordinator:
                 and all(a in self._running for a in live))
 
     def _next_trigger_ms(self) -> int | None:
-        if not self._job_running or not self.config.enabled:
+        if not self._job_running or not self.config.enabled or self._stopping or \
+                self._savepoint_request is not None or self._savepoint_id is not None:
             return None
         assert self.config.interval_ms is not None
         due = (self._last_trigger_ms or 0) + self.config.interval_ms
@@ -350,19 +422,21 @@ class CheckpointCoordinator:
                                        f"checkpoint {pending.checkpoint_id} expired before "
                                        f"completing (timeout {self.config.timeout_ms} ms; "
                                        f"waiting for {self._names(pending.waiting)})")
+        actions += self._maybe_trigger_savepoint(now)
         due = self._next_trigger_ms()
         if due is not None and now >= due and self._can_trigger():
             actions += self._trigger(now)
         return actions
 
-    def _trigger(self, now: int) -> list[Action]:
+    def _trigger(self, now: int, options: CheckpointOptions | None = None) -> list[Action]:
         live = [a for a in self._tasks if a not in self._finished]
         roots = [a for a in live if self._is_trigger_root(a)]
         checkpoint_id = self._next_id
         self._next_id += 1
         self._last_trigger_ms = now
-        self._trigger_now = False
-        options = self.config.options()
+        if options is None:
+            self._trigger_now = False
+            options = self.config.options()
         pending = PendingCheckpoint(checkpoint_id, now, options, waiting=set(live),
                                     finished={a: self._tasks[a] for a in self._finished})
         self._pending[checkpoint_id] = pending
@@ -410,7 +484,8 @@ class CheckpointCoordinator:
             return []
         pending.metadata = self._metadata(pending)
         pending.metadata.completion_timestamp_ms = self._clock()
-        return [FinalizeCheckpoint(checkpoint_id, pending.metadata)]
+        return [FinalizeCheckpoint(checkpoint_id, pending.metadata,
+                                   pending.options.target_location)]
 
     def on_decline(self, attempt_id: str, checkpoint_id: int, reason: Reason,
                    message: str) -> list[Action]:
@@ -427,6 +502,8 @@ class CheckpointCoordinator:
             return [DiscardCheckpoint(checkpoint_id, False)]
         now = self._clock()
         assert pending.metadata is not None, "finalized before every task acknowledged"
+        if pending.options.savepoint:
+            return self._savepoint_completed(pending, external_path, now)
         self._completed.append(CompletedCheckpoint(checkpoint_id, pending.metadata,
                                                    external_path))
         self._last_end_ms = now
@@ -439,8 +516,33 @@ class CheckpointCoordinator:
             actions += self._abort(older, checkpoint_pb2.CHECKPOINT_SUBSUMED,
                                    f"checkpoint {checkpoint_id} completed first")
         while len(self._completed) > self.config.num_retained:
-            actions.append(DiscardCheckpoint(self._completed.popleft().checkpoint_id, True))
+            actions += self._discard_completed(self._completed.popleft())
         return actions
+
+    def _savepoint_completed(self, pending: PendingCheckpoint, path: str, now: int
+                             ) -> list[Action]:
+        """A savepoint is the user's: neither retained for failover nor subsumed, and (as
+        in Flink) tasks are told only when it stops the job, so sinks commit with it."""
+        self._savepoint_id = None
+        self._last_end_ms = now
+        self.counts["completed"] += 1
+        self._record(pending, CheckpointStats.COMPLETED, path=path, end_ms=now)
+        actions: list[Action] = [SavepointCompleted(pending.checkpoint_id, path)]
+        if pending.options.terminate:
+            self._stopping = True
+            actions.append(NotifyCheckpointComplete(pending.checkpoint_id,
+                                                    tuple(sorted(pending.acknowledged))))
+        return actions
+
+    def _discard_completed(self, checkpoint: CompletedCheckpoint) -> list[Action]:
+        """What subsuming (or ending the job with) a retained checkpoint deletes."""
+        if not checkpoint.owned:
+            return []  # restored in NO_CLAIM mode: the user's
+        if checkpoint.claimed:
+            return [DiscardCheckpoint(checkpoint.checkpoint_id, True,
+                                      location=checkpoint.external_path,
+                                      metadata=checkpoint.metadata)]
+        return [DiscardCheckpoint(checkpoint.checkpoint_id, True)]
 
     def on_finalize_failed(self, checkpoint_id: int, message: str) -> list[Action]:
         pending = self._pending.get(checkpoint_id)
@@ -486,7 +588,13 @@ class CheckpointCoordinator:
         if notify:
             tasks = tuple(sorted(set(pending.acknowledged) | pending.waiting))
             actions.append(NotifyCheckpointAborted(pending.checkpoint_id, tasks, reason))
-        actions.append(DiscardCheckpoint(pending.checkpoint_id, False))
+        actions.append(DiscardCheckpoint(pending.checkpoint_id, False,
+                                         location=pending.options.target_location))
+        if pending.options.savepoint:
+            # The user hears why; the job goes on (a failed savepoint is not counted
+            # towards tolerable-failed-checkpoints, as in Flink).
+            self._savepoint_id = None
+            return [*actions, SavepointFailed(pending.checkpoint_id, reason, message)]
         if reason in COUNTED_REASONS:
             self.consecutive_failures += 1
             if self.consecutive_failures > self.config.tolerable_failures:

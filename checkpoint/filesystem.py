@@ -35,7 +35,7 @@ from weir.checkpoint.storage import (
     target_uri,
     verify,
 )
-from weir.core.errors import ConfigError, MissingStateError
+from weir.core.errors import ConfigError, MissingStateError, StorageError
 from weir.core.files import fsync_directory
 
 T = TypeVar("T")
@@ -140,6 +140,29 @@ class FileSystemCheckpointStorage(CheckpointStorage):
             crc = atomic_local_write(path, copy)
         return StreamStateHandle(path.as_uri(), crc.length, crc.hexdigest())
 
+    def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:
+        """A hard link when ``source`` is a local file on the same file system (objects
+        are immutable, so sharing the inode is safe), else a byte copy; verified by size."""
+        if not source.uri.startswith("file:"):
+            return super().copy(source, relative_path)
+        origin = self.path_from_uri(source.uri)
+        path = self._path(relative_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if not origin.is_file():
+                msg = f"state object {source.uri} does not exist"
+                raise MissingStateError(msg)
+            verify(source, origin.stat().st_size, None)
+            path.unlink(missing_ok=True)
+            try:
+                os.link(origin, path)
+            except OSError:  # another file system, or links not allowed: copy the bytes
+                atomic_local_write(path, lambda f: _copy_into(origin, f))
+        except OSError as err:
+            msg = f"copying {source.uri} to {path} failed: {err}"
+            raise StorageError(msg) from err
+        return StreamStateHandle(path.as_uri(), source.length, source.checksum)
+
     def _open(self, handle: StreamStateHandle) -> BinaryIO:
         path = self._local(handle)
         try:
@@ -238,3 +261,8 @@ class FileSystemCheckpointStorage(CheckpointStorage):
                 if not is_temp_name(name):
                     uris.append(Path(root, name).as_uri())
         return sorted(uris)
+
+
+def _copy_into(origin: Path, f: BinaryIO) -> None:
+    with open(origin, "rb") as source:
+        shutil.copyfileobj(source, f, CHUNK_SIZE)

@@ -78,15 +78,81 @@ def write_metadata(storage: CheckpointStorage, metadata: CheckpointMetadata) -> 
     return f"{storage.base_uri.rstrip('/')}/{directory}"
 
 
+def write_savepoint_metadata(storage: CheckpointStorage,
+                             metadata: CheckpointMetadata) -> str:
+    """Write a savepoint's ``_metadata`` at the base of ``storage`` (the savepoint's own
+    directory), every path in it relative to that directory; returns the directory URI."""
+    base = storage.base_uri.rstrip("/")
+    storage.write(METADATA_NAME, encode_metadata(relative_to(metadata, base)))
+    return base
+
+
+def snapshot_directory(path: str) -> str:
+    """The directory of a snapshot named by its directory or its ``_metadata`` file."""
+    path = path.rstrip("/")
+    return path[:-len(METADATA_NAME) - 1] if path.endswith("/" + METADATA_NAME) else path
+
+
 def read_metadata(storage: CheckpointStorage, path: str) -> CheckpointMetadata:
-    """The metadata of the checkpoint at ``path`` (its directory URI, or the ``_metadata``
-    URI). Raises MissingStateError, CorruptStateError or StorageError."""
-    uri = path if path.endswith("/" + METADATA_NAME) else path.rstrip("/") + "/" + METADATA_NAME
+    """The metadata of the checkpoint or savepoint at ``path`` (its directory URI, or the
+    ``_metadata`` URI), relative paths resolved against where it was read from. Raises
+    MissingStateError, CorruptStateError or StorageError."""
+    directory = snapshot_directory(path)
+    uri = f"{directory}/{METADATA_NAME}"
     handle = self_verifying(uri)
     if not storage.exists(handle):
         msg = f"checkpoint metadata {uri} does not exist"
         raise MissingStateError(msg)
-    return decode_metadata(storage.read(handle), uri)
+    return resolved(decode_metadata(storage.read(handle), uri), directory)
+
+
+def _is_relative(uri: str) -> bool:
+    return "://" not in uri and not uri.startswith(("/", "file:"))
+
+
+def relative_to(metadata: CheckpointMetadata, base: str) -> CheckpointMetadata:
+    """A copy of ``metadata`` whose paths under ``base`` are relative to it (a savepoint
+    that can be moved); local copies are dropped (they belong to TaskExecutors)."""
+    prefix = base.rstrip("/") + "/"
+    return _map_uris(metadata, lambda uri: uri[len(prefix):] if uri.startswith(prefix)
+                     else uri, drop_local=True)
+
+
+def resolved(metadata: CheckpointMetadata, base: str) -> CheckpointMetadata:
+    """A copy of ``metadata`` whose relative paths are joined to ``base``."""
+    prefix = base.rstrip("/") + "/"
+    return _map_uris(metadata, lambda uri: prefix + uri if _is_relative(uri) else uri)
+
+
+def _map_uris(metadata: CheckpointMetadata, change: Any, drop_local: bool = False
+              ) -> CheckpointMetadata:
+    result = CheckpointMetadata()
+    result.CopyFrom(metadata)
+    for subtask in result.subtasks:
+        for operator in subtask.state.operators:
+            if operator.HasField("operator_state") and operator.operator_state.uri:
+                operator.operator_state.uri = change(operator.operator_state.uri)
+            if operator.keyed_state:
+                operator.keyed_state = json.dumps(
+                    [_map_handle(h, change, drop_local)
+                     for h in json.loads(operator.keyed_state)])
+        if subtask.state.HasField("channel_state"):
+            data = subtask.state.channel_state.data
+            data.uri = change(data.uri)
+    return result
+
+
+def _map_handle(value: Any, change: Any, drop_local: bool) -> Any:
+    """A keyed state handle's JSON form with ``change`` applied to every stream handle's
+    uri. A local copy names a TaskExecutor's directory: kept as it is, or dropped."""
+    if isinstance(value, dict):
+        if "uri" in value and "length" in value:
+            return {**value, "uri": change(value["uri"])}
+        return {key: (None if drop_local else item) if key == "local"
+                else _map_handle(item, change, drop_local) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_map_handle(item, change, drop_local) for item in value]
+    return value
 
 
 def list_checkpoints(storage: CheckpointStorage, job_id: str) -> list[tuple[int, str]]:

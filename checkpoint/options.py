@@ -9,8 +9,10 @@ CHECKPOINTS_DIR = Option(
     "state.checkpoints.dir", str, default=None,
     doc="Where checkpoints are written: a file:// path or s3://bucket/prefix.")
 SAVEPOINTS_DIR = Option(
-    "state.savepoints.dir", str, default=None,
-    doc="Default target directory of savepoints (file:// or s3://).")
+    "execution.checkpointing.savepoint-dir", str, default=None,
+    deprecated_keys=("state.savepoints.dir",),
+    doc="Default target directory of savepoints (file:// or s3://): `weir savepoint` and "
+        "`weir stop` write below it when given no directory.")
 S3_ENDPOINT = Option(
     "s3.endpoint", str, default=None,
     doc="Endpoint URL of the S3-compatible service (e.g. http://127.0.0.1:8333); "
@@ -74,6 +76,24 @@ RECOVER_WITHOUT_CHANNEL_STATE = Option(
     "execution.checkpointing.recover-without-channel-state.checkpoint-id", int, default=-1,
     doc="Restore this checkpoint without its in-flight data (the records it holds are "
         "lost): a way out when channel state cannot be read. -1: never.")
+# -- restoring a savepoint or retained checkpoint (Flink's execution.state-recovery.*) ------
+
+RECOVERY_PATH = Option(
+    "execution.state-recovery.path", str, default=None,
+    doc="Start the job from this savepoint or retained checkpoint (its directory or its "
+        "_metadata file); `weir run -s PATH` sets it.")
+CLAIM_MODE = Option(
+    "execution.state-recovery.claim-mode", str, default="NO_CLAIM",
+    choices=("NO_CLAIM", "CLAIM"),
+    doc="NO_CLAIM: the job never modifies or deletes the snapshot; its first checkpoint is "
+        "a full one, and until that completes a failover restores the snapshot. CLAIM: the "
+        "job owns the snapshot: it counts as a retained checkpoint, later checkpoints may "
+        "reuse its files, and it is deleted once subsumed.")
+IGNORE_UNCLAIMED_STATE = Option(
+    "execution.state-recovery.ignore-unclaimed-state", bool, default=False,
+    doc="Start even when the snapshot holds state of an operator (uid) the job does not "
+        "have; that state is dropped. `weir run --allow-non-restored-state` sets it.")
+
 UPLOAD_THREADS = Option(
     "state.checkpoints.upload-threads", int, default=4, validator=positive,
     doc="Threads per TaskExecutor that write the asynchronous part of checkpoints; tasks "

@@ -260,6 +260,27 @@ class S3CheckpointStorage(CheckpointStorage):
             self._client.upload_fileobj(f, self.bucket, key, Config=self._transfer)
         return StreamStateHandle(uri, length, checksum)
 
+    def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:
+        """Server-side (``CopyObject``, multipart above 5 GB through boto3's managed copy)
+        when ``source`` is in this S3 service: no byte passes through this process."""
+        if not source.uri.startswith("s3://"):
+            return super().copy(source, relative_path)
+        bucket, key = _parse_s3_uri(source.uri)
+        target = self._key(relative_path)
+        uri = f"s3://{self.bucket}/{target}"
+        with self._errors(self.bucket, uri):
+            try:
+                head = self._client.head_object(Bucket=bucket, Key=key)
+            except ClientError as err:
+                if _status(err) == 404:
+                    msg = f"state object {source.uri} does not exist"
+                    raise MissingStateError(msg) from None
+                raise
+            verify(source, int(head["ContentLength"]), None)
+            self._client.copy({"Bucket": bucket, "Key": key}, self.bucket, target,
+                              Config=self._transfer)
+        return StreamStateHandle(uri, source.length, source.checksum)
+
     # -- reads ------------------------------------------------------------------------------
 
     def _get(self, handle: StreamStateHandle) -> Any:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, target_uri
@@ -56,8 +56,12 @@ class SharedStateRegistry:
     Thread-safe. Deletion failures are logged, not raised: a leaked file costs space, a
     failed checkpoint subsumption would cost much more."""
 
-    def __init__(self, storage: CheckpointStorage) -> None:
+    def __init__(self, storage: CheckpointStorage,
+                 delete: Callable[[StreamStateHandle], None] | None = None) -> None:
+        """``delete``: how a released file is deleted (default: from ``storage``; files
+        of a claimed snapshot live elsewhere)."""
         self._storage = storage
+        self._delete = delete or storage.delete
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._files: dict[str, StreamStateHandle] = {}
@@ -92,7 +96,7 @@ class SharedStateRegistry:
                     doomed.append(self._files.pop(uri))
         for handle in doomed:
             try:
-                self._storage.delete(handle)
+                self._delete(handle)
             except StorageError as err:
                 log.warning("could not delete shared state file %s: %s", handle.uri, err)
         return doomed

@@ -229,6 +229,21 @@ class CheckpointStorage(ABC):
     def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
         """Upload a local file atomically, streaming it (the file must not change meanwhile)."""
 
+    def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:
+        """Store a copy of the object ``source`` names (anywhere, any storage of the same
+        kind) at ``relative_path``; the handle keeps the source's length and checksum.
+        Storages that can copy without moving the bytes through this process override
+        this (S3 ``CopyObject``, a hard link); this fallback downloads and uploads."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="weir-copy-") as scratch:
+            local = Path(scratch) / "object"
+            self.download(source, local)
+            written = self.write_file(relative_path, local)
+        verify(source, written.length, written.checksum
+               if written.checksum.split(":")[0] == source.checksum.split(":")[0] else None)
+        return StreamStateHandle(written.uri, source.length, source.checksum)
+
     @abstractmethod
     def read(self, handle: StreamStateHandle) -> bytes:
         """The object's bytes, verified against the handle's length and checksum."""
@@ -290,6 +305,15 @@ def check_storage(uri: str, config: Configuration | None = None) -> None:
         checkpoint storage location 'checkpoints' is not absolute
     """
     create_storage(uri, config).check_access()
+
+
+def reader_for(uri: str, config: Configuration | None = None) -> CheckpointStorage:
+    """A storage that reads (and checks the existence of) the object at ``uri``, wherever
+    it is: rooted at its directory (``file://``) or bucket (``s3://``)."""
+    if uri.startswith("s3://"):
+        bucket = uri[len("s3://"):].partition("/")[0]
+        return create_storage(f"s3://{bucket}", config)
+    return create_storage(uri.rstrip("/").rsplit("/", 1)[0] or "/", config)
 
 
 def create_storage(uri: str, config: Configuration | None = None) -> CheckpointStorage:

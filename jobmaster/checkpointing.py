@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
@@ -30,17 +31,28 @@ from weir.checkpoint.coordinator import (
     FinalizeCheckpoint,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
+    SavepointCompleted,
+    SavepointFailed,
     TaskInfo,
     TriggerCheckpoint,
+    reason_name,
 )
 from weir.checkpoint.metadata import (
+    METADATA_NAME,
     checkpoint_dir,
     missing_files,
     read_metadata,
+    referenced_files,
     write_metadata,
+    write_savepoint_metadata,
 )
 from weir.checkpoint.shared_registry import SharedStateRegistry
-from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.checkpoint.storage import (
+    CheckpointStorage,
+    StreamStateHandle,
+    create_storage,
+    target_uri,
+)
 from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, StorageUnreachableError, WeirError
@@ -98,20 +110,30 @@ class JobCheckpointing:
                    "s3://bucket/prefix")
             raise ConfigError(msg)
         self.job_id = job_id
+        self.config = config
         self.storage: CheckpointStorage = create_storage(directory, config)
+        #: Storages of claimed snapshots (CLAIM mode), by their directory: their files are
+        #: the job's to delete once no retained checkpoint refers to them.
+        self._claimed: dict[str, CheckpointStorage] = {}
+        #: Who waits for the savepoint in progress: ``(path, None)`` or ``(None, error)``.
+        self._savepoint_waiter: Callable[[str | None, str | None], None] | None = None
         self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config),
                                                  wall_clock_ms)
-        self.registry = SharedStateRegistry(self.storage)
+        self.registry = SharedStateRegistry(self.storage, delete=self._delete_file)
         self.retention = config.get(checkpoint_options.EXTERNALIZED_RETENTION)
         self.recover_without_channel_state = config.get(
             checkpoint_options.RECOVER_WITHOUT_CHANNEL_STATE)
         self.local_recovery = bool(config.get(state_options.LOCAL_RECOVERY))
+        #: The savepoint or retained checkpoint the job starts from (None: none).
+        self.recovery_path: str | None = config.get(checkpoint_options.RECOVERY_PATH)
         self._graph = graph
         self._sources = sources
         self._resources = resources
         self._main = main
         self._io = io
         self._fail_job = fail_job
+        #: Storages of savepoint directories being written, by location.
+        self._savepoints: dict[str, CheckpointStorage] = {}
         self._timer_generation = 0
         self._stopped = False
         #: High availability: ``(checkpoint_id, external_path)`` is called on the I/O pool
@@ -163,7 +185,9 @@ class JobCheckpointing:
             self._run(actions)
             return
         # Everything goes: one deletion of the job's directory (shared files included).
-        self._run(a for a in actions if not isinstance(a, DiscardCheckpoint))
+        # A claimed snapshot lives elsewhere: deleted file by file.
+        self._run(a for a in actions
+                  if not isinstance(a, DiscardCheckpoint) or a.metadata is not None)
         prefix = f"{self.job_id}/"
 
         def logged(future: Any) -> None:
@@ -259,8 +283,42 @@ class JobCheckpointing:
         back from storage: it becomes the latest retained one, checkpoint ids continue
         after it, and its shared files are counted until a newer checkpoint subsumes it."""
         self.coordinator.add_completed(checkpoint)
-        self.registry.register_checkpoint(checkpoint.checkpoint_id,
-                                          _keyed_handles(checkpoint.metadata))
+        if checkpoint.claimed:
+            self._claimed[checkpoint.external_path] = create_storage(checkpoint.external_path,
+                                                                     self.config)
+        if checkpoint.owned:
+            self.registry.register_checkpoint(checkpoint.checkpoint_id,
+                                              _keyed_handles(checkpoint.metadata))
+
+    # -- savepoints -------------------------------------------------------------------------
+
+    def trigger_savepoint(self, request: jobmaster_pb2.SavepointRequest,
+                          done: Callable[[str | None, str | None], None]) -> None:
+        """Take the savepoint ``request`` asks for (main thread); ``done(path, None)`` or
+        ``done(None, why)`` follows on the main thread (at once when it cannot start)."""
+        target = request.target_directory or self.config.get(
+            checkpoint_options.SAVEPOINTS_DIR)
+        if not target:
+            done(None, "no savepoint directory: name one (weir savepoint JOB_ID DIR, weir "
+                       "stop --savepoint-path DIR) or set execution.checkpointing."
+                       "savepoint-dir")
+            return
+        location = f"{target.rstrip('/')}/savepoint-{self.job_id[:6]}-{secrets.token_hex(6)}"
+        try:
+            storage = create_storage(location, self.config)
+        except WeirError as err:
+            done(None, str(err))
+            return
+        self._savepoints[location] = storage
+        self._savepoint_waiter = done
+        self._run(self.coordinator.on_savepoint_request(checkpoint_pb2.CheckpointOptions(
+            savepoint=True, savepoint_format=request.format, target_location=location,
+            terminate=request.terminate, drain=request.terminate and request.drain)))
+
+    def _savepoint_done(self, path: str | None, error: str | None) -> None:
+        waiter, self._savepoint_waiter = self._savepoint_waiter, None
+        if waiter is not None:
+            waiter(path, error)
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -286,6 +344,15 @@ class JobCheckpointing:
             elif isinstance(action, FailJob):
                 self._fail_job(common_pb2.ErrorInfo(reason=common_pb2.CHECKPOINT_FAILURE,
                                                     message=action.message))
+            elif isinstance(action, SavepointCompleted):
+                log.info("job %s: savepoint %d completed at %s", self.job_id,
+                         action.checkpoint_id, action.path)
+                self._savepoint_done(action.path, None)
+            elif isinstance(action, SavepointFailed):
+                log.warning("job %s: savepoint failed (%s): %s", self.job_id,
+                            reason_name(action.reason), action.message)
+                self._savepoint_done(None, f"the savepoint failed "
+                                           f"({reason_name(action.reason)}): {action.message}")
         self._schedule_tick()
 
     def _schedule_tick(self) -> None:
@@ -351,18 +418,51 @@ class JobCheckpointing:
                 if error is not None:
                     self._run(self.coordinator.on_finalize_failed(checkpoint_id, str(error)))
                     return
-                # Register the new checkpoint's shared files before subsumed ones let go.
-                self.registry.register_checkpoint(checkpoint_id, _keyed_handles(metadata))
+                if not action.target_location:
+                    # Register the new checkpoint's shared files before subsumed ones let
+                    # go (a savepoint's are its own).
+                    self.registry.register_checkpoint(checkpoint_id, _keyed_handles(metadata))
+                self._savepoints.pop(action.target_location, None)
                 self._run(self.coordinator.on_finalized(checkpoint_id, future.result()))
             self._main.submit(on_main)
 
         def write() -> str:
+            if action.target_location:
+                return write_savepoint_metadata(self._savepoints[action.target_location],
+                                                metadata)
             path = write_metadata(self.storage, metadata)
             if self.on_metadata_written is not None:
                 self.on_metadata_written(checkpoint_id, path)
             return path
 
         self._io.submit(write).add_done_callback(finished)
+
+    def _discard_claimed(self, location: str, metadata: checkpoint_pb2.CheckpointMetadata
+                         ) -> None:
+        """I/O pool: a claimed snapshot was subsumed. Its ``_metadata`` goes first (it can
+        no longer be restored half-deleted), then its files, except shared ones that a
+        retained checkpoint still refers to (the registry deletes those when they are
+        released)."""
+        storage = self._claimed.get(location) or create_storage(location, self.config)
+        storage.delete(f"{location.rstrip('/')}/{METADATA_NAME}")
+        kept = {h.uri for h in referenced_files(metadata)
+                if self.registry.reference_count(h.uri)}
+        for handle in referenced_files(metadata):
+            if handle.uri not in kept:
+                self._delete_file(StreamStateHandle(handle.uri, handle.size, handle.checksum))
+        if not kept:
+            self._claimed.pop(location, None)
+
+    def _delete_file(self, target: StreamStateHandle | str) -> None:
+        """Delete a state file of the job's checkpoints or of a claimed snapshot."""
+        uri = target_uri(target)
+        for base, storage in [(self.storage.base_uri, self.storage),
+                              *list(self._claimed.items())]:
+            if uri.startswith(base.rstrip("/") + "/"):
+                storage.delete(target)
+                return
+        log.warning("not deleting %s: it is neither in the checkpoint directory nor in a "
+                    "claimed snapshot", uri)
 
     def _note_local_state(self, checkpoint_id: int, attempts: tuple[str, ...]) -> None:
         """Task-local recovery: each acknowledging task's TaskExecutor now holds a local
@@ -391,11 +491,18 @@ class JobCheckpointing:
 
     def _discard(self, action: DiscardCheckpoint) -> None:
         storage, registry = self.storage, self.registry
+        location = action.location
+        savepoint = self._savepoints.pop(location, None) if location else None
 
         def discard() -> None:
             if action.completed:
                 registry.unregister_checkpoint(action.checkpoint_id)
-            storage.delete_prefix(checkpoint_dir(self.job_id, action.checkpoint_id) + "/")
+            if action.metadata is not None:
+                self._discard_claimed(location, action.metadata)
+            elif savepoint is not None:
+                savepoint.delete_prefix("")
+            elif not location:
+                storage.delete_prefix(checkpoint_dir(self.job_id, action.checkpoint_id) + "/")
 
         def logged(future: Any) -> None:
             if future.exception() is not None:

@@ -17,16 +17,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import cloudpickle
 import grpc
 from prometheus_client import CollectorRegistry
 
+from weir.checkpoint import options as checkpoint_options
+from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core import options
 from weir.core.config import Configuration
-from weir.core.errors import ConfigError, StorageError, UserError
+from weir.core.errors import ConfigError, StateError, StorageError, UserError
 from weir.core.metrics import CallbackCollector, MetricsServer, gauge
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
@@ -39,6 +41,12 @@ from weir.jobmaster.job_recovery import JobRecovery
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import DuplicateTaskExecutorError, ResourceManager
+from weir.jobmaster.savepoints import (
+    SnapshotMismatchError,
+    check_state_matches,
+    dispose_savepoint,
+    load_snapshot,
+)
 from weir.jobmaster.scheduler import JobScheduler
 from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
 from weir.shuffle.loader import load_shuffle_service_factory
@@ -207,8 +215,10 @@ class JobMaster:
 
     # -- jobs (main thread) -----------------------------------------------------------------
 
-    def submit(self, graph: Any) -> str:
-        """Register and start a job whose graph passed validate_job_graph (main thread).
+    def submit(self, graph: Any, snapshot: CompletedCheckpoint | None = None) -> str:
+        """Register and start a job whose graph passed validate_job_graph (main thread),
+        from ``snapshot`` (a savepoint or retained checkpoint, see ``load_start_snapshot``)
+        if given.
 
         Raises JobExistsError for a known job id and ConfigError for a configuration that
         cannot work; a job that fails to start is forgotten again, slots released.
@@ -217,12 +227,21 @@ class JobMaster:
             msg = f"a job with id {graph.job_id} exists already"
             raise JobExistsError(msg)
         job = self.create_job(graph)
+        if snapshot is not None and job.checkpointing is None:
+            msg = ("starting from a savepoint needs checkpointing: set "
+                   "execution.checkpointing.interval (and state.checkpoints.dir)")
+            raise ConfigError(msg)
         self.jobs[graph.job_id] = job
         self._attach_job_store(job)
         log.info("job %s (%s) submitted: %d vertices, %d slots needed", graph.job_id,
                  graph.name, len(graph.vertices), job.required_slots)
         try:
-            job.start()
+            if snapshot is not None:
+                assert job.checkpointing is not None
+                job.checkpointing.add_restored(snapshot)
+                job.start_from(snapshot)
+            else:
+                job.start()
         except BaseException:
             del self.jobs[graph.job_id]
             self.resources.release(graph.job_id)
@@ -241,13 +260,34 @@ class JobMaster:
 
     # -- high availability ------------------------------------------------------------------
 
+    def load_start_snapshot(self, graph: Any) -> CompletedCheckpoint | None:
+        """RPC thread: the savepoint or retained checkpoint ``graph`` starts from
+        (execution.state-recovery.path), read and checked against the job; None when it
+        starts empty. Raises SnapshotMismatchError, ConfigError and the storage errors,
+        naming the snapshot and the fix."""
+        config = self.configuration.merged(dict(graph.config))
+        path = config.get(checkpoint_options.RECOVERY_PATH)
+        if not path:
+            return None
+        snapshot = load_snapshot(path, config)
+        for warning in check_state_matches(
+                snapshot.metadata, snapshot.external_path, graph,
+                config.get(checkpoint_options.IGNORE_UNCLAIMED_STATE)):
+            log.warning("job %s: %s", graph.job_id, warning)
+        log.info("job %s starts from %s (checkpoint %d, %s)", graph.job_id,
+                 snapshot.external_path, snapshot.checkpoint_id,
+                 "claimed" if snapshot.claimed else "not claimed")
+        return snapshot
+
     def submit_durably(self, graph: Any) -> str:
         """Submit from an RPC thread: with high availability, the graph is stored before
         the job is registered and the submission acknowledged, and removed again if the job
-        does not start. Raises what ``submit`` raises, and JobNotStoredError."""
+        does not start. Raises what ``submit`` and ``load_start_snapshot`` raise, and
+        JobNotStoredError."""
+        snapshot = self.load_start_snapshot(graph)
         store = self.job_store
         if store is None:
-            return self.main.call(lambda: self.submit(graph))
+            return self.main.call(lambda: self.submit(graph, snapshot))
         job_id = graph.job_id
 
         def reserve() -> None:
@@ -268,7 +308,7 @@ class JobMaster:
                        " (check high-availability.storageDir)")
                 raise JobNotStoredError(msg) from err
             try:
-                return self.main.call(lambda: self.submit(graph))
+                return self.main.call(lambda: self.submit(graph, snapshot))
             except BaseException:
                 self._forget_stored(job_id, wait=True)
                 raise
@@ -602,6 +642,11 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
             context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
         except JobNotStoredError as err:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        except SnapshotMismatchError as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        except (StateError, StorageError) as err:  # the snapshot to start from
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"the job cannot start from its savepoint: {err}")
         except Exception as err:  # our bug: one line to the client, the traceback in the log
             log.exception("submitting job %s failed", graph.job_id)
             context.abort(grpc.StatusCode.INTERNAL,
@@ -640,6 +685,29 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
 
     def GetClusterOverview(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return self._main.call(self._jm.overview)
+
+    def TriggerSavepoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+        outcome: Future[tuple[str | None, str | None]] = Future()
+        self._main.call(lambda: job.savepoint(
+            request, lambda path, error: outcome.set_result((path, error))))
+        # A savepoint waits for a checkpoint in progress, then takes at most its timeout.
+        wait = 2 * job.checkpoint_timeout_s() + 60
+        try:
+            path, error = outcome.result(timeout=wait)
+        except TimeoutError:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                          f"the savepoint did not end within {wait:.0f} s")
+        if error is not None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
+        return jobmaster_pb2.SavepointResponse(path=path)
+
+    def DisposeSavepoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        try:
+            dispose_savepoint(request.path, self._jm.configuration)
+        except (UserError, StorageError, StateError) as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        return jobmaster_pb2.Ack()
 
     def GetCheckpoints(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         job = self._job(request.job_id, context)

@@ -35,6 +35,7 @@ from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, 
 from weir.jobmaster.high_availability import JOB_GRAPH_NAME, CheckpointPointer, JobStore
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.savepoints import load_snapshot
 from weir.jobmaster.scheduler import JobScheduler
 from weir.proto import common_pb2, jobgraph_pb2
 
@@ -155,6 +156,13 @@ class JobRecovery:
             return
         self._seen.add(job_id)
         pointer = loaded.pointer
+        recovery_path = job.checkpointing.recovery_path if job.checkpointing else None
+        if pointer is None and recovery_path:
+            # It completed no checkpoint: it starts from its savepoint again.
+            config = job.checkpointing.config  # type: ignore[union-attr]
+            self._on_io(lambda: load_snapshot(recovery_path, config),
+                        lambda f: self._snapshot_read(job, recovery_path, f))
+            return
         if pointer is None:
             self._start(job, None)
             return
@@ -166,6 +174,18 @@ class JobRecovery:
         storage = job.checkpointing.storage
         self._on_io(lambda: self._read_checkpoint(storage, pointer),
                     lambda f: self._checkpoint_read(job, pointer, f))
+
+    def _snapshot_read(self, job: JobScheduler, path: str,
+                       future: Future[CompletedCheckpoint]) -> None:
+        assert job.checkpointing is not None
+        try:
+            snapshot = future.result()
+        except Exception as err:  # storage or a damaged snapshot: the job cannot start right
+            self._skip(job.job_id, f"the savepoint it starts from ({path}) cannot be read: "
+                                   f"{type(err).__name__}: {err}")
+            return
+        job.checkpointing.add_restored(snapshot)
+        self._start(job, snapshot)
 
     def _read_checkpoint(self, storage: Any, pointer: CheckpointPointer) -> CompletedCheckpoint:
         """I/O: the checkpoint a pointer names, checked against it and for missing files."""

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.checkpoint.options import checkpointing_enabled
 from weir.core import options
@@ -139,6 +140,36 @@ class JobScheduler:
         log.info("job %s starts from checkpoint %d (%s)", self.job_id,
                  checkpoint.checkpoint_id, checkpoint.external_path)
         self._set_running()
+
+    def savepoint(self, request: jobmaster_pb2.SavepointRequest,
+                  done: Callable[[str | None, str | None], None]) -> None:
+        """Take a savepoint (``request.terminate``: stop the job with it, as ``weir
+        stop``); ``done(path, None)`` or ``done(None, why)`` follows on the main thread. A
+        stop that fails leaves the job running, except with ``drain``: its sources ended
+        already, so the job restarts from its latest checkpoint."""
+        if self.checkpointing is None:
+            done(None, f"job {self.job_id} takes no checkpoints, and savepoints need them: "
+                       "run it with execution.checkpointing.interval set")
+            return
+        if self.graph.status != common_pb2.JOB_RUNNING:
+            done(None, f"job {self.job_id} is "
+                       f"{common_pb2.JobStatus.Name(self.graph.status).removeprefix('JOB_')}, "
+                       "not running")
+            return
+
+        def finished(path: str | None, error: str | None) -> None:
+            if error is not None and request.terminate and request.drain and \
+                    self.graph.status == common_pb2.JOB_RUNNING:
+                self.fail(common_pb2.ErrorInfo(
+                    reason=common_pb2.CHECKPOINT_FAILURE,
+                    message=f"stop --drain failed after the sources ended: {error}"))
+                error += "; the job restarts from its latest checkpoint"
+            done(path, error)
+
+        self.checkpointing.trigger_savepoint(request, finished)
+
+    def checkpoint_timeout_s(self) -> float:
+        return float(self._config.get(checkpoint_options.CHECKPOINTING_TIMEOUT))
 
     def _set_running(self) -> None:
         self.graph.status = common_pb2.JOB_RUNNING
@@ -330,7 +361,8 @@ class JobScheduler:
             tdd.restore.CopyFrom(task_restore(
                 self.restored.metadata, vertex, ev.subtask_index,
                 without_channel_state=self.restored.checkpoint_id
-                == self.checkpointing.recover_without_channel_state))
+                == self.checkpointing.recover_without_channel_state,
+                owned=self.restored.owned))
         for consumer, edge in graph.consumers_of(vertex.id):
             tdd.partitions.add(
                 partition_id=partition_ids[(ev.attempt_id, consumer.id)],

@@ -31,28 +31,45 @@ from weir.state.key_groups import key_group_range_for_operator
 
 
 def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_pb2.JobVertex,
-                 subtask_index: int, without_channel_state: bool = False
-                 ) -> jobgraph_pb2.TaskRestore:
-    """The restore part of subtask ``subtask_index`` of ``vertex``'s deployment."""
-    restore = jobgraph_pb2.TaskRestore(checkpoint_id=metadata.checkpoint_id)
-    old = sorted((s for s in metadata.subtasks if s.vertex_id == vertex.id),
-                 key=lambda s: s.subtask_index)
-    layout = next((v for v in metadata.vertices if v.vertex_id == vertex.id), None)
-    old_parallelism = layout.parallelism if layout is not None else len(old)
-    mine = next((s for s in old if s.subtask_index == subtask_index), None)
+                 subtask_index: int, without_channel_state: bool = False,
+                 owned: bool = True) -> jobgraph_pb2.TaskRestore:
+    """The restore part of subtask ``subtask_index`` of ``vertex``'s deployment.
+
+    Operators find their state by uid, wherever the snapshot's job had them (another
+    vertex, chain or parallelism: a savepoint of an earlier version of the program). A
+    subtask's in-flight data and its finished flag belong to the whole old vertex: they
+    carry over only to a vertex with the same id and operators. ``owned`` False: the
+    snapshot is not the job's (NO_CLAIM)."""
+    restore = jobgraph_pb2.TaskRestore(checkpoint_id=metadata.checkpoint_id,
+                                       not_owned=not owned)
+    layouts = {v.vertex_id: v for v in metadata.vertices}
+    subtasks: dict[int, dict[int, checkpoint_pb2.SubtaskCheckpointState]] = {}
+    for s in metadata.subtasks:
+        subtasks.setdefault(s.vertex_id, {})[s.subtask_index] = s
+    home = {uid: v.vertex_id for v in metadata.vertices for uid in v.operator_uids if uid}
+    for s in metadata.subtasks:
+        for o in s.state.operators:
+            home.setdefault(o.operator_uid, s.vertex_id)
+    same = vertex.id in layouts and list(layouts[vertex.id].operator_uids) in (
+        [], list(vertex.operator_uids))
+    old_parallelism = _parallelism(layouts, subtasks, vertex.id)
+    mine = subtasks.get(vertex.id, {}).get(subtask_index) if same else None
     if mine is not None and mine.finished and old_parallelism == vertex.parallelism:
         restore.finished = True
         return restore
-    owned = key_group_range_for_operator(vertex.max_parallelism, vertex.parallelism,
-                                         subtask_index)
-    by_subtask = {s.subtask_index: {o.operator_uid: o for o in s.state.operators}
-                  for s in old}
+    owned_groups = key_group_range_for_operator(vertex.max_parallelism, vertex.parallelism,
+                                                subtask_index)
     for uid in (u for u in vertex.operator_uids if u):
         operator = restore.operators.add(operator_uid=uid)
-        states = [by_subtask.get(index, {}).get(uid) for index in range(old_parallelism)]
+        old_vertex = home.get(uid)
+        if old_vertex is None:
+            continue  # new operator: starts empty
+        parallelism = _parallelism(layouts, subtasks, old_vertex)
+        by_subtask = subtasks.get(old_vertex, {})
+        states = [_operator_state(by_subtask.get(index), uid) for index in range(parallelism)]
         # Without union state and rescaling, the others' operator state is not needed
         # (and reading only its own lets a task restore it from its local copy).
-        own_only = old_parallelism == vertex.parallelism and all(
+        own_only = parallelism == vertex.parallelism and all(
             s is None or not s.HasField("operator_state") or s.operator_state_split_only
             for s in states)
         for index, state in enumerate(states):
@@ -64,7 +81,7 @@ def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_p
             else:
                 operator.operator_state.add()
             if state.keyed_state and any(
-                    len(KeyedStateHandle.from_dict(h).overlap(owned))
+                    len(KeyedStateHandle.from_dict(h).overlap(owned_groups))
                     for h in json.loads(state.keyed_state)):
                 operator.keyed_state.append(state.keyed_state)
     if mine is not None and mine.state.HasField("channel_state") and not without_channel_state:
@@ -76,3 +93,17 @@ def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_p
             raise StateError(msg)
         restore.channel_state.CopyFrom(mine.state.channel_state)
     return restore
+
+
+def _parallelism(layouts: dict[int, checkpoint_pb2.VertexLayout],
+                 subtasks: dict[int, dict[int, checkpoint_pb2.SubtaskCheckpointState]],
+                 vertex_id: int) -> int:
+    layout = layouts.get(vertex_id)
+    return layout.parallelism if layout is not None else len(subtasks.get(vertex_id, {}))
+
+
+def _operator_state(subtask: checkpoint_pb2.SubtaskCheckpointState | None, uid: str
+                    ) -> checkpoint_pb2.OperatorSubtaskState | None:
+    if subtask is None:
+        return None
+    return next((o for o in subtask.state.operators if o.operator_uid == uid), None)

@@ -26,6 +26,12 @@ class CheckpointFailureReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper)
     TOO_MANY_CHECKPOINT_REQUESTS: _ClassVar[CheckpointFailureReason]
     TRIGGER_CHECKPOINT_FAILURE: _ClassVar[CheckpointFailureReason]
     CHECKPOINT_DECLINED_INPUT_END_OF_STREAM: _ClassVar[CheckpointFailureReason]
+
+class SavepointFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SAVEPOINT_CANONICAL: _ClassVar[SavepointFormat]
+    SAVEPOINT_NATIVE: _ClassVar[SavepointFormat]
+    SAVEPOINT_NATIVE_FULL: _ClassVar[SavepointFormat]
 CHECKPOINT_FAILURE_UNKNOWN: CheckpointFailureReason
 CHECKPOINT_EXPIRED: CheckpointFailureReason
 CHECKPOINT_DECLINED: CheckpointFailureReason
@@ -43,6 +49,9 @@ CHECKPOINT_COORDINATOR_SHUTDOWN: CheckpointFailureReason
 TOO_MANY_CHECKPOINT_REQUESTS: CheckpointFailureReason
 TRIGGER_CHECKPOINT_FAILURE: CheckpointFailureReason
 CHECKPOINT_DECLINED_INPUT_END_OF_STREAM: CheckpointFailureReason
+SAVEPOINT_CANONICAL: SavepointFormat
+SAVEPOINT_NATIVE: SavepointFormat
+SAVEPOINT_NATIVE_FULL: SavepointFormat
 
 class StreamHandle(_message.Message):
     __slots__ = ("uri", "size", "checksum")
@@ -133,7 +142,7 @@ class MasterState(_message.Message):
     def __init__(self, vertex_id: _Optional[int] = ..., enumerator: _Optional[bytes] = ...) -> None: ...
 
 class CheckpointMetadata(_message.Message):
-    __slots__ = ("version", "job_id", "checkpoint_id", "trigger_timestamp_ms", "completion_timestamp_ms", "unaligned", "savepoint", "subtasks", "master_states", "vertices")
+    __slots__ = ("version", "job_id", "checkpoint_id", "trigger_timestamp_ms", "completion_timestamp_ms", "unaligned", "savepoint", "subtasks", "master_states", "vertices", "savepoint_format")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +153,7 @@ class CheckpointMetadata(_message.Message):
     SUBTASKS_FIELD_NUMBER: _ClassVar[int]
     MASTER_STATES_FIELD_NUMBER: _ClassVar[int]
     VERTICES_FIELD_NUMBER: _ClassVar[int]
+    SAVEPOINT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     version: int
     job_id: str
     checkpoint_id: int
@@ -154,7 +164,8 @@ class CheckpointMetadata(_message.Message):
     subtasks: _containers.RepeatedCompositeFieldContainer[SubtaskCheckpointState]
     master_states: _containers.RepeatedCompositeFieldContainer[MasterState]
     vertices: _containers.RepeatedCompositeFieldContainer[VertexLayout]
-    def __init__(self, version: _Optional[int] = ..., job_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., trigger_timestamp_ms: _Optional[int] = ..., completion_timestamp_ms: _Optional[int] = ..., unaligned: _Optional[bool] = ..., savepoint: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskCheckpointState, _Mapping]]] = ..., master_states: _Optional[_Iterable[_Union[MasterState, _Mapping]]] = ..., vertices: _Optional[_Iterable[_Union[VertexLayout, _Mapping]]] = ...) -> None: ...
+    savepoint_format: SavepointFormat
+    def __init__(self, version: _Optional[int] = ..., job_id: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., trigger_timestamp_ms: _Optional[int] = ..., completion_timestamp_ms: _Optional[int] = ..., unaligned: _Optional[bool] = ..., savepoint: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskCheckpointState, _Mapping]]] = ..., master_states: _Optional[_Iterable[_Union[MasterState, _Mapping]]] = ..., vertices: _Optional[_Iterable[_Union[VertexLayout, _Mapping]]] = ..., savepoint_format: _Optional[_Union[SavepointFormat, str]] = ...) -> None: ...
 
 class VertexLayout(_message.Message):
     __slots__ = ("vertex_id", "parallelism", "max_parallelism", "operator_uids")
@@ -169,16 +180,24 @@ class VertexLayout(_message.Message):
     def __init__(self, vertex_id: _Optional[int] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., operator_uids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CheckpointOptions(_message.Message):
-    __slots__ = ("unaligned", "aligned_timeout_ms", "at_least_once", "savepoint")
+    __slots__ = ("unaligned", "aligned_timeout_ms", "at_least_once", "savepoint", "savepoint_format", "target_location", "terminate", "drain")
     UNALIGNED_FIELD_NUMBER: _ClassVar[int]
     ALIGNED_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     AT_LEAST_ONCE_FIELD_NUMBER: _ClassVar[int]
     SAVEPOINT_FIELD_NUMBER: _ClassVar[int]
+    SAVEPOINT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    TERMINATE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
     unaligned: bool
     aligned_timeout_ms: int
     at_least_once: bool
     savepoint: bool
-    def __init__(self, unaligned: _Optional[bool] = ..., aligned_timeout_ms: _Optional[int] = ..., at_least_once: _Optional[bool] = ..., savepoint: _Optional[bool] = ...) -> None: ...
+    savepoint_format: SavepointFormat
+    target_location: str
+    terminate: bool
+    drain: bool
+    def __init__(self, unaligned: _Optional[bool] = ..., aligned_timeout_ms: _Optional[int] = ..., at_least_once: _Optional[bool] = ..., savepoint: _Optional[bool] = ..., savepoint_format: _Optional[_Union[SavepointFormat, str]] = ..., target_location: _Optional[str] = ..., terminate: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
 
 class CheckpointStats(_message.Message):
     __slots__ = ("checkpoint_id", "status", "unaligned", "savepoint", "trigger_timestamp_ms", "duration_ms", "state_size", "incremental_size", "persisted_bytes", "processed_bytes", "alignment_ms", "failure_reason", "failure_message", "external_path", "acknowledged", "total", "subtasks")

@@ -147,16 +147,18 @@ class TaskDeploymentDescriptor(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., attempt_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., task_name: _Optional[str] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., attempt_number: _Optional[int] = ..., chain: _Optional[bytes] = ..., source: _Optional[bytes] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDeployment, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[ResultPartitionDeployment, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., allocation_id: _Optional[str] = ..., operator_names: _Optional[_Iterable[str]] = ..., operator_uids: _Optional[_Iterable[str]] = ..., restore: _Optional[_Union[TaskRestore, _Mapping]] = ...) -> None: ...
 
 class TaskRestore(_message.Message):
-    __slots__ = ("checkpoint_id", "operators", "channel_state", "finished")
+    __slots__ = ("checkpoint_id", "operators", "channel_state", "finished", "not_owned")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATORS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_STATE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
+    NOT_OWNED_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     operators: _containers.RepeatedCompositeFieldContainer[OperatorRestore]
     channel_state: _checkpoint_pb2.ChannelStateHandle
     finished: bool
-    def __init__(self, checkpoint_id: _Optional[int] = ..., operators: _Optional[_Iterable[_Union[OperatorRestore, _Mapping]]] = ..., channel_state: _Optional[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]] = ..., finished: _Optional[bool] = ...) -> None: ...
+    not_owned: bool
+    def __init__(self, checkpoint_id: _Optional[int] = ..., operators: _Optional[_Iterable[_Union[OperatorRestore, _Mapping]]] = ..., channel_state: _Optional[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]] = ..., finished: _Optional[bool] = ..., not_owned: _Optional[bool] = ...) -> None: ...
 
 class OperatorRestore(_message.Message):
     __slots__ = ("operator_uid", "keyed_state", "operator_state")

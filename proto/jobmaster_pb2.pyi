@@ -366,3 +366,31 @@ class ClusterOverview(_message.Message):
     metrics_url: str
     pid: int
     def __init__(self, task_executors: _Optional[_Iterable[_Union[TaskExecutorInfo, _Mapping]]] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class SavepointRequest(_message.Message):
+    __slots__ = ("job_id", "target_directory", "format", "terminate", "drain")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    TERMINATE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    target_directory: str
+    format: _checkpoint_pb2.SavepointFormat
+    terminate: bool
+    drain: bool
+    def __init__(self, job_id: _Optional[str] = ..., target_directory: _Optional[str] = ..., format: _Optional[_Union[_checkpoint_pb2.SavepointFormat, str]] = ..., terminate: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
+
+class SavepointResponse(_message.Message):
+    __slots__ = ("path", "checkpoint_id")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    checkpoint_id: int
+    def __init__(self, path: _Optional[str] = ..., checkpoint_id: _Optional[int] = ...) -> None: ...
+
+class DisposeSavepointRequest(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...

@@ -110,6 +110,16 @@ class JobMasterServiceStub:
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.FromString,
                 _registered_method=True)
+        self.TriggerSavepoint = channel.unary_unary(
+                '/weir.JobMasterService/TriggerSavepoint',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.SavepointRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.SavepointResponse.FromString,
+                _registered_method=True)
+        self.DisposeSavepoint = channel.unary_unary(
+                '/weir.JobMasterService/DisposeSavepoint',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class JobMasterServiceServicer:
@@ -212,6 +222,21 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TriggerSavepoint(self, request, context):
+        """Take a savepoint (with `terminate`: stop the job with it); answers once it completed
+        or failed (FAILED_PRECONDITION, naming why; the job keeps running).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DisposeSavepoint(self, request, context):
+        """Delete a savepoint (its directory), after checking that it is one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -289,6 +314,16 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
                     servicer.GetCheckpoints,
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
                     response_serializer=weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.SerializeToString,
+            ),
+            'TriggerSavepoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerSavepoint,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.SavepointRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.SavepointResponse.SerializeToString,
+            ),
+            'DisposeSavepoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisposeSavepoint,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -697,6 +732,60 @@ class JobMasterService:
             '/weir.JobMasterService/GetCheckpoints',
             weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerSavepoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/TriggerSavepoint',
+            weir_dot_proto_dot_jobmaster__pb2.SavepointRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.SavepointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisposeSavepoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/DisposeSavepoint',
+            weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
             channel_credentials,
             insecure,

@@ -293,10 +293,12 @@ class KeyedStateBackend(ABC):
         checkpoint of hard links for ``rocksdb``). The returned snapshot's ``run()`` — the
         asynchronous part — may run on another thread while the task goes on reading and
         writing state; it writes to ``location`` and returns the state handle.
-        ``canonical`` forces the backend-independent format (savepoints); otherwise
-        ``rocksdb`` writes a native incremental snapshot when ``state.backend.incremental``
-        is on. During a lazy restore this waits until every key group is loaded."""
+        ``canonical`` (or a canonical savepoint's location) forces the backend-independent
+        format; otherwise ``rocksdb`` writes a native incremental snapshot when
+        ``state.backend.incremental`` is on (a native savepoint: always native). During a
+        lazy restore this waits until every key group is loaded."""
         self._await_restored()
+        canonical = canonical or location.canonical_savepoint
         return self._snapshot_strategy(canonical).snapshot(checkpoint_id, location)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:

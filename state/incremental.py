@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle
 from weir.core.errors import StorageError
+from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE_FULL
 from weir.state.handles import IncrementalRocksDBStateHandle, KeyedStateHandle, LocalCopy
 from weir.state.key_groups import KeyGroupRange
 from weir.state.local_recovery import LocalCopyTracker, move_into, record_local_copy
@@ -95,15 +96,20 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         self._pending: dict[int, dict[str, StreamStateHandle]] = {}
 
     def snapshot(self, checkpoint_id: int, location: SnapshotLocation) -> AsyncSnapshot:
+        """A checkpoint's snapshot, or a native savepoint's when ``location`` is one: that
+        copies the files of the confirmed checkpoint into the savepoint instead of
+        uploading them (none with ``SAVEPOINT_NATIVE_FULL``), and is never built on."""
         backend = self._backend
         backend.flush()
         scratch = backend.directory / f"chk-{checkpoint_id}-{uuid.uuid4().hex[:8]}"
         backend.checkpoint(scratch)
+        savepoint = location.savepoint_format is not None
         with self._lock:
-            base = dict(self._confirmed)
+            base = {} if location.savepoint_format == SAVEPOINT_NATIVE_FULL \
+                else dict(self._confirmed)
         return IncrementalAsyncSnapshot(
             checkpoint_id, self, scratch, base, backend.column_families(),
-            backend.key_group_range, location)
+            backend.key_group_range, location, savepoint=savepoint)
 
     @property
     def confirmed_checkpoint_id(self) -> int:
@@ -145,8 +151,11 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
     def __init__(self, checkpoint_id: int, strategy: IncrementalSnapshotStrategy,
                  scratch: Path, base: dict[str, StreamStateHandle],
                  column_families: dict[str, str], key_groups: KeyGroupRange,
-                 location: SnapshotLocation) -> None:
+                 location: SnapshotLocation, savepoint: bool = False) -> None:
+        """``savepoint``: self-contained (files of ``base`` are copied into the location,
+        not referenced) and not a base for later snapshots."""
         super().__init__(checkpoint_id)
+        self._savepoint = savepoint
         self._strategy = strategy
         self._scratch = scratch
         self._base = base
@@ -161,17 +170,28 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
         shared: dict[str, StreamStateHandle] = {}
         private: dict[str, StreamStateHandle] = {}
         uploads: list[tuple[str, str]] = []  # (local name, remote relative path)
+        copies: list[tuple[str, str]] = []  # (name, remote relative path): a savepoint's
         for name in names:
             reused = self._base.get(name) if is_shared_file(name) else None
             if reused is not None and reused.length == (self._scratch / name).stat().st_size:
-                shared[name] = reused
+                if self._savepoint:
+                    copies.append((name, f"{location.shared_prefix}/{name}"))
+                else:
+                    shared[name] = reused
             elif is_shared_file(name):
                 uploads.append((name, f"{location.shared_prefix}/{uuid.uuid4().hex}-{name}"))
             else:
                 uploads.append((name, f"{location.private_prefix}/{name}"))
+        shared.update(self._copy(storage, copies))
         uploaded = self._upload(storage, uploads)
         for name, handle in uploaded.items():
             (shared if is_shared_file(name) else private)[name] = handle
+        if self._savepoint:
+            return IncrementalRocksDBStateHandle(
+                self._key_groups, self.checkpoint_id, self._strategy.backend_id,
+                dict(self._column_families), shared, private,
+                uploaded_bytes=sum(h.length for h in uploaded.values()),
+                files_reused=len(copies))
         local = self._keep_local_copy({**shared, **private})
         self._strategy._uploaded(self.checkpoint_id, shared)
         return IncrementalRocksDBStateHandle(
@@ -179,6 +199,22 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
             dict(self._column_families), shared, private,
             uploaded_bytes=sum(h.length for h in uploaded.values()), local=local,
             files_reused=len(names) - len(uploads))
+
+    def _copy(self, storage: CheckpointStorage, copies: list[tuple[str, str]]
+              ) -> dict[str, StreamStateHandle]:
+        """Copy files the confirmed checkpoint stored into the savepoint, without moving
+        their bytes through this process where the storage can (S3 CopyObject, links)."""
+        done: dict[str, StreamStateHandle] = {}
+        lock = threading.Lock()
+
+        def copy(name: str, remote: str) -> None:
+            self._check_cancelled()
+            handle = storage.copy(self._base[name], remote)
+            with lock:
+                done[name] = handle
+
+        run_all(copy, copies, self._strategy.transfer_threads)
+        return done
 
     def _upload(self, storage: CheckpointStorage, uploads: list[tuple[str, str]]
                 ) -> dict[str, StreamStateHandle]:

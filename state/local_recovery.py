@@ -41,6 +41,7 @@ from weir.checkpoint.storage import (
     StreamStateHandle,
     checksum_of,
     file_checksum,
+    reader_for,
 )
 from weir.core.config import Configuration
 from weir.core.errors import StorageError
@@ -245,12 +246,24 @@ class RestoreStorage(CheckpointStorage):
         (b'abc', 0, 3)
     """
 
-    def __init__(self, remote: CheckpointStorage, local_root: Path | None) -> None:
+    def __init__(self, remote: CheckpointStorage, local_root: Path | None,
+                 config: Configuration | None = None) -> None:
+        """``config``: how to reach storage other than ``remote`` (a savepoint restored
+        from another place, say ``s3://`` while checkpoints go to ``file://``)."""
         self.remote = remote
         self.local_root = local_root.resolve() if local_root is not None else None
         self.local_bytes = 0
         self.remote_bytes = 0
+        self._config = config
         self._lock = threading.Lock()
+
+    def _remote_for(self, handle: StreamStateHandle) -> CheckpointStorage:
+        """The storage that reads ``handle``: ``remote`` for its own scheme (a storage
+        reads any object of its kind), another one for another scheme."""
+        scheme = handle.uri.partition(":")[0]
+        if scheme == self.remote.base_uri.partition(":")[0]:
+            return self.remote
+        return reader_for(handle.uri, self._config)
 
     def holds(self, copy: LocalCopy) -> bool:
         """Whether ``copy`` is in this TaskExecutor's local state directory."""
@@ -289,12 +302,12 @@ class RestoreStorage(CheckpointStorage):
                 return data
             log.warning("local copy %s does not match %s; reading checkpoint storage",
                         path, handle.uri)
-        data = self.remote.read(handle)
+        data = self._remote_for(handle).read(handle)
         self.add_remote(len(data))
         return data
 
     def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
-        self.remote.download(handle, local_path)
+        self._remote_for(handle).download(handle, local_path)
         self.add_remote(handle.length)
 
     def write(self, relative_path: str, data: bytes | bytearray | memoryview
@@ -311,7 +324,8 @@ class RestoreStorage(CheckpointStorage):
         self.remote.delete_prefix(relative_prefix)
 
     def exists(self, target: StreamStateHandle | str) -> bool:
-        return self.remote.exists(target)
+        uri = target.uri if isinstance(target, StreamStateHandle) else target
+        return self._remote_for(StreamStateHandle(uri, 0, "")).exists(target)
 
     def list(self, relative_prefix: str = "") -> list[str]:
         return self.remote.list(relative_prefix)

@@ -113,7 +113,7 @@ def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
 def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
             storage: CheckpointStorage, *, lazy: bool | None = None,
             rescale_method: str = "clip", wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
-            transfer_threads: int = TRANSFER_THREADS) -> RestoreResult:
+            transfer_threads: int = TRANSFER_THREADS, owned: bool = True) -> RestoreResult:
     """Restore the key groups of ``backend`` (a fresh one) from ``handles``, any kind, any
     old key-group ranges; handles that do not overlap are skipped.
 
@@ -122,6 +122,8 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
     ``state.backend.restore.lazy``) returns as soon as the loader thread started, for
     canonical handles; native RocksDB handles are always restored before returning.
     ``rescale_method`` is ``clip`` or ``baseline`` for native handles into RocksDB.
+    ``owned`` False: the snapshot is not the job's (NO_CLAIM), so the backend's next
+    incremental snapshot must not build on its files.
 
     Raises MissingStateError / CorruptStateError (naming the file and what to do) when a
     file is gone or damaged, StateError when a backend cannot take the state; the backend
@@ -142,7 +144,7 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
             log.info("lazy restore needs canonical snapshots; restoring the %d RocksDB native "
                      "snapshot(s) of %s before processing", len(native), owned)
         result.native = _restore_native(backend, native, storage, rescale_method,
-                                        transfer_threads)
+                                        transfer_threads, owned)
         result.local_copies_used += result.native.local_copies_used
     if canonical and lazy:
         def fetch(handle: CanonicalStateHandle) -> bytes:
@@ -160,13 +162,13 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
 
 def _restore_native(backend: KeyedStateBackend,
                     handles: list[IncrementalRocksDBStateHandle],
-                    storage: CheckpointStorage, method: str, threads: int
-                    ) -> NativeRestoreStats:
+                    storage: CheckpointStorage, method: str, threads: int,
+                    owned: bool = True) -> NativeRestoreStats:
     from weir.state import rocksdb_restore  # loads rocksdict only when native state is restored
 
     if backend.name == "rocksdb":
         return rocksdb_restore.restore_native(backend, handles, storage,  # type: ignore[arg-type]
-                                              method, threads)
+                                              method, threads, build_on=owned)
     stats = rocksdb_restore.NativeRestoreStats("entries", handles=len(handles))
     for handle in handles:
         stats.rows_inserted += backend.load_entries(rocksdb_restore.native_entries(

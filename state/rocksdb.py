@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from weir.state.handles import KeyedStateHandle
     from weir.state.incremental import IncrementalSnapshotStrategy
     from weir.state.local_recovery import LocalCopyTracker
-    from weir.state.snapshot import SnapshotStrategy
+    from weir.state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
 
 _PREFIX = struct.Struct(">HI")  # key group, key length
 
@@ -372,6 +372,16 @@ class RocksDBStateBackend(KeyedStateBackend):
 
             self._local_copies = LocalCopyTracker()
         return self._local_copies
+
+    def snapshot_to(self, checkpoint_id: int, location: SnapshotLocation, *,
+                    canonical: bool = False) -> AsyncSnapshot:
+        """As the base class; a native savepoint is always a RocksDB checkpoint (also with
+        ``state.backend.incremental`` off)."""
+        if location.savepoint_format is not None and not canonical and \
+                not location.canonical_savepoint:
+            self._await_restored()
+            return self.incremental_strategy.snapshot(checkpoint_id, location)
+        return super().snapshot_to(checkpoint_id, location, canonical=canonical)
 
     def _snapshot_strategy(self, canonical: bool) -> SnapshotStrategy:
         kind = "canonical" if canonical or not self.incremental else "incremental"

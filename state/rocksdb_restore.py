@@ -204,13 +204,15 @@ def _check_mapping(handle: IncrementalRocksDBStateHandle) -> None:
 def restore_native(backend: RocksDBStateBackend,
                    handles: Sequence[IncrementalRocksDBStateHandle],
                    storage: CheckpointStorage, method: str = "clip",
-                   threads: int = TRANSFER_THREADS) -> NativeRestoreStats:
+                   threads: int = TRANSFER_THREADS, build_on: bool = True
+                   ) -> NativeRestoreStats:
     """Restore ``handles`` (those overlapping the backend's key groups are used) into a
     fresh RocksDB ``backend`` with ``method`` (see the module docstring).
 
     Runs on the task thread before processing starts. Raises MissingStateError or
     CorruptStateError for a missing or damaged file, StateError if RocksDB fails; the
-    backend must then be disposed."""
+    backend must then be disposed. ``build_on`` False: the next incremental snapshot must
+    not reuse the restored files (a snapshot restored in NO_CLAIM mode)."""
     if method not in RESCALE_METHODS:
         msg = f"unknown rescaling restore method {method!r} (accepted: clip, baseline)"
         raise StateError(msg)
@@ -237,7 +239,7 @@ def restore_native(backend: RocksDBStateBackend,
                 backend.clip()
             stats.base_checkpoint = base.checkpoint_id
             stats.insert_seconds += time.perf_counter() - started
-            if base.key_group_range == owned and not others:
+            if base.key_group_range == owned and not others and build_on:
                 backend.restored_from(base)  # the instance *is* that checkpoint
         for index, handle in enumerate(others):
             directory = scratch / f"handle-{index}"

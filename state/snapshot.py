@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from weir.checkpoint.storage import CheckpointStorage, check_relative
 from weir.core.errors import StateError, StorageError
+from weir.proto.checkpoint_pb2 import SAVEPOINT_CANONICAL
 from weir.state.canonical import write_segments
 from weir.state.handles import CanonicalStateHandle, KeyedStateHandle, LocalCopy
 from weir.state.key_groups import KeyGroupRange
@@ -76,10 +77,23 @@ class SnapshotLocation:
     private_prefix: str
     shared_prefix: str
     local_dir: Path | None = None
+    #: A savepoint's format (a ``SavepointFormat`` value); None for a checkpoint.
+    savepoint_format: int | None = None
 
     def __post_init__(self) -> None:
         check_relative(self.private_prefix)
         check_relative(self.shared_prefix)
+
+    @property
+    def canonical_savepoint(self) -> bool:
+        return self.savepoint_format == SAVEPOINT_CANONICAL
+
+    @classmethod
+    def for_savepoint(cls, storage: CheckpointStorage, owner: str, savepoint_format: int
+                      ) -> SnapshotLocation:
+        """Inside a savepoint's own directory (``storage``'s base): ``<owner>`` and
+        ``shared``, so that the savepoint holds every file it needs; no local copy."""
+        return cls(storage, owner, SHARED_DIR, None, savepoint_format)
 
     @classmethod
     def for_checkpoint(cls, storage: CheckpointStorage, job_id: str, checkpoint_id: int,

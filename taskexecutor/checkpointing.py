@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.checkpoint.channel_state import ChannelStateWriter
-from weir.checkpoint.metadata import checkpoint_dir, from_stream_handle
+from weir.checkpoint.metadata import from_stream_handle
 from weir.checkpoint.storage import CheckpointStorage
 from weir.core.errors import StorageError
 from weir.core.records import Elements
@@ -114,8 +114,11 @@ class SubtaskCheckpointing:
                  writers: list[ResultPartitionWriter], partitioners: list[int],
                  storage: Callable[[], CheckpointStorage], pool: UploadPool,
                  responder: CheckpointResponder, clock_ms: Callable[[], int],
-                 local_root: Path | None = None) -> None:
-        """``local_root``: task-local recovery keeps a copy of every file there too."""
+                 local_root: Path | None = None,
+                 savepoint_storage: Callable[[str], CheckpointStorage] | None = None) -> None:
+        """``local_root``: task-local recovery keeps a copy of every file there too.
+        ``savepoint_storage``: the storage of a savepoint's directory (its URI)."""
+        self._savepoint_storage = savepoint_storage or _no_savepoints
         self.job_id = job_id
         self.attempt_id = attempt_id
         #: Directory name of this subtask inside a checkpoint (``<vertex>-<subtask>``).
@@ -151,11 +154,14 @@ class SubtaskCheckpointing:
         """
         checkpoint_id = barrier.checkpoint_id
         started = time.monotonic()
-        location = SnapshotLocation.for_checkpoint(self._storage(), self.job_id,
-                                                   checkpoint_id, self.owner,
-                                                   self._local_root)
         snapshots: dict[str, OperatorSnapshot] = {}
         try:
+            options = barrier.options
+            location = SnapshotLocation.for_savepoint(
+                self._savepoint_storage(options.target_location), self.owner,
+                options.savepoint_format) if options.savepoint else \
+                SnapshotLocation.for_checkpoint(self._storage(), self.job_id, checkpoint_id,
+                                                self.owner, self._local_root)
             for uid, participant in participants.items():
                 snapshots[uid] = participant.snapshot_state(checkpoint_id,
                                                             barrier.timestamp_ms, location)
@@ -280,8 +286,8 @@ class SubtaskCheckpointing:
 
     def _finish(self, checkpoint_id: int, pending: _Pending) -> None:
         """Upload pool thread: write everything, then acknowledge (or decline)."""
-        storage = self._storage()
-        prefix = f"{checkpoint_dir(self.job_id, checkpoint_id)}/{self.owner}"
+        storage = pending.location.storage
+        prefix = pending.location.private_prefix
         state = TaskStateSnapshot()
         metrics = pending.metrics
         current = "keyed state"
@@ -344,6 +350,11 @@ class SubtaskCheckpointing:
         with contextlib.suppress(Exception):
             self._responder.decline_checkpoint(self.job_id, self.attempt_id, checkpoint_id,
                                                reason, message)
+
+
+def _no_savepoints(location: str) -> CheckpointStorage:
+    msg = f"this task cannot write savepoints (asked to write one to {location})"
+    raise StorageError(msg)
 
 
 def _cancel(pending: _Pending) -> None:

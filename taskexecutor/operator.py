@@ -122,6 +122,8 @@ class StateContext:
     operator_state: list[bytes | None] = field(default_factory=list)
     #: Where the handles' files are.
     storage: CheckpointStorage | None = None
+    #: False: the snapshot is not the job's (NO_CLAIM): nothing may build on its files.
+    owned: bool = True
 
     @property
     def is_restored(self) -> bool:

@@ -46,7 +46,8 @@ class TaskStateRestore:
                    f"operator {uid}: {err}")
             raise CorruptStateError(msg) from err
         return StateContext(checkpoint_id=self.checkpoint_id, keyed_handles=keyed,
-                            operator_state=self.operator_state(uid), storage=self._storage)
+                            operator_state=self.operator_state(uid), storage=self._storage,
+                            owned=not self._restore.not_owned)
 
     def operator_state(self, uid: str) -> list[bytes | None]:
         """Every old subtask's operator state snapshot of ``uid`` (None: it had none)."""

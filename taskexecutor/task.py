@@ -195,6 +195,12 @@ class Task:
         self._final_checkpoint_done = False
         self._replay: deque[tuple[int, Elements]] = deque()
         self._finished_on_restore = tdd.restore.finished if tdd.HasField("restore") else False
+        #: Stop-with-savepoint without drain: the savepoint this task took its part of; no
+        #: input is processed and no timer fires after it. Once it completed the task ends
+        #: without finishing its operators; if it is aborted, the task goes on.
+        self._stop_savepoint: int | None = None
+        self._stopped = False
+        self._savepoint_storages: dict[str, CheckpointStorage] = {}
 
     # -- called from other threads ----------------------------------------------------------
 
@@ -236,7 +242,7 @@ class Task:
             self._set_state(common_pb2.RUNNING)
             self._loop()
             self._check_cancelled()
-            if not self._data_finished:
+            if not self._data_finished and not self._stopped:
                 self._finish_operators()
             for writer in self._writers:
                 writer.finish()
@@ -311,8 +317,8 @@ class Task:
         if checkpoint_options.checkpointing_enabled(job_config):
             self._setup_checkpointing(job_config, channels)
         restore_started = time.monotonic()
-        restore = TaskStateRestore(tdd.restore, RestoreStorage(self._checkpoint_storage(),
-                                                               self._local_state_root)) \
+        restore = TaskStateRestore(tdd.restore, RestoreStorage(
+            self._checkpoint_storage(), self._local_state_root, job_config)) \
             if tdd.HasField("restore") else None
         for operator in operators:
             operator.initialize_state(restore.context(operator.uid or operator.name)
@@ -321,7 +327,7 @@ class Task:
             source = cloudpickle.loads(tdd.source)
             self._reader = source.create_reader(ReaderContext(
                 tdd.subtask_index, tdd.parallelism,
-                self.configuration.get(options.BATCH_SIZE), dict(tdd.config)))
+                job_config.get(options.BATCH_SIZE), dict(tdd.config)))
             if self._finished_on_restore:
                 self._no_more_splits = True
             elif restore is not None:
@@ -344,7 +350,7 @@ class Task:
             partitioners=[p.partitioner for p in self.tdd.partitions],
             storage=self._checkpoint_storage, pool=self._upload_pool,
             responder=self._gateway, clock_ms=wall_clock_ms,
-            local_root=self._local_state_root)
+            local_root=self._local_state_root, savepoint_storage=self._savepoint_storage)
         if channels:
             at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
             self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once)
@@ -359,6 +365,14 @@ class Task:
                 raise ConfigError(msg)
             self._storage = create_storage(directory, config)
         return self._storage
+
+    def _savepoint_storage(self, location: str) -> CheckpointStorage:
+        """The storage of a savepoint's directory (task thread)."""
+        storage = self._savepoint_storages.get(location)
+        if storage is None:
+            storage = create_storage(location, self.configuration.merged(dict(self.tdd.config)))
+            self._savepoint_storages = {location: storage}  # one savepoint at a time
+        return storage
 
     def _restore_channel_state(self, restore: TaskStateRestore) -> None:
         """Write the restored output data first, then queue the input data to be processed
@@ -390,7 +404,8 @@ class Task:
             for mail in self.mailbox.drain():
                 mail()
             self._check_cancelled()
-            self.processing_time.fire_due()
+            if self._stop_savepoint is None:
+                self.processing_time.fire_due()
             self._flush_if_due()
             for gate in self._gates:
                 gate.maintain()
@@ -451,6 +466,8 @@ class Task:
     def _process_input(self) -> str:
         """One unit of work: 'more' if something was processed, 'nothing', or 'end'."""
         assert self._chain is not None
+        if self._stop_savepoint is not None:
+            return "end" if self._stopped else "nothing"
         if self._replay:
             channel, elements = self._replay.popleft()
             self._chain.process(elements)
@@ -536,9 +553,10 @@ class Task:
                 and self.checkpointing is not None:
             self._finish_operators()
 
-    def _finish_operators(self) -> None:
+    def _finish_operators(self, report: bool = True) -> None:
         """End of input: event time ends, operators emit what they hold, and (with
-        checkpointing) consumers learn that no more data follows."""
+        checkpointing) consumers learn that no more data follows (``report``: a source
+        tells the JobMaster, which takes the final checkpoint)."""
         assert self._chain is not None
         self._data_finished = True
         # End of input is the end of event time: every event-time timer fires, here and
@@ -548,7 +566,7 @@ class Task:
         if self.checkpointing is not None:
             for writer in self._writers:
                 writer.broadcast_event(end_of_data_event())
-            if self._reader is not None:
+            if self._reader is not None and report:
                 self._gateway.report_end_of_data(self.job_id, self.attempt_id)
 
     def _advance_watermark(self, watermark: int | None) -> None:
@@ -611,6 +629,10 @@ class Task:
         if self._reader is not None and self._split_request_in_flight:
             self._deferred_triggers.append(barrier)
             return
+        if barrier.options.drain and not self._data_finished:
+            # stop --drain: the source ends here; event time advances to the end and the
+            # operators flush, before the savepoint's barrier (the final checkpoint).
+            self._finish_operators(report=False)
         if self._take_snapshot(barrier, unaligned=barrier.options.unaligned):
             self.checkpointing.input_complete(barrier.checkpoint_id)
 
@@ -629,6 +651,8 @@ class Task:
             processed_bytes=processed_bytes)
         if taken and self._data_finished:
             self._finish_checkpoints.add(barrier.checkpoint_id)
+        elif taken and barrier.options.terminate:
+            self._stop_savepoint = barrier.checkpoint_id
         self.counters.checkpoint_alignment_ms = alignment_ms
         self.counters.checkpoint_start_delay_ms = start_delay_ms
         return taken
@@ -685,6 +709,9 @@ class Task:
             if any(n <= checkpoint_id for n in self._finish_checkpoints):
                 self._final_checkpoint_done = True
                 self.wake()
+            if self._stop_savepoint is not None and self._stop_savepoint <= checkpoint_id:
+                self._stopped = True
+                log.info("task %s stops with savepoint %d", self.name, self._stop_savepoint)
         else:
             for operator in self._chain.operators:
                 operator.notify_checkpoint_aborted(checkpoint_id)
@@ -692,6 +719,8 @@ class Task:
                 self._execute(self._handler.on_abort(checkpoint_id))
             self.checkpointing.abort(checkpoint_id)
             self._finish_checkpoints.discard(checkpoint_id)
+            if self._stop_savepoint == checkpoint_id:
+                self._stop_savepoint = None  # the stop failed: the job goes on
 
     # -- cleanup ----------------------------------------------------------------------------
 

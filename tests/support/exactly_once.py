@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import LocalCluster, job_details, poll, write_job
+from tests.support.cluster import LocalCluster, job_details, poll, weir_cli, write_job
 
 JOB = '''
 import os
@@ -64,7 +64,7 @@ class CountPerKey(KeyedProcessFunction):
 
 
 env = StreamExecutionEnvironment.get_execution_environment()
-env.set_parallelism(2)
+env.set_parallelism(int(os.environ.get("EXACTLY_ONCE_PARALLELISM", "2")))
 stamped = (env.from_sequence(0, N - 1).map(throttle)
            .assign_timestamps_and_watermarks(
                WatermarkStrategy.for_monotonous_timestamps()
@@ -115,17 +115,20 @@ def diff(expected: Counter[tuple[Any, ...]], got: Counter[tuple[Any, ...]]) -> s
 def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys: int = 13,
            window_ms: int = 1000, pause_every: int = 500, pause_s: float = 0.02,
            config: dict[str, str] | None = None, gate: Path | None = None,
-           held_slowdown: float | None = None) -> str:
-    """Start the job detached with ``config`` (-D pairs); returns its id. With ``gate``,
-    the second half of the input is slowed down until that file exists: ``held_slowdown``
-    times (default 10; a long chaos run holds the job back for minutes)."""
+           held_slowdown: float | None = None, run_args: tuple[str, ...] = (),
+           parallelism: int = 2) -> str:
+    """Start the job detached with ``config`` (-D pairs) and ``run_args`` (more options of
+    ``weir run``) at ``parallelism``; returns its id. With ``gate``, the second half of the
+    input is slowed down until that file exists: ``held_slowdown`` times (default 10; a
+    long chaos run holds the job back for minutes)."""
     assert held_slowdown is None or gate is not None, "held_slowdown needs a gate"
     job = write_job(tmp_path, JOB, "exactly_once_job.py")
     pairs = [f"-D{k}={v}" for k, v in (config or {}).items()]
-    result = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), str(keys),
-                          str(window_ms), str(pause_every), str(pause_s),
-                          *([str(gate)] if gate else []),
-                          *([str(held_slowdown)] if held_slowdown is not None else []))
+    result = weir_cli("run", "--dir", str(cluster.dir), "--detached", *pairs, *run_args,
+                      str(job), str(out), str(n), str(keys), str(window_ms),
+                      str(pause_every), str(pause_s), *([str(gate)] if gate else []),
+                      *([str(held_slowdown)] if held_slowdown is not None else []),
+                      env={"EXACTLY_ONCE_PARALLELISM": str(parallelism)})
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout.strip().splitlines()[-1]
 

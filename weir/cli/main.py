@@ -57,6 +57,15 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     _client_args(p)
     p.add_argument("--detached", action="store_true",
                    help="print the job id and return once the job is submitted")
+    p.add_argument("-s", "--from-savepoint", metavar="PATH",
+                   help="start from this savepoint or retained checkpoint (its directory or "
+                        "_metadata; execution.state-recovery.path)")
+    p.add_argument("--claim-mode", choices=("claim", "no-claim"),
+                   help="no-claim (default): the snapshot stays the user's, untouched; "
+                        "claim: the job owns it and deletes it once subsumed")
+    p.add_argument("--allow-non-restored-state", action="store_true",
+                   help="start even if the snapshot holds state of operators the job does "
+                        "not have (that state is dropped)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,6 +165,39 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel a job")
     _client_args(cancel)
     cancel.add_argument("job_id")
+
+    formats = {"choices": ("canonical", "native"), "default": "canonical",
+               "help": "canonical (default): restores into either state backend at any "
+                       "parallelism; native: the backend's own files (RocksDB SSTs), "
+                       "copying those the latest checkpoint stored instead of uploading them"}
+    savepoint = sub.add_parser(
+        "savepoint", help="take a savepoint of a running job, or dispose of one",
+        usage="weir savepoint JOB_ID [TARGET_DIR] [--type canonical|native]\n"
+              "       weir savepoint --dispose PATH",
+        description="An aligned snapshot of the job that belongs to you: restore it with "
+                    "`weir run -s PATH job.py`. The savepoint's directory is printed last.")
+    _client_args(savepoint)
+    savepoint.add_argument("job_id", nargs="?")
+    savepoint.add_argument("target", nargs="?", metavar="TARGET_DIR",
+                           help="file:// or s3:// directory (default "
+                                "execution.checkpointing.savepoint-dir)")
+    savepoint.add_argument("--type", **formats)
+    savepoint.add_argument("--full", action="store_true",
+                           help="native: upload every file, even those the latest "
+                                "checkpoint stored")
+    savepoint.add_argument("--dispose", metavar="PATH", help="delete the savepoint at PATH")
+    stop = sub.add_parser(
+        "stop", help="stop a job with a savepoint",
+        description="Periodic checkpoints pause, a savepoint is taken, sinks commit it and "
+                    "the job ends FINISHED; the savepoint's directory is printed last. If "
+                    "the savepoint fails, the job keeps running.")
+    _client_args(stop)
+    stop.add_argument("job_id")
+    stop.add_argument("--savepoint-path", "-p", metavar="DIR",
+                      help="target directory (default execution.checkpointing.savepoint-dir)")
+    stop.add_argument("--drain", "-d", action="store_true",
+                      help="first advance event time to the end: timers and windows fire")
+    stop.add_argument("--type", **formats)
     return parser
 
 
@@ -346,6 +388,8 @@ def _client_command(args: argparse.Namespace) -> int:
     from weir.core import options
     from weir.core.config import Configuration
 
+    if args.command == "run":
+        args.dynamic = [*_recovery_pairs(args), *args.dynamic]
     conf = Configuration.load(args.conf, args.dynamic)
     address = resolve_jobmaster(args, conf)
     directory = _cluster_dir(args, conf)
@@ -374,6 +418,10 @@ def _client_command(args: argparse.Namespace) -> int:
             else:
                 show.print_checkpoints(history, args.tasks)
             return EXIT_OK
+        if args.command == "savepoint":
+            return _savepoint(client, args)
+        if args.command == "stop":
+            return _stop(client, args)
         if args.command == "cancel":
             client.cancel_job(args.job_id)
             job = ClusterJobClient(client, args.job_id)
@@ -387,6 +435,66 @@ def _client_command(args: argparse.Namespace) -> int:
     finally:
         client.close()
     return EXIT_USER_ERROR
+
+
+def _savepoint_format(args: argparse.Namespace) -> int:
+    from weir.proto import checkpoint_pb2
+
+    if args.type == "canonical":
+        return checkpoint_pb2.SAVEPOINT_CANONICAL
+    return checkpoint_pb2.SAVEPOINT_NATIVE_FULL if getattr(args, "full", False) \
+        else checkpoint_pb2.SAVEPOINT_NATIVE
+
+
+def _savepoint(client: Any, args: argparse.Namespace) -> int:
+    if args.dispose:
+        if args.job_id:
+            msg = "--dispose PATH takes no job id: `weir savepoint --dispose PATH`"
+            raise UserError(msg)
+        client.dispose_savepoint(args.dispose)
+        print(f"disposed of savepoint {args.dispose}")
+        return EXIT_OK
+    if not args.job_id:
+        msg = "name the job: `weir savepoint JOB_ID [TARGET_DIR]` (`weir list` shows them)"
+        raise UserError(msg)
+    if args.full and args.type != "native":
+        msg = "--full applies to native savepoints: add --type native"
+        raise UserError(msg)
+    print(f"triggering a savepoint of job {args.job_id} ...", file=sys.stderr)
+    print(client.trigger_savepoint(args.job_id, args.target or "", _savepoint_format(args)))
+    return EXIT_OK
+
+
+def _stop(client: Any, args: argparse.Namespace) -> int:
+    from weir.client.cluster_client import ClusterJobClient
+
+    print(f"stopping job {args.job_id} with a savepoint ...", file=sys.stderr)
+    path = client.trigger_savepoint(args.job_id, args.savepoint_path or "",
+                                    _savepoint_format(args), terminate=True, drain=args.drain)
+    try:
+        ClusterJobClient(client, args.job_id).wait(timeout=120)
+        print(f"job {args.job_id} finished", file=sys.stderr)
+    except JobExecutionError as err:
+        print(f"job {args.job_id} ended {err.status.lower()} after its savepoint",
+              file=sys.stderr)
+    print(path)
+    return EXIT_OK
+
+
+def _recovery_pairs(args: argparse.Namespace) -> list[str]:
+    """``weir run``'s snapshot options as configuration (execution.state-recovery.*)."""
+    pairs = []
+    if args.from_savepoint:
+        pairs.append(f"execution.state-recovery.path={args.from_savepoint}")
+    if args.claim_mode:
+        pairs.append("execution.state-recovery.claim-mode="
+                     + args.claim_mode.upper().replace("-", "_"))
+    if args.allow_non_restored_state:
+        pairs.append("execution.state-recovery.ignore-unclaimed-state=true")
+    if (args.claim_mode or args.allow_non_restored_state) and not args.from_savepoint:
+        msg = "--claim-mode and --allow-non-restored-state go with -s/--from-savepoint PATH"
+        raise UserError(msg)
+    return pairs
 
 
 def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:

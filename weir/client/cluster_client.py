@@ -37,6 +37,11 @@ def state_name(state: int) -> str:
     return common_pb2.ExecutionState.Name(state)
 
 
+#: How long a client waits for a savepoint (the JobMaster ends it sooner: twice the
+#: checkpoint timeout at most, 10 minutes by default).
+SAVEPOINT_TIMEOUT_S = 3600.0
+
+
 class JobMasterClient:
     """A connection to one JobMaster. Every call has a timeout; errors become UserErrors."""
 
@@ -77,6 +82,21 @@ class JobMasterClient:
 
     def cancel_job(self, job_id: str) -> None:
         self._call("CancelJob", jobmaster_pb2.JobIdRequest(job_id=job_id))
+
+    def trigger_savepoint(self, job_id: str, target_directory: str = "",
+                          savepoint_format: int = 0, terminate: bool = False,
+                          drain: bool = False) -> str:
+        """Take a savepoint (``terminate``: stop the job with it); returns its directory.
+        Waits as long as the JobMaster does (it bounds the savepoint by the checkpoint
+        timeout); a failed savepoint raises a UserError saying why."""
+        request = jobmaster_pb2.SavepointRequest(
+            job_id=job_id, target_directory=target_directory, format=savepoint_format,
+            terminate=terminate, drain=drain)
+        return str(self._call("TriggerSavepoint", request, timeout=SAVEPOINT_TIMEOUT_S).path)
+
+    def dispose_savepoint(self, path: str) -> None:
+        self._call("DisposeSavepoint", jobmaster_pb2.DisposeSavepointRequest(path=path),
+                   timeout=SAVEPOINT_TIMEOUT_S)
 
     def cluster_overview(self, timeout: float | None = None) -> jobmaster_pb2.ClusterOverview:
         return self._call("GetClusterOverview", jobmaster_pb2.ClusterOverviewRequest(),

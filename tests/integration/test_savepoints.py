@@ -1,0 +1,151 @@
+"""Savepoints on a real cluster: stop-with-savepoint and resume, moving a savepoint,
+canonical savepoints across backends and parallelism, disposing, and what a wrong
+savepoint or a failed one does.
+
+Every run is the exactly-once job (tests/support/exactly_once.py): its committed output,
+over the run that stopped and the run that resumed, must be exactly the output computed
+without weir.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import LocalCluster, job_details, poll
+from tests.support.exactly_once import (
+    committed_output,
+    expected_output,
+    finished_exactly_once,
+    status_name,
+    submit,
+)
+
+N = 6000
+#: The second half of the input is held back (50 times slower, minutes) until the test
+#: opens the gate: every stop and savepoint comes while the job runs.
+HELD = {"pause_every": 100, "held_slowdown": 50.0}
+
+
+def _config(tmp_path: Path, backend: str = "rocksdb", **extra: str) -> dict[str, str]:
+    return {"execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": (tmp_path / "checkpoints").as_uri(),
+            "state.backend.type": backend, "restart-strategy.type": "fixed-delay",
+            # Small source batches: a trigger waits for the batch in hand, whose records
+            # the throttle sleeps on.
+            "pipeline.batch-size": "50",
+            "restart-strategy.fixed-delay.attempts": "5",
+            "restart-strategy.fixed-delay.delay": "200 ms", **extra}
+
+
+def _running_with_checkpoint(cluster: LocalCluster, job_id: str) -> Any:
+    return poll(lambda: (d := job_details(cluster, job_id)).last_checkpoint_id > 0
+                and status_name(d) == "RUNNING" and d, 60, interval=0.1,
+                what="a completed checkpoint")
+
+
+def _last_line(result: Any) -> str:
+    assert result.returncode == 0, result.stderr + result.stdout
+    return str(result.stdout.strip().splitlines()[-1])
+
+
+def test_stop_with_savepoint_then_resume_is_exactly_once(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _config(tmp_path)
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    path = _last_line(cluster.weir("stop", job_id, "--savepoint-path",
+                                   (tmp_path / "savepoints").as_uri()))
+    assert path.startswith((tmp_path / "savepoints").as_uri() + "/savepoint-")
+    details = job_details(cluster, job_id)
+    assert status_name(details) == "FINISHED", details.failure.message
+    # Stopped early: part of the output, committed, nothing twice.
+    partial, expected = committed_output(out), expected_output(N, 13, 1000)
+    assert partial and partial != expected and not partial - expected
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
+                     run_args=("-s", path), **HELD)
+    finished_exactly_once(cluster, resumed, out, N)
+
+
+def test_moved_canonical_savepoint_restores_into_hashmap_at_another_parallelism(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """A canonical savepoint of a RocksDB job at parallelism 2, moved to another
+    directory, restores into a hashmap job at parallelism 3."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    path = _last_line(cluster.weir("stop", job_id, "--savepoint-path", str(tmp_path / "sp")))
+    moved = tmp_path / "elsewhere" / "my-savepoint"
+    shutil.copytree(Path(path.removeprefix("file://")), moved)
+    shutil.rmtree(Path(path.removeprefix("file://")))
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, N, config=_config(tmp_path, "hashmap"),
+                     gate=gate, run_args=("-s", str(moved)), parallelism=3, **HELD)
+    final = finished_exactly_once(cluster, resumed, out, N)
+    assert {v.parallelism for v in final.vertices} == {3}
+
+
+def test_savepoint_of_a_running_job_and_dispose(cluster_factory: Any, tmp_path: Path) -> None:
+    """`weir savepoint` leaves the job running; the savepoint's paths are relative; it can
+    be disposed of, and a checkpoint cannot."""
+    from weir.checkpoint.metadata import decode_metadata
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    path = _last_line(cluster.weir("savepoint", job_id, str(tmp_path / "sp"), "--type",
+                                   "native"))
+    directory = Path(path.removeprefix("file://"))
+    raw = decode_metadata((directory / "_metadata").read_bytes(), "savepoint")
+    assert raw.savepoint and raw.subtasks
+    handles = [o.operator_state.uri for s in raw.subtasks for o in s.state.operators
+               if o.operator_state.uri]
+    assert handles and not [u for u in handles if "://" in u or u.startswith("/")], handles
+    assert status_name(job_details(cluster, job_id)) == "RUNNING"
+    checkpoint = job_details(cluster, job_id).last_checkpoint_path
+    refused = cluster.weir("savepoint", "--dispose", checkpoint)
+    assert refused.returncode == 2 and "not a savepoint" in refused.stderr
+    assert _last_line(cluster.weir("savepoint", "--dispose", path)).startswith("disposed")
+    assert not directory.exists()
+    gate.touch()
+    finished_exactly_once(cluster, job_id, out, N)
+
+
+def test_state_of_a_missing_operator_is_refused_unless_allowed(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    from weir.checkpoint.metadata import decode_metadata, encode_metadata
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    path = _last_line(cluster.weir("stop", job_id, "--savepoint-path", str(tmp_path / "sp")))
+    # The savepoint of an older program version, where one operator had another uid.
+    metadata_file = Path(path.removeprefix("file://")) / "_metadata"
+    metadata = decode_metadata(metadata_file.read_bytes(), "savepoint")
+    renamed = next(o for s in metadata.subtasks for o in s.state.operators if o.keyed_state)
+    old_uid = renamed.operator_uid
+    for subtask in metadata.subtasks:
+        for operator in subtask.state.operators:
+            if operator.operator_uid == old_uid:
+                operator.operator_uid = "retired-operator"
+    metadata_file.write_bytes(encode_metadata(metadata))
+    gate.touch()
+    refused = cluster.weir("run", "--detached", "-s", path, "nothing.py")
+    assert refused.returncode == 2
+    with pytest.raises(AssertionError, match="retired-operator"):
+        submit(cluster, tmp_path, out, N, config=_config(tmp_path), run_args=("-s", path))
+    allowed = submit(cluster, tmp_path, tmp_path / "out2", N, config=_config(tmp_path),
+                     run_args=("-s", path, "--allow-non-restored-state"))
+    final = poll(lambda: status_name(d := job_details(cluster, allowed))
+                 in ("FINISHED", "FAILED", "CANCELED") and d, 180, interval=0.2,
+                 what="the job to end")
+    assert status_name(final) == "FINISHED", final.failure.message
