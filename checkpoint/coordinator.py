@@ -517,7 +517,7 @@ class CheckpointCoordinator:
                                    f"checkpoint {checkpoint_id} completed first")
         while len(self._completed) > self.config.num_retained:
             actions += self._discard_completed(self._completed.popleft())
-        return actions
+        return actions + self._maybe_trigger_savepoint(now)
 
     def _savepoint_completed(self, pending: PendingCheckpoint, path: str, now: int
                              ) -> list[Action]:

@@ -113,7 +113,7 @@ def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
 def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
             storage: CheckpointStorage, *, lazy: bool | None = None,
             rescale_method: str = "clip", wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
-            transfer_threads: int = TRANSFER_THREADS, owned: bool = True) -> RestoreResult:
+            transfer_threads: int = TRANSFER_THREADS, build_on: bool = True) -> RestoreResult:
     """Restore the key groups of ``backend`` (a fresh one) from ``handles``, any kind, any
     old key-group ranges; handles that do not overlap are skipped.
 
@@ -122,7 +122,7 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
     ``state.backend.restore.lazy``) returns as soon as the loader thread started, for
     canonical handles; native RocksDB handles are always restored before returning.
     ``rescale_method`` is ``clip`` or ``baseline`` for native handles into RocksDB.
-    ``owned`` False: the snapshot is not the job's (NO_CLAIM), so the backend's next
+    ``build_on`` False: the snapshot is not the job's (NO_CLAIM), so the backend's next
     incremental snapshot must not build on its files.
 
     Raises MissingStateError / CorruptStateError (naming the file and what to do) when a
@@ -144,7 +144,7 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
             log.info("lazy restore needs canonical snapshots; restoring the %d RocksDB native "
                      "snapshot(s) of %s before processing", len(native), owned)
         result.native = _restore_native(backend, native, storage, rescale_method,
-                                        transfer_threads, owned)
+                                        transfer_threads, build_on)
         result.local_copies_used += result.native.local_copies_used
     if canonical and lazy:
         def fetch(handle: CanonicalStateHandle) -> bytes:
@@ -163,12 +163,12 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
 def _restore_native(backend: KeyedStateBackend,
                     handles: list[IncrementalRocksDBStateHandle],
                     storage: CheckpointStorage, method: str, threads: int,
-                    owned: bool = True) -> NativeRestoreStats:
+                    build_on: bool = True) -> NativeRestoreStats:
     from weir.state import rocksdb_restore  # loads rocksdict only when native state is restored
 
     if backend.name == "rocksdb":
         return rocksdb_restore.restore_native(backend, handles, storage,  # type: ignore[arg-type]
-                                              method, threads, build_on=owned)
+                                              method, threads, build_on=build_on)
     stats = rocksdb_restore.NativeRestoreStats("entries", handles=len(handles))
     for handle in handles:
         stats.rows_inserted += backend.load_entries(rocksdb_restore.native_entries(

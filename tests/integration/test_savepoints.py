@@ -20,6 +20,7 @@ from tests.support.exactly_once import (
     committed_output,
     expected_output,
     finished_exactly_once,
+    kill_busy_taskexecutor,
     status_name,
     submit,
 )
@@ -149,3 +150,67 @@ def test_state_of_a_missing_operator_is_refused_unless_allowed(
                  in ("FINISHED", "FAILED", "CANCELED") and d, 180, interval=0.2,
                  what="the job to end")
     assert status_name(final) == "FINISHED", final.failure.message
+
+
+def _tree_digest(directory: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _stopped_savepoint(cluster: LocalCluster, tmp_path: Path, out: Path, gate: Path,
+                       config: dict[str, str], *, native: bool = True) -> str:
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    return _last_line(cluster.weir("stop", job_id, "--savepoint-path", str(tmp_path / "sp"),
+                                   *(["--type", "native"] if native else [])))
+
+
+def test_no_claim_leaves_the_snapshot_untouched_through_checkpoints_and_a_failover(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """NO_CLAIM (the default): the resumed job's checkpoints refer to none of the
+    savepoint's files, and neither checkpoints, subsumption, a killed TaskExecutor nor the
+    job's end change a byte of it; the output is exactly once over both runs."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _config(tmp_path)  # RocksDB, incremental checkpoints
+    path = _stopped_savepoint(cluster, tmp_path, out, gate, config)
+    directory = Path(path.removeprefix("file://"))
+    before = _tree_digest(directory)
+    resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
+                     run_args=("-s", path), **HELD)
+    details = poll(lambda: (d := job_details(cluster, resumed)).last_checkpoint_id > 0
+                   and status_name(d) == "RUNNING" and d, 60, interval=0.1,
+                   what="a checkpoint after the restore")
+    from weir.checkpoint.metadata import read_metadata, referenced_files
+    from weir.checkpoint.storage import create_storage
+
+    checkpoint = read_metadata(create_storage(str(tmp_path)), details.last_checkpoint_path)
+    uris = [h.uri for h in referenced_files(checkpoint)]
+    assert uris and not [u for u in uris if u.startswith(path)], uris
+    restarts = details.summary.restarts
+    kill_busy_taskexecutor(cluster, details)
+    poll(lambda: job_details(cluster, resumed).summary.restarts > restarts, 60,
+         what="the restart after the kill")
+    gate.touch()
+    finished_exactly_once(cluster, resumed, out, N)
+    assert _tree_digest(directory) == before
+
+
+def test_claim_hands_the_snapshot_to_the_job(cluster_factory: Any, tmp_path: Path) -> None:
+    """CLAIM: the snapshot counts as the job's retained checkpoint and is deleted once a
+    newer checkpoint subsumes it (state.checkpoints.num-retained 1)."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _config(tmp_path)
+    path = _stopped_savepoint(cluster, tmp_path, out, gate, config, native=False)
+    metadata = Path(path.removeprefix("file://")) / "_metadata"
+    assert metadata.exists()
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
+                     run_args=("-s", path, "--claim-mode", "claim"), **HELD)
+    poll(lambda: not metadata.exists(), 60, what="the claimed savepoint to be deleted")
+    finished_exactly_once(cluster, resumed, out, N)
+    leftovers = [p for p in metadata.parent.rglob("*") if p.is_file()]
+    assert not leftovers, leftovers

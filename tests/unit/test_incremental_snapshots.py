@@ -298,3 +298,69 @@ def test_a_local_directory_that_cannot_be_written_costs_the_local_copy_not_the_c
             restored.dispose()
     finally:
         backend.dispose()
+
+
+def _native_savepoint(backend: RocksDBStateBackend, storage: CountingStorage, n: int,
+                      full: bool = False) -> IncrementalRocksDBStateHandle:
+    from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE, SAVEPOINT_NATIVE_FULL
+
+    location = SnapshotLocation.for_savepoint(
+        storage, "op-0", SAVEPOINT_NATIVE_FULL if full else SAVEPOINT_NATIVE)
+    handle = backend.snapshot_to(n, location).run()
+    assert isinstance(handle, IncrementalRocksDBStateHandle)
+    return handle
+
+
+def test_native_savepoint_copies_what_the_last_checkpoint_stored(backend, tmp_path):
+    """An incremental native savepoint uploads only the files the confirmed checkpoint
+    did not store and copies the others into its own directory (hard links on file://),
+    so it is self-contained; it never becomes the base of the next checkpoint."""
+    checkpoints = CountingStorage(tmp_path / "checkpoints")
+    rng = random.Random(3)
+    keys = list(range(100_000))
+    put(backend, keys, rng)
+    backend.compact()
+    take_checkpoint(backend, checkpoints, 1)
+    backend.notify_checkpoint_complete(1)
+    put(backend, rng.sample(keys, 1_000), rng)
+    savepoints = CountingStorage(tmp_path / "savepoint")
+    incremental = _native_savepoint(backend, savepoints, 2)
+    full = _native_savepoint(backend, CountingStorage(tmp_path / "savepoint-full"), 3,
+                             full=True)
+    assert incremental.files_reused > 0 and full.files_reused == 0
+    assert incremental.uploaded_bytes < 0.1 * full.uploaded_bytes
+    base = savepoints.base_uri + "/"
+    assert all(h.uri.startswith(base) for h in incremental.files().values())
+    # The copies are links to the checkpoint's files: same bytes, no second copy on disk.
+    copied = [h for h in incremental.shared.values()
+              if os.stat(h.uri.removeprefix("file://")).st_nlink > 1]
+    assert len(copied) == incremental.files_reused
+    # The checkpoint after the savepoint still builds on checkpoint 1, not on it.
+    after = take_checkpoint(backend, checkpoints, 4)
+    assert not [h for h in after.shared.values() if h.uri.startswith(base)]
+    restored = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "restored")
+    try:
+        restore(restored, [incremental], savepoints)
+        restored.set_current_key(keys[0])
+        assert restored.get_state(ValueStateDescriptor("v")).value() is not None
+    finally:
+        restored.dispose()
+
+
+def test_a_snapshot_the_job_does_not_own_is_never_built_on(backend, storage, tmp_path):
+    """NO_CLAIM: restored from a snapshot it does not own, a backend's next incremental
+    checkpoint refers to none of that snapshot's files; owned, it reuses them."""
+    rng = random.Random(4)
+    put(backend, list(range(20_000)), rng)
+    backend.compact()
+    snapshot = take_checkpoint(backend, storage, 1)
+    for owned, expect_reuse in ((False, False), (True, True)):
+        fresh = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / f"restored-{owned}")
+        try:
+            fresh.get_state(ValueStateDescriptor("v"))
+            restore(fresh, [snapshot], storage, build_on=owned)
+            following = take_checkpoint(fresh, storage, 2 + owned)
+            reused = set(following.shared.values()) & set(snapshot.shared.values())
+            assert bool(reused) == expect_reuse, (owned, following.files_reused)
+        finally:
+            fresh.dispose()

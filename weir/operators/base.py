@@ -65,7 +65,8 @@ class KeyedOperator(StreamOperator):
         context = self.state_context
         if context is not None and context.keyed_handles:
             assert context.storage is not None
-            restore(backend, context.keyed_handles, context.storage, owned=context.owned)
+            restore(backend, context.keyed_handles, context.storage,
+                    build_on=context.owned)
         if timers is not None:
             self.timers = InternalTimerService(timers, backend, self.ctx.processing_time, self)
             if context is not None and context.is_restored:
