@@ -174,16 +174,17 @@ class DiscardCheckpoint:
 
 
 @dataclass(frozen=True)
-class SavepointCompleted:
-    """The requested savepoint is complete at ``path``."""
+class SnapshotRequestCompleted:
+    """The requested savepoint (or checkpoint) is complete at ``path``."""
 
     checkpoint_id: int
     path: str
 
 
 @dataclass(frozen=True)
-class SavepointFailed:
-    """The requested savepoint failed (``checkpoint_id`` 0: it was never triggered)."""
+class SnapshotRequestFailed:
+    """The requested savepoint (or checkpoint) failed (``checkpoint_id`` 0: it was never
+    triggered)."""
 
     checkpoint_id: int
     reason: Reason
@@ -197,8 +198,8 @@ class FailJob:
 
 
 Action = (TriggerCheckpoint | FinalizeCheckpoint | NotifyCheckpointComplete
-          | NotifyCheckpointAborted | DiscardCheckpoint | FailJob | SavepointCompleted
-          | SavepointFailed)
+          | NotifyCheckpointAborted | DiscardCheckpoint | FailJob | SnapshotRequestCompleted
+          | SnapshotRequestFailed)
 
 
 # -- bookkeeping ------------------------------------------------------------------------------
@@ -255,10 +256,10 @@ class CheckpointCoordinator:
         self._last_trigger_ms: int | None = None
         self._last_end_ms: int | None = None
         self._trigger_now = False
-        #: A requested savepoint not triggered yet (a checkpoint was in progress), and the
-        #: id of the one in progress.
-        self._savepoint_request: CheckpointOptions | None = None
-        self._savepoint_id: int | None = None
+        #: A requested savepoint or checkpoint not triggered yet (a checkpoint was in
+        #: progress), and the id of the one in progress.
+        self._requested: CheckpointOptions | None = None
+        self._requested_id: int | None = None
         #: Periodic checkpoints stop for good (stop-with-savepoint succeeded).
         self._stopping = False
         self.consecutive_failures = 0
@@ -334,10 +335,10 @@ class CheckpointCoordinator:
         actions: list[Action] = []
         for pending in list(self._pending.values()):
             actions += self._abort(pending, reason, message, notify=False)
-        if self._savepoint_request is not None:
-            self._savepoint_request = None
+        if self._requested is not None:
+            self._requested = None
             self._stopping = False
-            actions.append(SavepointFailed(0, reason, message))
+            actions.append(SnapshotRequestFailed(0, reason, message))
         return actions
 
     def on_job_terminal(self, discard_completed: bool) -> list[Action]:
@@ -352,31 +353,35 @@ class CheckpointCoordinator:
 
     # -- inputs: savepoints -----------------------------------------------------------------
 
-    def on_savepoint_request(self, options: CheckpointOptions) -> list[Action]:
-        """Take a savepoint with ``options`` (``savepoint`` set, a target location, and
-        ``terminate`` for stop-with-savepoint) as soon as no checkpoint is in progress;
-        periodic checkpoints wait meanwhile. It ends with ``SavepointCompleted`` or
-        ``SavepointFailed``; a stop that completes ends periodic checkpoints for good."""
-        if self._savepoint_request is not None or self._savepoint_id is not None:
-            return [SavepointFailed(0, checkpoint_pb2.TOO_MANY_CHECKPOINT_REQUESTS,
-                                    "another savepoint of the job is in progress")]
-        self._savepoint_request = options
-        return self._maybe_trigger_savepoint(self._clock())
+    def on_snapshot_request(self, options: CheckpointOptions) -> list[Action]:
+        """Take a snapshot with ``options`` as soon as no checkpoint is in progress;
+        periodic checkpoints wait meanwhile. A savepoint (``savepoint`` set, a target
+        location, and ``terminate`` for stop-with-savepoint), or a checkpoint taken now
+        (rescaling, updating the job), retained like the periodic ones. It ends with
+        ``SnapshotRequestCompleted`` or ``SnapshotRequestFailed`` (not counted towards
+        tolerable-failed-checkpoints); a stop that completes ends periodic checkpoints
+        for good."""
+        if self._requested is not None or self._requested_id is not None:
+            return [SnapshotRequestFailed(0, checkpoint_pb2.TOO_MANY_CHECKPOINT_REQUESTS,
+                                          "another savepoint or change of the job is in "
+                                          "progress")]
+        self._requested = options
+        return self._maybe_trigger_requested(self._clock())
 
-    def _maybe_trigger_savepoint(self, now: int) -> list[Action]:
-        options = self._savepoint_request
+    def _maybe_trigger_requested(self, now: int) -> list[Action]:
+        options = self._requested
         if options is None or self._pending:
             return []
-        self._savepoint_request = None
+        self._requested = None
         live = [a for a in self._tasks if a not in self._finished]
         if not self._job_running or not live or any(a not in self._running for a in live):
-            return [SavepointFailed(0, checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
+            return [SnapshotRequestFailed(0, checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
                                     "not every task of the job is running (it is starting, "
                                     "restarting or ending); try again when it runs")]
         actions = self._trigger(now, options)
         trigger = actions[0]
         assert isinstance(trigger, TriggerCheckpoint)
-        self._savepoint_id = trigger.checkpoint_id
+        self._requested_id = trigger.checkpoint_id
         return actions
 
     # -- inputs: time -------------------------------------------------------------------
@@ -391,7 +396,7 @@ class CheckpointCoordinator:
         due = self._next_trigger_ms()
         if due is not None and self._can_trigger():
             times.append(due)
-        if self._savepoint_request is not None and not self._pending:
+        if self._requested is not None and not self._pending:
             times.append(self._clock())
         return min(times) if times else None
 
@@ -402,7 +407,7 @@ class CheckpointCoordinator:
 
     def _next_trigger_ms(self) -> int | None:
         if not self._job_running or not self.config.enabled or self._stopping or \
-                self._savepoint_request is not None or self._savepoint_id is not None:
+                self._requested is not None or self._requested_id is not None:
             return None
         assert self.config.interval_ms is not None
         due = (self._last_trigger_ms or 0) + self.config.interval_ms
@@ -422,7 +427,7 @@ class CheckpointCoordinator:
                                        f"checkpoint {pending.checkpoint_id} expired before "
                                        f"completing (timeout {self.config.timeout_ms} ms; "
                                        f"waiting for {self._names(pending.waiting)})")
-        actions += self._maybe_trigger_savepoint(now)
+        actions += self._maybe_trigger_requested(now)
         due = self._next_trigger_ms()
         if due is not None and now >= due and self._can_trigger():
             actions += self._trigger(now)
@@ -517,17 +522,20 @@ class CheckpointCoordinator:
                                    f"checkpoint {checkpoint_id} completed first")
         while len(self._completed) > self.config.num_retained:
             actions += self._discard_completed(self._completed.popleft())
-        return actions + self._maybe_trigger_savepoint(now)
+        if checkpoint_id == self._requested_id:
+            self._requested_id = None
+            actions.append(SnapshotRequestCompleted(checkpoint_id, external_path))
+        return actions + self._maybe_trigger_requested(now)
 
     def _savepoint_completed(self, pending: PendingCheckpoint, path: str, now: int
                              ) -> list[Action]:
         """A savepoint is the user's: neither retained for failover nor subsumed, and (as
         in Flink) tasks are told only when it stops the job, so sinks commit with it."""
-        self._savepoint_id = None
+        self._requested_id = None
         self._last_end_ms = now
         self.counts["completed"] += 1
         self._record(pending, CheckpointStats.COMPLETED, path=path, end_ms=now)
-        actions: list[Action] = [SavepointCompleted(pending.checkpoint_id, path)]
+        actions: list[Action] = [SnapshotRequestCompleted(pending.checkpoint_id, path)]
         if pending.options.terminate:
             self._stopping = True
             actions.append(NotifyCheckpointComplete(pending.checkpoint_id,
@@ -590,11 +598,11 @@ class CheckpointCoordinator:
             actions.append(NotifyCheckpointAborted(pending.checkpoint_id, tasks, reason))
         actions.append(DiscardCheckpoint(pending.checkpoint_id, False,
                                          location=pending.options.target_location))
-        if pending.options.savepoint:
+        if pending.checkpoint_id == self._requested_id:
             # The user hears why; the job goes on (a failed savepoint is not counted
             # towards tolerable-failed-checkpoints, as in Flink).
-            self._savepoint_id = None
-            return [*actions, SavepointFailed(pending.checkpoint_id, reason, message)]
+            self._requested_id = None
+            return [*actions, SnapshotRequestFailed(pending.checkpoint_id, reason, message)]
         if reason in COUNTED_REASONS:
             self.consecutive_failures += 1
             if self.consecutive_failures > self.config.tolerable_failures:

@@ -31,8 +31,8 @@ from weir.checkpoint.coordinator import (
     FinalizeCheckpoint,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
-    SavepointCompleted,
-    SavepointFailed,
+    SnapshotRequestCompleted,
+    SnapshotRequestFailed,
     TaskInfo,
     TriggerCheckpoint,
     reason_name,
@@ -61,7 +61,13 @@ from weir.jobmaster.execution_graph import ExecutionGraph
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager
 from weir.jobmaster.source_coordinator import SourceCoordinator
-from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, taskexecutor_pb2
+from weir.proto import (
+    checkpoint_pb2,
+    common_pb2,
+    jobgraph_pb2,
+    jobmaster_pb2,
+    taskexecutor_pb2,
+)
 from weir.state import options as state_options
 from weir.state.handles import KeyedStateHandle
 
@@ -116,7 +122,8 @@ class JobCheckpointing:
         #: the job's to delete once no retained checkpoint refers to them.
         self._claimed: dict[str, CheckpointStorage] = {}
         #: Who waits for the savepoint in progress: ``(path, None)`` or ``(None, error)``.
-        self._savepoint_waiter: Callable[[str | None, str | None], None] | None = None
+        self._request_waiter: Callable[[str | None, str | None], None] | None = None
+        self._requested_kind = "savepoint"
         self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config),
                                                  wall_clock_ms)
         self.registry = SharedStateRegistry(self.storage, delete=self._delete_file)
@@ -141,11 +148,15 @@ class JobCheckpointing:
         #: no task commits a checkpoint a recovering JobMaster would not restore; if it
         #: raises, the checkpoint fails instead.
         self.on_metadata_written: Callable[[int, str], None] | None = None
+        self.set_job_graph(graph.job_graph)
+
+    def set_job_graph(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+        """The vertices (parallelism, operator uids) every ``_metadata`` records."""
         self.coordinator.set_vertices(
             checkpoint_pb2.VertexLayout(vertex_id=v.id, parallelism=v.parallelism,
                                         max_parallelism=v.max_parallelism,
                                         operator_uids=list(v.operator_uids))
-            for v in graph.job_graph.vertices)
+            for v in job_graph.vertices)
 
     # -- job lifecycle --------------------------------------------------------------------
 
@@ -309,14 +320,35 @@ class JobCheckpointing:
         except WeirError as err:
             done(None, str(err))
             return
+        if not self._begin_request(done, "savepoint"):
+            return
         self._savepoints[location] = storage
-        self._savepoint_waiter = done
-        self._run(self.coordinator.on_savepoint_request(checkpoint_pb2.CheckpointOptions(
+        self._run(self.coordinator.on_snapshot_request(checkpoint_pb2.CheckpointOptions(
             savepoint=True, savepoint_format=request.format, target_location=location,
             terminate=request.terminate, drain=request.terminate and request.drain)))
 
-    def _savepoint_done(self, path: str | None, error: str | None) -> None:
-        waiter, self._savepoint_waiter = self._savepoint_waiter, None
+    def request_checkpoint(self, done: Callable[[str | None, str | None], None]) -> None:
+        """Take an aligned checkpoint now (rescaling, updating the job; main thread): it is
+        retained like the periodic ones, and has no in-flight data to redistribute.
+        ``done(path, None)`` or ``done(None, why)`` follows on the main thread."""
+        options = self.coordinator.config.options()
+        options.unaligned, options.aligned_timeout_ms = False, 0
+        if not self._begin_request(done, "checkpoint"):
+            return
+        self._run(self.coordinator.on_snapshot_request(options))
+
+    def _begin_request(self, done: Callable[[str | None, str | None], None], kind: str
+                       ) -> bool:
+        if self._request_waiter is not None:
+            done(None, f"a {self._requested_kind} of the job is in progress; try again "
+                       "when it ended")
+            return False
+        self._request_waiter = done
+        self._requested_kind = kind
+        return True
+
+    def _request_done(self, path: str | None, error: str | None) -> None:
+        waiter, self._request_waiter = self._request_waiter, None
         if waiter is not None:
             waiter(path, error)
 
@@ -344,15 +376,15 @@ class JobCheckpointing:
             elif isinstance(action, FailJob):
                 self._fail_job(common_pb2.ErrorInfo(reason=common_pb2.CHECKPOINT_FAILURE,
                                                     message=action.message))
-            elif isinstance(action, SavepointCompleted):
-                log.info("job %s: savepoint %d completed at %s", self.job_id,
+            elif isinstance(action, SnapshotRequestCompleted):
+                log.info("job %s: %s %d completed at %s", self.job_id, self._requested_kind,
                          action.checkpoint_id, action.path)
-                self._savepoint_done(action.path, None)
-            elif isinstance(action, SavepointFailed):
-                log.warning("job %s: savepoint failed (%s): %s", self.job_id,
+                self._request_done(action.path, None)
+            elif isinstance(action, SnapshotRequestFailed):
+                log.warning("job %s: %s failed (%s): %s", self.job_id, self._requested_kind,
                             reason_name(action.reason), action.message)
-                self._savepoint_done(None, f"the savepoint failed "
-                                           f"({reason_name(action.reason)}): {action.message}")
+                self._request_done(None, f"the {self._requested_kind} failed "
+                                         f"({reason_name(action.reason)}): {action.message}")
         self._schedule_tick()
 
     def _schedule_tick(self) -> None:

@@ -37,6 +37,7 @@ from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import FETCH_ENVELOPE_BYTES, fetch_budget
 from weir.jobmaster.high_availability import POINTER_NAME, JobStore, create_job_store
+from weir.jobmaster.job_change import JobChangeRefusedError, rescaled_graph, updated_graph
 from weir.jobmaster.job_recovery import JobRecovery
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
@@ -83,7 +84,8 @@ def request_limits() -> dict[str, int]:
     updates, split requests, client queries) is control traffic.
     """
     service = jobmaster_pb2.DESCRIPTOR.services_by_name["JobMasterService"]
-    return method_limits(service, SMALL_MESSAGE_BYTES, SubmitJob=None, PushCollectBatch=None,
+    return method_limits(service, SMALL_MESSAGE_BYTES, SubmitJob=None, UpdateJob=None,
+                         PushCollectBatch=None,
                          AcknowledgeCheckpoint=ACKNOWLEDGE_MESSAGE_BYTES)
 
 
@@ -341,6 +343,15 @@ class JobMaster:
 
         job.checkpointing.on_metadata_written = store_pointer
 
+        def store_graph(graph: Any) -> None:
+            data = graph.SerializeToString(deterministic=True)
+            future = self.io.submit(store.put_job, data, job_id)
+            future.add_done_callback(lambda f: f.exception() and log.error(
+                "high availability: storing the changed graph of job %s failed (%s): a "
+                "restarted JobMaster recovers its previous graph", job_id, f.exception()))
+
+        job.on_graph_changed = store_graph
+
     def _forget_stored(self, job_id: str, wait: bool = False) -> None:
         """Remove a job from the job store, on the I/O pool (``wait``: before returning,
         not on the main thread); a failure is logged."""
@@ -418,6 +429,9 @@ class JobMaster:
         ("restartingTime", "Time the current (or last) restart has taken (ms)."),
         ("uptime", "Time the job has been running since its last (re)start (ms)."),
         ("downtime", "Time the job has been failing or restarting (ms)."),
+        ("lastChangeDowntime", "Time the last rescale or update stopped processing: from "
+                               "cancelling the old tasks to every new one running (ms; -1: "
+                               "none)."),
     )
 
     def _job_metrics(self) -> list[Any]:
@@ -432,7 +446,9 @@ class JobMaster:
             numbers: dict[str, float] = {
                 "numRestarts": job.restarts, "restartingTime": times["restartingTime"],
                 "uptime": times["uptime"], "downtime": times["downtime"],
-                "lastCheckpointRestoreTimestamp": job.restore_timestamp_ms or -1}
+                "lastCheckpointRestoreTimestamp": job.restore_timestamp_ms or -1,
+                "lastChangeDowntime": job.last_change.downtime_ms
+                if job.last_change is not None else -1}
             if job.checkpointing is not None:
                 coordinator = job.checkpointing.coordinator
                 completed = [r for r in coordinator.stats()
@@ -701,6 +717,56 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
         if error is not None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
         return jobmaster_pb2.SavepointResponse(path=path)
+
+    def RescaleJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+        try:
+            graph = self._main.call(lambda: rescaled_graph(
+                job.graph.job_graph, request.parallelism, dict(request.operator_parallelism)))
+        except JobChangeRefusedError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        changed = sorted(u for new, old in zip(graph.vertices, job.graph.job_graph.vertices,
+                                               strict=True)
+                         if new.parallelism != old.parallelism for u in new.operator_uids if u)
+        return self._change(job, "rescale", graph, changed, None, context)
+
+    def UpdateJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        job = self._job(request.job_id, context)
+        try:
+            validate_job_graph(request.job_graph)
+            graph, changed = self._main.call(lambda: updated_graph(job.graph.job_graph,
+                                                                   request.job_graph))
+        except (JobGraphValidationError, JobChangeRefusedError) as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        except Exception as err:  # unpickling the new program's sources
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"the new program cannot be loaded on the JobMaster: "
+                          f"{type(err).__name__}: {err}")
+
+        def check(metadata: Any) -> None:
+            for warning in check_state_matches(metadata, f"checkpoint "
+                                               f"{metadata.checkpoint_id}", graph,
+                                               request.allow_non_restored_state):
+                log.warning("job %s update: %s", job.job_id, warning)
+
+        return self._change(job, "update", graph, changed, check, context)
+
+    def _change(self, job: JobScheduler, kind: str, graph: Any, changed: list[str],
+                check: Any, context: grpc.ServicerContext) -> Any:
+        outcome: Future[tuple[Any, str | None]] = Future()
+        self._main.call(lambda: job.change(kind, graph, changed,
+                                           lambda r, e: outcome.set_result((r, e)), check))
+        # A checkpoint (at most its timeout, after one in progress), then a redeployment
+        # that waits for slots at most slot.request.timeout.
+        wait = 2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120
+        try:
+            result, error = outcome.result(timeout=wait)
+        except TimeoutError:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                          f"the {kind} did not end within {wait:.0f} s")
+        if error is not None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
+        return result
 
     def DisposeSavepoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         try:

@@ -77,6 +77,14 @@ class ExecutionGraph:
         self.start_time = time.time()
         self.end_time: float | None = None
 
+    def replace(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+        """Run ``job_graph`` from now on (a rescale or update): new subtasks, every one a
+        new attempt not deployed anywhere; the job's status and history stay."""
+        self.job_graph = job_graph
+        self.vertices = {v.id: [ExecutionVertex(v, i) for i in range(v.parallelism)]
+                         for v in job_graph.vertices}
+        self.by_attempt = {ev.attempt_id: ev for ev in self.all()}
+
     def new_attempts(self) -> None:
         """Every subtask starts over as its next attempt (a full restart)."""
         for ev in self.all():

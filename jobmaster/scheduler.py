@@ -27,6 +27,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 from weir.checkpoint import options as checkpoint_options
@@ -35,7 +36,7 @@ from weir.checkpoint.options import checkpointing_enabled
 from weir.core import options
 from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
-from weir.core.errors import StorageUnreachableError
+from weir.core.errors import StorageUnreachableError, UserError
 from weir.core.rpc import keep_until_done
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
@@ -47,7 +48,7 @@ from weir.jobmaster.resource_manager import ResourceManager, Slot
 from weir.jobmaster.restart_strategy import NoRestartStrategy, create_restart_strategy
 from weir.jobmaster.source_coordinator import SourceCoordinator
 from weir.jobmaster.task_restore import task_restore
-from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
+from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
 from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
 from weir.state import options as state_options
 
@@ -117,6 +118,11 @@ class JobScheduler:
         self._restoring_since: int | None = None
         self._restore_scope: set[TaskId] | None = None
         self._local_wait_until: float | None = None
+        #: A rescale or update in progress, and the last one made.
+        self._change: _Change | None = None
+        self.last_change: jobmaster_pb2.JobChange | None = None
+        #: Called with the job graph after a change (high availability stores it).
+        self.on_graph_changed: Callable[[jobgraph_pb2.JobGraph], None] | None = None
 
     @property
     def required_slots(self) -> int:
@@ -134,7 +140,8 @@ class JobScheduler:
         waits for slots as after ``start()`` (slot.request.timeout applies). Raises what
         restoring the split enumerators raises (user code)."""
         assert self.checkpointing is not None, "restoring a checkpoint needs checkpointing"
-        self.sources.restore(checkpoint.metadata.master_states)
+        self.sources.restore(master_states_for(checkpoint.metadata,
+                                                   self.graph.job_graph))
         self.restored = checkpoint
         self.restore_timestamp_ms = wall_clock_ms()
         log.info("job %s starts from checkpoint %d (%s)", self.job_id,
@@ -170,6 +177,9 @@ class JobScheduler:
 
     def checkpoint_timeout_s(self) -> float:
         return float(self._config.get(checkpoint_options.CHECKPOINTING_TIMEOUT))
+
+    def slot_timeout_s(self) -> float:
+        return float(self._config.get(jm_options.SLOT_REQUEST_TIMEOUT))
 
     def _set_running(self) -> None:
         self.graph.status = common_pb2.JOB_RUNNING
@@ -397,6 +407,147 @@ class JobScheduler:
                 reason=common_pb2.DEPLOYMENT_FAILED, task=ev.name,
                 message=f"deploying to {ev.resource_id} failed: {details}"))
 
+    # -- rescale and update ----------------------------------------------------------------
+
+    def change(self, kind: str, job_graph: jobgraph_pb2.JobGraph, restarted: list[str],
+               done: Callable[[jobmaster_pb2.JobChange | None, str | None], None],
+               check: Callable[[checkpoint_pb2.CheckpointMetadata], None] | None = None
+               ) -> None:
+        """Run ``job_graph`` instead (``kind``: "rescale" or "update"): take a checkpoint,
+        cancel every task, deploy the new graph restored from that checkpoint (task-local
+        copies first: the slots are mostly the same). ``done(change, None)`` once every
+        task runs, or ``done(None, why)``: refused or failed before the tasks were
+        cancelled (the job runs on untouched), or rolled back after (it runs as before,
+        from that checkpoint). ``check`` may refuse the checkpoint's state for the new
+        graph (raising a UserError) before anything is cancelled. Main thread."""
+        if self.checkpointing is None:
+            done(None, f"job {self.job_id} takes no checkpoints, and a {kind} restores one: "
+                       "run it with execution.checkpointing.interval set")
+            return
+        if self.graph.status != common_pb2.JOB_RUNNING or self._restarting is not None or \
+                not self.slots or self._change is not None or \
+                any(ev.state not in (common_pb2.RUNNING, common_pb2.FINISHED)
+                    for ev in self.graph.all()):
+            done(None, f"job {self.job_id} is not running steadily (starting, restarting or "
+                       "changing already): try again when every task runs")
+            return
+        needed = max(v.parallelism for v in job_graph.vertices)
+        free = self._resources.free_slots()
+        if needed > len(self.slots) + free:
+            done(None, f"the job would need {needed} slots; it holds {len(self.slots)} and "
+                       f"the cluster has {free} free: start more TaskExecutors first")
+            return
+        self._change = _Change(kind, job_graph, self.graph.job_graph, done, restarted, check)
+        log.info("job %s: %s requested; taking a checkpoint first", self.job_id, kind)
+        self.checkpointing.request_checkpoint(self._change_checkpointed)
+
+    def _change_checkpointed(self, path: str | None, error: str | None) -> None:
+        change = self._change
+        if change is None or change.phase != "checkpointing":
+            return
+        if error is not None or self.checkpointing is None:
+            self._change = None
+            change.done(None, f"the {change.kind} was not made, the job runs on: {error}")
+            return
+        latest = self.checkpointing.coordinator.latest_completed()
+        assert latest is not None and latest.external_path == path
+        if change.check is not None:
+            try:
+                change.check(latest.metadata)
+            except UserError as err:
+                self._change = None
+                change.done(None, f"the {change.kind} was refused, the job runs on: {err}")
+                return
+        change.checkpoint = latest
+        change.down_since = wall_clock_ms()
+        log.info("job %s: %s from checkpoint %d; cancelling its tasks", self.job_id,
+                 change.kind, latest.checkpoint_id)
+        self._cancel_for_change()
+
+    def _cancel_for_change(self) -> None:
+        assert self._change is not None
+        self._change.phase = "cancelling"
+        if self.checkpointing is not None:
+            self.checkpointing.job_not_running()
+        self._cancel_tasks()
+        self._check_progress()
+
+    def _apply_change(self) -> None:
+        """Every old task ended: deploy the changed graph from the change's checkpoint."""
+        change = self._change
+        assert change is not None and change.checkpoint is not None
+        change.phase = "deploying"
+        self._release_deployment()
+        self.graph.replace(change.graph)
+        self.sources.replace_graph(change.graph)
+        self.failover = create_failover_strategy(
+            self._config.get(jm_options.FAILOVER_STRATEGY), change.graph, self.batch)
+        self._topology = self.failover.topology
+        checkpoint = change.checkpoint
+        if self.checkpointing is not None:
+            self.checkpointing.set_job_graph(change.graph)
+        self.restored = checkpoint
+        self.restore_timestamp_ms = wall_clock_ms()
+        self.sources.restore(master_states_for(checkpoint.metadata, change.graph))
+        self._set_running()
+
+    def _maybe_changed(self) -> None:
+        change = self._change
+        if change is None or change.phase != "deploying" or any(
+                ev.state not in (common_pb2.RUNNING, common_pb2.FINISHED)
+                for ev in self.graph.all()):
+            return
+        assert change.checkpoint is not None
+        self._change = None
+        now = wall_clock_ms()
+        record = jobmaster_pb2.JobChange(
+            kind=change.kind, checkpoint_id=change.checkpoint.checkpoint_id,
+            downtime_ms=now - change.down_since, timestamp_ms=now,
+            restarted_operators=change.restarted)
+        if change.rollback:
+            change.done(None, f"the {change.kind} failed ({change.rollback}); the job runs as "
+                              f"before, from checkpoint {change.checkpoint.checkpoint_id}")
+            return
+        self.last_change = record
+        log.info("job %s: %s done; down for %d ms", self.job_id, change.kind,
+                 record.downtime_ms)
+        if self.on_graph_changed is not None:
+            self.on_graph_changed(change.graph)
+        change.done(record, None)
+
+    def _roll_back_change(self, error: common_pb2.ErrorInfo) -> bool:
+        """The changed job failed while starting: deploy the old graph again from the
+        same checkpoint. False when that was the old graph already (normal failover)."""
+        change = self._change
+        assert change is not None
+        if change.rollback:
+            self._abandon_change(error.message)
+            return False
+        log.warning("job %s: the %s failed (%s); rolling it back", self.job_id, change.kind,
+                    error.message)
+        change.rollback = f"{error.task}: {error.message}" if error.task else error.message
+        change.graph = change.previous
+        change.restarted = []
+        self._cancel_for_change()
+        return True
+
+    def _abandon_change(self, why: str) -> None:
+        change, self._change = self._change, None
+        if change is not None:
+            change.done(None, f"the {change.kind} did not complete: {why}")
+
+    def _release_deployment(self) -> None:
+        """Give back the partitions and slots of the attempts that ended."""
+        for descriptor in self._descriptors.values():
+            self._shuffle_master.release_partition_externally(descriptor)
+        self._descriptors.clear()
+        self._partition_ids.clear()
+        self._resources.release(self.job_id)
+        self.slots = []
+        self._task_slots = {}
+        self._lost_partitions.clear()
+        self._read_partitions.clear()
+
     # -- state changes ----------------------------------------------------------------------
 
     def on_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
@@ -429,6 +580,9 @@ class JobScheduler:
             ev.restore = update.restore
         if update.state == common_pb2.RUNNING and self._restoring_since is not None:
             self._maybe_restored()
+        if update.state in (common_pb2.RUNNING, common_pb2.FINISHED) and \
+                self._change is not None:
+            self._maybe_changed()
         if self.checkpointing is not None and self.graph.status == common_pb2.JOB_RUNNING:
             self.checkpointing.on_task_state(ev.attempt_id, update.state)
         if self.batch and update.state == common_pb2.FINISHED:
@@ -471,7 +625,16 @@ class JobScheduler:
                   lost: frozenset[TaskId] = frozenset()) -> None:
         """Restart what ``failed`` (and the outputs ``lost`` with a TaskExecutor) require:
         a region restart when that leaves some tasks running, else :meth:`fail`. A BATCH
-        failure while a region restart is still cancelling or waiting joins it."""
+        failure while a region restart is still cancelling or waiting joins it. While a
+        change cancels the tasks, failures are part of it; while it deploys the changed
+        job, a failure rolls it back."""
+        change = self._change
+        if change is not None and change.phase == "cancelling":
+            self._check_progress()
+            return
+        if change is not None and change.phase == "deploying" and \
+                self._roll_back_change(error):
+            return
         if self.graph.status != common_pb2.JOB_RUNNING or (not self.batch and (
                 self._restarting is not None or not self.slots)):
             self.fail(error)
@@ -658,6 +821,7 @@ class JobScheduler:
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
             self._check_progress()
             return
+        self._abandon_change(error.message)
         self._stop_checkpointing()
         self._down_since = wall_clock_ms()
         self.restart_strategy.notify_failure()
@@ -696,15 +860,7 @@ class JobScheduler:
         """Every task of the failed attempt ended and the delay passed: start again."""
         if self.graph.status != common_pb2.JOB_RESTARTING:
             return
-        for descriptor in self._descriptors.values():
-            self._shuffle_master.release_partition_externally(descriptor)
-        self._descriptors.clear()
-        self._partition_ids.clear()
-        self._resources.release(self.job_id)
-        self.slots = []
-        self._task_slots = {}
-        self._lost_partitions.clear()
-        self._read_partitions.clear()
+        self._release_deployment()
         self.graph.new_attempts()
         self._restore_latest(self._resume,
                              lambda: self.graph.status == common_pb2.JOB_RESTARTING)
@@ -713,7 +869,8 @@ class JobScheduler:
         self.restored = checkpoint
         if checkpoint is not None:
             self.restore_timestamp_ms = wall_clock_ms()
-            self.sources.restore(checkpoint.metadata.master_states)
+            self.sources.restore(master_states_for(checkpoint.metadata,
+                                                   self.graph.job_graph))
             log.info("job %s restores checkpoint %d (%s)", self.job_id,
                      checkpoint.checkpoint_id, checkpoint.external_path)
         else:
@@ -722,6 +879,7 @@ class JobScheduler:
 
     def fail_terminal(self, error: common_pb2.ErrorInfo) -> None:
         """End the job FAILED with ``error``, whatever the restart strategy says."""
+        self._abandon_change(error.message)
         log.warning("job %s fails: %s", self.job_id, error.message)
         self.graph.failure = error
         self.graph.status = common_pb2.JOB_FAILING
@@ -732,6 +890,7 @@ class JobScheduler:
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED,
                                      common_pb2.JOB_RESTARTING):
             return
+        self._abandon_change("the job was cancelled")
         if self.checkpointing is not None:
             self.checkpointing.job_not_running()
         self.graph.status = common_pb2.JOB_CANCELLING
@@ -801,6 +960,14 @@ class JobScheduler:
         if graph.is_terminal():
             return
         evs = graph.all()
+        if graph.status == common_pb2.JOB_RUNNING and self._change is not None and \
+                self._change.phase == "cancelling" and all(ev.is_terminal for ev in evs):
+            if all(ev.state == common_pb2.FINISHED for ev in evs):
+                self._abandon_change("the job finished first")
+                self._end(common_pb2.JOB_FINISHED)
+            else:
+                self._apply_change()
+            return
         if graph.status == common_pb2.JOB_RUNNING and evs and \
                 all(ev.state == common_pb2.FINISHED for ev in evs):
             self._end(common_pb2.JOB_FINISHED)
@@ -857,6 +1024,8 @@ class JobScheduler:
         if latest is not None:
             details.last_checkpoint_id = latest.checkpoint_id
             details.last_checkpoint_path = latest.external_path
+        if self.last_change is not None:
+            details.last_change.CopyFrom(self.last_change)
         return details
 
     def times_ms(self) -> dict[str, int]:
@@ -873,3 +1042,36 @@ class JobScheduler:
 
 def _task_id(ev: ExecutionVertex) -> TaskId:
     return (ev.job_vertex.id, ev.subtask_index)
+
+
+@dataclass
+class _Change:
+    """A rescale or update in progress: "checkpointing", then "cancelling" the old tasks,
+    then "deploying" the new graph (or the old one again, after a ``rollback``)."""
+
+    kind: str
+    graph: jobgraph_pb2.JobGraph
+    previous: jobgraph_pb2.JobGraph
+    done: Callable[[jobmaster_pb2.JobChange | None, str | None], None]
+    restarted: list[str]
+    check: Callable[[checkpoint_pb2.CheckpointMetadata], None] | None = None
+    phase: str = "checkpointing"
+    checkpoint: CompletedCheckpoint | None = None
+    down_since: int = 0
+    rollback: str = ""
+
+
+def master_states_for(metadata: checkpoint_pb2.CheckpointMetadata,
+                      job_graph: jobgraph_pb2.JobGraph) -> list[checkpoint_pb2.MasterState]:
+    """The checkpoint's split enumerator states, each for the vertex of ``job_graph``
+    whose source has the uid it had (an updated program may number vertices anew)."""
+    uids = {v.vertex_id: v.operator_uids[0] for v in metadata.vertices if v.operator_uids}
+    vertices = {v.operator_uids[0]: v.id for v in job_graph.vertices
+                if v.source and v.operator_uids}
+    states = []
+    for state in metadata.master_states:
+        uid = uids.get(state.vertex_id)
+        vertex_id = vertices.get(uid, state.vertex_id) if uid else state.vertex_id
+        states.append(checkpoint_pb2.MasterState(vertex_id=vertex_id,
+                                                 enumerator=state.enumerator))
+    return states

@@ -41,6 +41,15 @@ class SourceCoordinator:
         #: snapshot (Flink's SplitAssignmentTracker), which go back to the enumerator.
         self._assigned: dict[tuple[int, int], list[tuple[int, Any]]] = {}
 
+    def replace_graph(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+        """The job runs ``job_graph`` from now on (rescale, update): enumerators are
+        created again, for the new parallelism (``restore`` gives them their state)."""
+        self.close()
+        self._enumerators.clear()
+        self._vertices = {v.id: v for v in job_graph.vertices if v.source}
+        self._pending.clear()
+        self._assigned.clear()
+
     def enumerator(self, vertex_id: int) -> SplitEnumerator:
         enumerator = self._enumerators.get(vertex_id)
         if enumerator is None:

@@ -21,7 +21,7 @@ class JobEdge(_message.Message):
     def __init__(self, source_vertex: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., input_index: _Optional[int] = ...) -> None: ...
 
 class JobVertex(_message.Message):
-    __slots__ = ("id", "name", "parallelism", "max_parallelism", "chain", "inputs", "source", "operator_uids", "operator_names")
+    __slots__ = ("id", "name", "parallelism", "max_parallelism", "chain", "inputs", "source", "operator_uids", "operator_names", "operator_fingerprints")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class JobVertex(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_UIDS_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_NAMES_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FINGERPRINTS_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     parallelism: int
@@ -40,7 +41,8 @@ class JobVertex(_message.Message):
     source: bytes
     operator_uids: _containers.RepeatedScalarFieldContainer[str]
     operator_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., chain: _Optional[bytes] = ..., inputs: _Optional[_Iterable[_Union[JobEdge, _Mapping]]] = ..., source: _Optional[bytes] = ..., operator_uids: _Optional[_Iterable[str]] = ..., operator_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    operator_fingerprints: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., chain: _Optional[bytes] = ..., inputs: _Optional[_Iterable[_Union[JobEdge, _Mapping]]] = ..., source: _Optional[bytes] = ..., operator_uids: _Optional[_Iterable[str]] = ..., operator_names: _Optional[_Iterable[str]] = ..., operator_fingerprints: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class JobGraph(_message.Message):
     __slots__ = ("job_id", "name", "vertices", "config", "has_collect_sink")

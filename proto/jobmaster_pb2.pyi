@@ -246,7 +246,7 @@ class VertexDetails(_message.Message):
     def __init__(self, vertex_id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskDetails, _Mapping]]] = ...) -> None: ...
 
 class JobDetails(_message.Message):
-    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes", "last_restore")
+    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes", "last_restore", "last_change")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     VERTICES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +254,7 @@ class JobDetails(_message.Message):
     LAST_CHECKPOINT_PATH_FIELD_NUMBER: _ClassVar[int]
     RESTART_CAUSES_FIELD_NUMBER: _ClassVar[int]
     LAST_RESTORE_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHANGE_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     vertices: _containers.RepeatedCompositeFieldContainer[VertexDetails]
     failure: _common_pb2.ErrorInfo
@@ -261,7 +262,8 @@ class JobDetails(_message.Message):
     last_checkpoint_path: str
     restart_causes: _containers.RepeatedCompositeFieldContainer[_common_pb2.ErrorInfo]
     last_restore: RestoreStats
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ..., last_restore: _Optional[_Union[RestoreStats, _Mapping]] = ...) -> None: ...
+    last_change: JobChange
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ..., last_restore: _Optional[_Union[RestoreStats, _Mapping]] = ..., last_change: _Optional[_Union[JobChange, _Mapping]] = ...) -> None: ...
 
 class AcknowledgeCheckpointRequest(_message.Message):
     __slots__ = ("job_id", "attempt_id", "checkpoint_id", "state", "metrics")
@@ -394,3 +396,44 @@ class DisposeSavepointRequest(_message.Message):
     PATH_FIELD_NUMBER: _ClassVar[int]
     path: str
     def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class RescaleRequest(_message.Message):
+    __slots__ = ("job_id", "parallelism", "operator_parallelism")
+    class OperatorParallelismEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    parallelism: int
+    operator_parallelism: _containers.ScalarMap[str, int]
+    def __init__(self, job_id: _Optional[str] = ..., parallelism: _Optional[int] = ..., operator_parallelism: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job_id", "job_graph", "allow_non_restored_state")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_NON_RESTORED_STATE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_graph: _jobgraph_pb2.JobGraph
+    allow_non_restored_state: bool
+    def __init__(self, job_id: _Optional[str] = ..., job_graph: _Optional[_Union[_jobgraph_pb2.JobGraph, _Mapping]] = ..., allow_non_restored_state: _Optional[bool] = ...) -> None: ...
+
+class JobChange(_message.Message):
+    __slots__ = ("kind", "checkpoint_id", "downtime_ms", "timestamp_ms", "restarted_operators")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    DOWNTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTED_OPERATORS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    checkpoint_id: int
+    downtime_ms: int
+    timestamp_ms: int
+    restarted_operators: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[str] = ..., checkpoint_id: _Optional[int] = ..., downtime_ms: _Optional[int] = ..., timestamp_ms: _Optional[int] = ..., restarted_operators: _Optional[_Iterable[str]] = ...) -> None: ...

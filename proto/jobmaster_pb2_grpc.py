@@ -120,6 +120,16 @@ class JobMasterServiceStub:
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
+        self.RescaleJob = channel.unary_unary(
+                '/weir.JobMasterService/RescaleJob',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.RescaleRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
+                _registered_method=True)
+        self.UpdateJob = channel.unary_unary(
+                '/weir.JobMasterService/UpdateJob',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
+                _registered_method=True)
 
 
 class JobMasterServiceServicer:
@@ -237,6 +247,21 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RescaleJob(self, request, context):
+        """Change a running job: a checkpoint is taken and the job is deployed again from it, at
+        other parallelism or with another program; answers once it runs again (or the change
+        was refused or rolled back, FAILED_PRECONDITION, the job running as before).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -324,6 +349,16 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
                     servicer.DisposeSavepoint,
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.FromString,
                     response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
+            ),
+            'RescaleJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RescaleJob,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.RescaleRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.SerializeToString,
+            ),
+            'UpdateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJob,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.UpdateJobRequest.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -786,6 +821,60 @@ class JobMasterService:
             '/weir.JobMasterService/DisposeSavepoint',
             weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RescaleJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/RescaleJob',
+            weir_dot_proto_dot_jobmaster__pb2.RescaleRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterService/UpdateJob',
+            weir_dot_proto_dot_jobmaster__pb2.UpdateJobRequest.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
             options,
             channel_credentials,
             insecure,

@@ -69,6 +69,8 @@ class PreparedSource:
 
     name = "Prepared Source"
     fixed_parallelism: int | None = None
+    #: Not runnable before ``prepare`` (a JobMaster refuses to start it unprepared).
+    needs_preparation = True
 
     def prepare(self, configuration: Configuration) -> tuple[Source, Callable[[], None]]:
         raise NotImplementedError
@@ -281,7 +283,10 @@ class StreamExecutionEnvironment:
         # Cheap checks first: preparing a source may run a whole Spark job.
         self._check_source_paths()
         self._check_checkpoint_storage()
-        cleanups = self._prepare_sources()
+        # An update keeps the running job's sources: preparing them again (a Spark job)
+        # is what a hot update saves.
+        updating = self._context is not None and self._context.update_job_id
+        cleanups = [] if updating else self._prepare_sources()
         try:
             graph = self.get_job_graph(job_name)
             self._sinks = []

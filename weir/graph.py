@@ -14,6 +14,7 @@ from typing import Any
 
 import cloudpickle
 
+from weir.code_fingerprint import fingerprint
 from weir.core.errors import InvalidJobError
 from weir.keys import KeySpec
 from weir.operators.sinks import CollectSinkOperator
@@ -141,6 +142,8 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
         for t in chain:
             vertex.operator_names.append(t.name)
             vertex.operator_uids.append(uids[t.id])
+            vertex.operator_fingerprints.append(
+                fingerprint([t.operator if t.operator is not None else t.source]))
             if t.operator is not None:
                 t.operator.uid = uids[t.id]
                 _check_picklable(t.operator, t.name)

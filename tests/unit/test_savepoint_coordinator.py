@@ -11,8 +11,8 @@ from weir.checkpoint.coordinator import (
     FinalizeCheckpoint,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
-    SavepointCompleted,
-    SavepointFailed,
+    SnapshotRequestCompleted,
+    SnapshotRequestFailed,
     TriggerCheckpoint,
 )
 from weir.core.clock import ManualClock
@@ -37,7 +37,7 @@ def test_savepoint_is_triggered_at_once_and_not_retained() -> None:
     c = coordinator(clock)
     first = trigger(c, clock)
     complete(c, first.checkpoint_id)
-    request = c.on_savepoint_request(savepoint_options())
+    request = c.on_snapshot_request(savepoint_options())
     savepoint = only(request, TriggerCheckpoint)
     assert isinstance(savepoint, TriggerCheckpoint)
     assert savepoint.options.savepoint and savepoint.options.target_location == TARGET
@@ -46,7 +46,7 @@ def test_savepoint_is_triggered_at_once_and_not_retained() -> None:
     assert finalize.metadata.savepoint
     done = c.on_finalized(savepoint.checkpoint_id, TARGET)
     # The user's: no notification (sinks do not commit it), nothing subsumed or discarded.
-    assert done == [SavepointCompleted(savepoint.checkpoint_id, TARGET)]
+    assert done == [SnapshotRequestCompleted(savepoint.checkpoint_id, TARGET)]
     assert [x.checkpoint_id for x in c.completed()] == [first.checkpoint_id]
     rows = [r for r in c.stats() if r.savepoint]
     assert rows and rows[0].status == checkpoint_pb2.CheckpointStats.COMPLETED
@@ -56,7 +56,7 @@ def test_savepoint_waits_for_a_checkpoint_in_progress_and_holds_periodic_ones() 
     clock = ManualClock(0)
     c = coordinator(clock)
     first = trigger(c, clock)
-    assert c.on_savepoint_request(savepoint_options()) == []
+    assert c.on_snapshot_request(savepoint_options()) == []
     # Queued: due at once, triggered as soon as the checkpoint in progress completes.
     actions = complete(c, first.checkpoint_id)
     savepoint = only(actions, TriggerCheckpoint)
@@ -71,12 +71,12 @@ def test_savepoint_waits_for_a_checkpoint_in_progress_and_holds_periodic_ones() 
 def test_a_failed_savepoint_is_reported_and_not_counted() -> None:
     clock = ManualClock(0)
     c = coordinator(clock, tolerable_failures=0)
-    savepoint = only(c.on_savepoint_request(savepoint_options()), TriggerCheckpoint)
+    savepoint = only(c.on_snapshot_request(savepoint_options()), TriggerCheckpoint)
     assert isinstance(savepoint, TriggerCheckpoint)
     actions = c.on_decline("k0", savepoint.checkpoint_id, checkpoint_pb2.CHECKPOINT_DECLINED,
                            "disk full")
-    failed = only(actions, SavepointFailed)
-    assert isinstance(failed, SavepointFailed) and "disk full" in failed.message
+    failed = only(actions, SnapshotRequestFailed)
+    assert isinstance(failed, SnapshotRequestFailed) and "disk full" in failed.message
     discard = only(actions, DiscardCheckpoint)
     assert isinstance(discard, DiscardCheckpoint) and discard.location == TARGET
     assert not [a for a in actions if isinstance(a, FailJob)]
@@ -86,20 +86,20 @@ def test_a_failed_savepoint_is_reported_and_not_counted() -> None:
 def test_one_savepoint_at_a_time_and_only_while_every_task_runs() -> None:
     clock = ManualClock(0)
     c = coordinator(clock)
-    only(c.on_savepoint_request(savepoint_options()), TriggerCheckpoint)
-    busy = only(c.on_savepoint_request(savepoint_options()), SavepointFailed)
-    assert isinstance(busy, SavepointFailed)
+    only(c.on_snapshot_request(savepoint_options()), TriggerCheckpoint)
+    busy = only(c.on_snapshot_request(savepoint_options()), SnapshotRequestFailed)
+    assert isinstance(busy, SnapshotRequestFailed)
     assert busy.reason == checkpoint_pb2.TOO_MANY_CHECKPOINT_REQUESTS
     other = coordinator(clock)
     other.on_task_failed("s0")
-    refused = only(other.on_savepoint_request(savepoint_options()), SavepointFailed)
-    assert isinstance(refused, SavepointFailed) and "running" in refused.message
+    refused = only(other.on_snapshot_request(savepoint_options()), SnapshotRequestFailed)
+    assert isinstance(refused, SnapshotRequestFailed) and "running" in refused.message
 
 
 def test_stop_with_savepoint_notifies_the_tasks_and_ends_periodic_checkpoints() -> None:
     clock = ManualClock(0)
     c = coordinator(clock)
-    stop = only(c.on_savepoint_request(savepoint_options(terminate=True)), TriggerCheckpoint)
+    stop = only(c.on_snapshot_request(savepoint_options(terminate=True)), TriggerCheckpoint)
     assert isinstance(stop, TriggerCheckpoint) and stop.options.terminate
     ack_all(c, stop.checkpoint_id)
     actions = c.on_finalized(stop.checkpoint_id, TARGET)
@@ -113,11 +113,11 @@ def test_stop_with_savepoint_notifies_the_tasks_and_ends_periodic_checkpoints() 
 def test_a_failed_stop_resumes_periodic_checkpoints() -> None:
     clock = ManualClock(0)
     c = coordinator(clock, timeout_ms=2000)
-    stop = only(c.on_savepoint_request(savepoint_options(terminate=True)), TriggerCheckpoint)
+    stop = only(c.on_snapshot_request(savepoint_options(terminate=True)), TriggerCheckpoint)
     assert isinstance(stop, TriggerCheckpoint)
     clock.advance(2000)
     expired = c.on_tick()
-    assert isinstance(only(expired, SavepointFailed), SavepointFailed)
+    assert isinstance(only(expired, SnapshotRequestFailed), SnapshotRequestFailed)
     assert isinstance(only(expired, NotifyCheckpointAborted), NotifyCheckpointAborted)
     periodic = only(expired, TriggerCheckpoint)  # due long ago: at once
     assert isinstance(periodic, TriggerCheckpoint) and not periodic.options.savepoint
@@ -127,9 +127,9 @@ def test_a_job_that_stops_running_fails_a_queued_savepoint() -> None:
     clock = ManualClock(0)
     c = coordinator(clock)
     trigger(c, clock)
-    assert c.on_savepoint_request(savepoint_options()) == []
-    failed = only(c.on_job_not_running(), SavepointFailed)
-    assert isinstance(failed, SavepointFailed) and failed.checkpoint_id == 0
+    assert c.on_snapshot_request(savepoint_options()) == []
+    failed = only(c.on_job_not_running(), SnapshotRequestFailed)
+    assert isinstance(failed, SnapshotRequestFailed) and failed.checkpoint_id == 0
 
 
 def _restored(owned: bool, claimed: bool) -> CompletedCheckpoint:

@@ -288,3 +288,21 @@ def test_unreadable_file_names_the_file(tmp_path) -> None:
 def test_unknown_file_format() -> None:
     with pytest.raises(ValueError, match=r"unknown file format 'xml'"):
         FileSource("/tmp/x", format="xml")
+
+
+def test_sequence_reader_reads_dealt_splits_in_ascending_order():
+    """A rescale deals splits out in old-subtask order; numbers are often event time, so
+    the reader takes them in ascending order (its watermark never passes unread ones),
+    keeping the split it is reading first."""
+    from weir.core.source import ReaderContext
+    from weir.sources.collection import SequenceSource, SequenceSplit
+
+    reader = SequenceSource(0, 99).create_reader(ReaderContext(0, 1, batch_size=5))
+    reader.add_splits([SequenceSplit(60, 69, offset=2), SequenceSplit(10, 19, offset=7)])
+    first = reader.poll().records()
+    reader.add_splits([SequenceSplit(0, 4)])
+    rest = []
+    while (batch := reader.poll()) is not None:
+        rest += batch.records()
+    assert first == [17, 18, 19]
+    assert rest == [0, 1, 2, 3, 4, *range(62, 70)]

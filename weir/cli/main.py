@@ -198,6 +198,34 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--drain", "-d", action="store_true",
                       help="first advance event time to the end: timers and windows fire")
     stop.add_argument("--type", **formats)
+
+    rescale = sub.add_parser(
+        "rescale", help="change a running job's parallelism",
+        description="A checkpoint is taken and the job is deployed again from it at the new "
+                    "parallelism, keyed state split by key groups and operator state "
+                    "redistributed; sources continue where they were. Prints the downtime.")
+    _client_args(rescale)
+    rescale.add_argument("job_id")
+    rescale.add_argument("--parallelism", "-p", type=int, default=0,
+                         help="the new parallelism of every operator running at the job's "
+                              "parallelism")
+    rescale.add_argument("--operator", action="append", default=[], metavar="UID=N",
+                         help="the new parallelism of the operator with this uid (and its "
+                              "chain); repeatable")
+    update = sub.add_parser(
+        "update", help="replace a running job's program, keeping its state",
+        usage="weir update JOB_ID [OPTIONS] new_job.py [ARGS...]",
+        description="Hot update: the new program's operators are matched to the running "
+                    "job's by uid; a checkpoint is taken and the new program deployed from "
+                    "it into the job's slots, restoring from local copies. Its sources keep "
+                    "running from where they were (they are not prepared again). An update "
+                    "whose state does not fit is refused and the job runs on untouched.")
+    _client_args(update)
+    update.add_argument("job_id")
+    update.add_argument("--allow-non-restored-state", action="store_true",
+                        help="drop the state of operators the new program does not have")
+    update.add_argument("job", help="the new job program (a Python file)")
+    update.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
     return parser
 
 
@@ -422,6 +450,13 @@ def _client_command(args: argparse.Namespace) -> int:
             return _savepoint(client, args)
         if args.command == "stop":
             return _stop(client, args)
+        if args.command == "rescale":
+            change = client.rescale_job(args.job_id, args.parallelism,
+                                        _operator_parallelism(args.operator))
+            _print_change(args.job_id, change)
+            return EXIT_OK
+        if args.command == "update":
+            return _run_job(args, conf, address, update=args.job_id)
         if args.command == "cancel":
             client.cancel_job(args.job_id)
             job = ClusterJobClient(client, args.job_id)
@@ -481,6 +516,24 @@ def _stop(client: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _operator_parallelism(pairs: list[str]) -> dict[str, int]:
+    result = {}
+    for pair in pairs:
+        uid, _, value = pair.rpartition("=")
+        if not uid or not value.isdigit():
+            msg = f"--operator takes UID=N (an operator uid and a parallelism), not {pair!r}"
+            raise UserError(msg)
+        result[uid] = int(value)
+    return result
+
+
+def _print_change(job_id: str, change: Any) -> None:
+    restarted = ", ".join(change.restarted_operators) or "none"
+    print(f"job {job_id}: {change.kind} from checkpoint {change.checkpoint_id}; changed "
+          f"operators: {restarted}", file=sys.stderr)
+    print(f"downtime {change.downtime_ms} ms")
+
+
 def _recovery_pairs(args: argparse.Namespace) -> list[str]:
     """``weir run``'s snapshot options as configuration (execution.state-recovery.*)."""
     pairs = []
@@ -497,7 +550,10 @@ def _recovery_pairs(args: argparse.Namespace) -> list[str]:
     return pairs
 
 
-def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
+def _run_job(args: argparse.Namespace, conf: Any, address: str,
+             update: str | None = None) -> int:
+    """Run a job program: it submits its job, or (``update``: a job id) replaces that
+    running job's program."""
     from weir.core.execution import ExecutionContext
     from weir.environment import set_execution_context
 
@@ -505,10 +561,13 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
     if not job_path.is_file():
         msg = f"job file not found: {job_path}"
         raise UserError(msg)
+    detached = bool(update) or args.detached
     context = ExecutionContext(address=address, token=auth_token(conf),
-                               configuration=conf, detached=args.detached,
-                               show_progress=not args.detached,
-                               cluster_dir=_cluster_dir(args, conf))
+                               configuration=conf, detached=detached,
+                               show_progress=not detached,
+                               cluster_dir=_cluster_dir(args, conf), update_job_id=update,
+                               allow_non_restored_state=bool(
+                                   update and args.allow_non_restored_state))
     set_execution_context(context)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(job_path), *args.args]
@@ -537,7 +596,9 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str) -> int:
             "or execute_and_collect()"
         )
         raise UserError(msg)
-    if args.detached:
+    if update:
+        _print_change(update, context.change)
+    elif args.detached:
         for job_id in context.submitted:
             print(job_id)
     else:

@@ -47,6 +47,8 @@ def status_json(details: jobmaster_pb2.JobDetails) -> dict[str, Any]:
         "last_checkpoint": last,
         "last_restore": _restore(details.last_restore)
         if details.HasField("last_restore") else None,
+        "last_change": change_json(details.last_change)
+        if details.HasField("last_change") else None,
         "failure": failure_text(details) if details.failure.message else None,
         "tasks": [{"name": vertex.name, "subtask": sub.subtask_index,
                    "state": state_name(sub.state), "taskexecutor": sub.resource_id,
@@ -55,6 +57,13 @@ def status_json(details: jobmaster_pb2.JobDetails) -> dict[str, Any]:
                    "last_restore": _restore(sub.restore) if sub.HasField("restore") else None}
                   for vertex in details.vertices for sub in vertex.subtasks],
     }
+
+
+def change_json(change: jobmaster_pb2.JobChange) -> dict[str, Any]:
+    """A rescale or update, for scripts."""
+    return {"kind": change.kind, "checkpoint_id": change.checkpoint_id,
+            "downtime_ms": change.downtime_ms, "timestamp_ms": change.timestamp_ms,
+            "restarted_operators": list(change.restarted_operators)}
 
 
 def _restore(stats: jobmaster_pb2.RestoreStats) -> dict[str, int]:
@@ -74,6 +83,10 @@ def print_status(details: jobmaster_pb2.JobDetails) -> None:
         r = details.last_restore
         print(f"last restore: checkpoint {r.checkpoint_id} in {r.duration_ms} ms, "
               f"{_size(r.local_bytes)} from local copies, {_size(r.remote_bytes)} downloaded")
+    if details.HasField("last_change"):
+        c = details.last_change
+        print(f"last {c.kind}: from checkpoint {c.checkpoint_id}, down for "
+              f"{c.downtime_ms} ms")
     if details.failure.message:
         ended_badly = summary.status in (common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED,
                                          common_pb2.JOB_FAILING, common_pb2.JOB_CANCELLING)

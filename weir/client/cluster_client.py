@@ -94,6 +94,21 @@ class JobMasterClient:
             terminate=terminate, drain=drain)
         return str(self._call("TriggerSavepoint", request, timeout=SAVEPOINT_TIMEOUT_S).path)
 
+    def rescale_job(self, job_id: str, parallelism: int,
+                    per_operator: dict[str, int] | None = None) -> jobmaster_pb2.JobChange:
+        """Redeploy the job at another parallelism from a checkpoint taken now."""
+        request = jobmaster_pb2.RescaleRequest(job_id=job_id, parallelism=parallelism,
+                                               operator_parallelism=per_operator or {})
+        return self._call("RescaleJob", request, timeout=SAVEPOINT_TIMEOUT_S)
+
+    def update_job(self, job_id: str, graph: jobgraph_pb2.JobGraph,
+                   allow_non_restored_state: bool = False) -> jobmaster_pb2.JobChange:
+        """Replace the running job's program by ``graph`` (hot update), keeping its state
+        (matched by operator uid)."""
+        request = jobmaster_pb2.UpdateJobRequest(
+            job_id=job_id, job_graph=graph, allow_non_restored_state=allow_non_restored_state)
+        return self._call("UpdateJob", request, timeout=SAVEPOINT_TIMEOUT_S)
+
     def dispose_savepoint(self, path: str) -> None:
         self._call("DisposeSavepoint", jobmaster_pb2.DisposeSavepointRequest(path=path),
                    timeout=SAVEPOINT_TIMEOUT_S)

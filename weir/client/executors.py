@@ -33,7 +33,12 @@ class RemoteExecutor(PipelineExecutor):
                                  context.token or auth_token(configuration),
                                  configuration.get(options.CLIENT_TIMEOUT),
                                  tls=TlsFiles.from_conf(context.configuration))
-        job_id = client.submit_job(graph)
+        if context.update_job_id:
+            job_id = context.update_job_id
+            context.change = client.update_job(job_id, graph,
+                                               context.allow_non_restored_state)
+        else:
+            job_id = client.submit_job(graph)
         context.submitted.append(job_id)
         return ClusterJobClient(client, job_id, on_done=on_done,
                                 show_progress=context.show_progress)

@@ -44,6 +44,12 @@ class ExecutionContext:
     #: The local cluster's directory, when the client found the JobMaster through it.
     cluster_dir: str | None = None
     submitted: list[str] = field(default_factory=list)
+    #: ``weir update``: the program replaces this running job instead of being submitted
+    #: (its sources are not prepared: the running ones are kept).
+    update_job_id: str | None = None
+    allow_non_restored_state: bool = False
+    #: What the update did (a ``JobChange`` message).
+    change: Any = None
 
 
 class JobClient(ABC):

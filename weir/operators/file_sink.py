@@ -109,9 +109,11 @@ class PartCommitter(ABC):
         StateError (its records would be lost)."""
 
     @abstractmethod
-    def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
-        """Delete this subtask's in-progress and pending parts other than ``keep`` (left
-        by attempts after the restored checkpoint); returns how many."""
+    def clean_up(self, subtask: int, parallelism: int, keep: list[dict[str, Any]]) -> int:
+        """Delete the in-progress and pending parts other than ``keep`` (left by attempts
+        after the restored checkpoint) that this subtask cleans up: those of the earlier
+        subtasks ``i`` with ``i % parallelism == subtask`` (after a rescale too, each earlier
+        subtask's parts are cleaned by one subtask only). Returns how many."""
 
     @abstractmethod
     def committed_numbers(self, subtask: int) -> dict[int, str]:
@@ -161,12 +163,12 @@ class LocalPartCommitter(PartCommitter):
                    "(was the sink directory changed by hand?)")
             raise StateError(msg)
 
-    def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
+    def clean_up(self, subtask: int, parallelism: int, keep: list[dict[str, Any]]) -> int:
         kept = {self.hidden_name(p["name"], p.get("token")) for p in keep}
         removed = 0
         for path in self.directory.glob(".part-*"):
             match = _PART.match(path.name)
-            if match and match.group(5) and int(match.group(1)) == subtask \
+            if match and match.group(5) and int(match.group(1)) % parallelism == subtask \
                     and path.name not in kept:
                 path.unlink(missing_ok=True)
                 removed += 1
@@ -202,16 +204,19 @@ class S3PartCommitter(PartCommitter):
     def commit(self, pending: dict[str, Any]) -> None:
         self.storage.complete_upload(pending["name"], pending["upload_id"], pending["parts"])
 
-    def clean_up(self, subtask: int, keep: list[dict[str, Any]]) -> int:
-        kept = {p["upload_id"] for p in keep}
+    def clean_up(self, subtask: int, parallelism: int, keep: list[dict[str, Any]]) -> int:
+        kept = {p["upload_id"] for p in keep if "upload_id" in p}
         removed = 0
         for name, upload_id in self.storage.list_uploads("part-"):
             match = _PART.match(name.rsplit("/", 1)[-1])
-            if match and int(match.group(1)) == subtask and upload_id not in kept:
+            if match and int(match.group(1)) % parallelism == subtask and \
+                    upload_id not in kept:
                 self.storage.abort_upload(name, upload_id)
                 removed += 1
-        for path in self.local_dir.glob(f".part-{subtask}-*"):
-            path.unlink(missing_ok=True)
+        for path in self.local_dir.glob(".part-*"):
+            match = _PART.match(path.name)
+            if match and int(match.group(1)) % parallelism == subtask:
+                path.unlink(missing_ok=True)
         return removed
 
     def committed_numbers(self, subtask: int) -> dict[int, str]:
@@ -232,6 +237,9 @@ class FileSinkOperator(StreamOperator):
 
     PART_COUNTER_STATE = "file-sink-part-counter"
     PENDING_STATE = "file-sink-pending"
+    #: Every subtask's pending parts (union state): after a rescale, a subtask cleaning
+    #: up an earlier subtask's files must keep the parts another one commits.
+    ALL_PENDING_STATE = "file-sink-pending-all"
 
     def __init__(self, name: str, path: str, fmt: str, rolling_bytes: int) -> None:
         super().__init__(name)
@@ -262,12 +270,15 @@ class FileSinkOperator(StreamOperator):
         counters = self.operator_state.get_union_list_state(
             ListStateDescriptor(self.PART_COUNTER_STATE))
         pending = self.operator_state.get_list_state(ListStateDescriptor(self.PENDING_STATE))
+        everyone = self.operator_state.get_union_list_state(
+            ListStateDescriptor(self.ALL_PENDING_STATE))
         if context.is_restored:
             self._counter = max(counters.get(), default=0)
             restored = pending.get()
             for part in restored:
                 self._committer.commit(part)
-            removed = self._committer.clean_up(self.ctx.subtask_index, restored)
+            removed = self._committer.clean_up(self.ctx.subtask_index, self.ctx.parallelism,
+                                               [*restored, *everyone.get()])
             log.info("%s restored from checkpoint %s: committed %d pending part(s), removed "
                      "%d left by later attempts", self.name, context.checkpoint_id,
                      len(restored), removed)
@@ -299,6 +310,8 @@ class FileSinkOperator(StreamOperator):
             ListStateDescriptor(self.PART_COUNTER_STATE)).update([self._counter])
         self.operator_state.get_list_state(
             ListStateDescriptor(self.PENDING_STATE)).update(self._pending)
+        self.operator_state.get_union_list_state(
+            ListStateDescriptor(self.ALL_PENDING_STATE)).update(self._pending)
         return super().snapshot_state(checkpoint_id, timestamp_ms, location)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:

@@ -160,9 +160,16 @@ class _SequenceReader(SourceReader):
         self._batch_size = batch_size
 
     def add_splits(self, splits: list[Any]) -> None:
-        if not self._splits and splits:
-            self._next = splits[0].start + splits[0].offset
-        self._splits.extend(splits)
+        # Read in ascending order: numbers often double as event time, and splits dealt
+        # out anew by a rescale must not make the reader's watermark jump past numbers
+        # it has yet to read. The split being read stays first.
+        started = bool(self._splits) and self._next > self._splits[0].start + \
+            self._splits[0].offset
+        current = self._splits[:1] if started else []
+        rest = sorted([*self._splits[len(current):], *splits], key=lambda s: s.start + s.offset)
+        self._splits = [*current, *rest]
+        if not started and self._splits:
+            self._next = self._splits[0].start + self._splits[0].offset
 
     def poll(self) -> Elements | None:
         while self._splits:

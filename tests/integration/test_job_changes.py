@@ -1,0 +1,181 @@
+"""Changing a running job on a real cluster: ``weir rescale`` and ``weir update``.
+
+The rescaled job is the exactly-once job (keyed counts, event-time windows, the
+transactional FileSink): rescaled 2 -> 3 -> 1 while it runs, its committed output must be
+exactly the output computed without weir. The updated job tags its keyed running counts
+with its program version: after the update, every key's counts go on from where they
+were (the state was kept) and switch from v1 to v2 at one point (one checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tests.support.cluster import LocalCluster, job_details, poll, weir_cli, write_job
+from tests.support.exactly_once import (
+    finished_exactly_once,
+    running_counts,
+    status_name,
+    submit,
+    wait_ended,
+)
+from weir.proto import common_pb2
+
+N = 6000
+HELD = {"pause_every": 100, "held_slowdown": 50.0}
+
+
+def _config(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": (tmp_path / "checkpoints").as_uri(),
+            "state.backend.type": "rocksdb", "pipeline.batch-size": "50",
+            "state.backend.local-recovery": "true", **extra}
+
+
+def _running(cluster: LocalCluster, job_id: str, parallelism: int | None = None) -> Any:
+    def ready() -> Any:
+        details = job_details(cluster, job_id)
+        subtasks = [s for v in details.vertices for s in v.subtasks]
+        return (status_name(details) == "RUNNING" and details.last_checkpoint_id > 0
+                and all(s.state in (common_pb2.RUNNING, common_pb2.FINISHED)
+                        for s in subtasks)
+                and (parallelism is None
+                     or max(v.parallelism for v in details.vertices) == parallelism)
+                and details)
+
+    return poll(ready, 90, interval=0.1, what=f"job {job_id} to run")
+
+
+def _change(result: Any) -> int:
+    assert result.returncode == 0, result.stderr + result.stdout
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("downtime "), result.stdout
+    return int(line.split()[1])
+
+
+def test_rescale_2_to_3_to_1_is_exactly_once(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running(cluster, job_id)
+    _change(cluster.weir("rescale", job_id, "--parallelism", "3"))
+    details = _running(cluster, job_id, 3)
+    assert {v.parallelism for v in details.vertices} == {3}
+    assert details.last_change.kind == "rescale" and details.last_change.downtime_ms > 0
+    assert status_name(details) == "RUNNING" and details.summary.restarts == 0
+    _change(cluster.weir("rescale", job_id, "--parallelism", "1"))
+    details = _running(cluster, job_id, 1)
+    assert {v.parallelism for v in details.vertices} == {1}
+    gate.touch()
+    finished_exactly_once(cluster, job_id, out, N)
+
+
+def test_rescale_beyond_the_cluster_is_refused(cluster_factory: Any, tmp_path: Path) -> None:
+    cluster = cluster_factory(1, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running(cluster, job_id)
+    refused = cluster.weir("rescale", job_id, "--parallelism", "5")
+    assert refused.returncode == 2 and "slots" in refused.stderr, refused.stderr
+    unknown = cluster.weir("rescale", job_id, "--operator", "no-such-uid=2")
+    assert unknown.returncode == 2 and "no-such-uid" in unknown.stderr
+    assert status_name(job_details(cluster, job_id)) == "RUNNING"
+    gate.touch()
+    finished_exactly_once(cluster, job_id, out, N)
+
+
+UPDATED_JOB = '''
+import os
+import sys
+import time
+
+from weir import FileSink, KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+
+OUT, N, KEYS, VERSION, GATE = sys.argv[1], int(sys.argv[2]), 7, sys.argv[3], sys.argv[4]
+
+
+def throttle(n):
+    if n % 50 == 0:
+        time.sleep(0.01 if os.path.exists(GATE) else 0.5)
+    return n
+
+
+class CountPerKey(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield (value[0], value[1] % KEYS, count)
+
+
+def tag(n):
+    return (VERSION, n)
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+numbers = env.from_sequence(0, N - 1).uid("numbers").map(throttle).uid("throttle")
+counts = (numbers.map(tag).uid("tag").key_by(lambda t: t[1] % KEYS)
+          .process(CountPerKey()).uid("counts"))
+if os.environ.get("DROP_COUNTS"):
+    counts = numbers.map(lambda n: ("plain", n % KEYS, 0)).uid("plain")
+counts.sink_to(FileSink(OUT, format="json")).uid("sink")
+env.execute("updatable")
+'''
+
+
+def _committed(out: Path) -> list[tuple[str, int, int]]:
+    return [tuple(json.loads(line)) for part in sorted(out.glob("part-*"))
+            for line in part.read_text().splitlines()]
+
+
+def test_hot_update_keeps_keyed_state_and_switches_at_one_checkpoint(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job = write_job(tmp_path, UPDATED_JOB, "updatable.py")
+    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
+    n = 4000
+    started = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), "v1",
+                           str(gate))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+    details = _running(cluster, job_id)
+    attempts = {s.attempt_id for v in details.vertices for s in v.subtasks}
+    # An update that drops the keyed counts (state without an operator) is refused.
+    refused = weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs, str(job),
+                       str(out), str(n), "v1", str(gate), env={"DROP_COUNTS": "1"})
+    assert refused.returncode == 2 and "'counts'" in refused.stderr, refused.stderr
+    untouched = job_details(cluster, job_id)
+    assert status_name(untouched) == "RUNNING"
+    assert {s.attempt_id for v in untouched.vertices for s in v.subtasks} == attempts
+    downtime = _change(weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs,
+                                str(job), str(out), str(n), "v2", str(gate)))
+    details = _running(cluster, job_id)
+    assert details.last_change.kind == "update"
+    assert details.last_change.downtime_ms == downtime > 0
+    assert "tag" in details.last_change.restarted_operators
+    assert "counts" not in details.last_change.restarted_operators
+    gate.touch()
+    final = wait_ended(cluster, job_id)
+    assert status_name(final) == "FINISHED", final.failure.message
+    records = _committed(out)
+    # Exactly once over the update: every key's counts 1..its total, once each.
+    expected = running_counts(n, 7)
+    got = defaultdict(int)
+    for _, key, count in records:
+        got[(key, count)] += 1
+    assert got == dict(expected)
+    # One switch per key: v1 for its first counts, v2 for the rest.
+    versions: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for version, key, count in records:
+        versions[key].append((count, version))
+    for key, seen in versions.items():
+        ordered = [v for _, v in sorted(seen)]
+        assert ordered == sorted(ordered), f"key {key} switched back and forth"
+    assert {v for v, _, _ in records} == {"v1", "v2"}
