@@ -569,6 +569,13 @@ class JobScheduler:
                             "an older retained checkpoint", self.job_id,
                             self.restored.checkpoint_id, update.error.message)
                 self.checkpointing.forget(self.restored.checkpoint_id)
+            if update.error.reason == common_pb2.STATE_INCOMPATIBLE and (
+                    self._change is None or self._change.phase != "deploying"):
+                # Restarting would restore the same state into the same code again.
+                ev.state = common_pb2.FAILED
+                ev.failure = update.error
+                self.fail_terminal(update.error)
+                return
             if update.error.reason == common_pb2.PARTITION_NOT_FOUND and \
                     update.error.partition_id:
                 # Its producer must produce it again (the region rule's lost input).

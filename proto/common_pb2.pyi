@@ -45,6 +45,7 @@ class FailureReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOURCE_ERROR: _ClassVar[FailureReason]
     CHECKPOINT_FAILURE: _ClassVar[FailureReason]
     STATE_RESTORE_FAILED: _ClassVar[FailureReason]
+    STATE_INCOMPATIBLE: _ClassVar[FailureReason]
 
 class PartitionerType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -84,6 +85,7 @@ INTERNAL_ERROR: FailureReason
 SOURCE_ERROR: FailureReason
 CHECKPOINT_FAILURE: FailureReason
 STATE_RESTORE_FAILED: FailureReason
+STATE_INCOMPATIBLE: FailureReason
 FORWARD: PartitionerType
 REBALANCE: PartitionerType
 HASH: PartitionerType

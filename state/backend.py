@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from weir.core.errors import StateError
+from weir.core.errors import IncompatibleStateError, StateError
 from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
@@ -84,6 +84,10 @@ class KeyedStateBackend(ABC):
         #: ``state.backend.restore.lazy``, set by the factory; ``restore()`` reads it.
         self.lazy_restore = False
         self._snapshot_strategies: dict[str, SnapshotStrategy] = {}
+        #: Kinds of the states a restore brought, by name (checked on registration), and
+        #: whose state this is (the operator uid, for messages).
+        self._restored_kinds: dict[str, str] = {}
+        self.owner = ""
 
     # -- keys -----------------------------------------------------------------------------
 
@@ -108,6 +112,9 @@ class KeyedStateBackend(ABC):
 
     def get_state(self, descriptor: StateDescriptor) -> Any:
         """The handle of ``descriptor``'s state (registered on first use)."""
+        restored = self._restored_kinds.get(descriptor.name)
+        if restored is not None and restored != descriptor.kind:
+            raise self._incompatible(descriptor.name, restored, descriptor.kind)
         known = self._descriptors.get(descriptor.name)
         if known is not None:
             if known.kind != descriptor.kind:
@@ -120,6 +127,26 @@ class KeyedStateBackend(ABC):
         handle = _HANDLES[descriptor.kind](self, descriptor)
         self._handles[descriptor.name] = handle
         return handle
+
+    def state_kinds(self) -> dict[str, str]:
+        """The kind of every registered state, by name (recorded in snapshots)."""
+        return {name: d.kind for name, d in self._descriptors.items()}
+
+    def expect_state_kinds(self, kinds: dict[str, str]) -> None:
+        """A restore brought states of these kinds: registering one of them as another
+        kind raises IncompatibleStateError (as would one registered already)."""
+        for name, kind in kinds.items():
+            known = self._descriptors.get(name)
+            if known is not None and known.kind != kind:
+                raise self._incompatible(name, kind, known.kind)
+        self._restored_kinds.update(kinds)
+
+    def _incompatible(self, name: str, restored: str, declared: str) -> IncompatibleStateError:
+        owner = f"operator {self.owner!r}: " if self.owner else ""
+        msg = (f"{owner}state {name!r} is {restored} state in the snapshot being restored, "
+               f"but the job declares it as {declared} state; restoring would read it "
+               f"wrongly: keep its kind, or give the new state another name")
+        return IncompatibleStateError(msg)
 
     @property
     def state_names(self) -> list[str]:

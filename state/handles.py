@@ -127,6 +127,8 @@ class CanonicalStateHandle(KeyedStateHandle):
     checkpoint_id: int
     data: StreamStateHandle
     local: LocalCopy | None = None
+    #: Kind (value, list, map, ...) of each state in the snapshot, by name.
+    state_kinds: dict[str, str] = field(default_factory=dict, compare=False)
     kind: ClassVar[str] = KIND_CANONICAL
 
     #: Name of the file inside a local copy.
@@ -135,14 +137,16 @@ class CanonicalStateHandle(KeyedStateHandle):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "key_group_range": _range_to_list(self.key_group_range),
                 "checkpoint_id": self.checkpoint_id, "data": self.data.to_dict(),
-                "local": self.local.to_dict() if self.local else None}
+                "local": self.local.to_dict() if self.local else None,
+                "state_kinds": dict(sorted(self.state_kinds.items()))}
 
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> CanonicalStateHandle:
         local = data.get("local")
         return cls(_range_from(data["key_group_range"]), int(data["checkpoint_id"]),
                    StreamStateHandle.from_dict(data["data"]),
-                   LocalCopy.from_dict(local) if local else None)
+                   LocalCopy.from_dict(local) if local else None,
+                   {str(k): str(v) for k, v in (data.get("state_kinds") or {}).items()})
 
     def shared_state(self) -> list[StreamStateHandle]:
         return []
@@ -172,6 +176,7 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
     local: LocalCopy | None = None
     kind: ClassVar[str] = KIND_ROCKSDB_INCREMENTAL
     files_reused: int = field(default=0, compare=False)
+    state_kinds: dict[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -182,6 +187,7 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
             "private": {n: h.to_dict() for n, h in sorted(self.private.items())},
             "uploaded_bytes": self.uploaded_bytes, "files_reused": self.files_reused,
             "local": self.local.to_dict() if self.local else None,
+            "state_kinds": dict(sorted(self.state_kinds.items())),
         }
 
     @classmethod
@@ -195,7 +201,8 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
             {n: StreamStateHandle.from_dict(h) for n, h in data["private"].items()},
             int(data.get("uploaded_bytes", 0)),
             LocalCopy.from_dict(local) if local else None,
-            files_reused=int(data.get("files_reused", 0)))
+            files_reused=int(data.get("files_reused", 0)),
+            state_kinds={str(k): str(v) for k, v in (data.get("state_kinds") or {}).items()})
 
     def shared_state(self) -> list[StreamStateHandle]:
         return [self.shared[name] for name in sorted(self.shared)]

@@ -109,7 +109,8 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
                 else dict(self._confirmed)
         return IncrementalAsyncSnapshot(
             checkpoint_id, self, scratch, base, backend.column_families(),
-            backend.key_group_range, location, savepoint=savepoint)
+            backend.key_group_range, location, savepoint=savepoint,
+            state_kinds=backend.state_kinds())
 
     @property
     def confirmed_checkpoint_id(self) -> int:
@@ -151,11 +152,13 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
     def __init__(self, checkpoint_id: int, strategy: IncrementalSnapshotStrategy,
                  scratch: Path, base: dict[str, StreamStateHandle],
                  column_families: dict[str, str], key_groups: KeyGroupRange,
-                 location: SnapshotLocation, savepoint: bool = False) -> None:
+                 location: SnapshotLocation, savepoint: bool = False,
+                 state_kinds: dict[str, str] | None = None) -> None:
         """``savepoint``: self-contained (files of ``base`` are copied into the location,
         not referenced) and not a base for later snapshots."""
         super().__init__(checkpoint_id)
         self._savepoint = savepoint
+        self._state_kinds = dict(state_kinds or {})
         self._strategy = strategy
         self._scratch = scratch
         self._base = base
@@ -191,14 +194,14 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
                 self._key_groups, self.checkpoint_id, self._strategy.backend_id,
                 dict(self._column_families), shared, private,
                 uploaded_bytes=sum(h.length for h in uploaded.values()),
-                files_reused=len(copies))
+                files_reused=len(copies), state_kinds=self._state_kinds)
         local = self._keep_local_copy({**shared, **private})
         self._strategy._uploaded(self.checkpoint_id, shared)
         return IncrementalRocksDBStateHandle(
             self._key_groups, self.checkpoint_id, self._strategy.backend_id,
             dict(self._column_families), shared, private,
             uploaded_bytes=sum(h.length for h in uploaded.values()), local=local,
-            files_reused=len(names) - len(uploads))
+            files_reused=len(names) - len(uploads), state_kinds=self._state_kinds)
 
     def _copy(self, storage: CheckpointStorage, copies: list[tuple[str, str]]
               ) -> dict[str, StreamStateHandle]:

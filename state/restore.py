@@ -131,6 +131,8 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
     """
     owned = backend.key_group_range
     relevant = [h for h in handles if len(h.overlap(owned))]
+    for handle in relevant:
+        backend.expect_state_kinds(getattr(handle, "state_kinds", {}))
     result = RestoreResult(handles=len(relevant))
     canonical = [h for h in relevant if isinstance(h, CanonicalStateHandle)]
     native = [h for h in relevant if isinstance(h, IncrementalRocksDBStateHandle)]

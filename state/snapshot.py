@@ -188,7 +188,8 @@ class CanonicalSnapshotStrategy(SnapshotStrategy):
     def snapshot(self, checkpoint_id: int, location: SnapshotLocation) -> AsyncSnapshot:
         frozen = self._backend.snapshot()
         return CanonicalAsyncSnapshot(checkpoint_id, frozen, self._backend.key_group_range,
-                                      location, self.local_copies)
+                                      location, self.local_copies,
+                                      self._backend.state_kinds())
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.local_copies.confirm(checkpoint_id)
@@ -205,8 +206,10 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
     OBJECT_NAME = "keyed-state.canonical"
 
     def __init__(self, checkpoint_id: int, frozen: FrozenState, key_groups: KeyGroupRange,
-                 location: SnapshotLocation, local_copies: LocalCopyTracker) -> None:
+                 location: SnapshotLocation, local_copies: LocalCopyTracker,
+                 state_kinds: dict[str, str] | None = None) -> None:
         super().__init__(checkpoint_id)
+        self._state_kinds = dict(state_kinds or {})
         self._frozen: FrozenState | None = frozen
         self._key_groups = key_groups
         self._location = location
@@ -246,7 +249,8 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
                     keep = True
                 except StorageError:
                     local = None  # the remote copy is the snapshot; the local one is a bonus
-            return CanonicalStateHandle(self._key_groups, self.checkpoint_id, data, local)
+            return CanonicalStateHandle(self._key_groups, self.checkpoint_id, data, local,
+                                        self._state_kinds)
         finally:
             if not keep:
                 self._discard(path, local_dir)

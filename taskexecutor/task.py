@@ -52,6 +52,7 @@ from weir.core.config import Configuration
 from weir.core.errors import (
     ConfigError,
     CorruptStateError,
+    IncompatibleStateError,
     MissingStateError,
     PartitionNotFoundError,
     RemoteTransportError,
@@ -270,6 +271,8 @@ class Task:
         elif isinstance(err, CorruptStateError | MissingStateError) and \
                 self.state == common_pb2.INITIALIZING:
             reason = common_pb2.STATE_RESTORE_FAILED
+        elif isinstance(err, IncompatibleStateError):
+            reason = common_pb2.STATE_INCOMPATIBLE
         return common_pb2.ErrorInfo(
             reason=reason, message=f"{type(err).__name__}: {err}",
             exception_class=f"{type(err).__module__}.{type(err).__qualname__}",

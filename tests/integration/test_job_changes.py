@@ -92,9 +92,11 @@ import os
 import sys
 import time
 
-from weir import FileSink, KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+from weir import (FileSink, KeyedProcessFunction, ListStateDescriptor,
+                  StreamExecutionEnvironment, ValueStateDescriptor)
 
 OUT, N, KEYS, VERSION, GATE = sys.argv[1], int(sys.argv[2]), 7, sys.argv[3], sys.argv[4]
+AS_LIST = bool(os.environ.get("COUNT_AS_LIST"))
 
 
 def throttle(n):
@@ -105,6 +107,8 @@ def throttle(n):
 
 class CountPerKey(KeyedProcessFunction):
     def open(self, runtime_context):
+        if AS_LIST:  # an incompatible change of the state's kind
+            self.count = runtime_context.get_list_state(ListStateDescriptor("count"))
         self.count = runtime_context.get_state(ValueStateDescriptor("count"))
 
     def process_element(self, value, ctx):
@@ -179,3 +183,36 @@ def test_hot_update_keeps_keyed_state_and_switches_at_one_checkpoint(
         ordered = [v for _, v in sorted(seen)]
         assert ordered == sorted(ordered), f"key {key} switched back and forth"
     assert {v for v, _, _ in records} == {"v1", "v2"}
+
+
+def test_an_update_whose_state_does_not_fit_is_rolled_back(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """The new program declares a restored value state as a list state: its tasks fail
+    while starting, the old program is deployed again from the same checkpoint, the
+    command names the operator and the state, and the output stays exactly once."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job = write_job(tmp_path, UPDATED_JOB, "updatable.py")
+    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
+    n = 4000
+    started = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), "v1",
+                           str(gate))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+    _running(cluster, job_id)
+    failed = weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs, str(job),
+                      str(out), str(n), "v2", str(gate), env={"COUNT_AS_LIST": "1"})
+    assert failed.returncode == 2, failed.stdout
+    assert "operator 'counts'" in failed.stderr and "'count' is value state" in failed.stderr
+    assert "runs as before" in failed.stderr
+    details = _running(cluster, job_id)
+    assert not details.HasField("last_change")
+    gate.touch()
+    final = wait_ended(cluster, job_id)
+    assert status_name(final) == "FINISHED", final.failure.message
+    records = _committed(out)
+    assert {v for v, _, _ in records} == {"v1"}
+    got = defaultdict(int)
+    for _, key, count in records:
+        got[(key, count)] += 1
+    assert got == dict(running_counts(n, 7))

@@ -365,3 +365,42 @@ def test_rescaling_every_p_to_p_prime_keeps_every_key_exactly_once(keys, tmp_pat
 def test_rescaling_into_rocksdb(old, new, tmp_path):
     keys = [f"user-{i}" for i in range(300)] + list(range(300))
     _rescale_and_check(keys, old, new, tmp_path, "rocksdb")
+
+
+@pytest.mark.parametrize("backend_type", ["hashmap", "rocksdb"])
+def test_restoring_a_state_as_another_kind_is_refused(tmp_path, backend_type):
+    """A snapshot records each state's kind; declaring a restored state as another kind
+    fails with a message naming the operator and the state, not with garbage reads."""
+    from weir.checkpoint.storage import create_storage
+    from weir.core.errors import IncompatibleStateError
+    from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
+    from weir.state.heap import HashMapStateBackend
+    from weir.state.key_groups import KeyGroupRange
+    from weir.state.restore import restore
+    from weir.state.rocksdb import RocksDBStateBackend
+    from weir.state.snapshot import SnapshotLocation
+
+    def make(name: str):
+        if backend_type == "hashmap":
+            return HashMapStateBackend(128, KeyGroupRange(0, 127))
+        return RocksDBStateBackend(128, KeyGroupRange(0, 127), tmp_path / name)
+
+    storage = create_storage(str(tmp_path / "checkpoints"))
+    old = make("old")
+    old.get_state(ValueStateDescriptor("count"))
+    old.set_current_key("k")
+    old.get_state(ValueStateDescriptor("count")).update(3)
+    handle = old.snapshot_to(1, SnapshotLocation.for_checkpoint(storage, "j", 1, "op")).run()
+    assert handle.state_kinds == {"count": "value"}
+    same, other = make("same"), make("other")
+    try:
+        restore(same, [handle], storage)
+        same.set_current_key("k")
+        assert same.get_state(ValueStateDescriptor("count")).value() == 3
+        restore(other, [handle], storage)
+        other.owner = "counts"
+        with pytest.raises(IncompatibleStateError, match="operator 'counts'.*'count' is value"):
+            other.get_state(ListStateDescriptor("count"))
+    finally:
+        for backend in (old, same, other):
+            backend.dispose()

@@ -69,6 +69,12 @@ class StateError(WeirError):
     names the state and the cause."""
 
 
+class IncompatibleStateError(StateError):
+    """A restored state does not fit what the job declares (another kind of state under
+    the same name): restoring would read it wrongly. The message names the operator, the
+    state and the fix."""
+
+
 class StorageError(WeirError):
     """Reading or writing checkpoint storage failed; the message names the URI or bucket."""
 

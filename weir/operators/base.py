@@ -61,6 +61,7 @@ class KeyedOperator(StreamOperator):
         service named ``timers``, if given, with its restored timers scheduled)."""
         assert self.ctx is not None
         backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
+        backend.owner = self.uid or self.name
         self.backend = backend
         context = self.state_context
         if context is not None and context.keyed_handles:
