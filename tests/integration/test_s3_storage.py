@@ -250,3 +250,26 @@ def test_a_rerun_s3_file_sink_replaces_the_earlier_attempts_objects(
     run(1, 0, 1, 2)
     assert committed() == {"out/part-0-0.jsonl": [1], "out/part-0-1.jsonl": [2],
                            "out/part-1-0.jsonl": [100]}
+
+
+def test_copy_is_server_side_and_keeps_the_handle(storage: S3CheckpointStorage,
+                                                  seaweed_s3: SeaweedS3, s3_bucket: str,
+                                                  monkeypatch: pytest.MonkeyPatch):
+    """A native savepoint copies the checkpoint's files with CopyObject: no byte passes
+    through the process (downloading or uploading fails the test), the copy verifies
+    against the source's handle, and a missing source is a clear MissingStateError."""
+    data = os.urandom(3 * MIB)
+    source = storage.write("job/shared/abc-000012.sst", data)
+    savepoint = create_storage(f"s3://{s3_bucket}/savepoints/sp-1", seaweed_s3.config(s3_bucket))
+
+    def no_transfer(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the copy moved bytes through this process")
+
+    monkeypatch.setattr(S3CheckpointStorage, "download", no_transfer)
+    monkeypatch.setattr(S3CheckpointStorage, "write_file", no_transfer)
+    copy = savepoint.copy(source, "shared/000012.sst")
+    assert copy.uri == f"s3://{s3_bucket}/savepoints/sp-1/shared/000012.sst"
+    assert (copy.length, copy.checksum) == (source.length, source.checksum)
+    assert savepoint.read(copy) == data
+    with pytest.raises(MissingStateError, match="does not exist"):
+        savepoint.copy(StreamStateHandle(source.uri + "-gone", 3, source.checksum), "x")

@@ -214,3 +214,89 @@ def test_claim_hands_the_snapshot_to_the_job(cluster_factory: Any, tmp_path: Pat
     finished_exactly_once(cluster, resumed, out, N)
     leftovers = [p for p in metadata.parent.rglob("*") if p.is_file()]
     assert not leftovers, leftovers
+
+
+def test_native_savepoint_on_s3_moved_to_a_file_system_restores(
+        cluster_factory: Any, tmp_path: Path, seaweed_s3: Any, s3_bucket: str) -> None:
+    """Checkpoints and an incremental native savepoint on S3 (SeaweedFS); the savepoint,
+    downloaded to a local directory, resumes the job exactly once."""
+    s3 = {k: v for k, v in seaweed_s3.config(s3_bucket, "checkpoints").to_dict().items()}
+    cluster = cluster_factory(2, 2, *(f"{k}={v}" for k, v in s3.items()))
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = {**_config(tmp_path), **s3}
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    path = _last_line(cluster.weir("stop", job_id, "--type", "native", "--savepoint-path",
+                                   f"s3://{s3_bucket}/savepoints"))
+    assert path.startswith(f"s3://{s3_bucket}/savepoints/savepoint-")
+    client = seaweed_s3.client()
+    prefix = path.removeprefix(f"s3://{s3_bucket}/") + "/"
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix=prefix)
+            .get("Contents", [])]
+    assert any("/shared/" in k for k in keys), keys  # RocksDB files, in the savepoint
+    local = tmp_path / "downloaded"
+    for key in keys:
+        target = local / key[len(prefix):]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        client.download_file(s3_bucket, key, str(target))
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate,
+                     run_args=("-s", str(local)), **HELD)
+    finished_exactly_once(cluster, resumed, out, N)
+
+
+def test_a_failed_stop_leaves_the_job_running(cluster_factory: Any, tmp_path: Path) -> None:
+    """The savepoint cannot be written (its directory is a file): `weir stop` says why,
+    exits 2, and the job runs on to an exactly-once end."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("in the way")
+    failed = cluster.weir("stop", job_id, "--savepoint-path", str(blocker))
+    assert failed.returncode == 2 and "the savepoint failed" in failed.stderr, failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert status_name(job_details(cluster, job_id)) == "RUNNING"
+    # Periodic checkpoints go on after the failed stop.
+    before = job_details(cluster, job_id).last_checkpoint_id
+    poll(lambda: job_details(cluster, job_id).last_checkpoint_id > before, 30,
+         what="a checkpoint after the failed stop")
+    gate.touch()
+    finished_exactly_once(cluster, job_id, out, N)
+
+
+def test_stop_with_drain_fires_the_open_windows(cluster_factory: Any, tmp_path: Path) -> None:
+    """--drain ends event time before the savepoint: the windows still open fire (with
+    what they hold), so the output has window results a plain stop leaves in state."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    _last_line(cluster.weir("stop", "--drain", job_id, "--savepoint-path", str(tmp_path)))
+    assert status_name(job_details(cluster, job_id)) == "FINISHED"
+    committed, expected = committed_output(out), expected_output(N, 13, 1000)
+    early = [r for r in committed - expected if r[0] == "window"]
+    assert early, "no window fired at the drain"
+    assert not [r for r in committed - expected if r[0] != "window"]
+
+
+def test_a_retained_checkpoint_of_a_cancelled_job_restores_like_a_savepoint(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """RETAIN_ON_CANCELLATION keeps the latest checkpoint; `weir run -s <chk-dir>` resumes
+    from it exactly once (the records after it are produced again, once)."""
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _config(tmp_path, **{
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"})
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, **HELD)
+    checkpoint = _running_with_checkpoint(cluster, job_id).last_checkpoint_path
+    cancelled = cluster.weir("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    latest = job_details(cluster, job_id).last_checkpoint_path
+    assert latest.startswith(checkpoint.rsplit("/", 1)[0])
+    assert (Path(latest.removeprefix("file://")) / "_metadata").exists()
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
+                     run_args=("--from-savepoint", latest), **HELD)
+    finished_exactly_once(cluster, resumed, out, N)

@@ -181,3 +181,39 @@ def test_unaligned_checkpoints_refuse_concurrent_checkpoints() -> None:
         "execution.checkpointing.max-concurrent-checkpoints": "2"})
     with pytest.raises(ConfigError, match="max-concurrent-checkpoints"):
         checkpoint_config(conf)
+
+
+def test_savepoint_metadata_is_relative_and_restores_wherever_it_is(tmp_path):
+    """Every path in a savepoint's _metadata is relative to its directory (local copies
+    dropped); read back from a copy elsewhere, the paths point into the copy."""
+    import json
+    import shutil
+
+    from weir.checkpoint.metadata import read_metadata, write_savepoint_metadata
+    from weir.checkpoint.storage import create_storage
+    from weir.proto.checkpoint_pb2 import CheckpointMetadata, StreamHandle
+
+    original = create_storage(str(tmp_path / "sp"))
+    base = original.base_uri
+    keyed = {"kind": "canonical", "key_group_range": [0, 127], "checkpoint_id": 3,
+             "data": {"uri": f"{base}/1-0/keyed-state.canonical", "length": 4,
+                      "checksum": "crc32c:00000000"},
+             "local": {"directory": "/te/local", "files": {}}}
+    metadata = CheckpointMetadata(job_id="j", checkpoint_id=3, savepoint=True)
+    sub = metadata.subtasks.add(vertex_id=1, subtask_index=0)
+    sub.state.operators.add(operator_uid="op", keyed_state=json.dumps([keyed]),
+                            operator_state=StreamHandle(uri=f"{base}/1-0/operator-state",
+                                                        size=2))
+    sub.state.channel_state.data.uri = "s3://elsewhere/absolute/stays"
+    write_savepoint_metadata(original, metadata)
+    raw = (tmp_path / "sp" / "_metadata").read_bytes()
+    assert base.encode() not in raw and b"/te/local" not in raw
+    shutil.copytree(tmp_path / "sp", tmp_path / "moved")
+    moved = create_storage(str(tmp_path / "moved")).base_uri
+    restored = read_metadata(create_storage(str(tmp_path)), moved)
+    operator = restored.subtasks[0].state.operators[0]
+    assert operator.operator_state.uri == f"{moved}/1-0/operator-state"
+    handle = json.loads(operator.keyed_state)[0]
+    assert handle["data"]["uri"] == f"{moved}/1-0/keyed-state.canonical"
+    assert handle["local"] is None
+    assert restored.subtasks[0].state.channel_state.data.uri == "s3://elsewhere/absolute/stays"

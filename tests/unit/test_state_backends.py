@@ -399,7 +399,7 @@ def test_restoring_a_state_as_another_kind_is_refused(tmp_path, backend_type):
         assert same.get_state(ValueStateDescriptor("count")).value() == 3
         restore(other, [handle], storage)
         other.owner = "counts"
-        with pytest.raises(IncompatibleStateError, match="operator 'counts'.*'count' is value"):
+        with pytest.raises(IncompatibleStateError, match=r"operator 'counts'.*'count' is value"):
             other.get_state(ListStateDescriptor("count"))
     finally:
         for backend in (old, same, other):
