@@ -81,8 +81,10 @@ class KeyedStateBackend(ABC):
         self._handles: dict[str, Any] = {}
         #: Set by a lazy restore until every key group is loaded (see state/lazy.py).
         self._restore_gate: KeyGroupGate | None = None
-        #: ``state.backend.restore.lazy``, set by the factory; ``restore()`` reads it.
+        #: ``state.backend.restore.lazy`` and ``...rocksdb.restore.rescale-method``, set by
+        #: the factory; ``restore()`` reads them.
         self.lazy_restore = False
+        self.rescale_method = "clip"
         self._snapshot_strategies: dict[str, SnapshotStrategy] = {}
         #: Kinds of the states a restore brought, by name (checked on registration), and
         #: whose state this is (the operator uid, for messages).

@@ -31,6 +31,7 @@ def create_keyed_state_backend(config: Configuration, max_parallelism: int,
     ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state."""
     backend = _create(config, max_parallelism, key_group_range, operator)
     backend.lazy_restore = bool(config.get(options.LAZY_RESTORE))
+    backend.rescale_method = str(config.get(options.RESCALE_METHOD))
     return backend
 
 

@@ -21,6 +21,13 @@ LAZY_RESTORE = Option(
     "state.backend.restore.lazy", bool, default=False,
     doc="Start processing before all key groups are restored; a record waits only for "
         "its own key group.")
+RESCALE_METHOD = Option(
+    "state.backend.rocksdb.restore.rescale-method", str, default="clip",
+    choices=("clip", "baseline"),
+    doc="How RocksDB native state is restored at another parallelism: clip (open the "
+        "overlapping instance with the most key groups and delete the others' key groups "
+        "from it, then insert the rest) or baseline (an empty instance, every row "
+        "inserted).")
 LOCAL_RECOVERY = Option(
     "state.backend.local-recovery", bool, default=False,
     doc="Keep a verified secondary copy of each snapshot in the TaskExecutor's working "

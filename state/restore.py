@@ -112,7 +112,7 @@ def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
 
 def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
             storage: CheckpointStorage, *, lazy: bool | None = None,
-            rescale_method: str = "clip", wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
+            rescale_method: str | None = None, wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
             transfer_threads: int = TRANSFER_THREADS, build_on: bool = True) -> RestoreResult:
     """Restore the key groups of ``backend`` (a fresh one) from ``handles``, any kind, any
     old key-group ranges; handles that do not overlap are skipped.
@@ -121,7 +121,8 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
     remote files (their URIs are absolute). ``lazy`` (default: the backend's
     ``state.backend.restore.lazy``) returns as soon as the loader thread started, for
     canonical handles; native RocksDB handles are always restored before returning.
-    ``rescale_method`` is ``clip`` or ``baseline`` for native handles into RocksDB.
+    ``rescale_method`` is ``clip`` or ``baseline`` for native handles into RocksDB
+    (default: the backend's ``state.backend.rocksdb.restore.rescale-method``).
     ``build_on`` False: the snapshot is not the job's (NO_CLAIM), so the backend's next
     incremental snapshot must not build on its files.
 
@@ -141,6 +142,7 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
         msg = f"cannot restore keyed state handles of kind {unknown[0].kind!r}"
         raise StateError(msg)
     lazy = backend.lazy_restore if lazy is None else lazy
+    rescale_method = rescale_method or backend.rescale_method
     if native:
         if lazy:
             log.info("lazy restore needs canonical snapshots; restoring the %d RocksDB native "
