@@ -289,6 +289,9 @@ class CheckpointCoordinator:
         self._end_of_data.clear()
         self._job_running = True
         self._trigger_now = False
+        # A job that runs again after a stop's savepoint (a failure before it ended)
+        # takes checkpoints again.
+        self._stopping = False
         self._last_trigger_ms = self._clock()
         return []
 
@@ -537,7 +540,14 @@ class CheckpointCoordinator:
         self._record(pending, CheckpointStats.COMPLETED, path=path, end_ms=now)
         actions: list[Action] = [SnapshotRequestCompleted(pending.checkpoint_id, path)]
         if pending.options.terminate:
+            # Sinks commit it: should the job fail before it ended, it must restore this
+            # savepoint, not an older checkpoint (the user's still: never deleted).
+            assert pending.metadata is not None
             self._stopping = True
+            self._completed.append(CompletedCheckpoint(pending.checkpoint_id,
+                                                       pending.metadata, path, owned=False))
+            while len(self._completed) > self.config.num_retained:
+                actions += self._discard_completed(self._completed.popleft())
             actions.append(NotifyCheckpointComplete(pending.checkpoint_id,
                                                     tuple(sorted(pending.acknowledged))))
         return actions

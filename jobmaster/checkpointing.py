@@ -51,6 +51,7 @@ from weir.checkpoint.storage import (
     CheckpointStorage,
     StreamStateHandle,
     create_storage,
+    reader_for,
     target_uri,
 )
 from weir.core.clock import wall_clock_ms
@@ -270,12 +271,17 @@ class JobCheckpointing:
     def _check(self, checkpoint: CompletedCheckpoint) -> str | None:
         """What makes ``checkpoint`` unusable (None: nothing); raises
         StorageUnreachableError when the storage does not answer."""
+        storage = self.storage
+        if checkpoint.external_path.partition(":")[0] != storage.base_uri.partition(":")[0]:
+            # A savepoint the job started from, elsewhere (s3:// while checkpoints go to
+            # file://, or the other way round).
+            storage = reader_for(f"{checkpoint.external_path}/{METADATA_NAME}", self.config)
         try:
-            stored = read_metadata(self.storage, checkpoint.external_path)
+            stored = read_metadata(storage, checkpoint.external_path)
             if stored.checkpoint_id != checkpoint.checkpoint_id:
                 return (f"its _metadata names checkpoint {stored.checkpoint_id}, not "
                         f"{checkpoint.checkpoint_id}")
-            missing = missing_files(self.storage, stored)
+            missing = missing_files(storage, stored)
         except StorageUnreachableError:
             raise
         except WeirError as err:

@@ -3,7 +3,14 @@ network, no storage."""
 
 from __future__ import annotations
 
-from tests.unit.test_checkpoint_coordinator import ack_all, complete, coordinator, trigger
+from tests.unit.test_checkpoint_coordinator import (
+    TASKS,
+    UPSTREAM,
+    ack_all,
+    complete,
+    coordinator,
+    trigger,
+)
 from weir.checkpoint.coordinator import (
     CompletedCheckpoint,
     DiscardCheckpoint,
@@ -168,3 +175,26 @@ def test_a_failover_before_the_first_checkpoint_restores_the_snapshot() -> None:
     c.add_completed(_restored(owned=False, claimed=False))
     latest = c.latest_completed()
     assert latest is not None and latest.checkpoint_id == 40 and not latest.owned
+
+
+def test_a_job_failing_after_its_stop_savepoint_restores_it_and_checkpoints_again() -> None:
+    """Sinks commit a stop's savepoint: a failure before the job ended must restore it
+    (not an older checkpoint, whose data they committed already); it stays the user's."""
+    clock = ManualClock(0)
+    c = coordinator(clock)
+    first = trigger(c, clock)
+    complete(c, first.checkpoint_id)
+    stop = only(c.on_snapshot_request(savepoint_options(terminate=True)), TriggerCheckpoint)
+    assert isinstance(stop, TriggerCheckpoint)
+    ack_all(c, stop.checkpoint_id)
+    actions = c.on_finalized(stop.checkpoint_id, TARGET)
+    latest = c.latest_completed()
+    assert latest is not None and latest.checkpoint_id == stop.checkpoint_id
+    assert not latest.owned and latest.external_path == TARGET
+    discard = only(actions, DiscardCheckpoint)  # the older checkpoint is subsumed
+    assert isinstance(discard, DiscardCheckpoint) and discard.checkpoint_id == 1
+    c.on_job_not_running()
+    c.on_job_running(TASKS, UPSTREAM)
+    for task in TASKS:
+        c.on_task_running(task.attempt_id)
+    assert isinstance(trigger(c, clock), TriggerCheckpoint)

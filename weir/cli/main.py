@@ -512,6 +512,10 @@ def _stop(client: Any, args: argparse.Namespace) -> int:
     except JobExecutionError as err:
         print(f"job {args.job_id} ended {err.status.lower()} after its savepoint",
               file=sys.stderr)
+    except TimeoutError:
+        print(f"job {args.job_id} did not end within 120 s of its savepoint (a task failed "
+              "meanwhile and it runs again from the savepoint?): see `weir status "
+              f"{args.job_id}`", file=sys.stderr)
     print(path)
     return EXIT_OK
 
