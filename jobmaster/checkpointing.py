@@ -334,11 +334,11 @@ class JobCheckpointing:
             terminate=request.terminate, drain=request.terminate and request.drain)))
 
     def request_checkpoint(self, done: Callable[[str | None, str | None], None]) -> None:
-        """Take an aligned checkpoint now (rescaling, updating the job; main thread): it is
-        retained like the periodic ones, and has no in-flight data to redistribute.
-        ``done(path, None)`` or ``done(None, why)`` follows on the main thread."""
+        """Take a checkpoint now (rescaling, updating the job; main thread), as the
+        periodic ones are taken (unaligned ones too: under backpressure an aligned one
+        could take long; their in-flight data is redistributed on restore), retained like
+        them. ``done(path, None)`` or ``done(None, why)`` follows on the main thread."""
         options = self.coordinator.config.options()
-        options.unaligned, options.aligned_timeout_ms = False, 0
         if not self._begin_request(done, "checkpoint"):
             return
         self._run(self.coordinator.on_snapshot_request(options))

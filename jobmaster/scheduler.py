@@ -383,7 +383,10 @@ class JobScheduler:
                 blocking=self.batch)
         for edge in vertex.inputs:
             gate = tdd.input_gates.add(input_index=edge.input_index,
-                                       source_vertex=edge.source_vertex)
+                                       source_vertex=edge.source_vertex,
+                                       partitioner=edge.partitioner,
+                                       key_selector=edge.key_selector,
+                                       max_parallelism=vertex.max_parallelism)
             producers = graph.vertices[edge.source_vertex]
             if edge.partitioner == common_pb2.FORWARD:
                 pairs = [(producers[ev.subtask_index], 0)]

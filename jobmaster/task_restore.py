@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 
-from weir.core.errors import StateError
 from weir.proto import checkpoint_pb2, jobgraph_pb2
 from weir.state.handles import KeyedStateHandle
 from weir.state.key_groups import key_group_range_for_operator
@@ -84,14 +83,24 @@ def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_p
                     len(KeyedStateHandle.from_dict(h).overlap(owned_groups))
                     for h in json.loads(state.keyed_state)):
                 operator.keyed_state.append(state.keyed_state)
-    if mine is not None and mine.state.HasField("channel_state") and not without_channel_state:
-        if old_parallelism != vertex.parallelism:
-            msg = (f"checkpoint {metadata.checkpoint_id} holds in-flight data of '{vertex.name}' "
-                   f"at parallelism {old_parallelism}; it restores only at that parallelism "
-                   "(or set execution.checkpointing.recover-without-channel-state."
-                   "checkpoint-id to drop it, losing those records)")
-            raise StateError(msg)
-        restore.channel_state.CopyFrom(mine.state.channel_state)
+    if without_channel_state or not same:
+        return restore
+    if old_parallelism == vertex.parallelism:
+        if mine is not None and mine.state.HasField("channel_state"):
+            restore.channel_state.CopyFrom(mine.state.channel_state)
+        return restore
+    # Rescaled: every subtask filters every old subtask's input records; old subtask j's
+    # output records go out again from subtask j % parallelism, through its partitioners.
+    old = subtasks.get(vertex.id, {})
+    states = [old[j].state.channel_state if j in old and old[j].state.HasField(
+        "channel_state") else None for j in range(old_parallelism)]
+    if any(states):
+        for state in states:
+            restore.rescaled_inputs.add().CopyFrom(
+                state or checkpoint_pb2.ChannelStateHandle())
+        for j, state in enumerate(states):
+            if state is not None and j % vertex.parallelism == subtask_index:
+                restore.rescaled_outputs.add().CopyFrom(state)
     return restore
 
 

@@ -80,14 +80,16 @@ class OperatorSubtaskState(_message.Message):
     def __init__(self, operator_uid: _Optional[str] = ..., keyed_state: _Optional[str] = ..., operator_state: _Optional[_Union[StreamHandle, _Mapping]] = ..., keyed_state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ..., operator_state_split_only: _Optional[bool] = ...) -> None: ...
 
 class ChannelStateHandle(_message.Message):
-    __slots__ = ("data", "input_bytes", "output_bytes")
+    __slots__ = ("data", "input_bytes", "output_bytes", "gate_channels")
     DATA_FIELD_NUMBER: _ClassVar[int]
     INPUT_BYTES_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GATE_CHANNELS_FIELD_NUMBER: _ClassVar[int]
     data: StreamHandle
     input_bytes: int
     output_bytes: int
-    def __init__(self, data: _Optional[_Union[StreamHandle, _Mapping]] = ..., input_bytes: _Optional[int] = ..., output_bytes: _Optional[int] = ...) -> None: ...
+    gate_channels: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, data: _Optional[_Union[StreamHandle, _Mapping]] = ..., input_bytes: _Optional[int] = ..., output_bytes: _Optional[int] = ..., gate_channels: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TaskStateSnapshot(_message.Message):
     __slots__ = ("operators", "channel_state")

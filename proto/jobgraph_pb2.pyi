@@ -92,14 +92,20 @@ class InputChannelDeployment(_message.Message):
     def __init__(self, shuffle_descriptor: _Optional[bytes] = ..., subpartition: _Optional[int] = ...) -> None: ...
 
 class InputGateDeployment(_message.Message):
-    __slots__ = ("input_index", "source_vertex", "channels")
+    __slots__ = ("input_index", "source_vertex", "channels", "partitioner", "key_selector", "max_parallelism")
     INPUT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SOURCE_VERTEX_FIELD_NUMBER: _ClassVar[int]
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONER_FIELD_NUMBER: _ClassVar[int]
+    KEY_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     input_index: int
     source_vertex: int
     channels: _containers.RepeatedCompositeFieldContainer[InputChannelDeployment]
-    def __init__(self, input_index: _Optional[int] = ..., source_vertex: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[InputChannelDeployment, _Mapping]]] = ...) -> None: ...
+    partitioner: _common_pb2.PartitionerType
+    key_selector: bytes
+    max_parallelism: int
+    def __init__(self, input_index: _Optional[int] = ..., source_vertex: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[InputChannelDeployment, _Mapping]]] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., max_parallelism: _Optional[int] = ...) -> None: ...
 
 class TaskDeploymentDescriptor(_message.Message):
     __slots__ = ("job_id", "job_name", "attempt_id", "vertex_id", "task_name", "subtask_index", "parallelism", "max_parallelism", "attempt_number", "chain", "source", "input_gates", "partitions", "config", "allocation_id", "operator_names", "operator_uids", "restore")
@@ -149,18 +155,22 @@ class TaskDeploymentDescriptor(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., attempt_id: _Optional[str] = ..., vertex_id: _Optional[int] = ..., task_name: _Optional[str] = ..., subtask_index: _Optional[int] = ..., parallelism: _Optional[int] = ..., max_parallelism: _Optional[int] = ..., attempt_number: _Optional[int] = ..., chain: _Optional[bytes] = ..., source: _Optional[bytes] = ..., input_gates: _Optional[_Iterable[_Union[InputGateDeployment, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[ResultPartitionDeployment, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., allocation_id: _Optional[str] = ..., operator_names: _Optional[_Iterable[str]] = ..., operator_uids: _Optional[_Iterable[str]] = ..., restore: _Optional[_Union[TaskRestore, _Mapping]] = ...) -> None: ...
 
 class TaskRestore(_message.Message):
-    __slots__ = ("checkpoint_id", "operators", "channel_state", "finished", "not_owned")
+    __slots__ = ("checkpoint_id", "operators", "channel_state", "finished", "not_owned", "rescaled_inputs", "rescaled_outputs")
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATORS_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_STATE_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     NOT_OWNED_FIELD_NUMBER: _ClassVar[int]
+    RESCALED_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    RESCALED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     operators: _containers.RepeatedCompositeFieldContainer[OperatorRestore]
     channel_state: _checkpoint_pb2.ChannelStateHandle
     finished: bool
     not_owned: bool
-    def __init__(self, checkpoint_id: _Optional[int] = ..., operators: _Optional[_Iterable[_Union[OperatorRestore, _Mapping]]] = ..., channel_state: _Optional[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]] = ..., finished: _Optional[bool] = ..., not_owned: _Optional[bool] = ...) -> None: ...
+    rescaled_inputs: _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.ChannelStateHandle]
+    rescaled_outputs: _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.ChannelStateHandle]
+    def __init__(self, checkpoint_id: _Optional[int] = ..., operators: _Optional[_Iterable[_Union[OperatorRestore, _Mapping]]] = ..., channel_state: _Optional[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]] = ..., finished: _Optional[bool] = ..., not_owned: _Optional[bool] = ..., rescaled_inputs: _Optional[_Iterable[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]]] = ..., rescaled_outputs: _Optional[_Iterable[_Union[_checkpoint_pb2.ChannelStateHandle, _Mapping]]] = ...) -> None: ...
 
 class OperatorRestore(_message.Message):
     __slots__ = ("operator_uid", "keyed_state", "operator_state")

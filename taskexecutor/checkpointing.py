@@ -115,9 +115,12 @@ class SubtaskCheckpointing:
                  storage: Callable[[], CheckpointStorage], pool: UploadPool,
                  responder: CheckpointResponder, clock_ms: Callable[[], int],
                  local_root: Path | None = None,
-                 savepoint_storage: Callable[[str], CheckpointStorage] | None = None) -> None:
+                 savepoint_storage: Callable[[str], CheckpointStorage] | None = None,
+                 gate_channels: list[int] | None = None) -> None:
         """``local_root``: task-local recovery keeps a copy of every file there too.
-        ``savepoint_storage``: the storage of a savepoint's directory (its URI)."""
+        ``savepoint_storage``: the storage of a savepoint's directory (its URI).
+        ``gate_channels``: channels per input gate (recorded with in-flight data)."""
+        self._gate_channels = list(gate_channels or [])
         self._savepoint_storage = savepoint_storage or _no_savepoints
         self.job_id = job_id
         self.attempt_id = attempt_id
@@ -317,6 +320,7 @@ class SubtaskCheckpointing:
                 written = storage.write(path, data)
                 self._keep_local(checkpoint_id, pending, CHANNEL_STATE_FILE, data)
                 state.channel_state.data.CopyFrom(from_stream_handle(written))
+                state.channel_state.gate_channels.extend(self._gate_channels)
                 state.channel_state.input_bytes = pending.channel_state.input_bytes
                 state.channel_state.output_bytes = pending.channel_state.output_bytes
                 metrics.persisted_bytes = written.length

@@ -16,7 +16,7 @@ from weir.checkpoint.channel_state import ChannelState, read_channel_state
 from weir.checkpoint.metadata import to_stream_handle
 from weir.checkpoint.storage import StreamStateHandle
 from weir.core.errors import CorruptStateError, MissingStateError
-from weir.proto import jobgraph_pb2, jobmaster_pb2
+from weir.proto import checkpoint_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.state.handles import KeyedStateHandle
 from weir.state.local_recovery import RestoreStorage
 from weir.taskexecutor.operator import StateContext
@@ -64,6 +64,23 @@ class TaskStateRestore:
         handle = to_stream_handle(self._restore.channel_state.data)
         data = self._read(handle, "in-flight data (channel state)")
         return read_channel_state(data, handle.uri)
+
+    def rescaled_channel_state(self) -> tuple[list[ChannelState],
+                                              list[tuple[int, ChannelState, list[int]]]]:
+        """Restored at another parallelism: the old subtasks' in-flight data whose output
+        records this subtask sends again, and every old subtask's (index, data, channels
+        per input gate) whose input records it takes its share of."""
+        outputs = [self._channel_state(h, "in-flight output data of an old subtask")
+                   for h in self._restore.rescaled_outputs]
+        inputs = [(index, self._channel_state(h, f"in-flight input data of old subtask "
+                                                 f"{index}"), list(h.gate_channels))
+                  for index, h in enumerate(self._restore.rescaled_inputs) if h.data.uri]
+        return outputs, inputs
+
+    def _channel_state(self, handle: checkpoint_pb2.ChannelStateHandle, what: str
+                       ) -> ChannelState:
+        stream = to_stream_handle(handle.data)
+        return read_channel_state(self._read(stream, what), stream.uri)
 
     def stats(self, duration_ms: int) -> jobmaster_pb2.RestoreStats:
         """What this restore cost so far (a lazy restore may still be loading)."""

@@ -71,6 +71,7 @@ from weir.shuffle.api import (
     ShuffleEnvironment,
     TaskShuffleContext,
 )
+from weir.state.key_groups import operator_indexes
 from weir.state.local_recovery import RestoreStorage
 from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.checkpointing import SubtaskCheckpointing, UploadPool
@@ -81,7 +82,12 @@ from weir.taskexecutor.operator import (
     StateContext,
 )
 from weir.taskexecutor.operator_chain import OperatorChain, TaskCounters
-from weir.taskexecutor.record_writer import WATERMARK_EVENT, WATERMARK_STATUS_EVENT, RecordWriter
+from weir.taskexecutor.record_writer import (
+    WATERMARK_EVENT,
+    WATERMARK_STATUS_EVENT,
+    RecordWriter,
+    split_by_target,
+)
 from weir.taskexecutor.restore import TaskStateRestore
 from weir.taskexecutor.source_reader_state import SourceReaderState
 from weir.taskexecutor.watermark_valve import StatusWatermarkValve
@@ -202,6 +208,7 @@ class Task:
         self._stop_savepoint: int | None = None
         self._stopped = False
         self._savepoint_storages: dict[str, CheckpointStorage] = {}
+        self._record_writers: list[RecordWriter] = []
 
     # -- called from other threads ----------------------------------------------------------
 
@@ -295,6 +302,7 @@ class Task:
             key = cloudpickle.loads(deployment.key_selector) if deployment.key_selector else None
             writers.append(RecordWriter(writer, deployment.partitioner, key,
                                         deployment.max_parallelism, tdd.subtask_index))
+        self._record_writers = writers
         channels = 0
         for deployment in tdd.input_gates:
             gate = self._shuffle.create_input_gate(shuffle_ctx, deployment)
@@ -353,7 +361,8 @@ class Task:
             partitioners=[p.partitioner for p in self.tdd.partitions],
             storage=self._checkpoint_storage, pool=self._upload_pool,
             responder=self._gateway, clock_ms=wall_clock_ms,
-            local_root=self._local_state_root, savepoint_storage=self._savepoint_storage)
+            local_root=self._local_state_root, savepoint_storage=self._savepoint_storage,
+            gate_channels=[len(d.channels) for d in self.tdd.input_gates])
         if channels:
             at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
             self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once)
@@ -382,6 +391,7 @@ class Task:
         before any new input (both were in flight at the checkpoint)."""
         state = restore.channel_state()
         if state is None:
+            self._restore_rescaled_channel_state(restore)
             return
         for (partition, subpartition), batches in sorted(state.outputs.items()):
             for elements in batches:
@@ -392,6 +402,50 @@ class Task:
             self._replay.extend((channel, elements) for elements in batches)
         log.info("task %s restored %d output and %d input buffers of in-flight data",
                  self.name, sum(map(len, state.outputs.values())), len(self._replay))
+
+    def _restore_rescaled_channel_state(self, restore: TaskStateRestore) -> None:
+        """In-flight data of an unaligned checkpoint taken at another parallelism: output
+        records go out again through this subtask's partitioners (a keyed edge routes
+        them by key group to the consumers of the new parallelism); of the input records,
+        this subtask takes those of its key groups (keyed gates) or those of the old
+        subtasks it stands in for (old index modulo parallelism, other gates)."""
+        outputs, inputs = restore.rescaled_channel_state()
+        for state in outputs:
+            for (partition, _), batches in sorted(state.outputs.items()):
+                for elements in batches:
+                    self._record_writers[partition].emit(elements)
+        for writer in self._writers:
+            writer.flush_all()
+        selectors: dict[int, Any] = {}
+        replayed = 0
+        for old_index, state, gate_channels in inputs:
+            for channel, batches in sorted(state.inputs.items()):
+                gate = _gate_of(channel, gate_channels)
+                for elements in batches:
+                    mine = self._my_share(elements, gate, old_index, selectors)
+                    if mine is not None and len(mine):
+                        self._replay.append((channel, mine))
+                        replayed += 1
+        if outputs or inputs:
+            log.info("task %s restored in-flight data of %d old subtasks at another "
+                     "parallelism: %d output batches sent again, %d input batches to "
+                     "process", self.name, len(inputs), sum(
+                         len(b) for s in outputs for b in s.outputs.values()), replayed)
+
+    def _my_share(self, elements: Elements, gate: int, old_index: int,
+                  selectors: dict[int, Any]) -> Elements | None:
+        tdd = self.tdd
+        deployment = tdd.input_gates[gate] if gate < len(tdd.input_gates) else None
+        if deployment is None or deployment.partitioner != common_pb2.HASH:
+            return elements if old_index % tdd.parallelism == tdd.subtask_index else None
+        if gate not in selectors:
+            selectors[gate] = cloudpickle.loads(deployment.key_selector)
+        groups = selectors[gate].key_groups(elements, deployment.max_parallelism)
+        targets = operator_indexes(groups, deployment.max_parallelism, tdd.parallelism)
+        for target, part in split_by_target(elements, targets, tdd.parallelism):
+            if target == tdd.subtask_index:
+                return part
+        return None
 
     def _push_collect(self, data: bytes, end: bool) -> None:
         self._gateway.push_collect(self.tdd.job_id, self.tdd.subtask_index, self.attempt_id,
@@ -745,3 +799,12 @@ class Task:
                 with contextlib.suppress(Exception):
                     writer.fail(cause)
                     writer.release()
+
+
+def _gate_of(channel: int, gate_channels: list[int]) -> int:
+    """The input gate of task-wide channel number ``channel`` (0 without gate sizes)."""
+    for gate, count in enumerate(gate_channels):
+        if channel < count:
+            return gate
+        channel -= count
+    return 0

@@ -216,3 +216,71 @@ def test_an_update_whose_state_does_not_fit_is_rolled_back(
     for _, key, count in records:
         got[(key, count)] += 1
     assert got == dict(running_counts(n, 7))
+
+
+BACKPRESSURED_COUNTS = '''
+import sys
+import time
+
+from weir import FileSink, KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
+
+OUT, N, KEYS = sys.argv[1], int(sys.argv[2]), 11
+
+
+class SlowCount(KeyedProcessFunction):
+    # About 1,000 records/s per subtask, far slower than the source: the buffers between
+    # them are full, and unaligned barriers overtake them.
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value, ctx):
+        time.sleep(0.001)
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield (value % KEYS, count)
+
+
+def paced(n):
+    # A little faster than the counts (about 1,250 records/s per subtask): the buffers
+    # fill up while the source still runs, so barriers overtake them (a source that has
+    # ended sends its barriers behind its data).
+    time.sleep(0.0008)
+    return n
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.set_parallelism(2)
+(env.from_sequence(0, N - 1).uid("numbers").map(paced).uid("paced")
+    .key_by(lambda n: n % KEYS).process(SlowCount()).uid("counts")
+    .sink_to(FileSink(OUT, format="json")).uid("sink"))
+env.execute("backpressured counts")
+'''
+
+
+def test_rescale_from_an_unaligned_checkpoint_redistributes_in_flight_data(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """Under backpressure the rescale's checkpoint is unaligned and holds in-flight data
+    (persisted bytes > 0); redistributed by key group to the new parallelism, every
+    key's running count is still 1..its total, once each."""
+    cluster = cluster_factory(2, 2)
+    out, n = tmp_path / "out", 24_000
+    job = write_job(tmp_path, BACKPRESSURED_COUNTS, "backpressured.py")
+    config = _config(tmp_path, **{"execution.checkpointing.unaligned.enabled": "true",
+                                  "pipeline.batch-size": "200"})
+    pairs = [f"-D{k}={v}" for k, v in config.items()]
+    started = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+    _running(cluster, job_id)
+    _change(cluster.weir("rescale", job_id, "--parallelism", "3"))
+    details = _running(cluster, job_id, 3)
+    history = json.loads(cluster.weir("checkpoints", job_id, "--json").stdout)
+    rescaled = next(r for r in history if r["id"] == details.last_change.checkpoint_id)
+    assert rescaled["unaligned"] and rescaled["persisted_bytes"] > 0, rescaled
+    final = wait_ended(cluster, job_id, timeout=240)
+    assert status_name(final) == "FINISHED", final.failure.message
+    got: dict[tuple[int, int], int] = defaultdict(int)
+    for key, count in (json.loads(line) for part in sorted(out.glob("part-*"))
+                       for line in part.read_text().splitlines()):
+        got[(key, count)] += 1
+    assert got == dict(running_counts(n, 11))

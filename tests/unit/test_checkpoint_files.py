@@ -24,7 +24,7 @@ from weir.checkpoint.metadata import (
 )
 from weir.checkpoint.storage import StreamStateHandle, create_storage
 from weir.core.config import Configuration
-from weir.core.errors import CorruptStateError, MissingStateError, StateError
+from weir.core.errors import CorruptStateError, MissingStateError
 from weir.core.records import Elements
 from weir.jobmaster.task_restore import task_restore
 from weir.proto import checkpoint_pb2, jobgraph_pb2
@@ -121,12 +121,20 @@ def test_each_subtask_gets_its_key_groups_every_operator_state_and_its_in_flight
     assert restore.channel_state.data.uri == "file:///c/in-flight-1"
 
 
-def test_in_flight_data_can_be_left_out_and_does_not_rescale() -> None:
+def test_in_flight_data_can_be_left_out_and_is_redistributed_when_rescaled() -> None:
+    """At another parallelism every subtask reads every old subtask's in-flight data for
+    its share of the input records, and old subtask j's output records are sent again by
+    subtask j % parallelism."""
     metadata = metadata_with_two_subtasks()
     restore = task_restore(metadata, vertex(2), 0, without_channel_state=True)
-    assert not restore.HasField("channel_state")
-    with pytest.raises(StateError, match="only at that parallelism"):
-        task_restore(metadata, vertex(1), 0)
+    assert not restore.HasField("channel_state") and not restore.rescaled_inputs
+    for parallelism, subtask, outputs in ((1, 0, [0, 1]), (3, 1, [1]), (3, 2, [])):
+        rescaled = task_restore(metadata, vertex(parallelism), subtask)
+        assert not rescaled.HasField("channel_state")
+        assert [h.data.uri for h in rescaled.rescaled_inputs] == \
+            ["file:///c/in-flight-0", "file:///c/in-flight-1"]
+        assert [h.data.uri for h in rescaled.rescaled_outputs] == \
+            [f"file:///c/in-flight-{j}" for j in outputs]
 
 
 def test_a_finished_subtask_finishes_again() -> None:
