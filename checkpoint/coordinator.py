@@ -145,6 +145,8 @@ class FinalizeCheckpoint:
     metadata: CheckpointMetadata
     #: A savepoint's directory ("" for a checkpoint).
     target_location: str = ""
+    #: Restored after a failure if it completes (checkpoints, and a stop's savepoint).
+    retained: bool = True
 
 
 @dataclass(frozen=True)
@@ -493,7 +495,9 @@ class CheckpointCoordinator:
         pending.metadata = self._metadata(pending)
         pending.metadata.completion_timestamp_ms = self._clock()
         return [FinalizeCheckpoint(checkpoint_id, pending.metadata,
-                                   pending.options.target_location)]
+                                   pending.options.target_location,
+                                   retained=not pending.options.savepoint
+                                   or pending.options.terminate)]
 
     def on_decline(self, attempt_id: str, checkpoint_id: int, reason: Reason,
                    message: str) -> list[Action]:

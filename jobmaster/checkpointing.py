@@ -466,9 +466,12 @@ class JobCheckpointing:
 
         def write() -> str:
             if action.target_location:
-                return write_savepoint_metadata(self._savepoints[action.target_location],
+                path = write_savepoint_metadata(self._savepoints[action.target_location],
                                                 metadata)
-            path = write_metadata(self.storage, metadata)
+            else:
+                path = write_metadata(self.storage, metadata)
+            if not action.retained:
+                return path
             if self.on_metadata_written is not None:
                 self.on_metadata_written(checkpoint_id, path)
             return path

@@ -31,6 +31,7 @@ from typing import Any
 
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.checkpoint.metadata import missing_files, read_metadata
+from weir.checkpoint.storage import reader_for
 from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, StorageError
 from weir.jobmaster.high_availability import JOB_GRAPH_NAME, CheckpointPointer, JobStore
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
@@ -172,7 +173,7 @@ class JobRecovery:
                                "start the JobMaster with the configuration it had")
             return
         storage = job.checkpointing.storage
-        self._on_io(lambda: self._read_checkpoint(storage, pointer),
+        self._on_io(lambda: self._read_checkpoint(storage, pointer, job.checkpointing.config),
                     lambda f: self._checkpoint_read(job, pointer, f))
 
     def _snapshot_read(self, job: JobScheduler, path: str,
@@ -187,8 +188,11 @@ class JobRecovery:
         job.checkpointing.add_restored(snapshot)
         self._start(job, snapshot)
 
-    def _read_checkpoint(self, storage: Any, pointer: CheckpointPointer) -> CompletedCheckpoint:
+    def _read_checkpoint(self, storage: Any, pointer: CheckpointPointer,
+                         config: Any = None) -> CompletedCheckpoint:
         """I/O: the checkpoint a pointer names, checked against it and for missing files."""
+        if pointer.metadata_uri.partition(":")[0] != storage.base_uri.partition(":")[0]:
+            storage = reader_for(f"{pointer.metadata_uri}/_metadata", config)  # a savepoint
         try:
             metadata = read_metadata(storage, pointer.metadata_uri)
         except (CorruptStateError, MissingStateError) as err:
@@ -205,7 +209,9 @@ class JobRecovery:
             msg = (f"its latest checkpoint {pointer.metadata_uri} refers to {missing[0]}"
                    f"{more}, which does not exist")
             raise UnrecoverableJobError(msg)
-        return CompletedCheckpoint(pointer.checkpoint_id, metadata, pointer.metadata_uri)
+        # A stop's savepoint, if the job failed before it ended: the user's, never deleted.
+        return CompletedCheckpoint(pointer.checkpoint_id, metadata, pointer.metadata_uri,
+                                   owned=not metadata.savepoint)
 
     def _checkpoint_read(self, job: JobScheduler, pointer: CheckpointPointer,
                          future: Future[CompletedCheckpoint]) -> None:
@@ -222,7 +228,7 @@ class JobRecovery:
                         "trying again in %.0f s", pointer.checkpoint_id, job.job_id, err,
                         delay)
             self._main.schedule(delay, lambda: self._on_io(
-                lambda: self._read_checkpoint(storage, pointer),
+                lambda: self._read_checkpoint(storage, pointer, job.checkpointing.config),
                 lambda f: self._checkpoint_read(job, pointer, f)))
             return
         except Exception as err:  # a bug in the check itself: say so, keep the data
