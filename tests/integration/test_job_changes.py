@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import LocalCluster, job_details, poll, weir_cli, write_job
 from tests.support.exactly_once import (
     finished_exactly_once,
@@ -73,6 +75,7 @@ def test_rescale_2_to_3_to_1_is_exactly_once(cluster_factory: Any, tmp_path: Pat
     finished_exactly_once(cluster, job_id, out, N)
 
 
+@pytest.mark.slow
 def test_rescale_beyond_the_cluster_is_refused(cluster_factory: Any, tmp_path: Path) -> None:
     cluster = cluster_factory(1, 2)
     out, gate = tmp_path / "out", tmp_path / "gate"

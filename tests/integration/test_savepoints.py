@@ -216,6 +216,7 @@ def test_claim_hands_the_snapshot_to_the_job(cluster_factory: Any, tmp_path: Pat
     assert not leftovers, leftovers
 
 
+@pytest.mark.slow
 def test_native_savepoint_on_s3_moved_to_a_file_system_restores(
         cluster_factory: Any, tmp_path: Path, seaweed_s3: Any, s3_bucket: str) -> None:
     """Checkpoints and an incremental native savepoint on S3 (SeaweedFS); the savepoint,
@@ -245,6 +246,7 @@ def test_native_savepoint_on_s3_moved_to_a_file_system_restores(
     finished_exactly_once(cluster, resumed, out, N)
 
 
+@pytest.mark.slow
 def test_a_failed_stop_leaves_the_job_running(cluster_factory: Any, tmp_path: Path) -> None:
     """The savepoint cannot be written (its directory is a file): `weir stop` says why,
     exits 2, and the job runs on to an exactly-once end."""
@@ -266,6 +268,7 @@ def test_a_failed_stop_leaves_the_job_running(cluster_factory: Any, tmp_path: Pa
     finished_exactly_once(cluster, job_id, out, N)
 
 
+@pytest.mark.slow
 def test_stop_with_drain_fires_the_open_windows(cluster_factory: Any, tmp_path: Path) -> None:
     """--drain ends event time before the savepoint: the windows still open fire (with
     what they hold), so the output has window results a plain stop leaves in state."""
@@ -281,6 +284,7 @@ def test_stop_with_drain_fires_the_open_windows(cluster_factory: Any, tmp_path: 
     assert not [r for r in committed - expected if r[0] != "window"]
 
 
+@pytest.mark.slow
 def test_a_retained_checkpoint_of_a_cancelled_job_restores_like_a_savepoint(
         cluster_factory: Any, tmp_path: Path) -> None:
     """RETAIN_ON_CANCELLATION keeps the latest checkpoint; `weir run -s <chk-dir>` resumes
