@@ -42,6 +42,7 @@ bench: install
 	$(PY) benchmarks/bench_state.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_checkpoint.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_recovery.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_lifecycle.py $(BENCH_ARGS)
 
 docs: install
 	$(PY) -m weir.docgen

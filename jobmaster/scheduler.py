@@ -147,6 +147,7 @@ class JobScheduler:
         log.info("job %s starts from checkpoint %d (%s)", self.job_id,
                  checkpoint.checkpoint_id, checkpoint.external_path)
         self._set_running()
+        self._restoring_since = self.restore_timestamp_ms  # from submission (or recovery)
 
     def savepoint(self, request: jobmaster_pb2.SavepointRequest,
                   done: Callable[[str | None, str | None], None]) -> None:
@@ -493,6 +494,8 @@ class JobScheduler:
         self.restore_timestamp_ms = wall_clock_ms()
         self.sources.restore(master_states_for(checkpoint.metadata, change.graph))
         self._set_running()
+        # `weir status` reports the restore from the moment the old tasks were cancelled.
+        self._restoring_since = change.down_since
 
     def _maybe_changed(self) -> None:
         change = self._change

@@ -14,6 +14,14 @@ Example:
     ...     return ("v2", n)
     >>> fingerprint([v1]) == fingerprint([v1]), fingerprint([v1]) == fingerprint([v2])
     (True, False)
+    >>> class Tag:
+    ...     def __call__(self, n):
+    ...         return ("v1", n)
+    >>> class Tag2:
+    ...     def __call__(self, n):
+    ...         return ("v2", n)
+    >>> fingerprint([Tag()]) == fingerprint([Tag2()])
+    False
 """
 
 from __future__ import annotations
@@ -23,6 +31,10 @@ import types
 from typing import Any
 
 _SIMPLE = (int, float, complex, str, bytes, bool, type(None))
+#: Class attributes that describe the class rather than being its code.
+_CLASS_METADATA = frozenset({"__dict__", "__weakref__", "__module__", "__doc__",
+                             "__qualname__", "__annotations__", "__firstlineno__",
+                             "__static_attributes__", "__orig_bases__", "__parameters__"})
 
 
 def fingerprint(objects: list[Any]) -> str:
@@ -65,7 +77,7 @@ def _feed(digest: Any, obj: Any, seen: set[int]) -> None:
         for base in obj.__bases__:
             _feed(digest, base, seen)
         for name in sorted(vars(obj)):
-            if not name.startswith("__"):
+            if name not in _CLASS_METADATA:  # dunder methods (__call__, ...) are code
                 digest.update(name.encode())
                 _feed(digest, vars(obj)[name], seen)
     elif isinstance(obj, staticmethod | classmethod):
