@@ -239,8 +239,11 @@ def restore_native(backend: RocksDBStateBackend,
                 backend.clip()
             stats.base_checkpoint = base.checkpoint_id
             stats.insert_seconds += time.perf_counter() - started
-            if base.key_group_range == owned and not others and build_on:
-                backend.restored_from(base)  # the instance *is* that checkpoint
+            if build_on:
+                # The instance holds the base's SST files unchanged (clipping only adds
+                # range tombstones): the next checkpoint uploads only what is new, also
+                # after a rescale.
+                backend.restored_from(base)
         for index, handle in enumerate(others):
             directory = scratch / f"handle-{index}"
             started = time.perf_counter()

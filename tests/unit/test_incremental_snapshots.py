@@ -364,3 +364,23 @@ def test_a_snapshot_the_job_does_not_own_is_never_built_on(backend, storage, tmp
             assert bool(reused) == expect_reuse, (owned, following.files_reused)
         finally:
             fresh.dispose()
+
+
+def test_the_first_checkpoint_after_a_clip_rescale_reuses_the_base_files(backend, storage,
+                                                                          tmp_path):
+    """Clip adopts the base instance's files unchanged: the checkpoint after a rescale
+    refers to them again instead of uploading the whole state."""
+    rng = random.Random(5)
+    put(backend, list(range(40_000)), rng)
+    backend.compact()
+    old = take_checkpoint(backend, storage, 1)
+    half = RocksDBStateBackend(MAX_PAR, KeyGroupRange(0, 63), tmp_path / "half")
+    try:
+        half.get_state(ValueStateDescriptor("v"))
+        restore(half, [old], storage)
+        following = take_checkpoint(half, storage, 2)
+        reused = set(following.shared.values()) & set(old.shared.values())
+        assert reused and following.files_reused == len(reused)
+        assert following.uploaded_bytes < 0.5 * old.state_size
+    finally:
+        half.dispose()
