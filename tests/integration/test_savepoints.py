@@ -304,3 +304,42 @@ def test_a_retained_checkpoint_of_a_cancelled_job_restores_like_a_savepoint(
     resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
                      run_args=("--from-savepoint", latest), **HELD)
     finished_exactly_once(cluster, resumed, out, N)
+
+
+def test_a_jobmaster_killed_before_the_first_checkpoint_restores_the_savepoint_again(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """High availability: a job started from a savepoint that completed no checkpoint yet
+    is recovered by the next JobMaster from that savepoint again (not empty), exactly
+    once."""
+    import os
+    import signal
+
+    from tests.integration.test_high_availability import answered, jobmaster_info
+    from weir.core.processes import process_alive
+
+    cluster = cluster_factory(2, 2, "--ha")
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    _running_with_checkpoint(cluster, job_id)
+    path = _last_line(cluster.weir("stop", job_id, "--savepoint-path", str(tmp_path / "sp")))
+    from weir.checkpoint.metadata import decode_metadata
+
+    savepoint_id = decode_metadata(
+        (Path(path.removeprefix("file://")) / "_metadata").read_bytes(), "sp").checkpoint_id
+    # No periodic checkpoint before the kill: the savepoint is all the job has.
+    resumed = submit(cluster, tmp_path, out, N, gate=gate, run_args=("-s", path), **HELD,
+                     config=_config(tmp_path, **{"execution.checkpointing.interval": "10 min"}))
+    poll(lambda: status_name(d := job_details(cluster, resumed)) == "RUNNING" and d, 60,
+         what="the resumed job to run")
+    old = jobmaster_info(cluster)
+    assert old is not None
+    os.kill(old["pid"], signal.SIGKILL)
+    poll(lambda: (i := jobmaster_info(cluster)) and i["pid"] != old["pid"]
+         and process_alive(i["pid"]), 60, what="the JobMaster to be started again")
+    history = poll(lambda: answered(lambda: cluster.client().checkpoints(resumed)), 60,
+                   interval=0.2, what="the job to be recovered")
+    assert history.restored_checkpoint_id == savepoint_id
+    assert not [c for c in history.checkpoints if c.status == 1]
+    gate.touch()
+    finished_exactly_once(cluster, resumed, out, N,
+                          details=lambda: answered(lambda: job_details(cluster, resumed)))
