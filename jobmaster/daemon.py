@@ -704,18 +704,9 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
 
     def TriggerSavepoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         job = self._job(request.job_id, context)
-        outcome: Future[tuple[str | None, str | None]] = Future()
-        self._main.call(lambda: job.savepoint(
-            request, lambda path, error: outcome.set_result((path, error))))
         # A savepoint waits for a checkpoint in progress, then takes at most its timeout.
-        wait = 2 * job.checkpoint_timeout_s() + 60
-        try:
-            path, error = outcome.result(timeout=wait)
-        except TimeoutError:
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                          f"the savepoint did not end within {wait:.0f} s")
-        if error is not None:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
+        path = self._outcome(lambda done: job.savepoint(request, done), "savepoint",
+                             2 * job.checkpoint_timeout_s() + 60, context)
         return jobmaster_pb2.SavepointResponse(path=path)
 
     def RescaleJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
@@ -753,17 +744,25 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
 
     def _change(self, job: JobScheduler, kind: str, graph: Any, changed: list[str],
                 check: Any, context: grpc.ServicerContext) -> Any:
-        outcome: Future[tuple[Any, str | None]] = Future()
-        self._main.call(lambda: job.change(kind, graph, changed,
-                                           lambda r, e: outcome.set_result((r, e)), check))
         # A checkpoint (at most its timeout, after one in progress), then a redeployment
         # that waits for slots at most slot.request.timeout.
-        wait = 2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120
+        return self._outcome(lambda done: job.change(kind, graph, changed, done, check), kind,
+                             2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120,
+                             context)
+
+    def _outcome(self, start: Callable[[Callable[[Any, str | None], None]], None], what: str,
+                 wait: float, context: grpc.ServicerContext) -> Any:
+        """Start a savepoint or change on the main thread and wait (up to ``wait`` s) for
+        the ``done(result, error)`` it promises; an error ends the call with
+        FAILED_PRECONDITION and its message."""
+        outcome: Future[tuple[Any, str | None]] = Future()
+        self._main.call(lambda: start(lambda result, error: outcome.set_result(
+            (result, error))))
         try:
             result, error = outcome.result(timeout=wait)
         except TimeoutError:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                          f"the {kind} did not end within {wait:.0f} s")
+                          f"the {what} did not end within {wait:.0f} s")
         if error is not None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
         return result
