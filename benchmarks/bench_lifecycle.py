@@ -104,6 +104,7 @@ from common import (
     format_table,
     machine_info,
     median,
+    print_targets,
     process_cpu_seconds,
     write_json,
 )
@@ -905,9 +906,7 @@ def print_report(runs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"{d.replace('_', ' ')} {v}x" for d, v in speedups.items() if v is not None))
     if summary["hot_update_vs_resubmit"] is not None:
         print(f"hot update / resubmit: {summary['hot_update_vs_resubmit']}")
-    for name, target in summary["targets"].items():
-        print(f"target {name}: {target['value']} (target {target['target']}): "
-              f"{'pass' if target['pass'] else 'FAIL'}")
+    print_targets(summary["targets"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,6 +109,7 @@ from common import (
     format_table,
     machine_info,
     median,
+    print_targets,
     py_spy,
     summarise_profile,
     write_json,
@@ -850,9 +851,7 @@ def print_report(runs: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     state = summary["state_bytes"]
     if state:
         print(f"state: {state / 2**20:.0f} MiB of RocksDB state (largest checkpoint)")
-    for name, target in summary["targets"].items():
-        print(f"target {name}: {target['value']} (target {target['target']}): "
-              f"{'pass' if target['pass'] else 'FAIL'}")
+    print_targets(summary["targets"])
 
 
 def main(argv: list[str] | None = None) -> int:

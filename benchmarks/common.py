@@ -301,6 +301,13 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def print_targets(targets: dict[str, dict[str, Any]]) -> None:
+    """One line per target: its value, the target and pass/FAIL."""
+    for name, target in targets.items():
+        print(f"target {name}: {target['value']} (target {target['target']}): "
+              f"{'pass' if target['pass'] else 'FAIL'}")
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table; the first column is left-aligned, the others right-aligned."""
     cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]

@@ -136,6 +136,35 @@ env.execute("updatable")
 '''
 
 
+UPDATABLE_N = 4000
+
+
+def _start_updatable(cluster: LocalCluster, tmp_path: Path, out: Path, gate: Path
+                     ) -> tuple[str, Any]:
+    """Run version v1 of the updatable job; returns its id and ``update(version, **env)``,
+    which runs ``weir update`` with that version of the program."""
+    job = write_job(tmp_path, UPDATED_JOB, "updatable.py")
+    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
+    program = [str(job), str(out), str(UPDATABLE_N)]
+    started = cluster.weir("run", "--detached", *pairs, *program, "v1", str(gate))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+
+    def update(version: str, **env: str) -> Any:
+        return weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs, *program,
+                        version, str(gate), env=env)
+
+    return job_id, update
+
+
+def _assert_counts_exactly_once(records: list[tuple[str, int, int]], n: int) -> None:
+    """Every key's running counts 1..its total, once each (whatever version wrote them)."""
+    got: dict[tuple[int, int], int] = defaultdict(int)
+    for _, key, count in records:
+        got[(key, count)] += 1
+    assert got == dict(running_counts(n, 7))
+
+
 def _committed(out: Path) -> list[tuple[str, int, int]]:
     return [tuple(json.loads(line)) for part in sorted(out.glob("part-*"))
             for line in part.read_text().splitlines()]
@@ -145,24 +174,16 @@ def test_hot_update_keeps_keyed_state_and_switches_at_one_checkpoint(
         cluster_factory: Any, tmp_path: Path) -> None:
     cluster = cluster_factory(2, 2)
     out, gate = tmp_path / "out", tmp_path / "gate"
-    job = write_job(tmp_path, UPDATED_JOB, "updatable.py")
-    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
-    n = 4000
-    started = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), "v1",
-                           str(gate))
-    assert started.returncode == 0, started.stderr
-    job_id = started.stdout.strip().splitlines()[-1]
+    job_id, update = _start_updatable(cluster, tmp_path, out, gate)
     details = _running(cluster, job_id)
     attempts = {s.attempt_id for v in details.vertices for s in v.subtasks}
     # An update that drops the keyed counts (state without an operator) is refused.
-    refused = weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs, str(job),
-                       str(out), str(n), "v1", str(gate), env={"DROP_COUNTS": "1"})
+    refused = update("v1", DROP_COUNTS="1")
     assert refused.returncode == 2 and "'counts'" in refused.stderr, refused.stderr
     untouched = job_details(cluster, job_id)
     assert status_name(untouched) == "RUNNING"
     assert {s.attempt_id for v in untouched.vertices for s in v.subtasks} == attempts
-    downtime = _change(weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs,
-                                str(job), str(out), str(n), "v2", str(gate)))
+    downtime = _change(update("v2"))
     details = _running(cluster, job_id)
     assert details.last_change.kind == "update"
     assert details.last_change.downtime_ms == downtime > 0
@@ -173,11 +194,7 @@ def test_hot_update_keeps_keyed_state_and_switches_at_one_checkpoint(
     assert status_name(final) == "FINISHED", final.failure.message
     records = _committed(out)
     # Exactly once over the update: every key's counts 1..its total, once each.
-    expected = running_counts(n, 7)
-    got = defaultdict(int)
-    for _, key, count in records:
-        got[(key, count)] += 1
-    assert got == dict(expected)
+    _assert_counts_exactly_once(records, UPDATABLE_N)
     # One switch per key: v1 for its first counts, v2 for the rest.
     versions: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for version, key, count in records:
@@ -195,16 +212,9 @@ def test_an_update_whose_state_does_not_fit_is_rolled_back(
     command names the operator and the state, and the output stays exactly once."""
     cluster = cluster_factory(2, 2)
     out, gate = tmp_path / "out", tmp_path / "gate"
-    job = write_job(tmp_path, UPDATED_JOB, "updatable.py")
-    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
-    n = 4000
-    started = cluster.weir("run", "--detached", *pairs, str(job), str(out), str(n), "v1",
-                           str(gate))
-    assert started.returncode == 0, started.stderr
-    job_id = started.stdout.strip().splitlines()[-1]
+    job_id, update = _start_updatable(cluster, tmp_path, out, gate)
     _running(cluster, job_id)
-    failed = weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs, str(job),
-                      str(out), str(n), "v2", str(gate), env={"COUNT_AS_LIST": "1"})
+    failed = update("v2", COUNT_AS_LIST="1")
     assert failed.returncode == 2, failed.stdout
     assert "operator 'counts'" in failed.stderr and "'count' is value state" in failed.stderr
     assert "runs as before" in failed.stderr
@@ -215,10 +225,7 @@ def test_an_update_whose_state_does_not_fit_is_rolled_back(
     assert status_name(final) == "FINISHED", final.failure.message
     records = _committed(out)
     assert {v for v, _, _ in records} == {"v1"}
-    got = defaultdict(int)
-    for _, key, count in records:
-        got[(key, count)] += 1
-    assert got == dict(running_counts(n, 7))
+    _assert_counts_exactly_once(records, UPDATABLE_N)
 
 
 BACKPRESSURED_COUNTS = '''
