@@ -177,6 +177,9 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
     kind: ClassVar[str] = KIND_ROCKSDB_INCREMENTAL
     files_reused: int = field(default=0, compare=False)
     state_kinds: dict[str, str] = field(default_factory=dict, compare=False)
+    #: SST file name -> first and last key group of its rows (files without an entry may
+    #: hold any): a rescaling restore fetches only the files it needs.
+    sst_key_groups: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -188,6 +191,7 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
             "uploaded_bytes": self.uploaded_bytes, "files_reused": self.files_reused,
             "local": self.local.to_dict() if self.local else None,
             "state_kinds": dict(sorted(self.state_kinds.items())),
+            "sst_key_groups": {n: list(r) for n, r in sorted(self.sst_key_groups.items())},
         }
 
     @classmethod
@@ -202,7 +206,9 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
             int(data.get("uploaded_bytes", 0)),
             LocalCopy.from_dict(local) if local else None,
             files_reused=int(data.get("files_reused", 0)),
-            state_kinds={str(k): str(v) for k, v in (data.get("state_kinds") or {}).items()})
+            state_kinds={str(k): str(v) for k, v in (data.get("state_kinds") or {}).items()},
+            sst_key_groups={str(n): (int(r[0]), int(r[1]))
+                            for n, r in (data.get("sst_key_groups") or {}).items()})
 
     def shared_state(self) -> list[StreamStateHandle]:
         return [self.shared[name] for name in sorted(self.shared)]
@@ -214,9 +220,23 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
         """Every file of the RocksDB checkpoint by its local name."""
         return {**self.shared, **self.private}
 
+    def files_for(self, key_groups: KeyGroupRange) -> list[str] | None:
+        """The SST files that may hold rows of ``key_groups``, or None when that is not
+        known to be fewer than all of them (the whole checkpoint is needed)."""
+        if not self.sst_key_groups:
+            return None
+        wanted = [name for name in sorted(self.shared)
+                  if name not in self.sst_key_groups
+                  or _overlaps(self.sst_key_groups[name], key_groups)]
+        return wanted if len(wanted) < len(self.shared) else None
+
     @property
     def checkpointed_size(self) -> int:
         return self.uploaded_bytes
+
+
+def _overlaps(first_last: tuple[int, int], key_groups: KeyGroupRange) -> bool:
+    return first_last[0] <= key_groups.end and first_last[1] >= key_groups.start
 
 
 _KINDS: dict[str, type[KeyedStateHandle]] = {

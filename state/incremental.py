@@ -103,6 +103,8 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         backend.flush()
         scratch = backend.directory / f"chk-{checkpoint_id}-{uuid.uuid4().hex[:8]}"
         backend.checkpoint(scratch)
+        # Right after the checkpoint: a file compacted away meanwhile only goes unlisted.
+        key_groups = backend.sst_key_groups()
         savepoint = location.savepoint_format is not None
         with self._lock:
             base = {} if location.savepoint_format == SAVEPOINT_NATIVE_FULL \
@@ -110,7 +112,7 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         return IncrementalAsyncSnapshot(
             checkpoint_id, self, scratch, base, backend.column_families(),
             backend.key_group_range, location, savepoint=savepoint,
-            state_kinds=backend.state_kinds())
+            state_kinds=backend.state_kinds(), sst_key_groups=key_groups)
 
     @property
     def confirmed_checkpoint_id(self) -> int:
@@ -153,12 +155,14 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
                  scratch: Path, base: dict[str, StreamStateHandle],
                  column_families: dict[str, str], key_groups: KeyGroupRange,
                  location: SnapshotLocation, savepoint: bool = False,
-                 state_kinds: dict[str, str] | None = None) -> None:
+                 state_kinds: dict[str, str] | None = None,
+                 sst_key_groups: dict[str, tuple[int, int]] | None = None) -> None:
         """``savepoint``: self-contained (files of ``base`` are copied into the location,
         not referenced) and not a base for later snapshots."""
         super().__init__(checkpoint_id)
         self._savepoint = savepoint
         self._state_kinds = dict(state_kinds or {})
+        self._sst_key_groups = dict(sst_key_groups or {})
         self._strategy = strategy
         self._scratch = scratch
         self._base = base
@@ -189,19 +193,22 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
         uploaded = self._upload(storage, uploads)
         for name, handle in uploaded.items():
             (shared if is_shared_file(name) else private)[name] = handle
+        key_groups = {n: self._sst_key_groups[n] for n in shared if n in self._sst_key_groups}
         if self._savepoint:
             return IncrementalRocksDBStateHandle(
                 self._key_groups, self.checkpoint_id, self._strategy.backend_id,
                 dict(self._column_families), shared, private,
                 uploaded_bytes=sum(h.length for h in uploaded.values()),
-                files_reused=len(copies), state_kinds=self._state_kinds)
+                files_reused=len(copies), state_kinds=self._state_kinds,
+                sst_key_groups=key_groups)
         local = self._keep_local_copy({**shared, **private})
         self._strategy._uploaded(self.checkpoint_id, shared)
         return IncrementalRocksDBStateHandle(
             self._key_groups, self.checkpoint_id, self._strategy.backend_id,
             dict(self._column_families), shared, private,
             uploaded_bytes=sum(h.length for h in uploaded.values()), local=local,
-            files_reused=len(names) - len(uploads), state_kinds=self._state_kinds)
+            files_reused=len(names) - len(uploads), state_kinds=self._state_kinds,
+            sst_key_groups=key_groups)
 
     def _copy(self, storage: CheckpointStorage, copies: list[tuple[str, str]]
               ) -> dict[str, StreamStateHandle]:

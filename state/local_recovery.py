@@ -139,12 +139,16 @@ def usable_local_copy(copy: LocalCopy | None, what: str,
     return None
 
 
-def materialise(copy: LocalCopy, target: Path, link: frozenset[str] = frozenset()) -> None:
-    """Put the files of a verified local copy into ``target``: hard links for the names in
-    ``link`` (immutable files, e.g. SSTs) where the file system allows, copies otherwise
-    (files a reader may rewrite must not be shared with the copy)."""
+def materialise(copy: LocalCopy, target: Path, link: frozenset[str] = frozenset(),
+                only: frozenset[str] | None = None) -> None:
+    """Put the files of a verified local copy (those named in ``only``, if given) into
+    ``target``: hard links for the names in ``link`` (immutable files, e.g. SSTs) where
+    the file system allows, copies otherwise (files a reader may rewrite must not be shared
+    with the copy)."""
     target.mkdir(parents=True, exist_ok=True)
     for name, handle in copy.files.items():
+        if only is not None and name not in only:
+            continue
         source = FileSystemCheckpointStorage.path_from_uri(handle.uri)
         if name in link:
             try:

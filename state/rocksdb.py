@@ -72,6 +72,12 @@ def split_row_key(row: bytes) -> tuple[int, bytes, bytes]:
     return key_group, row[start:start + length], row[start + length:]
 
 
+def key_group_of_bound(key: bytes) -> int:
+    """The key group a file's smallest or largest key lies in; a bound shorter than the
+    prefix (a range deletion's end, say) is padded, which only ever widens the range."""
+    return int.from_bytes((key + b"\0\0")[:2], "big")
+
+
 def key_group_bounds(first: int, last: int) -> tuple[bytes, bytes]:
     """Row-key range ``[begin, end)`` of key groups ``first..last``."""
     return struct.pack(">H", first), struct.pack(">H", last + 1)
@@ -280,6 +286,14 @@ class RocksDBStateBackend(KeyedStateBackend):
         self._guard("*", "checkpoint", lambda: Checkpoint(self._db).create_checkpoint(
             str(target)))
         return target
+
+    def sst_key_groups(self) -> dict[str, tuple[int, int]]:
+        """SST file name -> the first and last key group its rows and deletions touch, for
+        the instance's live files (SST files never change, so a name's range holds for
+        good): a rescaling restore downloads only the files of the key groups it needs."""
+        files = self._guard("*", "list files", self._db.live_files)
+        return {f["name"].lstrip("/"): (key_group_of_bound(f["start_key"]),
+                                         key_group_of_bound(f["end_key"])) for f in files}
 
     def flush(self) -> None:
         """Write every column family's memtable to an SST file (waits for it)."""

@@ -8,6 +8,9 @@ A new subtask takes the handles whose key groups overlap its range. Two methods:
   rewritten). Only the in-range rows of the *other* handles are inserted: each is opened
   read-only and read from the first owned key group to the last (rows start with their
   key group, so that is one contiguous range per column family), in write batches.
+  Beyond Flink, a handle records which key groups each SST file holds, so of the other
+  handles only the files of owned key groups are fetched (RocksDB's repair makes them an
+  instance of their own), while the base is fetched on another thread.
 * ``baseline`` (the older method, kept to measure against): an empty instance into which
   the in-range rows of *every* overlapping handle are inserted.
 
@@ -48,6 +51,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,20 +99,29 @@ def describe(handle: IncrementalRocksDBStateHandle) -> str:
 
 
 def fetch_files(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage,
-                target: Path, threads: int = TRANSFER_THREADS) -> bool:
-    """Put every file of ``handle`` into ``target``: from its local copy if that verifies
-    (returns True), else from checkpoint storage (False). Raises MissingStateError or
-    CorruptStateError naming the file and what to do."""
+                target: Path, threads: int = TRANSFER_THREADS,
+                key_groups: KeyGroupRange | None = None) -> bool:
+    """Put the files of ``handle`` into ``target``: from its local copy if that verifies
+    (returns True), else from checkpoint storage (False). With ``key_groups``, and when the
+    handle says which SST files hold them, only those are fetched and RocksDB's repair
+    writes a new MANIFEST listing just them: the directory then opens as an instance that
+    holds every row of ``key_groups`` (and perhaps others), for reading. Raises
+    MissingStateError or CorruptStateError naming the file and what to do."""
     files = handle.files()
     if "CURRENT" not in files or not any(n.startswith("MANIFEST-") for n in files):
         # Opening such a directory would create an empty instance and lose the state.
         msg = (f"{describe(handle)} is incomplete: it lists no CURRENT or MANIFEST file. "
                "Restore from another retained checkpoint or a savepoint")
         raise CorruptStateError(msg)
+    subset = handle.files_for(key_groups) if key_groups is not None else None
+    wanted = sorted(files) if subset is None else subset
     local = usable_local_copy(handle.local, describe(handle), storage)
     if local is not None and set(local.files) == set(files):
-        materialise(local, target, link=frozenset(n for n in files if is_shared_file(n)))
-        count_local(storage, sum(h.length for h in local.files.values()))
+        materialise(local, target, link=frozenset(n for n in files if is_shared_file(n)),
+                    only=frozenset(wanted))
+        count_local(storage, sum(local.files[n].length for n in wanted))
+        if subset is not None:
+            _repair(target, handle, subset)
         return True
     if local is not None:
         log.warning("local copy of %s does not list the same files; restoring from "
@@ -130,8 +143,28 @@ def fetch_files(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorag
                    "retained checkpoint or a savepoint")
             raise CorruptStateError(msg) from err
 
-    run_all(download, [(name, name) for name in sorted(files)], threads)
+    run_all(download, [(name, name) for name in wanted], threads)
+    if subset is not None:
+        _repair(target, handle, subset)
     return False
+
+
+def _repair(directory: Path, handle: IncrementalRocksDBStateHandle, names: list[str]) -> None:
+    """Make ``directory``, which holds some SST files of ``handle``, an instance of just
+    them: RocksDB's repair scans each file (rows keep their sequence numbers, so newer
+    versions and deletions still win) and writes a MANIFEST for them."""
+    try:
+        Rdict.repair(str(directory), Options(raw_mode=True))
+    except Exception as err:  # rocksdict raises plain Exception subclasses
+        msg = (f"cannot rebuild the files of {describe(handle)} that key groups need "
+               f"(in {directory}): {err}; restore from another retained checkpoint")
+        raise CorruptStateError(msg) from err
+    # Repair sets aside files it cannot read rather than failing: that would lose rows.
+    missing = [name for name in names if not (directory / name).exists()]
+    if missing:
+        msg = (f"file {missing[0]} of {describe(handle)} is damaged: RocksDB could not read "
+               "it; restore from another retained checkpoint or a savepoint")
+        raise CorruptStateError(msg)
 
 
 def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target: Path
@@ -166,9 +199,14 @@ def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target
 
 @contextlib.contextmanager
 def open_read_only(path: Path, what: str) -> Iterator[Rdict]:
-    """A downloaded RocksDB checkpoint opened read-only (closed on exit)."""
+    """A downloaded RocksDB checkpoint opened read-only, with every column family it has
+    (closed on exit)."""
     try:
-        db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
+        families = {name: Options(raw_mode=True)
+                    for name in Rdict.list_cf(str(path), Options(raw_mode=True))
+                    if name != "default"}
+        db = Rdict(str(path), Options(raw_mode=True), column_families=families,
+                   access_type=AccessType.read_only())
     except Exception as err:  # rocksdict raises plain Exception subclasses
         msg = (f"cannot open {what} (downloaded to {path}): {err}; the snapshot's files are "
                "damaged or incomplete: restore from another retained checkpoint")
@@ -181,11 +219,15 @@ def open_read_only(path: Path, what: str) -> Iterator[Rdict]:
 
 def rows_in_range(db: Rdict, column_family: str, key_groups: KeyGroupRange
                   ) -> Iterator[tuple[bytes, bytes]]:
-    """The rows of ``key_groups`` in one column family: a seek and a bounded scan."""
+    """The rows of ``key_groups`` in one column family: a seek and a bounded scan (none
+    when the instance lacks the family: a partial fetch had no file of it to fetch)."""
     low, high = key_group_bounds(key_groups.start, key_groups.end)
     read_options = ReadOptions()
     read_options.set_iterate_upper_bound(high)
-    family = db.get_column_family(column_family)
+    try:
+        family = db.get_column_family(column_family)
+    except Exception:  # rocksdict raises plain Exception subclasses
+        return
     try:
         yield from family.items(from_key=low, read_opt=read_options)
     finally:
@@ -223,28 +265,10 @@ def restore_native(backend: RocksDBStateBackend,
         _check_mapping(handle)
     scratch = Path(tempfile.mkdtemp(prefix="restore-", dir=backend.directory))
     try:
-        others = list(relevant)
         if method == "clip" and relevant:
-            # The largest overlap is the base; ties go to the first handle (deterministic).
-            base = max(relevant, key=lambda h: len(h.overlap(owned)))
-            others.remove(base)
-            started = time.perf_counter()
-            stats.local_copies_used += fetch_files(base, storage, scratch / "base", threads)
-            stats.bytes_fetched += base.state_size
-            stats.fetch_seconds += time.perf_counter() - started
-            started = time.perf_counter()
-            backend.adopt_instance(scratch / "base")
-            inside = base.key_group_range.intersection(owned) == base.key_group_range
-            if not inside:
-                backend.clip()
-            stats.base_checkpoint = base.checkpoint_id
-            stats.insert_seconds += time.perf_counter() - started
-            if build_on:
-                # The instance holds the base's SST files unchanged (clipping only adds
-                # range tombstones): the next checkpoint uploads only what is new, also
-                # after a rescale.
-                backend.restored_from(base)
-        for index, handle in enumerate(others):
+            _restore_clip(backend, relevant, storage, scratch, stats, threads, build_on)
+            return stats
+        for index, handle in enumerate(relevant):
             directory = scratch / f"handle-{index}"
             started = time.perf_counter()
             stats.local_copies_used += fetch_files(handle, storage, directory, threads)
@@ -261,6 +285,54 @@ def restore_native(backend: RocksDBStateBackend,
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return stats
+
+
+def _restore_clip(backend: RocksDBStateBackend, handles: list[IncrementalRocksDBStateHandle],
+                  storage: CheckpointStorage, scratch: Path, stats: NativeRestoreStats,
+                  threads: int, build_on: bool) -> None:
+    """The base is fetched on another thread while the other handles are (only their SST
+    files that hold owned key groups); then the base becomes the instance, is clipped, and
+    the others' rows of owned key groups are inserted."""
+    owned = backend.key_group_range
+    # The largest overlap is the base; a tie goes to a handle this TaskExecutor keeps a
+    # local copy of (only the other is downloaded, and only in part), then to the first.
+    base = max(handles, key=lambda h: (len(h.overlap(owned)), _held_locally(h, storage)))
+    others = [(h, scratch / f"handle-{i}") for i, h in enumerate(h for h in handles
+                                                                  if h is not base)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(1, thread_name_prefix="restore-base") as pool:
+        fetching = pool.submit(fetch_files, base, storage, scratch / "base", threads)
+        for handle, directory in others:
+            stats.local_copies_used += fetch_files(handle, storage, directory, threads,
+                                                   key_groups=handle.overlap(owned))
+            stats.bytes_fetched += sum(p.stat().st_size for p in directory.glob("*.sst"))
+        stats.local_copies_used += fetching.result()
+    stats.bytes_fetched += base.state_size
+    stats.fetch_seconds += time.perf_counter() - started
+    started = time.perf_counter()
+    backend.adopt_instance(scratch / "base")
+    if base.key_group_range.intersection(owned) != base.key_group_range:
+        backend.clip()
+    stats.base_checkpoint = base.checkpoint_id
+    if build_on:
+        # The instance holds the base's SST files unchanged (clipping only adds range
+        # tombstones): the next checkpoint uploads only what is new, also after a rescale.
+        backend.restored_from(base)
+    for handle, directory in others:
+        overlap = handle.overlap(owned)
+        with open_read_only(directory, describe(handle)) as db:
+            for state, family in sorted(handle.column_families.items()):
+                stats.rows_inserted += backend.write_rows(
+                    state, rows_in_range(db, family, overlap))
+        shutil.rmtree(directory, ignore_errors=True)
+    stats.insert_seconds += time.perf_counter() - started
+
+
+def _held_locally(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage) -> bool:
+    """Whether this TaskExecutor keeps a local copy of ``handle`` (not yet verified)."""
+    if handle.local is None:
+        return False
+    return not isinstance(storage, RestoreStorage) or storage.holds(handle.local)
 
 
 def native_entries(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage,

@@ -272,6 +272,54 @@ def test_clip_reads_fewer_rows_than_baseline_on_scale_in(storage, backends):
     assert inserted["clip"] < inserted["baseline"] / 2
 
 
+def test_a_rescaling_restore_fetches_only_the_files_of_its_key_groups(storage, backends):
+    """Old subtasks whose SST files each hold a few key groups (written and flushed in
+    key-group order, with overwrites and deletions of the previous batch in each file): the
+    new middle subtask fetches part of the handle it does not take as its base, and every
+    restored state equals the canonical restore; so does a second rescale of it."""
+    keys = list(range(4_000))
+    rng = random.Random(5)
+    native, full = [], []
+    for index, key_groups in enumerate(subtasks(2)):
+        part = backends("rocksdb", key_groups)
+        count = part.get_state(ValueStateDescriptor("count"))
+        seen = part.get_state(MapStateDescriptor("seen"))
+        by_group = sorted(keys_in(key_groups, keys), key=lambda k: assign_to_key_group(k, MAX_PAR))
+        batches = [by_group[i:i + 250] for i in range(0, len(by_group), 250)]
+        for number, batch in enumerate(batches):
+            for key in batch:
+                part.set_current_key(key)
+                count.update(rng.randrange(1_000))
+                seen.put(key % 3, "x" * (key % 7))
+            for key in batches[number - 1][::5] if number else []:
+                part.set_current_key(key)
+                count.clear() if key % 2 else count.update(-1)
+            part.flush()
+        native.append(take(part, storage, 1, owner=f"old-{index}"))
+        full.append(take(part, storage, 2, owner=f"old-{index}", canonical_format=True))
+    assert all(len(h.sst_key_groups) > 4 for h in native)
+
+    def check(handles: list[KeyedStateHandle], canonical_handles: list[KeyedStateHandle],
+              parallelism: int, n: int) -> tuple[list[KeyedStateHandle], list[int]]:
+        taken, fetched = [], []
+        for index, key_groups in enumerate(subtasks(parallelism)):
+            target = backends("rocksdb", key_groups)
+            register(target)
+            fetched.append(restore(target, handles, storage).native.bytes_fetched)
+            reference = backends("hashmap", key_groups)
+            register(reference)
+            restore(reference, canonical_handles, storage)
+            assert canonical(target) == canonical(reference)
+            taken.append(take(target, storage, n, owner=f"new-{parallelism}-{index}"))
+        return taken, fetched
+
+    three, fetched = check(native, full, 3, 3)
+    # Subtask 1 of 3 takes one old half whole and needs a third of the other.
+    assert fetched[1] < sum(h.state_size for h in native) * 0.9
+    # Checkpoints of clipped instances (range tombstones, inserted rows) rescale again.
+    check(three, full, 2, 4)
+
+
 # -- lazy restore ---------------------------------------------------------------------------
 
 
