@@ -77,12 +77,19 @@ class ExecutionGraph:
         self.start_time = time.time()
         self.end_time: float | None = None
 
-    def replace(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+    def replace(self, job_graph: jobgraph_pb2.JobGraph,
+                keep: frozenset[int] = frozenset()) -> None:
         """Run ``job_graph`` from now on (a rescale or update): new subtasks, every one a
-        new attempt not deployed anywhere; the job's status and history stay."""
+        new attempt not deployed anywhere, except those of the vertices in ``keep``, which
+        run on as they are; the job's status and history stay."""
         self.job_graph = job_graph
-        self.vertices = {v.id: [ExecutionVertex(v, i) for i in range(v.parallelism)]
+        self.vertices = {v.id: self.vertices[v.id] if v.id in keep else
+                         [ExecutionVertex(v, i) for i in range(v.parallelism)]
                          for v in job_graph.vertices}
+        for vertex in job_graph.vertices:
+            if vertex.id in keep:
+                for ev in self.vertices[vertex.id]:
+                    ev.job_vertex = vertex
         self.by_attempt = {ev.attempt_id: ev for ev in self.all()}
 
     def new_attempts(self) -> None:

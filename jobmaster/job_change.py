@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import cloudpickle
 
 from weir.core.errors import UserError
+from weir.jobmaster.failover import pipelined_regions
 from weir.proto import common_pb2, jobgraph_pb2
 
 
@@ -96,6 +97,60 @@ def updated_graph(running: jobgraph_pb2.JobGraph, new: jobgraph_pb2.JobGraph
     before = _operators(running)
     changed = sorted(uid for uid, now in _operators(result).items() if before.get(uid) != now)
     return result, changed
+
+
+def kept_vertices(running: jobgraph_pb2.JobGraph, new: jobgraph_pb2.JobGraph,
+                  changed: list[str]) -> frozenset[int]:
+    """The vertices an update from ``running`` to ``new`` can leave running: those of the
+    pipelined regions in which nothing changed. A region keeps running when each of its
+    vertices is in both graphs under the same id, with the same operators (none of them in
+    ``changed``), parallelism, inputs and consumers, and the same sources; the regions of
+    a streaming job are its connected components, so a kept region exchanges no data with
+    a restarted one. Empty when the job-wide settings differ (every task uses them).
+
+    Example:
+        >>> from weir.proto import jobgraph_pb2
+        >>> graph = jobgraph_pb2.JobGraph(job_id="j")
+        >>> for vid, uid in ((1, "a"), (2, "b")):
+        ...     _ = graph.vertices.add(id=vid, parallelism=1, operator_uids=[uid])
+        >>> sorted(kept_vertices(graph, graph, ["a"]))
+        [2]
+    """
+    if _job_settings(running) != _job_settings(new):
+        return frozenset()
+    before = {v.id: v for v in running.vertices}
+    old_regions = {frozenset(r.tasks) for r in pipelined_regions(running, batch=False)}
+    same = {v.id for v in new.vertices
+            if (old := before.get(v.id)) is not None and _vertex_key(old, running) ==
+            _vertex_key(v, new) and not set(v.operator_uids) & set(changed)}
+    kept: set[int] = set()
+    for region in pipelined_regions(new, batch=False):
+        vertices = {vertex_id for vertex_id, _ in region.tasks}
+        if vertices <= same and frozenset(region.tasks) in old_regions:
+            kept |= vertices
+    # A vertex split over several regions (pointwise edges) stays only if all of it does.
+    for region in pipelined_regions(new, batch=False):
+        if not {v for v, _ in region.tasks} <= kept:
+            kept -= {v for v, _ in region.tasks}
+    return frozenset(kept)
+
+
+def _job_settings(graph: jobgraph_pb2.JobGraph) -> bytes:
+    settings = jobgraph_pb2.JobGraph()
+    settings.CopyFrom(graph)
+    del settings.vertices[:]
+    settings.name = ""
+    return settings.SerializeToString(deterministic=True)
+
+
+def _vertex_key(vertex: jobgraph_pb2.JobVertex, graph: jobgraph_pb2.JobGraph
+                ) -> tuple[object, ...]:
+    consumers = sorted((v.id, e.partitioner) for v in graph.vertices for e in v.inputs
+                       if e.source_vertex == vertex.id)
+    code = tuple(vertex.operator_fingerprints) or vertex.chain
+    return (tuple(vertex.operator_uids), code, vertex.parallelism, vertex.max_parallelism,
+            vertex.source, tuple((e.source_vertex, e.partitioner) for e in vertex.inputs),
+            tuple(consumers))
 
 
 def _operators(graph: jobgraph_pb2.JobGraph) -> dict[str, tuple[object, ...]]:

@@ -43,6 +43,7 @@ from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import CollectBuffer
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
 from weir.jobmaster.failover import TaskId, create_failover_strategy
+from weir.jobmaster.job_change import kept_vertices
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager, Slot
 from weir.jobmaster.restart_strategy import NoRestartStrategy, create_restart_strategy
@@ -442,6 +443,8 @@ class JobScheduler:
                        f"the cluster has {free} free: start more TaskExecutors first")
             return
         self._change = _Change(kind, job_graph, self.graph.job_graph, done, restarted, check)
+        if kind == "update" and not self.batch:
+            self._change.keep = kept_vertices(self.graph.job_graph, job_graph, restarted)
         log.info("job %s: %s requested; taking a checkpoint first", self.job_id, kind)
         self.checkpointing.request_checkpoint(self._change_checkpointed)
 
@@ -473,14 +476,22 @@ class JobScheduler:
         self._change.phase = "cancelling"
         if self.checkpointing is not None:
             self.checkpointing.job_not_running()
-        self._cancel_tasks()
+        self._cancel_tasks(self._changing_tasks())
         self._check_progress()
+
+    def _changing_tasks(self) -> list[ExecutionVertex]:
+        """The tasks a change restarts: all, but for the regions an update leaves running."""
+        keep = self._change.keep if self._change is not None else frozenset()
+        return [ev for ev in self.graph.all() if ev.job_vertex.id not in keep]
 
     def _apply_change(self) -> None:
         """Every old task ended: deploy the changed graph from the change's checkpoint."""
         change = self._change
         assert change is not None and change.checkpoint is not None
         change.phase = "deploying"
+        if change.keep:
+            self._apply_in_place(change)
+            return
         self._release_deployment()
         self.graph.replace(change.graph)
         self.sources.replace_graph(change.graph)
@@ -496,6 +507,34 @@ class JobScheduler:
         self._set_running()
         # `weir status` reports the restore from the moment the old tasks were cancelled.
         self._restoring_since = change.down_since
+
+    def _apply_in_place(self, change: _Change) -> None:
+        """An update that leaves some regions running: only the other regions' tasks are
+        deployed anew (into the job's slots, as a region restart does), their readers
+        continue from the change's checkpoint."""
+        assert change.checkpoint is not None
+        for ev in self._changing_tasks():
+            for consumer, _ in self.graph.consumers_of(ev.job_vertex.id):
+                partition_id = self._partition_ids.pop((ev.attempt_id, consumer.id), "")
+                descriptor = self._descriptors.pop(partition_id, None)
+                if descriptor is not None:
+                    self._shuffle_master.release_partition_externally(descriptor)
+        self.graph.replace(change.graph, keep=change.keep)
+        self.failover = create_failover_strategy(
+            self._config.get(jm_options.FAILOVER_STRATEGY), change.graph, self.batch)
+        self._topology = self.failover.topology
+        restarted = self._changing_tasks()
+        tasks = {_task_id(ev) for ev in restarted}
+        if self.checkpointing is not None:
+            self.checkpointing.set_job_graph(change.graph)
+        self.restored = change.checkpoint
+        self.restore_timestamp_ms = wall_clock_ms()
+        self.sources.reset_subtasks(tasks, change.checkpoint.checkpoint_id)
+        self._restoring_since = change.down_since
+        self._restore_scope = tasks
+        self._deploy(restarted, lambda ev: self.slots[ev.subtask_index])
+        if self.checkpointing is not None:
+            self.checkpointing.job_running()
 
     def _maybe_changed(self) -> None:
         change = self._change
@@ -974,7 +1013,8 @@ class JobScheduler:
             return
         evs = graph.all()
         if graph.status == common_pb2.JOB_RUNNING and self._change is not None and \
-                self._change.phase == "cancelling" and all(ev.is_terminal for ev in evs):
+                self._change.phase == "cancelling" and \
+                all(ev.is_terminal for ev in self._changing_tasks()):
             if all(ev.state == common_pb2.FINISHED for ev in evs):
                 self._abandon_change("the job finished first")
                 self._end(common_pb2.JOB_FINISHED)
@@ -1072,6 +1112,8 @@ class _Change:
     checkpoint: CompletedCheckpoint | None = None
     down_since: int = 0
     rollback: str = ""
+    #: Vertices an update leaves running (their regions did not change).
+    keep: frozenset[int] = frozenset()
 
 
 def master_states_for(metadata: checkpoint_pb2.CheckpointMetadata,

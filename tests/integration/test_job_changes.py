@@ -205,6 +205,52 @@ def test_hot_update_keeps_keyed_state_and_switches_at_one_checkpoint(
     assert {v for v, _, _ in records} == {"v1", "v2"}
 
 
+TWO_PIPELINES_JOB = UPDATED_JOB.replace(
+    'counts.sink_to(FileSink(OUT, format="json")).uid("sink")',
+    '''counts.sink_to(FileSink(OUT + "-a", format="json")).uid("sink")
+others = (env.from_sequence(0, N - 1).uid("others").name("others")
+          .map(throttle).uid("others-throttle").name("others-throttle"))
+(others.map(lambda n: ("b", n)).uid("others-tag").name("others-tag")
+ .key_by(lambda t: t[1] % KEYS).process(CountPerKey()).uid("others-counts").name("others-counts")
+ .sink_to(FileSink(OUT + "-b", format="json")).uid("others-sink").name("others-sink"))''')
+
+
+def test_an_update_leaves_the_pipelines_it_does_not_change_running(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """A job of two independent pipelines; the update changes one of them: the other's
+    tasks keep running (the same attempts) through it, and both are exactly once."""
+    cluster = cluster_factory(2, 4)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job = write_job(tmp_path, TWO_PIPELINES_JOB, "two.py")
+    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
+    program = [str(job), str(out), str(UPDATABLE_N)]
+    started = cluster.weir("run", "--detached", *pairs, *program, "v1", str(gate))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+    details = _running(cluster, job_id)
+    before = {v.name: {s.attempt_id for s in v.subtasks} for v in details.vertices}
+    downtime = _change(weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs,
+                                *program, "v2", str(gate)))
+    details = _running(cluster, job_id)
+    after = {v.name: {s.attempt_id for s in v.subtasks} for v in details.vertices}
+    assert details.last_change.downtime_ms == downtime
+    assert set(details.last_change.restarted_operators) == {"tag"}
+    kept = [name for name in after if after[name] == before.get(name)]
+    restarted = [name for name in after if after[name] != before.get(name)]
+    assert kept and restarted, (before, after)
+    assert all("others" in name for name in kept), kept
+    assert not any("others" in name for name in restarted), restarted
+    gate.touch()
+    final = wait_ended(cluster, job_id)
+    assert status_name(final) == "FINISHED", final.failure.message
+    first = _committed(Path(str(out) + "-a"))
+    _assert_counts_exactly_once(first, UPDATABLE_N)
+    assert {v for v, _, _ in first} == {"v1", "v2"}
+    second = _committed(Path(str(out) + "-b"))
+    _assert_counts_exactly_once(second, UPDATABLE_N)
+    assert {v for v, _, _ in second} == {"b"}
+
+
 def test_an_update_whose_state_does_not_fit_is_rolled_back(
         cluster_factory: Any, tmp_path: Path) -> None:
     """The new program declares a restored value state as a list state: its tasks fail
