@@ -346,7 +346,7 @@ def native_entries(handle: IncrementalRocksDBStateHandle, storage: CheckpointSto
         return
     scratch = Path(tempfile.mkdtemp(prefix="weir-restore-"))
     try:
-        fetch_files(handle, storage, scratch / "db", threads)
+        fetch_files(handle, storage, scratch / "db", threads, key_groups=overlap)
         with open_read_only(scratch / "db", describe(handle)) as db:
             for state, family in sorted(handle.column_families.items()):
                 for row, value in rows_in_range(db, family, overlap):

@@ -310,6 +310,11 @@ def test_a_rescaling_restore_fetches_only_the_files_of_its_key_groups(storage, b
             register(reference)
             restore(reference, canonical_handles, storage)
             assert canonical(target) == canonical(reference)
+            # The native files read row by row into the other backend, fetched alike.
+            heap = backends("hashmap", key_groups)
+            register(heap)
+            restore(heap, handles, storage)
+            assert canonical(heap) == canonical(reference)
             taken.append(take(target, storage, n, owner=f"new-{parallelism}-{index}"))
         return taken, fetched
 
