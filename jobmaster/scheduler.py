@@ -679,8 +679,15 @@ class JobScheduler:
         a region restart when that leaves some tasks running, else :meth:`fail`. A BATCH
         failure while a region restart is still cancelling or waiting joins it. While a
         change cancels the tasks, failures are part of it; while it deploys the changed
-        job, a failure rolls it back."""
+        job, a failure rolls it back. A failed task that an update was leaving running
+        makes the change (or its rollback) restart every task."""
         change = self._change
+        if change is not None and change.keep and \
+                any(ev.job_vertex.id in change.keep for ev in failed):
+            # A task the update left running failed: the change restarts every task.
+            change.keep = frozenset()
+            if change.phase == "cancelling":
+                self._cancel_tasks()
         if change is not None and change.phase == "cancelling":
             self._check_progress()
             return

@@ -10,13 +10,16 @@ were (the state was kept) and switch from v1 to v2 at one point (one checkpoint)
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cluster import LocalCluster, job_details, poll, weir_cli, write_job
+from tests.support.cluster import REPO, LocalCluster, job_details, poll, weir_cli, write_job
 from tests.support.exactly_once import (
     finished_exactly_once,
     running_counts,
@@ -215,24 +218,48 @@ others = (env.from_sequence(0, N - 1).uid("others").name("others")
  .sink_to(FileSink(OUT + "-b", format="json")).uid("others-sink").name("others-sink"))''')
 
 
+def _start_two_pipelines(cluster: LocalCluster, tmp_path: Path) -> tuple[str, list[str]]:
+    """Run v1 of the two-pipeline job; returns its id and the ``weir update`` command
+    line to v2."""
+    job = write_job(tmp_path, TWO_PIPELINES_JOB, "two.py")
+    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
+    program = [str(job), str(tmp_path / "out"), str(UPDATABLE_N)]
+    started = cluster.weir("run", "--detached", *pairs, *program, "v1",
+                           str(tmp_path / "gate"))
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+    return job_id, ["update", "--dir", str(cluster.dir), job_id, *pairs, *program, "v2",
+                    str(tmp_path / "gate")]
+
+
+def _attempts(details: Any) -> dict[str, set[str]]:
+    return {v.name: {s.attempt_id for s in v.subtasks} for v in details.vertices}
+
+
+def _assert_both_pipelines_exactly_once(cluster: LocalCluster, job_id: str,
+                                        tmp_path: Path) -> list[tuple[str, int, int]]:
+    """Let the job end; both outputs exactly once. Returns the first pipeline's."""
+    (tmp_path / "gate").touch()
+    final = wait_ended(cluster, job_id)
+    assert status_name(final) == "FINISHED", final.failure.message
+    first = _committed(tmp_path / "out-a")
+    _assert_counts_exactly_once(first, UPDATABLE_N)
+    second = _committed(tmp_path / "out-b")
+    _assert_counts_exactly_once(second, UPDATABLE_N)
+    assert {v for v, _, _ in second} == {"b"}
+    return first
+
+
 def test_an_update_leaves_the_pipelines_it_does_not_change_running(
         cluster_factory: Any, tmp_path: Path) -> None:
     """A job of two independent pipelines; the update changes one of them: the other's
     tasks keep running (the same attempts) through it, and both are exactly once."""
     cluster = cluster_factory(2, 4)
-    out, gate = tmp_path / "out", tmp_path / "gate"
-    job = write_job(tmp_path, TWO_PIPELINES_JOB, "two.py")
-    pairs = [f"-D{k}={v}" for k, v in _config(tmp_path).items()]
-    program = [str(job), str(out), str(UPDATABLE_N)]
-    started = cluster.weir("run", "--detached", *pairs, *program, "v1", str(gate))
-    assert started.returncode == 0, started.stderr
-    job_id = started.stdout.strip().splitlines()[-1]
+    job_id, update = _start_two_pipelines(cluster, tmp_path)
+    before = _attempts(_running(cluster, job_id))
+    downtime = _change(weir_cli(*update))
     details = _running(cluster, job_id)
-    before = {v.name: {s.attempt_id for s in v.subtasks} for v in details.vertices}
-    downtime = _change(weir_cli("update", "--dir", str(cluster.dir), job_id, *pairs,
-                                *program, "v2", str(gate)))
-    details = _running(cluster, job_id)
-    after = {v.name: {s.attempt_id for s in v.subtasks} for v in details.vertices}
+    after = _attempts(details)
     assert details.last_change.downtime_ms == downtime
     assert set(details.last_change.restarted_operators) == {"tag"}
     kept = [name for name in after if after[name] == before.get(name)]
@@ -240,15 +267,32 @@ def test_an_update_leaves_the_pipelines_it_does_not_change_running(
     assert kept and restarted, (before, after)
     assert all("others" in name for name in kept), kept
     assert not any("others" in name for name in restarted), restarted
-    gate.touch()
-    final = wait_ended(cluster, job_id)
-    assert status_name(final) == "FINISHED", final.failure.message
-    first = _committed(Path(str(out) + "-a"))
-    _assert_counts_exactly_once(first, UPDATABLE_N)
+    first = _assert_both_pipelines_exactly_once(cluster, job_id, tmp_path)
     assert {v for v, _, _ in first} == {"v1", "v2"}
-    second = _committed(Path(str(out) + "-b"))
-    _assert_counts_exactly_once(second, UPDATABLE_N)
-    assert {v for v, _, _ in second} == {"b"}
+
+
+@pytest.mark.chaos
+def test_a_taskexecutor_killed_during_an_update_that_keeps_a_pipeline_running(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """SIGKILL a TaskExecutor (tasks of both pipelines) as soon as the update deploys
+    new attempts: whether the update completes, restarts every task or is rolled back, the
+    job recovers and both outputs are exactly once."""
+    cluster = cluster_factory(3, 4)
+    job_id, update = _start_two_pipelines(cluster, tmp_path)
+    before = _attempts(_running(cluster, job_id))
+    command = subprocess.Popen([sys.executable, "-m", "weir", *update], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        poll(lambda: _attempts(job_details(cluster, job_id)) != before, 60, interval=0.02,
+             what="the update to deploy")
+        cluster.kill_taskexecutor(0)
+        command.communicate(timeout=300)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.communicate()
+    _assert_both_pipelines_exactly_once(cluster, job_id, tmp_path)
 
 
 def test_an_update_whose_state_does_not_fit_is_rolled_back(
