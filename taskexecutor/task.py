@@ -15,6 +15,7 @@ last data.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import threading
@@ -175,6 +176,8 @@ class Task:
         self._cancelled = threading.Event()
         self._writers: list[ResultPartitionWriter] = []
         self._gates: list[InputGate] = []
+        #: Per gate, which input of the head operator it feeds (two-input operators).
+        self._gate_inputs: list[int] = []
         #: Index of each gate's first channel in the task-wide channel numbering.
         self._channel_offsets: list[int] = []
         self._valve = StatusWatermarkValve(0)
@@ -307,6 +310,7 @@ class Task:
         for deployment in tdd.input_gates:
             gate = self._shuffle.create_input_gate(shuffle_ctx, deployment)
             self._gates.append(gate)
+            self._gate_inputs.append(deployment.input_index)
             self._channel_offsets.append(channels)
             channels += len(deployment.channels)
             gate.request_partitions()
@@ -527,7 +531,7 @@ class Task:
             return "end" if self._stopped else "nothing"
         if self._replay:
             channel, elements = self._replay.popleft()
-            self._chain.process(elements)
+            self._chain.process(elements, self._input_of(channel))
             return "more"
         if self._reader is not None:
             return self._process_source()
@@ -545,8 +549,9 @@ class Task:
             if event.elements:
                 if self._handler is not None:
                     self._on_data(channel, event.elements, event.size)
+                input_index = self._gate_inputs[index]
                 for elements in event.elements:
-                    self._chain.process(elements)
+                    self._chain.process(elements, input_index)
             elif event.event is not None:
                 self._on_event(channel, event)
             elif event.end_of_partition:
@@ -557,6 +562,11 @@ class Task:
         if all_finished:
             return self._end_or_wait()
         return "nothing"
+
+    def _input_of(self, channel: int) -> int:
+        """The head operator's input that task-wide ``channel`` feeds."""
+        gate = bisect.bisect_right(self._channel_offsets, channel) - 1
+        return self._gate_inputs[gate] if gate >= 0 else 0
 
     def _end_or_wait(self) -> str:
         """Every input ended: end now, or once the final checkpoint completed."""

@@ -20,17 +20,19 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
     "AggregateFunction": "weir.window",
-    "CheckpointConfig": "weir.checkpoint_config",
-    "CheckpointingMode": "weir.checkpoint_config",
-    "ExternalizedCheckpointCleanup": "weir.checkpoint_config",
-    "ExternalizedCheckpointRetention": "weir.checkpoint_config",
     "AggregatingState": "weir.state_api",
     "AggregatingStateDescriptor": "weir.state_api",
+    "CheckpointConfig": "weir.checkpoint_config",
     "CheckpointListener": "weir.state.operator_state",
     "CheckpointedFunction": "weir.state.operator_state",
+    "CheckpointingMode": "weir.checkpoint_config",
     "CloseableIterator": "weir.datastream",
+    "CoFlatMapFunction": "weir.functions",
+    "CoMapFunction": "weir.functions",
+    "CoProcessFunction": "weir.functions",
     "ConfigError": "weir.core.errors",
     "Configuration": "weir.core.config",
+    "ConnectedStreams": "weir.datastream",
     "CountTrigger": "weir.window",
     "DataStream": "weir.datastream",
     "DataStreamSink": "weir.datastream",
@@ -38,6 +40,8 @@ _EXPORTS: dict[str, str] = {
     "Duration": "weir.core.time",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
+    "ExternalizedCheckpointCleanup": "weir.checkpoint_config",
+    "ExternalizedCheckpointRetention": "weir.checkpoint_config",
     "FileSink": "weir.sinks",
     "FileSource": "weir.sources.files",
     "FilterFunction": "weir.functions",
@@ -48,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "JobExecutionError": "weir.core.errors",
     "JobExecutionResult": "weir.environment",
     "KeySelector": "weir.functions",
+    "KeyedCoProcessFunction": "weir.functions",
     "KeyedProcessFunction": "weir.functions",
     "KeyedStream": "weir.datastream",
     "ListState": "weir.state_api",
@@ -174,6 +179,9 @@ if TYPE_CHECKING:
         CloseableIterator as CloseableIterator,
     )
     from weir.datastream import (
+        ConnectedStreams as ConnectedStreams,
+    )
+    from weir.datastream import (
         DataStream as DataStream,
     )
     from weir.datastream import (
@@ -192,10 +200,22 @@ if TYPE_CHECKING:
         StreamExecutionEnvironment as StreamExecutionEnvironment,
     )
     from weir.functions import (
+        CoFlatMapFunction as CoFlatMapFunction,
+    )
+    from weir.functions import (
+        CoMapFunction as CoMapFunction,
+    )
+    from weir.functions import (
+        CoProcessFunction as CoProcessFunction,
+    )
+    from weir.functions import (
         FilterFunction as FilterFunction,
     )
     from weir.functions import (
         FlatMapFunction as FlatMapFunction,
+    )
+    from weir.functions import (
+        KeyedCoProcessFunction as KeyedCoProcessFunction,
     )
     from weir.functions import (
         KeyedProcessFunction as KeyedProcessFunction,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation
+from weir.functions import KeyedCoProcessFunction
 from weir.graph import BROADCAST, HASH, REBALANCE, Transformation
 from weir.keys import FieldKeySpec, KeySpec, key_spec
 from weir.operators.basic import (
@@ -28,6 +29,7 @@ from weir.operators.basic import (
     MapOperator,
     ProcessOperator,
 )
+from weir.operators.co import CoOperator
 from weir.operators.event_time import TimestampsAndWatermarksOperator
 from weir.operators.keyed import FieldAggregateOperator, KeyedProcessOperator, ReduceOperator
 from weir.operators.sinks import CollectSinkOperator, PrintSinkOperator
@@ -159,6 +161,14 @@ class DataStream:
         t = Transformation(name="Union", kind="union",
                            inputs=[self._t, *(s._t for s in streams)])
         return DataStream(self._env, t)
+
+    def connect(self, stream: DataStream) -> ConnectedStreams:
+        """Connect two streams, possibly of different kinds of records, for one two-input
+        function (``map``, ``flat_map``, ``process``; keyed after ``key_by``)."""
+        if not isinstance(stream, DataStream):
+            msg = f"connect expects a DataStream, got {type(stream).__name__}"
+            raise TypeError(msg)
+        return ConnectedStreams(self, stream)
 
     # -- sinks ------------------------------------------------------------------------------
 
@@ -355,6 +365,62 @@ class WindowedStream:
         """Records per key and window: ``(key, count)``, or vectorised Rows
         ``(key column, window_start, window_end, count)``."""
         return self._builtin("count", None)
+
+
+class ConnectedStreams:
+    """Two streams connected for one two-input function (PyFlink's ConnectedStreams).
+
+    Example:
+        >>> from weir import CoMapFunction, StreamExecutionEnvironment
+        >>> class Tag(CoMapFunction):
+        ...     def map1(self, value): return ("number", value)
+        ...     def map2(self, value): return ("word", value)
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> numbers, words = env.from_collection([1, 2]), env.from_collection(["a"])
+        >>> numbers.connect(words).map(Tag()).get_name()
+        'Co-Map'
+    """
+
+    def __init__(self, stream1: DataStream, stream2: DataStream,
+                 keys: tuple[KeySpec, KeySpec] | None = None) -> None:
+        self.stream1 = stream1
+        self.stream2 = stream2
+        self._keys = keys
+
+    def key_by(self, key_selector1: Any, key_selector2: Any,
+               key_type: TypeInformation | None = None) -> ConnectedStreams:
+        """Partition both inputs by key (each with its own selector, both giving keys of
+        one kind): the function then has keyed state and, in ``process``, timers."""
+        first = self.stream1.key_by(key_selector1)
+        second = self.stream2.key_by(key_selector2)
+        return ConnectedStreams(first, second, (first._key, second._key))
+
+    def _co(self, name: str, fn: Any, style: str,
+            output_type: TypeInformation | None) -> DataStream:
+        operator = CoOperator(name, fn, style, self._keys, output_type)
+        t = Transformation(name=name, kind="operator", inputs=[self.stream1._t,
+                                                               self.stream2._t],
+                           operator=operator, two_input=True)
+        return DataStream(self.stream1._env, t)
+
+    def map(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        """A CoMapFunction: ``map1`` for the first stream's records, ``map2`` for the
+        second's."""
+        return self._co("Co-Map", func, "map", output_type)
+
+    def flat_map(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        """A CoFlatMapFunction: ``flat_map1`` / ``flat_map2`` yield any number of outputs."""
+        return self._co("Co-Flat Map", func, "flat_map", output_type)
+
+    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        """A CoProcessFunction, or after ``key_by`` a KeyedCoProcessFunction (keyed state,
+        timers firing ``on_timer``)."""
+        if self._keys is None and isinstance(func, KeyedCoProcessFunction):
+            msg = ("a KeyedCoProcessFunction needs keyed inputs: call "
+                   "connect(...).key_by(key_selector1, key_selector2) first")
+            raise TypeError(msg)
+        name = "Keyed Co-Process" if self._keys is not None else "Co-Process"
+        return self._co(name, func, "process", output_type)
 
 
 class DataStreamSink:

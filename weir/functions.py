@@ -235,6 +235,89 @@ class KeyedProcessFunction(Function, Generic[T]):
         return None
 
 
+class CoMapFunction(Function):
+    """Maps the two inputs of connected streams: ``map1`` for the first stream's records,
+    ``map2`` for the second's, one output each.
+
+    Example:
+        >>> class Tag(CoMapFunction):
+        ...     def map1(self, value):
+        ...         return ("order", value)
+        ...     def map2(self, value):
+        ...         return ("payment", value)
+        >>> Tag().map2(7)
+        ('payment', 7)
+    """
+
+    @abstractmethod
+    def map1(self, value: Any) -> Any: ...
+
+    @abstractmethod
+    def map2(self, value: Any) -> Any: ...
+
+
+class CoFlatMapFunction(Function):
+    """``flat_map1`` / ``flat_map2``: any number of outputs per record of either input."""
+
+    @abstractmethod
+    def flat_map1(self, value: Any) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def flat_map2(self, value: Any) -> Iterable[Any] | None: ...
+
+
+class CoProcessFunction(Function):
+    """Processes the records of two connected (not keyed) streams; the outputs of
+    ``process_element1``/``process_element2`` take the timestamp of their record."""
+
+    class Context(ProcessFunction.Context):
+        pass
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: CoProcessFunction.Context) -> (
+            Iterable[Any] | None): ...
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: CoProcessFunction.Context) -> (
+            Iterable[Any] | None): ...
+
+
+class KeyedCoProcessFunction(Function):
+    """Processes two streams keyed alike (``connect(...).key_by(k1, k2)``): keyed state
+    shared by both inputs' records of a key, and timers, as in a KeyedProcessFunction.
+
+    Example:
+        >>> from weir import ValueStateDescriptor
+        >>> class Join(KeyedCoProcessFunction):
+        ...     def open(self, runtime_context):
+        ...         self.order = runtime_context.get_state(ValueStateDescriptor("order"))
+        ...     def process_element1(self, order, ctx):
+        ...         self.order.update(order)
+        ...     def process_element2(self, payment, ctx):
+        ...         if self.order.value() is not None:
+        ...             yield self.order.value(), payment
+    """
+
+    class Context(KeyedProcessFunction.Context):
+        pass
+
+    class OnTimerContext(KeyedProcessFunction.OnTimerContext):
+        pass
+
+    @abstractmethod
+    def process_element1(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> (
+            Iterable[Any] | None): ...
+
+    @abstractmethod
+    def process_element2(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> (
+            Iterable[Any] | None): ...
+
+    def on_timer(self, timestamp: int, ctx: KeyedCoProcessFunction.OnTimerContext) -> (
+            Iterable[Any] | None):
+        """A timer of the current key fired (may yield outputs)."""
+        return None
+
+
 def resolve_callable(fn: Any, method: str) -> Any:
     """The callable to apply: ``fn.method`` for function objects, ``fn`` for callables."""
     bound = getattr(fn, method, None)

@@ -46,6 +46,8 @@ class Transformation:
     parallelism: int | None = None
     max_parallelism: int | None = None
     uid: str | None = None
+    #: Its inputs are the two inputs of a two-input operator (``connect``), not a union.
+    two_input: bool = False
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -54,26 +56,29 @@ class _Input:
     node: Transformation
     partitioner: int | None
     key: KeySpec | None
+    #: Which input of a two-input operator the edge feeds (0 otherwise).
+    input_index: int = 0
 
 
 def _physical_inputs(node: Transformation) -> list[_Input]:
     """Inputs of ``node`` with virtual partition/union nodes folded into edge properties."""
     result: list[_Input] = []
 
-    def walk(t: Transformation, partitioner: int | None, key: KeySpec | None) -> None:
+    def walk(t: Transformation, partitioner: int | None, key: KeySpec | None,
+             index: int) -> None:
         if t.kind == "partition":
             # The partitioning closest to the consumer wins: rebalance().key_by(k) is keyed.
             if partitioner is None:
                 partitioner, key = t.partitioner, t.key
-            walk(t.inputs[0], partitioner, key)
+            walk(t.inputs[0], partitioner, key, index)
         elif t.kind == "union":
             for upstream in t.inputs:
-                walk(upstream, partitioner, key)
+                walk(upstream, partitioner, key, index)
         else:
-            result.append(_Input(t, partitioner, key))
+            result.append(_Input(t, partitioner, key, index))
 
-    for upstream in node.inputs:
-        walk(upstream, None, None)
+    for position, upstream in enumerate(node.inputs):
+        walk(upstream, None, None, position if node.two_input else 0)
     return result
 
 
@@ -116,7 +121,14 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
                        f"{parallelism[edge.node.id]}) to '{n.name}' (parallelism "
                        f"{parallelism[n.id]}) needs equal parallelism: use rebalance()")
                 raise InvalidJobError(msg)
-            resolved.append(_Input(edge.node, part, edge.key))
+            resolved.append(_Input(edge.node, part, edge.key, edge.input_index))
+        producers = [edge.node.id for edge in resolved]
+        if len(set(producers)) < len(producers):
+            twice = next(e.node for e in resolved if producers.count(e.node.id) > 1)
+            msg = (f"'{n.name}' reads '{twice.name}' through two edges (a stream connected "
+                   "or united with itself): weir exchanges one stream between two "
+                   "operators; apply the two functions to the one stream instead")
+            raise InvalidJobError(msg)
         edges[n.id] = resolved
         if (n.kind != "source" and len(resolved) == 1 and resolved[0].partitioner == FORWARD
                 and downstream[resolved[0].node.id] == 1):
@@ -153,12 +165,11 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
         if head.kind == "source":
             vertex.source = _pickle(head.source, head.name)
         for edge in edges[head.id]:
-            # Every input feeds logical input 0 (union semantics); two-input operators
-            # will number their inputs here.
+            # Unions feed input 0; a two-input operator's edges say which input they feed.
             vertex.inputs.add(
                 source_vertex=vertex_of[edge.node.id], partitioner=edge.partitioner,
                 key_selector=_pickle(edge.key, head.name) if edge.key is not None else b"",
-                input_index=0)
+                input_index=edge.input_index)
     return graph
 
 

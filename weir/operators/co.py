@@ -1,0 +1,103 @@
+"""Two-input operators: the function of connected streams (``connect``), keyed or not.
+
+Records of the first input go to the function's ``...1`` method, those of the second to its
+``...2`` method. Both inputs are channels of one task, so a checkpoint barrier is aligned
+over the channels of both inputs (or overtakes them, unaligned), and a keyed two-input
+operator's state (shared by both inputs' records of a key) and timers are in its keyed
+snapshot like any keyed operator's.
+
+Example:
+    >>> from weir.functions import CoMapFunction
+    >>> class Tag(CoMapFunction):
+    ...     def map1(self, value): return ("left", value)
+    ...     def map2(self, value): return ("right", value)
+    >>> CoOperator("Co-Map", Tag(), "map").style
+    'map'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.core.records import Elements
+from weir.core.types import TypeInformation
+from weir.functions import CoProcessFunction, KeyedCoProcessFunction, TimerService
+from weir.keys import KeySpec, key_groups_of_keys
+from weir.operators.base import KeyedOperator, open_functions
+from weir.operators.keyed import KeyedProcessOperator
+
+#: Style -> (method for input 1, method for input 2, the function class to name).
+_STYLES = {
+    "map": ("map1", "map2", "CoMapFunction"),
+    "flat_map": ("flat_map1", "flat_map2", "CoFlatMapFunction"),
+    "process": ("process_element1", "process_element2",
+                "CoProcessFunction or KeyedCoProcessFunction"),
+}
+
+
+class CoOperator(KeyedProcessOperator):
+    """Runs a CoMap, CoFlatMap, CoProcess or KeyedCoProcess function (``style``: map,
+    flat_map or process). With ``keys`` (one key per input) it is keyed: keyed state for
+    the function and, for process, timers firing ``on_timer``. Outputs take the timestamp
+    of the record they came from, as in :class:`KeyedProcessOperator`."""
+
+    def __init__(self, name: str, fn: Any, style: str,
+                 keys: tuple[KeySpec, KeySpec] | None = None,
+                 output_type: TypeInformation | None = None) -> None:
+        KeyedOperator.__init__(self, name)
+        first, second, kind = _STYLES[style]
+        if not (callable(getattr(fn, first, None)) and callable(getattr(fn, second, None))):
+            msg = (f"{name} needs a {kind} (methods {first} and {second}), got "
+                   f"{type(fn).__name__}")
+            raise TypeError(msg)
+        self.fn = fn
+        self.style = style
+        self.keys = keys
+        self.output_type = output_type
+
+    def open(self) -> None:
+        first, second, _ = _STYLES[self.style]
+        self._calls = (getattr(self.fn, first), getattr(self.fn, second))
+        self._pending: list[Any] = []
+        self._pending_ts: list[int] = []
+        self._on_timer = None
+        self._fn_ctx: Any = CoProcessFunction.Context()
+        backend = None
+        if self.keys is not None:
+            backend = self.open_keyed(timers="user" if self.style == "process" else None)
+            service = TimerService(self.timers) if self.timers is not None else None
+            self._fn_ctx = KeyedCoProcessFunction.Context(service)
+            self._timer_ctx = KeyedCoProcessFunction.OnTimerContext(service)
+            self._on_timer = getattr(self.fn, "on_timer", None)
+        open_functions(self, backend)
+
+    def process(self, elements: Elements, input_index: int = 0) -> None:
+        call = self._calls[input_index]
+        records = elements.records()
+        keyed = self.keys is not None
+        if keyed:
+            assert self.ctx is not None and self.backend is not None and self.keys is not None
+            keys = self.keys[input_index].keys(elements)
+            groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+            set_current_key = self.backend.set_current_key
+        stamped = elements.timestamps is not None
+        timestamps = elements.timestamps.tolist() if stamped else None  # type: ignore[union-attr]
+        ctx = self._fn_ctx if self.style == "process" else None
+        single = self.style == "map"
+        out: list[Any] = []
+        stamps: list[int] = []
+        for index, record in enumerate(records):
+            if keyed:
+                set_current_key(keys[index], groups[index])
+                self._fn_ctx._key = keys[index]
+            if timestamps is not None:
+                self._fn_ctx._timestamp = timestamps[index]
+            result = call(record) if ctx is None else call(record, ctx)
+            if single:
+                result = (result,)
+            if result is not None:
+                before = len(out)
+                out.extend(result)
+                if timestamps is not None:
+                    stamps.extend([timestamps[index]] * (len(out) - before))
+        self._emit(out, stamps if stamped else None)
