@@ -32,6 +32,11 @@ class StateTtlConfig:
         OnCreateAndWrite = 1
         OnReadAndWrite = 2
 
+    class TtlTimeCharacteristic(enum.Enum):
+        """The clock of the time to live: processing time (the only one, as in Flink)."""
+
+        ProcessingTime = 0
+
     class StateVisibility(enum.Enum):
         """Whether an expired entry not yet cleaned up may still be read."""
 
@@ -46,6 +51,8 @@ class StateTtlConfig:
         self.ttl_ms = ttl_ms
         self.update_type = update_type
         self.visibility = visibility
+        #: The cleanup settings the builder was given (see Builder; recorded only).
+        self.cleanup_strategies: dict[str, Any] = {}
 
     @staticmethod
     def new_builder(ttl: Any) -> StateTtlConfig.Builder:
@@ -56,6 +63,7 @@ class StateTtlConfig:
             self._ttl_ms = to_millis(ttl)
             self._update = StateTtlConfig.UpdateType.OnCreateAndWrite
             self._visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
+            self._cleanup: dict[str, Any] = {}
 
         def set_update_type(self, update_type: StateTtlConfig.UpdateType
                             ) -> StateTtlConfig.Builder:
@@ -80,8 +88,44 @@ class StateTtlConfig:
             return self.set_state_visibility(
                 StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
 
+        def set_ttl(self, ttl: Any) -> StateTtlConfig.Builder:
+            self._ttl_ms = to_millis(ttl)
+            return self
+
+        def set_ttl_time_characteristic(self, characteristic: StateTtlConfig.
+                                        TtlTimeCharacteristic) -> StateTtlConfig.Builder:
+            """Only processing time exists (as in Flink)."""
+            return self
+
+        # Cleanup strategies. weir removes an expired entry when it is read (and, with
+        # NeverReturnExpired, does not return it); these PyFlink settings are accepted and
+        # kept on the config, and add no background cleanup: an expired entry nobody
+        # reads stays in state (and snapshots) until its key's state is cleared.
+
+        def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
+            self._cleanup["background"] = False
+            return self
+
+        def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
+            self._cleanup["full_snapshot"] = True
+            return self
+
+        def cleanup_incrementally(self, cleanup_size: int, run_cleanup_for_every_record: bool
+                                  ) -> StateTtlConfig.Builder:
+            self._cleanup["incremental"] = (cleanup_size, run_cleanup_for_every_record)
+            return self
+
+        def cleanup_in_rocksdb_compact_filter(self, query_time_after_num_entries: int,
+                                              periodic_compaction_time: Any = None
+                                              ) -> StateTtlConfig.Builder:
+            self._cleanup["rocksdb_compaction_filter"] = (query_time_after_num_entries,
+                                                          periodic_compaction_time)
+            return self
+
         def build(self) -> StateTtlConfig:
-            return StateTtlConfig(self._ttl_ms, self._update, self._visibility)
+            config = StateTtlConfig(self._ttl_ms, self._update, self._visibility)
+            config.cleanup_strategies = dict(self._cleanup)
+            return config
 
 
 @dataclass

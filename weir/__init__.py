@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "Duration": "weir.core.time",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
+    "ExecutionConfig": "weir.execution_config",
     "ExternalizedCheckpointCleanup": "weir.checkpoint_config",
     "ExternalizedCheckpointRetention": "weir.checkpoint_config",
     "FileSink": "weir.sinks",
@@ -71,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "ReducingStateDescriptor": "weir.state_api",
     "Row": "weir.core.row",
     "RuntimeContext": "weir.functions",
+    "RuntimeExecutionMode": "weir.execution_config",
     "Sink": "weir.sinks",
     "SlidingEventTimeWindows": "weir.window",
     "SlidingProcessingTimeWindows": "weir.window",
@@ -81,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "StateTtlConfig": "weir.state_api",
     "StreamExecutionEnvironment": "weir.environment",
     "Time": "weir.core.time",
+    "TimeCharacteristic": "weir.execution_config",
     "TimeDomain": "weir.functions",
     "TimeWindow": "weir.window",
     "TimerService": "weir.functions",
@@ -198,6 +201,15 @@ if TYPE_CHECKING:
     )
     from weir.environment import (
         StreamExecutionEnvironment as StreamExecutionEnvironment,
+    )
+    from weir.execution_config import (
+        ExecutionConfig as ExecutionConfig,
+    )
+    from weir.execution_config import (
+        RuntimeExecutionMode as RuntimeExecutionMode,
+    )
+    from weir.execution_config import (
+        TimeCharacteristic as TimeCharacteristic,
     )
     from weir.functions import (
         CoFlatMapFunction as CoFlatMapFunction,

@@ -143,8 +143,10 @@ class DataStream:
         return Transformation(name=name, kind="partition", inputs=[self._t],
                               partitioner=partitioner, key=key)
 
-    def key_by(self, key_selector: Any) -> KeyedStream:
-        """Partition by key: a column name or position (vectorised), a tuple, or a function."""
+    def key_by(self, key_selector: Any, key_type: TypeInformation | None = None
+               ) -> KeyedStream:
+        """Partition by key: a column name or position (vectorised), a tuple, or a function.
+        ``key_type`` (PyFlink's) is accepted: keys are hashed from their Python value."""
         spec = key_spec(key_selector)
         return KeyedStream(self._env, self._partition("Key By", HASH, spec), spec)
 
@@ -325,8 +327,11 @@ class WindowedStream:
         return self._apply("Reduce", REDUCE, reduce_function, window_function, output_type)
 
     def aggregate(self, aggregate_function: Any, window_function: Any = None,
+                  accumulator_type: TypeInformation | None = None,
                   output_type: TypeInformation | None = None) -> DataStream:
-        """Fold each window's records into an accumulator (an AggregateFunction)."""
+        """Fold each window's records into an accumulator (an AggregateFunction); with a
+        window function, it gets the result (and the window) at the end. As in PyFlink,
+        ``accumulator_type`` is accepted (accumulators are Python objects)."""
         return self._apply("Aggregate", AGGREGATE, aggregate_function, window_function,
                            output_type)
 

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from weir.core.ids import JobId
 from weir.core.source import Source
 from weir.core.types import TypeInformation
 from weir.datastream import DataStream
+from weir.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
 from weir.graph import Transformation, build_job_graph
 from weir.proto import jobgraph_pb2
 from weir.sources.collection import CollectionSource, SequenceSource
@@ -116,9 +118,29 @@ class StreamExecutionEnvironment:
     def get_max_parallelism(self) -> int:
         return self._max_parallelism
 
-    def set_runtime_mode(self, mode: str) -> StreamExecutionEnvironment:
-        self._config.set_raw(options.RUNTIME_MODE.key, mode)
+    def set_runtime_mode(self, mode: RuntimeExecutionMode | str) -> StreamExecutionEnvironment:
+        """STREAMING, BATCH or AUTOMATIC (BATCH when every source is bounded)."""
+        if isinstance(mode, RuntimeExecutionMode):
+            mode = mode.name
+        self._config.set_raw(options.RUNTIME_MODE.key, str(mode).upper())
         return self
+
+    def get_config(self) -> ExecutionConfig:
+        """PyFlink's ExecutionConfig (auto-watermark interval, parallelism)."""
+        return ExecutionConfig(self)
+
+    def set_stream_time_characteristic(self, characteristic: TimeCharacteristic
+                                       ) -> StreamExecutionEnvironment:
+        """Deprecated, as in Flink since 1.12: accepted and ignored (event time applies
+        wherever watermarks are assigned)."""
+        warnings.warn("set_stream_time_characteristic is deprecated and has no effect: "
+                      "event time applies where timestamps and watermarks are assigned",
+                      DeprecationWarning, stacklevel=2)
+        self._time_characteristic = characteristic
+        return self
+
+    def get_stream_time_characteristic(self) -> TimeCharacteristic:
+        return getattr(self, "_time_characteristic", TimeCharacteristic.EventTime)
 
     def set_buffer_timeout(self, timeout_ms: int) -> StreamExecutionEnvironment:
         self._config.set_raw(options.BUFFER_TIMEOUT.key, f"{timeout_ms} ms")
@@ -238,12 +260,18 @@ class StreamExecutionEnvironment:
 
     def get_job_graph(self, job_name: str | None = None) -> jobgraph_pb2.JobGraph:
         """The JobGraph of what was built so far (sources are not prepared)."""
-        if self._config.get(options.RUNTIME_MODE) == "BATCH":
+        config = self._config.to_dict()
+        mode = self._config.get(options.RUNTIME_MODE)
+        if mode == "AUTOMATIC":
+            bounded = all(getattr(t.source, "bounded", True) for t in self._transformations()
+                          if t.kind == "source")
+            mode = config[options.RUNTIME_MODE.key] = "BATCH" if bounded else "STREAMING"
+        if mode == "BATCH":
             self._check_bounded()
         return build_job_graph(
             self._sinks, job_id=JobId.generate(), job_name=job_name or "weir job",  # type: ignore[attr-defined]
             default_parallelism=self._parallelism,
-            default_max_parallelism=self._max_parallelism, config=self._config.to_dict())
+            default_max_parallelism=self._max_parallelism, config=config)
 
     def _check_source_paths(self) -> None:
         """Refuse file sources whose paths match nothing here, before anything is

@@ -28,9 +28,11 @@ MAX_PARALLELISM = Option(
     "pipeline.max-parallelism", int, default=128, validator=positive,
     doc="Number of key groups: the upper bound for rescaling keyed state.")
 RUNTIME_MODE = Option(
-    "execution.runtime-mode", str, default="STREAMING", choices=("STREAMING", "BATCH"),
+    "execution.runtime-mode", str, default="STREAMING",
+    choices=("STREAMING", "BATCH", "AUTOMATIC"),
     doc="STREAMING runs all tasks at once with pipelined exchanges; BATCH (bounded jobs "
-        "only) runs stage after stage with blocking exchanges, freeing slots as stages end.")
+        "only) runs stage after stage with blocking exchanges, freeing slots as stages "
+        "end; AUTOMATIC is BATCH when every source is bounded, else STREAMING.")
 BUFFER_TIMEOUT = Option(
     "execution.buffer-timeout", Duration, default="100 ms", validator=non_negative,
     doc="Longest time output waits in a partly filled buffer before it is flushed "

@@ -1,0 +1,81 @@
+"""Environment and signature details of PyFlink programs: runtime modes, the execution
+config, the deprecated time characteristic, ``key_by(..., key_type)`` and
+``aggregate(..., accumulator_type=...)``, each run as a PyFlink user writes it."""
+
+from __future__ import annotations
+
+import pytest
+
+from weir import (
+    AggregateFunction,
+    RuntimeExecutionMode,
+    StreamExecutionEnvironment,
+    Time,
+    TimeCharacteristic,
+    TumblingEventTimeWindows,
+    Types,
+    WatermarkStrategy,
+)
+
+
+class Average(AggregateFunction):
+    def create_accumulator(self):
+        return 0, 0
+
+    def add(self, value, accumulator):
+        return accumulator[0] + value[1], accumulator[1] + 1
+
+    def get_result(self, accumulator):
+        return accumulator[0] / accumulator[1]
+
+    def merge(self, a, b):
+        return a[0] + b[0], a[1] + b[1]
+
+
+def test_automatic_mode_runs_a_bounded_job_as_batch() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC)
+    env.from_collection([1, 2, 3]).print()
+    assert env.get_job_graph().config["execution.runtime-mode"] == "BATCH"
+    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
+    assert env.get_job_graph().config["execution.runtime-mode"] == "STREAMING"
+
+
+def test_the_execution_config_sets_weirs_options() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    config = env.get_config()
+    config.set_auto_watermark_interval(50).set_parallelism(3).enable_object_reuse()
+    assert config.get_auto_watermark_interval() == 50
+    assert env.get_configuration().to_dict()["pipeline.auto-watermark-interval"] == "50 ms"
+    assert env.get_parallelism() == config.get_parallelism() == 3
+
+
+def test_the_time_characteristic_is_accepted_and_deprecated() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.warns(DeprecationWarning, match="no effect"):
+        env.set_stream_time_characteristic(TimeCharacteristic.EventTime)
+    assert env.get_stream_time_characteristic() is TimeCharacteristic.EventTime
+    words = ["a", "b", "a"]
+    assert sorted(env.from_collection(words).execute_and_collect()) == sorted(words)
+
+
+def test_key_by_with_a_key_type_and_aggregate_with_an_accumulator_type() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    readings = [(sensor, t, float(t % 7)) for t in range(0, 40) for sensor in (1, 2)]
+    averages = (env.from_collection(readings)
+                .assign_timestamps_and_watermarks(
+                    WatermarkStrategy.for_monotonous_timestamps()
+                    .with_timestamp_assigner(lambda r, _: r[1]))
+                .map(lambda r: (r[0], r[2]))
+                .key_by(lambda r: r[0], key_type=Types.INT())
+                .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+                .aggregate(Average(),
+                           accumulator_type=Types.TUPLE([Types.FLOAT(), Types.INT()]),
+                           output_type=Types.DOUBLE()))
+    expected = []
+    for sensor in (1, 2):
+        for start in range(0, 40, 10):
+            values = [float(t % 7) for t in range(start, start + 10)]
+            expected.append(sum(values) / len(values))
+    assert sorted(averages.execute_and_collect()) == sorted(expected)
