@@ -46,7 +46,7 @@ from __future__ import annotations
 import enum
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from weir.core.errors import StateError
@@ -84,6 +84,9 @@ class DistributionMode(enum.Enum):
     SPLIT_DISTRIBUTE = 0
     #: Every new subtask gets every element.
     UNION = 1
+    #: Broadcast state: every subtask holds the same entries, subtask 0 alone writes them
+    #: into snapshots, and every new subtask gets them.
+    BROADCAST = 2
 
 
 def redistribute(per_subtask: Sequence[Sequence[T]], mode: DistributionMode,
@@ -109,6 +112,8 @@ def share_of(per_subtask: Sequence[Sequence[T]], mode: DistributionMode, subtask
         # Unchanged parallelism: a subtask keeps what it had, which is what lets a task
         # restored on the same TaskExecutor reuse its local state.
         return list(per_subtask[subtask_index])
+    if mode is DistributionMode.BROADCAST:
+        return list(per_subtask[0]) if per_subtask else []
     everything = [element for elements in per_subtask for element in elements]
     if mode is DistributionMode.UNION:
         return everything
@@ -160,6 +165,86 @@ class OperatorListState:
         return f"OperatorListState({self._name!r}, {self.mode.name}, {len(self._elements)})"
 
 
+class BroadcastState:
+    """The broadcast state of one MapStateDescriptor: a map that every subtask of the
+    operator holds alike (each applies the same broadcast elements to it). Written by
+    ``process_broadcast_element``; ``process_element`` reads it through
+    :class:`ReadOnlyBroadcastState`.
+
+    Example:
+        >>> rules = BroadcastState("rules")
+        >>> rules.put("max", 10)
+        >>> rules.get("max"), rules.contains("min"), rules.items()
+        (10, False, [('max', 10)])
+    """
+
+    def __init__(self, name: str, entries: Iterable[tuple[Any, Any]] = ()) -> None:
+        self.name = name
+        self._map: dict[Any, Any] = dict(entries)
+
+    def get(self, key: Any) -> Any:
+        return self._map.get(key)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._map
+
+    def put(self, key: Any, value: Any) -> None:
+        self._map[key] = value
+
+    def put_all(self, entries: dict[Any, Any]) -> None:
+        self._map.update(entries)
+
+    def remove(self, key: Any) -> None:
+        self._map.pop(key, None)
+
+    def clear(self) -> None:
+        self._map.clear()
+
+    def keys(self) -> list[Any]:
+        return list(self._map)
+
+    def values(self) -> list[Any]:
+        return list(self._map.values())
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return list(self._map.items())
+
+    def is_empty(self) -> bool:
+        return not self._map
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._map))
+
+
+class ReadOnlyBroadcastState:
+    """A read-only view of a :class:`BroadcastState` (what ``process_element`` gets: only
+    broadcast elements may change it, so that every subtask keeps the same state)."""
+
+    def __init__(self, state: BroadcastState) -> None:
+        self._state = state
+
+    def get(self, key: Any) -> Any:
+        return self._state.get(key)
+
+    def contains(self, key: Any) -> bool:
+        return self._state.contains(key)
+
+    def keys(self) -> list[Any]:
+        return self._state.keys()
+
+    def values(self) -> list[Any]:
+        return self._state.values()
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return self._state.items()
+
+    def is_empty(self) -> bool:
+        return self._state.is_empty()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._state)
+
+
 class OperatorStateStore(ABC):
     """What functions see of operator state (Flink's ``OperatorStateStore``)."""
 
@@ -194,6 +279,8 @@ class OperatorStateBackend(OperatorStateStore):
 
     def __init__(self) -> None:
         self._states: dict[str, OperatorListState] = {}
+        # Broadcast states, and whether this instance writes them into snapshots.
+        self._broadcast: dict[str, tuple[BroadcastState, bool]] = {}
         # Restored elements not asked for yet, still pickled: (mode, elements' bytes).
         self._restored: dict[str, tuple[DistributionMode, list[bytes]]] = {}
         self._is_restored = False
@@ -206,7 +293,7 @@ class OperatorStateBackend(OperatorStateStore):
     @property
     def state_names(self) -> list[str]:
         """Names of every state the next snapshot will hold, registered or only restored."""
-        return sorted({*self._states, *self._restored})
+        return sorted({*self._states, *self._broadcast, *self._restored})
 
     def get_list_state(self, descriptor: ListStateDescriptor) -> OperatorListState:
         """List state: on rescale its elements are dealt round-robin to the new subtasks."""
@@ -216,30 +303,45 @@ class OperatorStateBackend(OperatorStateStore):
         """Union list state: on restore every subtask gets the elements of all subtasks."""
         return self._get(descriptor, DistributionMode.UNION)
 
+    def get_broadcast_state(self, descriptor: Any, writer: bool) -> BroadcastState:
+        """The broadcast state of a MapStateDescriptor; only a ``writer`` (subtask 0) puts
+        its entries into snapshots, and on restore every subtask gets the writer's."""
+        name = _descriptor_name(descriptor, "map", "broadcast state")
+        if name in self._states:
+            _check_mode(name, self._states[name].mode, DistributionMode.BROADCAST)
+        known = self._broadcast.get(name)
+        if known is not None:
+            return known[0]
+        state = BroadcastState(name, self._take_restored(name, DistributionMode.BROADCAST))
+        self._broadcast[name] = (state, writer)
+        return state
+
     def _get(self, descriptor: ListStateDescriptor, mode: DistributionMode
              ) -> OperatorListState:
-        if getattr(descriptor, "kind", None) != "list":
-            msg = (f"operator state needs a ListStateDescriptor, got "
-                   f"{type(descriptor).__name__} for {getattr(descriptor, 'name', '?')!r}")
-            raise StateError(msg)
-        name = descriptor.name
+        name = _descriptor_name(descriptor, "list", "operator state")
+        if name in self._broadcast:
+            _check_mode(name, DistributionMode.BROADCAST, mode)
         known = self._states.get(name)
         if known is not None:
             _check_mode(name, known.mode, mode)
             return known
-        elements: list[Any] = []
-        restored = self._restored.pop(name, None)
-        if restored is not None:
-            restored_mode, raw = restored
-            try:
-                _check_mode(name, restored_mode, mode)
-            except StateError:
-                self._restored[name] = restored
-                raise
-            elements = [deserialize_value(data) for data in raw]
-        state = OperatorListState(name, mode, elements)
+        state = OperatorListState(name, mode, self._take_restored(name, mode))
         self._states[name] = state
         return state
+
+    def _take_restored(self, name: str, mode: DistributionMode) -> list[Any]:
+        """The restored elements of state ``name`` (none if it was not restored), which
+        must have been written in ``mode``."""
+        restored = self._restored.pop(name, None)
+        if restored is None:
+            return []
+        restored_mode, raw = restored
+        try:
+            _check_mode(name, restored_mode, mode)
+        except StateError:
+            self._restored[name] = restored
+            raise
+        return [deserialize_value(data) for data in raw]
 
     def snapshot(self) -> bytes:
         """Every state's elements, pickled now, in the versioned format of the module.
@@ -251,7 +353,16 @@ class OperatorStateBackend(OperatorStateStore):
         parts = [MAGIC, _U8.pack(FORMAT_VERSION), _U16.pack(len(self.state_names))]
         for name in self.state_names:
             state = self._states.get(name)
-            if state is not None:
+            broadcast = self._broadcast.get(name)
+            if broadcast is not None:
+                mode = DistributionMode.BROADCAST
+                try:
+                    raw = [serialize_value(entry) for entry in broadcast[0].items()] \
+                        if broadcast[1] else []
+                except Exception as err:
+                    msg = f"an entry of broadcast state {name!r} cannot be pickled: {err}"
+                    raise StateError(msg) from err
+            elif state is not None:
                 mode = state.mode
                 try:
                     raw = [serialize_value(element) for element in state.get()]
@@ -353,14 +464,22 @@ def decode_snapshot(data: bytes | bytearray | memoryview
     return states
 
 
+def _descriptor_name(descriptor: Any, kind: str, what: str) -> str:
+    """The name of ``descriptor``, which must be a state descriptor of ``kind``."""
+    if getattr(descriptor, "kind", None) != kind:
+        msg = (f"{what} needs a {kind.capitalize()}StateDescriptor, got "
+               f"{type(descriptor).__name__} for {getattr(descriptor, 'name', '?')!r}")
+        raise StateError(msg)
+    return str(descriptor.name)
+
+
 def _check_mode(name: str, known: DistributionMode, wanted: DistributionMode) -> None:
     if known is not wanted:
-        def kind(mode: DistributionMode) -> str:
-            return "union list state" if mode is DistributionMode.UNION else "list state"
-
-        msg = (f"operator state {name!r} is {kind(known)}, not {kind(wanted)}: use "
-               f"get_{'union_' if known is DistributionMode.UNION else ''}list_state, "
-               "or give the new state another name")
+        kinds = {DistributionMode.SPLIT_DISTRIBUTE: ("list state", "get_list_state"),
+                 DistributionMode.UNION: ("union list state", "get_union_list_state"),
+                 DistributionMode.BROADCAST: ("broadcast state", "broadcast(descriptor)")}
+        msg = (f"operator state {name!r} is {kinds[known][0]}, not {kinds[wanted][0]}: "
+               f"use {kinds[known][1]}, or give the new state another name")
         raise StateError(msg)
 
 

@@ -22,6 +22,10 @@ _EXPORTS: dict[str, str] = {
     "AggregateFunction": "weir.window",
     "AggregatingState": "weir.state_api",
     "AggregatingStateDescriptor": "weir.state_api",
+    "BroadcastConnectedStream": "weir.datastream",
+    "BroadcastProcessFunction": "weir.functions",
+    "BroadcastState": "weir.state.operator_state",
+    "BroadcastStream": "weir.datastream",
     "CheckpointConfig": "weir.checkpoint_config",
     "CheckpointListener": "weir.state.operator_state",
     "CheckpointedFunction": "weir.state.operator_state",
@@ -53,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "JobExecutionError": "weir.core.errors",
     "JobExecutionResult": "weir.environment",
     "KeySelector": "weir.functions",
+    "KeyedBroadcastProcessFunction": "weir.functions",
     "KeyedCoProcessFunction": "weir.functions",
     "KeyedProcessFunction": "weir.functions",
     "KeyedStream": "weir.datastream",
@@ -67,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "ProcessWindowFunction": "weir.window",
     "ProcessingTimeSessionWindows": "weir.window",
     "ProcessingTimeTrigger": "weir.window",
+    "ReadOnlyBroadcastState": "weir.state.operator_state",
     "ReduceFunction": "weir.functions",
     "ReducingState": "weir.state_api",
     "ReducingStateDescriptor": "weir.state_api",
@@ -179,6 +185,12 @@ if TYPE_CHECKING:
         Types as Types,
     )
     from weir.datastream import (
+        BroadcastConnectedStream as BroadcastConnectedStream,
+    )
+    from weir.datastream import (
+        BroadcastStream as BroadcastStream,
+    )
+    from weir.datastream import (
         CloseableIterator as CloseableIterator,
     )
     from weir.datastream import (
@@ -212,6 +224,9 @@ if TYPE_CHECKING:
         TimeCharacteristic as TimeCharacteristic,
     )
     from weir.functions import (
+        BroadcastProcessFunction as BroadcastProcessFunction,
+    )
+    from weir.functions import (
         CoFlatMapFunction as CoFlatMapFunction,
     )
     from weir.functions import (
@@ -225,6 +240,9 @@ if TYPE_CHECKING:
     )
     from weir.functions import (
         FlatMapFunction as FlatMapFunction,
+    )
+    from weir.functions import (
+        KeyedBroadcastProcessFunction as KeyedBroadcastProcessFunction,
     )
     from weir.functions import (
         KeyedCoProcessFunction as KeyedCoProcessFunction,
@@ -266,6 +284,9 @@ if TYPE_CHECKING:
         FileSource as FileSource,
     )
     from weir.state.operator_state import (
+        BroadcastState as BroadcastState,
+    )
+    from weir.state.operator_state import (
         CheckpointedFunction as CheckpointedFunction,
     )
     from weir.state.operator_state import (
@@ -282,6 +303,9 @@ if TYPE_CHECKING:
     )
     from weir.state.operator_state import (
         OperatorStateStore as OperatorStateStore,
+    )
+    from weir.state.operator_state import (
+        ReadOnlyBroadcastState as ReadOnlyBroadcastState,
     )
     from weir.state_api import (
         AggregatingState as AggregatingState,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation
-from weir.functions import KeyedCoProcessFunction
+from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
 from weir.graph import BROADCAST, HASH, REBALANCE, Transformation
 from weir.keys import FieldKeySpec, KeySpec, key_spec
 from weir.operators.basic import (
@@ -29,6 +29,7 @@ from weir.operators.basic import (
     MapOperator,
     ProcessOperator,
 )
+from weir.operators.broadcast import BroadcastProcessOperator
 from weir.operators.co import CoOperator
 from weir.operators.event_time import TimestampsAndWatermarksOperator
 from weir.operators.keyed import FieldAggregateOperator, KeyedProcessOperator, ReduceOperator
@@ -154,9 +155,14 @@ class DataStream:
         """Round-robin batches over the downstream subtasks."""
         return DataStream(self._env, self._partition("Rebalance", REBALANCE))
 
-    def broadcast(self) -> DataStream:
-        """Send every record to every downstream subtask."""
-        return DataStream(self._env, self._partition("Broadcast", BROADCAST))
+    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+        """Send every record to every downstream subtask. With MapStateDescriptors, a
+        BroadcastStream for the broadcast state pattern: ``connect`` it to a stream (keyed
+        or not) and ``process`` with a (Keyed)BroadcastProcessFunction."""
+        partitioned = DataStream(self._env, self._partition("Broadcast", BROADCAST))
+        if broadcast_state_descriptors:
+            return BroadcastStream(partitioned, list(broadcast_state_descriptors))
+        return partitioned
 
     def union(self, *streams: DataStream) -> DataStream:
         """Merge streams (of the same kind of records) into one."""
@@ -164,9 +170,12 @@ class DataStream:
                            inputs=[self._t, *(s._t for s in streams)])
         return DataStream(self._env, t)
 
-    def connect(self, stream: DataStream) -> ConnectedStreams:
+    def connect(self, stream: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
-        function (``map``, ``flat_map``, ``process``; keyed after ``key_by``)."""
+        function (``map``, ``flat_map``, ``process``; keyed after ``key_by``); or a
+        BroadcastStream, for the broadcast state pattern."""
+        if isinstance(stream, BroadcastStream):
+            return BroadcastConnectedStream(self, stream)
         if not isinstance(stream, DataStream):
             msg = f"connect expects a DataStream, got {type(stream).__name__}"
             raise TypeError(msg)
@@ -426,6 +435,58 @@ class ConnectedStreams:
             raise TypeError(msg)
         name = "Keyed Co-Process" if self._keys is not None else "Co-Process"
         return self._co(name, func, "process", output_type)
+
+
+class BroadcastStream:
+    """A stream broadcast with broadcast state descriptors (``ds.broadcast(descriptor)``)."""
+
+    def __init__(self, stream: DataStream, descriptors: list[Any]) -> None:
+        for descriptor in descriptors:
+            if getattr(descriptor, "kind", None) != "map":
+                msg = (f"broadcast state needs MapStateDescriptors, got "
+                       f"{type(descriptor).__name__}")
+                raise TypeError(msg)
+        self.stream = stream
+        self.descriptors = descriptors
+
+
+class BroadcastConnectedStream:
+    """A stream (keyed or not) connected with a BroadcastStream.
+
+    Example:
+        >>> from weir import (BroadcastProcessFunction, MapStateDescriptor,
+        ...                   StreamExecutionEnvironment)
+        >>> RULES = MapStateDescriptor("rules")
+        >>> class Allowed(BroadcastProcessFunction):
+        ...     def process_element(self, value, ctx):
+        ...         if ctx.get_broadcast_state(RULES).contains(value):
+        ...             yield value
+        ...     def process_broadcast_element(self, value, ctx):
+        ...         ctx.get_broadcast_state(RULES).put(value, True)
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> words, allowed = env.from_collection(["a", "b"]), env.from_collection(["a"])
+        >>> words.connect(allowed.broadcast(RULES)).process(Allowed()).get_name()
+        'Broadcast Process'
+    """
+
+    def __init__(self, stream: DataStream, broadcast: BroadcastStream) -> None:
+        self.stream = stream
+        self.broadcast_stream = broadcast
+
+    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+        """A BroadcastProcessFunction, or on a keyed stream a KeyedBroadcastProcessFunction."""
+        key = self.stream._key if isinstance(self.stream, KeyedStream) else None
+        if key is None and isinstance(func, KeyedBroadcastProcessFunction):
+            msg = ("a KeyedBroadcastProcessFunction needs a keyed stream: "
+                   "ds.key_by(...).connect(broadcast_stream)")
+            raise TypeError(msg)
+        name = "Keyed Broadcast Process" if key is not None else "Broadcast Process"
+        operator = BroadcastProcessOperator(name, func, self.broadcast_stream.descriptors,
+                                            key, output_type)
+        t = Transformation(name=name, kind="operator",
+                           inputs=[self.stream._t, self.broadcast_stream.stream._t],
+                           operator=operator, two_input=True)
+        return DataStream(self.stream._env, t)
 
 
 class DataStreamSink:

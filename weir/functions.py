@@ -318,6 +318,113 @@ class KeyedCoProcessFunction(Function):
         return None
 
 
+class _BroadcastStates:
+    """What a broadcast function's contexts share: the operator's broadcast states."""
+
+    _broadcast: dict[str, Any]
+    _writable = False
+
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        """The broadcast state of ``state_descriptor`` (one given to ``broadcast(...)``):
+        writable in ``process_broadcast_element``, read-only elsewhere."""
+        from weir.state.operator_state import ReadOnlyBroadcastState
+
+        state = self._broadcast.get(state_descriptor.name)
+        if state is None:
+            known = ", ".join(sorted(self._broadcast)) or "none"
+            msg = (f"no broadcast state {state_descriptor.name!r}: pass its descriptor to "
+                   f"broadcast(...) (this stream's: {known})")
+            raise KeyError(msg)
+        return state if self._writable else ReadOnlyBroadcastState(state)
+
+
+class BroadcastProcessFunction(Function):
+    """The broadcast state pattern on a non-keyed stream: ``process_element`` sees each
+    record of the stream with read-only broadcast state, ``process_broadcast_element``
+    each broadcast record with writable broadcast state.
+
+    Example:
+        >>> from weir import MapStateDescriptor
+        >>> RULES = MapStateDescriptor("rules")
+        >>> class Filter(BroadcastProcessFunction):
+        ...     def process_element(self, value, ctx):
+        ...         if ctx.get_broadcast_state(RULES).contains(value):
+        ...             yield value
+        ...     def process_broadcast_element(self, value, ctx):
+        ...         ctx.get_broadcast_state(RULES).put(value, True)
+    """
+
+    class ReadOnlyContext(ProcessFunction.Context, _BroadcastStates):
+        def __init__(self, broadcast: dict[str, Any] | None = None) -> None:
+            super().__init__()
+            self._broadcast = broadcast or {}
+
+    class Context(ReadOnlyContext):
+        _writable = True
+
+    @abstractmethod
+    def process_element(self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext
+                        ) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any, ctx: BroadcastProcessFunction.Context
+                                  ) -> Iterable[Any] | None: ...
+
+
+class KeyedBroadcastProcessFunction(Function):
+    """The broadcast state pattern on a keyed stream: as BroadcastProcessFunction, with
+    keyed state and timers for the keyed records, and ``ctx.apply_to_keyed_state`` for
+    broadcast records to visit every key's state."""
+
+    class ReadOnlyContext(KeyedProcessFunction.Context, _BroadcastStates):
+        def __init__(self, timer_service: TimerService | None = None,
+                     broadcast: dict[str, Any] | None = None) -> None:
+            super().__init__(timer_service)
+            self._broadcast = broadcast or {}
+
+    class Context(ReadOnlyContext):
+        _writable = True
+
+        def __init__(self, timer_service: TimerService | None = None,
+                     broadcast: dict[str, Any] | None = None, backend: Any = None) -> None:
+            super().__init__(timer_service, broadcast)
+            self._backend = backend
+
+        def apply_to_keyed_state(self, state_descriptor: StateDescriptor,
+                                 function: Any) -> None:
+            """Call ``function(key, state)`` for every key that has ``state_descriptor``'s
+            state in this subtask, the state scoped to that key."""
+            backend = self._backend
+            state = backend.get_state(state_descriptor)
+            for key in list(backend.keys(state_descriptor.name)):
+                backend.set_current_key(key)
+                function(key, state)
+
+    class OnTimerContext(ReadOnlyContext):
+        def __init__(self, timer_service: TimerService | None = None,
+                     broadcast: dict[str, Any] | None = None) -> None:
+            super().__init__(timer_service, broadcast)
+            self._time_domain = TimeDomain.EVENT_TIME
+
+        def time_domain(self) -> TimeDomain:
+            return self._time_domain
+
+    @abstractmethod
+    def process_element(self, value: Any,
+                        ctx: KeyedBroadcastProcessFunction.ReadOnlyContext
+                        ) -> Iterable[Any] | None: ...
+
+    @abstractmethod
+    def process_broadcast_element(self, value: Any,
+                                  ctx: KeyedBroadcastProcessFunction.Context
+                                  ) -> Iterable[Any] | None: ...
+
+    def on_timer(self, timestamp: int, ctx: KeyedBroadcastProcessFunction.OnTimerContext
+                 ) -> Iterable[Any] | None:
+        """A timer of the current key fired (may yield outputs)."""
+        return None
+
+
 def resolve_callable(fn: Any, method: str) -> Any:
     """The callable to apply: ``fn.method`` for function objects, ``fn`` for callables."""
     bound = getattr(fn, method, None)

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import weir_cli, write_job
-from tests.support.exactly_once import committed_output, diff, run_with_kills, status_name
+from tests.support.exactly_once import committed_output, diff, run_job_with_kills
 from weir import (
     CoFlatMapFunction,
     CoMapFunction,
@@ -209,19 +208,10 @@ def test_a_keyed_two_input_job_is_exactly_once_under_taskexecutor_kills(
         cluster_factory: Any, tmp_path: Path, mode: str) -> None:
     cluster = cluster_factory(4, 2)
     out, gate = tmp_path / "out", tmp_path / "gate"
-    config = {"execution.checkpointing.interval": "300 ms",
-              "execution.checkpointing.unaligned.enabled": str(mode == "unaligned").lower(),
-              "restart-strategy.type": "fixed-delay",
-              "restart-strategy.fixed-delay.attempts": "10",
-              "restart-strategy.fixed-delay.delay": "200 ms"}
-    job = write_job(tmp_path, TWO_INPUT_JOB, "two_inputs.py")
-    started = weir_cli("run", "--dir", str(cluster.dir), "--detached",
-                       *(f"-D{k}={v}" for k, v in config.items()), str(job), str(out),
-                       str(N), str(gate))
-    assert started.returncode == 0, started.stderr
-    job_id = started.stdout.strip().splitlines()[-1]
-    details = run_with_kills(cluster, job_id, 2, gate=gate)
-    assert status_name(details) == "FINISHED", details.failure.message
-    assert details.summary.restarts == 2, "the job ended before every kill"
+    kills = 1 if mode == "aligned" else 2  # the first in `make test`, both in `make chaos`
+    run_job_with_kills(
+        cluster, tmp_path, TWO_INPUT_JOB, [str(out), str(N), str(gate)], kills,
+        {"execution.checkpointing.unaligned.enabled": str(mode == "unaligned").lower()},
+        gate)
     expected, got = _expected(N), committed_output(out)
     assert got == expected, diff(expected, got)

@@ -222,3 +222,25 @@ def run_with_kills(cluster: LocalCluster, job_id: str, kills: int,
     if gate is not None:
         gate.touch()
     return wait_ended(cluster, job_id, max(1.0, deadline - time.monotonic()))
+
+
+def run_job_with_kills(cluster: LocalCluster, tmp_path: Path, job_text: str, args: list[str],
+                       kills: int, config: dict[str, str] | None = None,
+                       gate: Path | None = None) -> Any:
+    """Run a self-contained job file (``job_text``, given ``args``) detached with
+    checkpoints every 300 ms and a fixed-delay restart strategy (plus ``config``), kill a
+    busy TaskExecutor ``kills`` times (see :func:`run_with_kills`), and check it FINISHED
+    after every kill; returns its final details."""
+    settings = {"execution.checkpointing.interval": "300 ms",
+                "restart-strategy.type": "fixed-delay",
+                "restart-strategy.fixed-delay.attempts": "10",
+                "restart-strategy.fixed-delay.delay": "200 ms", **(config or {})}
+    job = write_job(tmp_path, job_text, "job_with_kills.py")
+    started = weir_cli("run", "--dir", str(cluster.dir), "--detached",
+                       *(f"-D{k}={v}" for k, v in settings.items()), str(job), *args)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().splitlines()[-1]
+    details = run_with_kills(cluster, job_id, kills, gate=gate)
+    assert status_name(details) == "FINISHED", details.failure.message
+    assert details.summary.restarts == kills, "the job ended before every kill"
+    return details

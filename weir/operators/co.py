@@ -22,7 +22,7 @@ from typing import Any
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
 from weir.functions import CoProcessFunction, KeyedCoProcessFunction, TimerService
-from weir.keys import KeySpec, key_groups_of_keys
+from weir.keys import KeySpec
 from weir.operators.base import KeyedOperator, open_functions
 from weir.operators.keyed import KeyedProcessOperator
 
@@ -72,32 +72,6 @@ class CoOperator(KeyedProcessOperator):
         open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
-        call = self._calls[input_index]
-        records = elements.records()
-        keyed = self.keys is not None
-        if keyed:
-            assert self.ctx is not None and self.backend is not None and self.keys is not None
-            keys = self.keys[input_index].keys(elements)
-            groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
-            set_current_key = self.backend.set_current_key
-        stamped = elements.timestamps is not None
-        timestamps = elements.timestamps.tolist() if stamped else None  # type: ignore[union-attr]
         ctx = self._fn_ctx if self.style == "process" else None
-        single = self.style == "map"
-        out: list[Any] = []
-        stamps: list[int] = []
-        for index, record in enumerate(records):
-            if keyed:
-                set_current_key(keys[index], groups[index])
-                self._fn_ctx._key = keys[index]
-            if timestamps is not None:
-                self._fn_ctx._timestamp = timestamps[index]
-            result = call(record) if ctx is None else call(record, ctx)
-            if single:
-                result = (result,)
-            if result is not None:
-                before = len(out)
-                out.extend(result)
-                if timestamps is not None:
-                    stamps.extend([timestamps[index]] * (len(out) - before))
-        self._emit(out, stamps if stamped else None)
+        key = self.keys[input_index] if self.keys is not None else None
+        self._apply(elements, self._calls[input_index], ctx, key, single=self.style == "map")

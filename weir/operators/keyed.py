@@ -196,6 +196,39 @@ class KeyedProcessOperator(KeyedOperator):
                 stamps.extend([stamp] * (len(out) - before))
         self._emit(out, stamps)
 
+    def _apply(self, elements: Elements, call: Any, ctx: Any, key: KeySpec | None,
+               single: bool = False) -> None:
+        """``call(record, ctx)`` (``call(record)`` without a ``ctx``) for every record,
+        with the current key set to the record's by ``key`` (None: not keyed) and ``ctx``
+        told the key and the record's timestamp; emits what the calls return (one output
+        each if ``single``, else an iterable or None), stamped with their record's
+        timestamp. For operators whose inputs differ in function or key."""
+        records = elements.records()
+        if key is not None:
+            assert self.ctx is not None and self.backend is not None
+            keys = key.keys(elements)
+            groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+            set_current_key = self.backend.set_current_key
+        timestamps = elements.timestamps.tolist() if elements.timestamps is not None else None
+        out: list[Any] = []
+        stamps: list[int] = []
+        for index, record in enumerate(records):
+            if key is not None:
+                set_current_key(keys[index], groups[index])
+                if ctx is not None:
+                    ctx._key = keys[index]
+            if timestamps is not None and ctx is not None:
+                ctx._timestamp = timestamps[index]
+            result = call(record) if ctx is None else call(record, ctx)
+            if single:
+                result = (result,)
+            if result is not None:
+                before = len(out)
+                out.extend(result)
+                if timestamps is not None:
+                    stamps.extend([timestamps[index]] * (len(out) - before))
+        self._emit(out, stamps if timestamps is not None else None)
+
     def _emit(self, out: list[Any], stamps: list[int] | None) -> None:
         if out:
             assert self.output is not None
