@@ -163,6 +163,12 @@ class JobMaster:
 
         self.main.schedule(self._interval / 2, check)
 
+    def expect_taskexecutors_to_stop(self) -> None:
+        """Its TaskExecutors are being stopped with it (an in-process cluster): their
+        connections closing is no failure to warn about."""
+        if not self._stopped.is_set():
+            self.main.call(self.resources.expect_departures, timeout=10)
+
     def stop(self) -> None:
         if self._stopped.is_set():
             return

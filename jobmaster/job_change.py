@@ -31,6 +31,7 @@ from collections.abc import Mapping
 
 import cloudpickle
 
+from weir.core import options
 from weir.core.errors import UserError
 from weir.jobmaster.failover import pipelined_regions
 from weir.proto import common_pb2, jobgraph_pb2
@@ -140,6 +141,8 @@ def _job_settings(graph: jobgraph_pb2.JobGraph) -> bytes:
     settings.CopyFrom(graph)
     del settings.vertices[:]
     settings.name = ""
+    # Which file the program came from changes no task's behaviour.
+    settings.config.pop(options.PROGRAM_FILE.key, None)
     return settings.SerializeToString(deterministic=True)
 
 

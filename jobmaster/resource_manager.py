@@ -147,6 +147,7 @@ class ResourceManager:
         self._clock = clock
         self._connect = connect or functools.partial(_connect, tls=tls)
         self.task_executors: dict[str, TaskExecutorRecord] = {}
+        self._departing = False
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest) -> TaskExecutorRecord:
         """Register a TaskExecutor and offer its slots; returns the new registration.
@@ -251,11 +252,20 @@ class ResourceManager:
                             f"no heartbeat for {silent:.1f} s (heartbeat.timeout "
                             f"{self._timeout:.0f} s)")
 
+    def expect_departures(self) -> None:
+        """The TaskExecutors are about to be stopped on purpose (an in-process cluster
+        shutting down): their going is logged as such, not as a loss."""
+        self._departing = True
+
     def remove(self, resource_id: str, reason: int, message: str) -> None:
         record = self.task_executors.pop(resource_id, None)
         if record is None:
             return
-        log.warning("TaskExecutor %s (%s) lost: %s", resource_id, record.rpc_address, message)
+        if self._departing:
+            log.info("TaskExecutor %s (%s) stopped", resource_id, record.rpc_address)
+        else:
+            log.warning("TaskExecutor %s (%s) lost: %s", resource_id, record.rpc_address,
+                        message)
         record.channel.close()
         self._on_lost(resource_id, reason,
                       f"TaskExecutor {resource_id} ({record.rpc_address}) was lost: {message}")

@@ -606,6 +606,7 @@ class JobScheduler:
                 # Failing while being cancelled (e.g. its producer was cancelled first) is
                 # the end of cancellation, not a new failure: as Flink does.
                 ev.state = common_pb2.CANCELED
+                self._prefer_root_cause(update.error)
                 self._check_progress()
                 return
             if update.error.reason == common_pb2.STATE_RESTORE_FAILED and \
@@ -663,6 +664,24 @@ class JobScheduler:
         log.info("job %s restored checkpoint %d in %d ms (%d bytes local, %d remote)",
                  self.job_id, self.restored.checkpoint_id, self.graph.last_restore.duration_ms,
                  self.graph.last_restore.local_bytes, self.graph.last_restore.remote_bytes)
+
+    def _prefer_root_cause(self, error: common_pb2.ErrorInfo) -> None:
+        """A task failed in user code after the failure being handled was reported by
+        another task that only lost its connection to it (its consumer, say, saw the
+        channel close first): the user code's failure is the cause to report."""
+        current = self.graph.failure
+        if current is None or error.reason != common_pb2.USER_CODE_ERROR or \
+                current.reason not in (common_pb2.REMOTE_TRANSPORT,
+                                       common_pb2.PARTITION_NOT_FOUND):
+            return
+        root = common_pb2.ErrorInfo()
+        root.CopyFrom(error)
+        if self.graph.status == common_pb2.JOB_FAILING and \
+                not isinstance(self.restart_strategy, NoRestartStrategy):
+            root.message += f" ({self.restarts} restart(s); {self.restart_strategy.describe()})"
+        if self.restart_causes and self.restart_causes[-1] is current:
+            self.restart_causes[-1] = root
+        self.graph.failure = root
 
     def _task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
         ev.state = common_pb2.FAILED

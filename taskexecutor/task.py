@@ -62,6 +62,7 @@ from weir.core.errors import (
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import Elements
 from weir.core.source import ReaderContext, SourceReader
+from weir.core.user_code import user_location, user_traceback
 from weir.core.watermarks import MAX_WATERMARK, decode_watermark
 from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.shuffle.api import (
@@ -265,7 +266,8 @@ class Task:
             else:
                 final = common_pb2.FAILED
                 error = self._error_info(err)
-                log.warning("task %s failed: %s", self.name, error.message)
+                log.warning("task %s failed: %s\n%s", self.name, error.message,
+                            error.traceback.rstrip())
         finally:
             self._cleanup(final, error)
         self._set_state(final, error)
@@ -283,11 +285,17 @@ class Task:
             reason = common_pb2.STATE_RESTORE_FAILED
         elif isinstance(err, IncompatibleStateError):
             reason = common_pb2.STATE_INCOMPATIBLE
+        message = f"{type(err).__name__}: {err}"
+        full = "".join(traceback.format_exception(err))
+        program = self.configuration.get(options.PROGRAM_FILE)
+        if reason == common_pb2.USER_CODE_ERROR and (where := user_location(err, program)):
+            # The user's function failed: point at their code, show their frames.
+            message += f" (at {where})"
+            full = user_traceback(err, program)
         return common_pb2.ErrorInfo(
-            reason=reason, message=f"{type(err).__name__}: {err}",
+            reason=reason, message=message,
             exception_class=f"{type(err).__module__}.{type(err).__qualname__}",
-            traceback="".join(traceback.format_exception(err))[-8000:], task=self.name,
-            partition_id=partition_id)
+            traceback=full[-8000:], task=self.name, partition_id=partition_id)
 
     def _check_cancelled(self) -> None:
         if self._cancelled.is_set():

@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -261,6 +263,9 @@ class StreamExecutionEnvironment:
     def get_job_graph(self, job_name: str | None = None) -> jobgraph_pb2.JobGraph:
         """The JobGraph of what was built so far (sources are not prepared)."""
         config = self._config.to_dict()
+        program = getattr(sys.modules.get("__main__"), "__file__", None)
+        if program and options.PROGRAM_FILE.key not in config:
+            config[options.PROGRAM_FILE.key] = os.path.abspath(program)
         mode = self._config.get(options.RUNTIME_MODE)
         if mode == "AUTOMATIC":
             bounded = all(getattr(t.source, "bounded", True) for t in self._transformations()

@@ -1,6 +1,7 @@
-"""The scheduler's BATCH region failover, driven without sockets or sleeps: TaskExecutors
-are registrations whose stubs record deployments and cancellations, the main thread is a
-queue with a fake clock, and task state reports are fed in by hand.
+"""The scheduler's BATCH region failover (and which failure it reports as a job's cause),
+driven without sockets or sleeps: TaskExecutors are registrations whose stubs record
+deployments and cancellations, the main thread is a queue with a fake clock, and task
+state reports are fed in by hand.
 
 Each test checks which subtasks get new attempts, which partitions the redeployed
 consumers read, and that the job still finishes."""
@@ -109,7 +110,7 @@ class Cluster:
     TaskExecutors te-0 .. te-<n-1>."""
 
     def __init__(self, edge: int, reconsumable: bool, taskexecutors: int = 3,
-                 consumers: int = 2) -> None:
+                 consumers: int = 2, config: dict[str, str] | None = None) -> None:
         self.deployed: list[jobgraph_pb2.TaskDeploymentDescriptor] = []
         self.cancelled: list[str] = []
         self.main = FakeMain()
@@ -129,7 +130,7 @@ class Cluster:
         config = Configuration.from_pairs({
             "execution.runtime-mode": "BATCH", "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "10",
-            "restart-strategy.fixed-delay.delay": "100 ms"})
+            "restart-strategy.fixed-delay.delay": "100 ms", **(config or {})})
         self.scheduler = JobScheduler(graph, self.resources, self.shuffle,
                                       self.main, config,  # type: ignore[arg-type]
                                       lambda s: self.ended.append(s.graph.status))
@@ -322,3 +323,24 @@ def test_failures_during_a_batch_restart_join_it(second: str) -> None:
     for i in range(2):
         cluster.run_and_finish(CONSUMER, i)
     assert cluster.ended == [common_pb2.JOB_FINISHED]
+
+
+def test_the_cause_is_the_user_code_failure_not_a_consumers_lost_connection() -> None:
+    """STREAMING, no restarts: the consumer reports its broken connection before the
+    producer reports the user-code failure that broke it (it is being cancelled by then);
+    the job's cause is the producer's failure."""
+    cluster = Cluster(HASH, reconsumable=False, config={
+        "execution.runtime-mode": "STREAMING", "restart-strategy.type": "none"})
+    for vertex in (PRODUCER, CONSUMER):
+        for subtask in range(2):
+            cluster.report(vertex, subtask, common_pb2.RUNNING)
+    cluster.report(CONSUMER, 0, common_pb2.FAILED, common_pb2.ErrorInfo(
+        reason=common_pb2.REMOTE_TRANSPORT, message="RemoteTransportError: connection reset"))
+    assert cluster.scheduler.graph.failure.reason == common_pb2.REMOTE_TRANSPORT
+    cluster.report(PRODUCER, 1, common_pb2.FAILED, common_pb2.ErrorInfo(
+        reason=common_pb2.USER_CODE_ERROR, message="ValueError: x (at job.py:4 in parse)"))
+    cluster.confirm_cancellations()
+    failure = cluster.scheduler.graph.failure
+    assert (failure.reason, failure.message) == (
+        common_pb2.USER_CODE_ERROR, "ValueError: x (at job.py:4 in parse)")
+    assert cluster.ended == [common_pb2.JOB_FAILED]

@@ -92,6 +92,9 @@ def print_status(details: jobmaster_pb2.JobDetails) -> None:
                                          common_pb2.JOB_FAILING, common_pb2.JOB_CANCELLING)
         label = "cause" if ended_badly else "last restart's cause"
         print(f"{label}: {failure_text(details)}")
+        if details.failure.traceback:
+            for line in details.failure.traceback.rstrip().splitlines():
+                print(f"  {line}")
     print(f"  {'TASK':44} {'STATE':12} {'TASKEXECUTOR':18} {'RECORDS IN':>12} "
           f"{'RECORDS OUT':>12} {'BACKPRESSURE':>13} {'BUSY':>9}")
     for vertex in details.vertices:

@@ -63,6 +63,8 @@ class MiniCluster:
         return self
 
     def stop(self) -> None:
+        if self.jobmaster is not None and self.task_executors:
+            self.jobmaster.expect_taskexecutors_to_stop()
         for te in self.task_executors:
             te.stop()
         self.task_executors.clear()

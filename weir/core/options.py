@@ -45,6 +45,11 @@ BATCH_SIZE = Option(
     doc="Largest number of records a source puts in one Arrow record batch. Vectorised "
         "operators gain from large batches; per-record operators get them in slices of "
         "8192 records.")
+PROGRAM_FILE = Option(
+    "pipeline.program-file", str, default="",
+    doc="The job program's file, set by the client when it builds the job: a failure in a "
+        "user function names this file and line (functions travel to the TaskExecutors "
+        "without their file's name).")
 AUTO_WATERMARK_INTERVAL = Option(
     "pipeline.auto-watermark-interval", Duration, default="200 ms", validator=positive,
     doc="How often assign_timestamps_and_watermarks emits a watermark (and checks for "
