@@ -382,7 +382,7 @@ class JobScheduler:
                 else consumer.parallelism,
                 partitioner=edge.partitioner, key_selector=edge.key_selector,
                 max_parallelism=consumer.max_parallelism, consumer_vertex=consumer.id,
-                blocking=self.batch)
+                blocking=self.batch, side_output=edge.side_output)
         for edge in vertex.inputs:
             gate = tdd.input_gates.add(input_index=edge.input_index,
                                        source_vertex=edge.source_vertex,

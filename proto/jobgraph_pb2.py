@@ -26,7 +26,7 @@ from weir.proto import checkpoint_pb2 as weir_dot_proto_dot_checkpoint__pb2
 from weir.proto import common_pb2 as weir_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19weir/proto/jobgraph.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\"w\n\x07JobEdge\x12\x15\n\rsource_vertex\x18\x01 \x01(\x05\x12*\n\x0bpartitioner\x18\x02 \x01(\x0e\x32\x15.weir.PartitionerType\x12\x14\n\x0ckey_selector\x18\x03 \x01(\x0c\x12\x13\n\x0binput_index\x18\x04 \x01(\x05\"\xdf\x01\n\tJobVertex\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x04 \x01(\x05\x12\r\n\x05\x63hain\x18\x05 \x01(\x0c\x12\x1d\n\x06inputs\x18\x06 \x03(\x0b\x32\r.weir.JobEdge\x12\x0e\n\x06source\x18\x07 \x01(\x0c\x12\x15\n\roperator_uids\x18\x08 \x03(\t\x12\x16\n\x0eoperator_names\x18\t \x03(\t\x12\x1d\n\x15operator_fingerprints\x18\n \x03(\t\"\xc0\x01\n\x08JobGraph\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12!\n\x08vertices\x18\x03 \x03(\x0b\x32\x0f.weir.JobVertex\x12*\n\x06\x63onfig\x18\x04 \x03(\x0b\x32\x1a.weir.JobGraph.ConfigEntry\x12\x18\n\x10has_collect_sink\x18\x05 \x01(\x08\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xd2\x01\n\x19ResultPartitionDeployment\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x19\n\x11num_subpartitions\x18\x02 \x01(\x05\x12*\n\x0bpartitioner\x18\x03 \x01(\x0e\x32\x15.weir.PartitionerType\x12\x14\n\x0ckey_selector\x18\x04 \x01(\x0c\x12\x17\n\x0fmax_parallelism\x18\x05 \x01(\x05\x12\x17\n\x0f\x63onsumer_vertex\x18\x06 \x01(\x05\x12\x10\n\x08\x62locking\x18\x07 \x01(\x08\"J\n\x16InputChannelDeployment\x12\x1a\n\x12shuffle_descriptor\x18\x01 \x01(\x0c\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\"\xcc\x01\n\x13InputGateDeployment\x12\x13\n\x0binput_index\x18\x01 \x01(\x05\x12\x15\n\rsource_vertex\x18\x02 \x01(\x05\x12.\n\x08\x63hannels\x18\x03 \x03(\x0b\x32\x1c.weir.InputChannelDeployment\x12*\n\x0bpartitioner\x18\x04 \x01(\x0e\x32\x15.weir.PartitionerType\x12\x14\n\x0ckey_selector\x18\x05 \x01(\x0c\x12\x17\n\x0fmax_parallelism\x18\x06 \x01(\x05\"\xac\x04\n\x18TaskDeploymentDescriptor\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_name\x18\x02 \x01(\t\x12\x12\n\nattempt_id\x18\x03 \x01(\t\x12\x11\n\tvertex_id\x18\x04 \x01(\x05\x12\x11\n\ttask_name\x18\x05 \x01(\t\x12\x15\n\rsubtask_index\x18\x06 \x01(\x05\x12\x13\n\x0bparallelism\x18\x07 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x08 \x01(\x05\x12\x16\n\x0e\x61ttempt_number\x18\t \x01(\x05\x12\r\n\x05\x63hain\x18\n \x01(\x0c\x12\x0e\n\x06source\x18\x0b \x01(\x0c\x12.\n\x0binput_gates\x18\x0c \x03(\x0b\x32\x19.weir.InputGateDeployment\x12\x33\n\npartitions\x18\r \x03(\x0b\x32\x1f.weir.ResultPartitionDeployment\x12:\n\x06\x63onfig\x18\x0e \x03(\x0b\x32*.weir.TaskDeploymentDescriptor.ConfigEntry\x12\x15\n\rallocation_id\x18\x0f \x01(\t\x12\x16\n\x0eoperator_names\x18\x10 \x03(\t\x12\x15\n\roperator_uids\x18\x11 \x03(\t\x12\"\n\x07restore\x18\x12 \x01(\x0b\x32\x11.weir.TaskRestore\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8b\x02\n\x0bTaskRestore\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12(\n\toperators\x18\x02 \x03(\x0b\x32\x15.weir.OperatorRestore\x12/\n\rchannel_state\x18\x03 \x01(\x0b\x32\x18.weir.ChannelStateHandle\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x11\n\tnot_owned\x18\x05 \x01(\x08\x12\x31\n\x0frescaled_inputs\x18\x06 \x03(\x0b\x32\x18.weir.ChannelStateHandle\x12\x32\n\x10rescaled_outputs\x18\x07 \x03(\x0b\x32\x18.weir.ChannelStateHandle\"h\n\x0fOperatorRestore\x12\x14\n\x0coperator_uid\x18\x01 \x01(\t\x12\x13\n\x0bkeyed_state\x18\x02 \x03(\t\x12*\n\x0eoperator_state\x18\x03 \x03(\x0b\x32\x12.weir.StreamHandleb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19weir/proto/jobgraph.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\"\x8c\x01\n\x07JobEdge\x12\x15\n\rsource_vertex\x18\x01 \x01(\x05\x12*\n\x0bpartitioner\x18\x02 \x01(\x0e\x32\x15.weir.PartitionerType\x12\x14\n\x0ckey_selector\x18\x03 \x01(\x0c\x12\x13\n\x0binput_index\x18\x04 \x01(\x05\x12\x13\n\x0bside_output\x18\x05 \x01(\t\"\xdf\x01\n\tJobVertex\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x04 \x01(\x05\x12\r\n\x05\x63hain\x18\x05 \x01(\x0c\x12\x1d\n\x06inputs\x18\x06 \x03(\x0b\x32\r.weir.JobEdge\x12\x0e\n\x06source\x18\x07 \x01(\x0c\x12\x15\n\roperator_uids\x18\x08 \x03(\t\x12\x16\n\x0eoperator_names\x18\t \x03(\t\x12\x1d\n\x15operator_fingerprints\x18\n \x03(\t\"\xc0\x01\n\x08JobGraph\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12!\n\x08vertices\x18\x03 \x03(\x0b\x32\x0f.weir.JobVertex\x12*\n\x06\x63onfig\x18\x04 \x03(\x0b\x32\x1a.weir.JobGraph.ConfigEntry\x12\x18\n\x10has_collect_sink\x18\x05 \x01(\x08\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xe7\x01\n\x19ResultPartitionDeployment\x12\x14\n\x0cpartition_id\x18\x01 \x01(\t\x12\x19\n\x11num_subpartitions\x18\x02 \x01(\x05\x12*\n\x0bpartitioner\x18\x03 \x01(\x0e\x32\x15.weir.PartitionerType\x12\x14\n\x0ckey_selector\x18\x04 \x01(\x0c\x12\x17\n\x0fmax_parallelism\x18\x05 \x01(\x05\x12\x17\n\x0f\x63onsumer_vertex\x18\x06 \x01(\x05\x12\x10\n\x08\x62locking\x18\x07 \x01(\x08\x12\x13\n\x0bside_output\x18\x08 \x01(\t\"J\n\x16InputChannelDeployment\x12\x1a\n\x12shuffle_descriptor\x18\x01 \x01(\x0c\x12\x14\n\x0csubpartition\x18\x02 \x01(\x05\"\xcc\x01\n\x13InputGateDeployment\x12\x13\n\x0binput_index\x18\x01 \x01(\x05\x12\x15\n\rsource_vertex\x18\x02 \x01(\x05\x12.\n\x08\x63hannels\x18\x03 \x03(\x0b\x32\x1c.weir.InputChannelDeployment\x12*\n\x0bpartitioner\x18\x04 \x01(\x0e\x32\x15.weir.PartitionerType\x12\x14\n\x0ckey_selector\x18\x05 \x01(\x0c\x12\x17\n\x0fmax_parallelism\x18\x06 \x01(\x05\"\xac\x04\n\x18TaskDeploymentDescriptor\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_name\x18\x02 \x01(\t\x12\x12\n\nattempt_id\x18\x03 \x01(\t\x12\x11\n\tvertex_id\x18\x04 \x01(\x05\x12\x11\n\ttask_name\x18\x05 \x01(\t\x12\x15\n\rsubtask_index\x18\x06 \x01(\x05\x12\x13\n\x0bparallelism\x18\x07 \x01(\x05\x12\x17\n\x0fmax_parallelism\x18\x08 \x01(\x05\x12\x16\n\x0e\x61ttempt_number\x18\t \x01(\x05\x12\r\n\x05\x63hain\x18\n \x01(\x0c\x12\x0e\n\x06source\x18\x0b \x01(\x0c\x12.\n\x0binput_gates\x18\x0c \x03(\x0b\x32\x19.weir.InputGateDeployment\x12\x33\n\npartitions\x18\r \x03(\x0b\x32\x1f.weir.ResultPartitionDeployment\x12:\n\x06\x63onfig\x18\x0e \x03(\x0b\x32*.weir.TaskDeploymentDescriptor.ConfigEntry\x12\x15\n\rallocation_id\x18\x0f \x01(\t\x12\x16\n\x0eoperator_names\x18\x10 \x03(\t\x12\x15\n\roperator_uids\x18\x11 \x03(\t\x12\"\n\x07restore\x18\x12 \x01(\x0b\x32\x11.weir.TaskRestore\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8b\x02\n\x0bTaskRestore\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12(\n\toperators\x18\x02 \x03(\x0b\x32\x15.weir.OperatorRestore\x12/\n\rchannel_state\x18\x03 \x01(\x0b\x32\x18.weir.ChannelStateHandle\x12\x10\n\x08\x66inished\x18\x04 \x01(\x08\x12\x11\n\tnot_owned\x18\x05 \x01(\x08\x12\x31\n\x0frescaled_inputs\x18\x06 \x03(\x0b\x32\x18.weir.ChannelStateHandle\x12\x32\n\x10rescaled_outputs\x18\x07 \x03(\x0b\x32\x18.weir.ChannelStateHandle\"h\n\x0fOperatorRestore\x12\x14\n\x0coperator_uid\x18\x01 \x01(\t\x12\x13\n\x0bkeyed_state\x18\x02 \x03(\t\x12*\n\x0eoperator_state\x18\x03 \x03(\x0b\x32\x12.weir.StreamHandleb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,26 +37,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBGRAPH_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_TASKDEPLOYMENTDESCRIPTOR_CONFIGENTRY']._loaded_options = None
   _globals['_TASKDEPLOYMENTDESCRIPTOR_CONFIGENTRY']._serialized_options = b'8\001'
-  _globals['_JOBEDGE']._serialized_start=89
-  _globals['_JOBEDGE']._serialized_end=208
-  _globals['_JOBVERTEX']._serialized_start=211
-  _globals['_JOBVERTEX']._serialized_end=434
-  _globals['_JOBGRAPH']._serialized_start=437
-  _globals['_JOBGRAPH']._serialized_end=629
-  _globals['_JOBGRAPH_CONFIGENTRY']._serialized_start=584
-  _globals['_JOBGRAPH_CONFIGENTRY']._serialized_end=629
-  _globals['_RESULTPARTITIONDEPLOYMENT']._serialized_start=632
-  _globals['_RESULTPARTITIONDEPLOYMENT']._serialized_end=842
-  _globals['_INPUTCHANNELDEPLOYMENT']._serialized_start=844
-  _globals['_INPUTCHANNELDEPLOYMENT']._serialized_end=918
-  _globals['_INPUTGATEDEPLOYMENT']._serialized_start=921
-  _globals['_INPUTGATEDEPLOYMENT']._serialized_end=1125
-  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_start=1128
-  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_end=1684
-  _globals['_TASKDEPLOYMENTDESCRIPTOR_CONFIGENTRY']._serialized_start=584
-  _globals['_TASKDEPLOYMENTDESCRIPTOR_CONFIGENTRY']._serialized_end=629
-  _globals['_TASKRESTORE']._serialized_start=1687
-  _globals['_TASKRESTORE']._serialized_end=1954
-  _globals['_OPERATORRESTORE']._serialized_start=1956
-  _globals['_OPERATORRESTORE']._serialized_end=2060
+  _globals['_JOBEDGE']._serialized_start=90
+  _globals['_JOBEDGE']._serialized_end=230
+  _globals['_JOBVERTEX']._serialized_start=233
+  _globals['_JOBVERTEX']._serialized_end=456
+  _globals['_JOBGRAPH']._serialized_start=459
+  _globals['_JOBGRAPH']._serialized_end=651
+  _globals['_JOBGRAPH_CONFIGENTRY']._serialized_start=606
+  _globals['_JOBGRAPH_CONFIGENTRY']._serialized_end=651
+  _globals['_RESULTPARTITIONDEPLOYMENT']._serialized_start=654
+  _globals['_RESULTPARTITIONDEPLOYMENT']._serialized_end=885
+  _globals['_INPUTCHANNELDEPLOYMENT']._serialized_start=887
+  _globals['_INPUTCHANNELDEPLOYMENT']._serialized_end=961
+  _globals['_INPUTGATEDEPLOYMENT']._serialized_start=964
+  _globals['_INPUTGATEDEPLOYMENT']._serialized_end=1168
+  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_start=1171
+  _globals['_TASKDEPLOYMENTDESCRIPTOR']._serialized_end=1727
+  _globals['_TASKDEPLOYMENTDESCRIPTOR_CONFIGENTRY']._serialized_start=606
+  _globals['_TASKDEPLOYMENTDESCRIPTOR_CONFIGENTRY']._serialized_end=651
+  _globals['_TASKRESTORE']._serialized_start=1730
+  _globals['_TASKRESTORE']._serialized_end=1997
+  _globals['_OPERATORRESTORE']._serialized_start=1999
+  _globals['_OPERATORRESTORE']._serialized_end=2103
 # @@protoc_insertion_point(module_scope)

@@ -9,16 +9,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class JobEdge(_message.Message):
-    __slots__ = ("source_vertex", "partitioner", "key_selector", "input_index")
+    __slots__ = ("source_vertex", "partitioner", "key_selector", "input_index", "side_output")
     SOURCE_VERTEX_FIELD_NUMBER: _ClassVar[int]
     PARTITIONER_FIELD_NUMBER: _ClassVar[int]
     KEY_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     INPUT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SIDE_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     source_vertex: int
     partitioner: _common_pb2.PartitionerType
     key_selector: bytes
     input_index: int
-    def __init__(self, source_vertex: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., input_index: _Optional[int] = ...) -> None: ...
+    side_output: str
+    def __init__(self, source_vertex: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., input_index: _Optional[int] = ..., side_output: _Optional[str] = ...) -> None: ...
 
 class JobVertex(_message.Message):
     __slots__ = ("id", "name", "parallelism", "max_parallelism", "chain", "inputs", "source", "operator_uids", "operator_names", "operator_fingerprints")
@@ -66,7 +68,7 @@ class JobGraph(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., vertices: _Optional[_Iterable[_Union[JobVertex, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., has_collect_sink: _Optional[bool] = ...) -> None: ...
 
 class ResultPartitionDeployment(_message.Message):
-    __slots__ = ("partition_id", "num_subpartitions", "partitioner", "key_selector", "max_parallelism", "consumer_vertex", "blocking")
+    __slots__ = ("partition_id", "num_subpartitions", "partitioner", "key_selector", "max_parallelism", "consumer_vertex", "blocking", "side_output")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     NUM_SUBPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONER_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +76,7 @@ class ResultPartitionDeployment(_message.Message):
     MAX_PARALLELISM_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_VERTEX_FIELD_NUMBER: _ClassVar[int]
     BLOCKING_FIELD_NUMBER: _ClassVar[int]
+    SIDE_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     partition_id: str
     num_subpartitions: int
     partitioner: _common_pb2.PartitionerType
@@ -81,7 +84,8 @@ class ResultPartitionDeployment(_message.Message):
     max_parallelism: int
     consumer_vertex: int
     blocking: bool
-    def __init__(self, partition_id: _Optional[str] = ..., num_subpartitions: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., max_parallelism: _Optional[int] = ..., consumer_vertex: _Optional[int] = ..., blocking: _Optional[bool] = ...) -> None: ...
+    side_output: str
+    def __init__(self, partition_id: _Optional[str] = ..., num_subpartitions: _Optional[int] = ..., partitioner: _Optional[_Union[_common_pb2.PartitionerType, str]] = ..., key_selector: _Optional[bytes] = ..., max_parallelism: _Optional[int] = ..., consumer_vertex: _Optional[int] = ..., blocking: _Optional[bool] = ..., side_output: _Optional[str] = ...) -> None: ...
 
 class InputChannelDeployment(_message.Message):
     __slots__ = ("shuffle_descriptor", "subpartition")

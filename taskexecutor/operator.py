@@ -76,6 +76,11 @@ class Output(ABC):
     def emit_watermark_status(self, idle: bool) -> None:
         """Pass on that this output went idle (no watermarks for now) or is active again."""
 
+    def emit_side(self, tag: str, elements: Elements) -> None:  # noqa: B027 - optional
+        """Send a batch to the side output ``tag`` (an OutputTag's id): to the task's
+        partitions for that side output, whichever operator of the chain emits it; a
+        side output nobody reads is dropped."""
+
 
 @dataclass
 class OperatorContext:

@@ -10,9 +10,15 @@ from weir.taskexecutor.record_writer import RecordWriter
 
 
 class _ChainedOutput(Output):
-    def __init__(self, operator: StreamOperator) -> None:
+    def __init__(self, operator: StreamOperator, side: Output | None = None) -> None:
         self._operator = operator
         self._slice = operator.max_batch_records
+        # Side outputs skip the rest of the chain: they leave the task (never chained).
+        self._side = side
+
+    def emit_side(self, tag: str, elements: Elements) -> None:
+        if self._side is not None:
+            self._side.emit_side(tag, elements)
 
     def emit_watermark(self, watermark: int) -> None:
         self._operator.process_watermark(watermark)
@@ -31,12 +37,19 @@ class _ChainedOutput(Output):
 class _WritersOutput(Output):
     def __init__(self, writers: list[RecordWriter], counters: TaskCounters) -> None:
         self._writers = writers
+        self._main = [w for w in writers if not w.side_output]
         self._counters = counters
 
     def emit(self, elements: Elements) -> None:
         self._counters.records_out += len(elements)
-        for writer in self._writers:
+        for writer in self._main:
             writer.emit(elements)
+
+    def emit_side(self, tag: str, elements: Elements) -> None:
+        for writer in self._writers:
+            if writer.side_output == tag:
+                self._counters.records_out += len(elements)
+                writer.emit(elements)
 
     def emit_watermark(self, watermark: int) -> None:
         self._counters.output_watermark = watermark
@@ -73,12 +86,14 @@ class OperatorChain:
                  writers: list[RecordWriter], counters: TaskCounters) -> None:
         self.operators = operators
         self._counters = counters
-        tail: Output = _WritersOutput(writers, counters)
+        writers_output = _WritersOutput(writers, counters)
+        tail: Output = writers_output
         self._head_output = tail
         for operator in reversed(operators):
             operator.setup(ctx, tail)
-            tail = _ChainedOutput(operator)
-        self._head: _ChainedOutput | None = _ChainedOutput(operators[0]) if operators else None
+            tail = _ChainedOutput(operator, writers_output)
+        self._head: _ChainedOutput | None = (
+            _ChainedOutput(operators[0], writers_output) if operators else None)
         self._opened: list[StreamOperator] = []
 
     def open(self) -> None:

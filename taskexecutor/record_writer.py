@@ -34,8 +34,11 @@ class RecordWriter:
     """Partitions batches for one result partition. Used on the task thread only."""
 
     def __init__(self, writer: ResultPartitionWriter, partitioner: int,
-                 key: KeyGroupSelector | None, max_parallelism: int, subtask_index: int) -> None:
+                 key: KeyGroupSelector | None, max_parallelism: int, subtask_index: int,
+                 side_output: str = "") -> None:
         self.writer = writer
+        #: The side output (OutputTag id) this partition carries; "" for the main output.
+        self.side_output = side_output
         self._partitioner = partitioner
         self._key = key
         self._max_parallelism = max_parallelism

@@ -312,7 +312,8 @@ class Task:
             self._writers.append(writer)
             key = cloudpickle.loads(deployment.key_selector) if deployment.key_selector else None
             writers.append(RecordWriter(writer, deployment.partitioner, key,
-                                        deployment.max_parallelism, tdd.subtask_index))
+                                        deployment.max_parallelism, tdd.subtask_index,
+                                        deployment.side_output))
         self._record_writers = writers
         channels = 0
         for deployment in tdd.input_gates:

@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "MapStateDescriptor": "weir.state_api",
     "OperatorListState": "weir.state.operator_state",
     "OperatorStateStore": "weir.state.operator_state",
+    "OutputTag": "weir.functions",
     "ProcessFunction": "weir.functions",
     "ProcessWindowFunction": "weir.window",
     "ProcessingTimeSessionWindows": "weir.window",
@@ -255,6 +256,9 @@ if TYPE_CHECKING:
     )
     from weir.functions import (
         MapFunction as MapFunction,
+    )
+    from weir.functions import (
+        OutputTag as OutputTag,
     )
     from weir.functions import (
         ProcessFunction as ProcessFunction,

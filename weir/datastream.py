@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation
-from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
+from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag
 from weir.graph import BROADCAST, HASH, REBALANCE, Transformation
 from weir.keys import FieldKeySpec, KeySpec, key_spec
 from weir.operators.basic import (
@@ -170,6 +170,21 @@ class DataStream:
                            inputs=[self._t, *(s._t for s in streams)])
         return DataStream(self._env, t)
 
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
+        """The records this stream's operator emitted to ``output_tag`` (a process
+        function's ``yield output_tag, value`` or ``ctx.output(output_tag, value)``; a
+        window's late data)."""
+        if not isinstance(output_tag, OutputTag):
+            msg = f"get_side_output needs an OutputTag, got {type(output_tag).__name__}"
+            raise TypeError(msg)
+        if self._t.kind in ("partition", "union", "side"):
+            msg = ("get_side_output reads the side output of an operator: call it on the "
+                   "stream the process function (or window) returned")
+            raise TypeError(msg)
+        t = Transformation(name=f"Side Output {output_tag.tag_id}", kind="side",
+                           inputs=[self._t], side_output=output_tag.tag_id)
+        return DataStream(self._env, t)
+
     def connect(self, stream: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
         function (``map``, ``flat_map``, ``process``; keyed after ``key_by``); or a
@@ -303,6 +318,7 @@ class WindowedStream:
         self._assigner = assigner
         self._trigger: Trigger | None = None
         self._lateness_ms = 0
+        self._late_tag = ""
 
     def trigger(self, trigger: Trigger) -> WindowedStream:
         """Replace the assigner's default trigger."""
@@ -321,12 +337,21 @@ class WindowedStream:
         self._lateness_ms = lateness
         return self
 
+    def side_output_late_data(self, output_tag: OutputTag) -> WindowedStream:
+        """Send records too late for their window (past the allowed lateness) to this
+        side output instead of dropping them: ``result.get_side_output(output_tag)``."""
+        if not isinstance(output_tag, OutputTag):
+            msg = f"side_output_late_data needs an OutputTag, got {type(output_tag).__name__}"
+            raise TypeError(msg)
+        self._late_tag = output_tag.tag_id
+        return self
+
     def _apply(self, what: str, kind: str, function: Any, window_function: Any = None,
                output_type: TypeInformation | None = None) -> DataStream:
         name = f"Window({self._assigner!r}, {what})"
         operator = WindowOperator(name, self._keyed._key, self._assigner, kind, function,
                                   window_function, self._trigger, self._lateness_ms,
-                                  output_type)
+                                  output_type, self._late_tag)
         return self._keyed._keyed(name, operator)
 
     def reduce(self, reduce_function: Any, window_function: Any = None,

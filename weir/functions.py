@@ -35,6 +35,50 @@ T = TypeVar("T")
 _NO_TIMESTAMP = -(1 << 63)
 
 
+class OutputTag:
+    """Names a side output (PyFlink's OutputTag): a process function emits to it with
+    ``yield tag, value`` (or ``ctx.output(tag, value)``), and ``get_side_output(tag)``
+    on its stream reads it.
+
+    Example:
+        >>> errors = OutputTag("errors")
+        >>> errors == OutputTag("errors"), errors.tag_id
+        (True, 'errors')
+    """
+
+    def __init__(self, tag_id: str, type_info: Any = None) -> None:
+        if not isinstance(tag_id, str) or not tag_id:
+            msg = f"an OutputTag needs a non-empty string id, got {tag_id!r}"
+            raise ValueError(msg)
+        self.tag_id = tag_id
+        self.type_info = type_info
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
+
+    def __hash__(self) -> int:
+        return hash(("OutputTag", self.tag_id))
+
+    def __repr__(self) -> str:
+        return f"OutputTag({self.tag_id!r})"
+
+
+class _SideOutputs:
+    """``ctx.output(tag, value)``: what a context collects for side outputs."""
+
+    _side: list[tuple[str, Any, int | None]]
+
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        """Emit ``value`` to the side output ``output_tag`` (with the current record's
+        timestamp)."""
+        if not isinstance(output_tag, OutputTag):
+            msg = f"output() needs an OutputTag, got {type(output_tag).__name__}"
+            raise TypeError(msg)
+        if not hasattr(self, "_side"):
+            self._side = []
+        self._side.append((output_tag.tag_id, value, getattr(self, "_timestamp", None)))
+
+
 class RuntimeContext:
     """What a function may learn about where it runs, and its handle to keyed state."""
 
@@ -128,7 +172,7 @@ class KeySelector(Function):
 class ProcessFunction(Function):
     """A function that may emit any number of records per input record."""
 
-    class Context:
+    class Context(_SideOutputs):
         def __init__(self) -> None:
             self.current_key: Any = None
             self._timestamp: int | None = None
@@ -195,7 +239,7 @@ class KeyedProcessFunction(Function, Generic[T]):
         ...         yield ctx.get_current_key(), self.count.value()
     """
 
-    class Context:
+    class Context(_SideOutputs):
         def __init__(self, timer_service: TimerService | None = None) -> None:
             self._key: Any = None
             self._timestamp: int | None = None

@@ -48,6 +48,8 @@ class Transformation:
     uid: str | None = None
     #: Its inputs are the two inputs of a two-input operator (``connect``), not a union.
     two_input: bool = False
+    #: A "side" node: the side output of this OutputTag id of its input.
+    side_output: str = ""
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -58,6 +60,8 @@ class _Input:
     key: KeySpec | None
     #: Which input of a two-input operator the edge feeds (0 otherwise).
     input_index: int = 0
+    #: The producer's side output the edge carries ("" for its main output).
+    side_output: str = ""
 
 
 def _physical_inputs(node: Transformation) -> list[_Input]:
@@ -65,20 +69,22 @@ def _physical_inputs(node: Transformation) -> list[_Input]:
     result: list[_Input] = []
 
     def walk(t: Transformation, partitioner: int | None, key: KeySpec | None,
-             index: int) -> None:
+             index: int, side: str) -> None:
         if t.kind == "partition":
             # The partitioning closest to the consumer wins: rebalance().key_by(k) is keyed.
             if partitioner is None:
                 partitioner, key = t.partitioner, t.key
-            walk(t.inputs[0], partitioner, key, index)
+            walk(t.inputs[0], partitioner, key, index, side)
         elif t.kind == "union":
             for upstream in t.inputs:
-                walk(upstream, partitioner, key, index)
+                walk(upstream, partitioner, key, index, side)
+        elif t.kind == "side":
+            walk(t.inputs[0], partitioner, key, index, t.side_output)
         else:
-            result.append(_Input(t, partitioner, key, index))
+            result.append(_Input(t, partitioner, key, index, side))
 
     for position, upstream in enumerate(node.inputs):
-        walk(upstream, None, None, position if node.two_input else 0)
+        walk(upstream, None, None, position if node.two_input else 0, "")
     return result
 
 
@@ -121,7 +127,8 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
                        f"{parallelism[edge.node.id]}) to '{n.name}' (parallelism "
                        f"{parallelism[n.id]}) needs equal parallelism: use rebalance()")
                 raise InvalidJobError(msg)
-            resolved.append(_Input(edge.node, part, edge.key, edge.input_index))
+            resolved.append(_Input(edge.node, part, edge.key, edge.input_index,
+                                   edge.side_output))
         producers = [edge.node.id for edge in resolved]
         if len(set(producers)) < len(producers):
             twice = next(e.node for e in resolved if producers.count(e.node.id) > 1)
@@ -131,7 +138,7 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
             raise InvalidJobError(msg)
         edges[n.id] = resolved
         if (n.kind != "source" and len(resolved) == 1 and resolved[0].partitioner == FORWARD
-                and downstream[resolved[0].node.id] == 1):
+                and not resolved[0].side_output and downstream[resolved[0].node.id] == 1):
             chained_to[n.id] = resolved[0].node.id
 
     heads = [n for n in nodes if n.id not in chained_to]
@@ -169,7 +176,7 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
             vertex.inputs.add(
                 source_vertex=vertex_of[edge.node.id], partitioner=edge.partitioner,
                 key_selector=_pickle(edge.key, head.name) if edge.key is not None else b"",
-                input_index=edge.input_index)
+                input_index=edge.input_index, side_output=edge.side_output)
     return graph
 
 
@@ -197,7 +204,8 @@ def _reachable(sinks: list[Transformation]) -> list[Transformation]:
         if t.id not in seen:
             seen[t.id] = t
             stack.extend(t.inputs)
-    return [seen[i] for i in sorted(seen) if seen[i].kind not in ("partition", "union")]
+    return [seen[i] for i in sorted(seen)
+            if seen[i].kind not in ("partition", "union", "side")]
 
 
 def _parallelism(node: Transformation, default: int) -> int:

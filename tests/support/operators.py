@@ -25,6 +25,8 @@ class CollectingOutput(Output):
 
     def __init__(self) -> None:
         self.batches: list[Elements] = []
+        #: Side output (OutputTag id) -> its records, in order.
+        self.side: dict[str, list[Any]] = {}
         self.watermarks: list[int] = []
         self.statuses: list[bool] = []
         #: ("records", n) / ("watermark", w) / ("idle", bool), in emission order.
@@ -33,6 +35,9 @@ class CollectingOutput(Output):
     def emit(self, elements: Elements) -> None:
         self.batches.append(elements)
         self.events.append(("records", len(elements)))
+
+    def emit_side(self, tag: str, elements: Elements) -> None:
+        self.side.setdefault(tag, []).extend(elements.records())
 
     def emit_watermark(self, watermark: int) -> None:
         self.watermarks.append(watermark)

@@ -4,9 +4,14 @@ the lifecycle of user functions, and keyed state with timers (:class:`KeyedOpera
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from weir.functions import Function, RuntimeContext
+import numpy as np
+
+from weir.core.records import Elements
+from weir.core.watermarks import NO_TIMESTAMP
+from weir.functions import Function, OutputTag, RuntimeContext
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
@@ -18,6 +23,44 @@ PER_RECORD_SLICE = 8192
 if TYPE_CHECKING:
     from weir.state.backend import KeyedStateBackend
     from weir.state.timers import Timer
+
+
+def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | None,
+                           contexts: Sequence[Any] = (),
+                           output_type: Any = None) -> None:
+    """Emit ``out`` (records a function returned, stamped with ``stamps``): the
+    ``(OutputTag, value)`` pairs among them, and what ``ctx.output`` collected in the
+    ``contexts``, to their side outputs, the rest to the main output."""
+    sides: dict[str, tuple[list[Any], list[int]]] = {}
+    if any(type(x) is tuple and len(x) == 2 and isinstance(x[0], OutputTag) for x in out):
+        main: list[Any] = []
+        main_stamps: list[int] = []
+        for index, record in enumerate(out):
+            stamp = stamps[index] if stamps is not None else NO_TIMESTAMP
+            if type(record) is tuple and len(record) == 2 and isinstance(record[0], OutputTag):
+                records, side_stamps = sides.setdefault(record[0].tag_id, ([], []))
+                records.append(record[1])
+                side_stamps.append(stamp)
+            else:
+                main.append(record)
+                main_stamps.append(stamp)
+        out, stamps = main, (main_stamps if stamps is not None else None)
+    for ctx in contexts:
+        collected = getattr(ctx, "_side", None)
+        if collected:
+            for tag, value, stamp in collected:
+                records, side_stamps = sides.setdefault(tag, ([], []))
+                records.append(value)
+                side_stamps.append(NO_TIMESTAMP if stamp is None else stamp)
+            collected.clear()
+    if out:
+        timestamps = None if stamps is None else np.array(stamps, dtype=np.int64)
+        output.emit(Elements.from_records(out, output_type, timestamps))
+    for tag, (records, side_stamps) in sides.items():
+        timestamps = np.array(side_stamps, dtype=np.int64)
+        if (timestamps == NO_TIMESTAMP).all():
+            timestamps = None
+        output.emit_side(tag, Elements.from_records(records, None, timestamps))
 
 
 def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeContext:

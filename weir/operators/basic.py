@@ -18,7 +18,12 @@ from weir.core.records import Elements
 from weir.core.types import TypeInformation
 from weir.functions import ProcessFunction, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, open_functions
+from weir.operators.base import (
+    PER_RECORD_SLICE,
+    KeyedOperator,
+    emit_with_side_outputs,
+    open_functions,
+)
 from weir.taskexecutor.operator import StreamOperator
 
 
@@ -152,12 +157,13 @@ class ProcessOperator(_FunctionOperator):
         stamps: list[int] = []
         timestamps = elements.timestamps
         records = elements.records()
+        assert self.output is not None
         if timestamps is None:
             for record in records:
                 result = self._call(record, ctx)
                 if result is not None:
                     out.extend(result)
-            self._emit(out)
+            emit_with_side_outputs(self.output, out, None, [ctx], self.output_type)
             return
         for record, stamp in zip(records, timestamps.tolist(), strict=True):
             ctx._timestamp = stamp
@@ -166,7 +172,7 @@ class ProcessOperator(_FunctionOperator):
                 before = len(out)
                 out.extend(result)
                 stamps.extend([stamp] * (len(out) - before))
-        self._emit(out, np.array(stamps, dtype=np.int64))
+        emit_with_side_outputs(self.output, out, stamps, [ctx], self.output_type)
 
 
 class MapBatchesOperator(StreamOperator):

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from weir.core.records import Elements
 from weir.core.row import Row
 from weir.core.types import TypeInformation
 from weir.core.watermarks import NO_TIMESTAMP
 from weir.functions import KeyedProcessFunction, TimeDomain, TimerService, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
-from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, open_functions
+from weir.operators.base import (
+    PER_RECORD_SLICE,
+    KeyedOperator,
+    emit_with_side_outputs,
+    open_functions,
+)
 from weir.state.descriptors import ValueStateDescriptor
 from weir.state.timers import Timer
 
@@ -230,10 +233,13 @@ class KeyedProcessOperator(KeyedOperator):
         self._emit(out, stamps if timestamps is not None else None)
 
     def _emit(self, out: list[Any], stamps: list[int] | None) -> None:
-        if out:
-            assert self.output is not None
-            timestamps = None if stamps is None else np.array(stamps, dtype=np.int64)
-            self.output.emit(Elements.from_records(out, self.output_type, timestamps))
+        assert self.output is not None
+        emit_with_side_outputs(self.output, out, stamps, self._contexts(), self.output_type)
+
+    def _contexts(self) -> list[Any]:
+        """The function's contexts, whose ``ctx.output`` side outputs to emit."""
+        return [c for c in (getattr(self, "_fn_ctx", None), getattr(self, "_timer_ctx", None),
+                            getattr(self, "_broadcast_ctx", None)) if c is not None]
 
     def _fire(self, timer: Timer, domain: TimeDomain) -> None:
         if self._on_timer is None:

@@ -172,8 +172,10 @@ class WindowOperator(KeyedOperator):
     def __init__(self, name: str, key: KeySpec, assigner: WindowAssigner, kind: str,
                  function: Any, window_function: Any = None, trigger: Trigger | None = None,
                  allowed_lateness_ms: int = 0,
-                 output_type: TypeInformation | None = None) -> None:
+                 output_type: TypeInformation | None = None, late_data_tag: str = "") -> None:
         super().__init__(name)
+        #: Side output (OutputTag id) for records too late for their window ("": drop).
+        self.late_data_tag = late_data_tag
         if kind not in (REDUCE, AGGREGATE, PROCESS):
             msg = f"unknown window function kind {kind!r}"
             raise ValueError(msg)
@@ -278,6 +280,8 @@ class WindowOperator(KeyedOperator):
         else:
             timestamps = [self.timers.current_processing_time()] * len(records)
         set_current_key = self.backend.set_current_key
+        late: list[Any] = []
+        late_stamps: list[int] = []
         for key, group, record, stamp in zip(keys, groups, records, timestamps, strict=True):
             set_current_key(key, group)
             if self._event_time and stamp == NO_TIMESTAMP:
@@ -289,7 +293,11 @@ class WindowOperator(KeyedOperator):
                 windows = self._merge_sessions(windows)
             for window in windows:
                 if window is None or self._is_late(window):
-                    self.num_late_records_dropped += 1
+                    if self.late_data_tag:
+                        late.append(record)
+                        late_stamps.append(stamp)
+                    else:
+                        self.num_late_records_dropped += 1
                     continue
                 self._add(window, record)
                 ctx = self._trigger_ctx
@@ -298,6 +306,10 @@ class WindowOperator(KeyedOperator):
                 self._apply(result, key, window)
                 self._register_cleanup(window)
         self._flush()
+        if late:
+            assert self.output is not None
+            self.output.emit_side(self.late_data_tag, Elements.from_records(
+                late, None, np.array(late_stamps, dtype=np.int64)))
 
     def _add(self, window: TimeWindow, record: Any) -> None:
         contents = self._contents
