@@ -22,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     "AggregateFunction": "weir.window",
     "AggregatingState": "weir.state_api",
     "AggregatingStateDescriptor": "weir.state_api",
+    "AllWindowFunction": "weir.window",
+    "AllWindowedStream": "weir.datastream",
     "BroadcastConnectedStream": "weir.datastream",
     "BroadcastProcessFunction": "weir.functions",
     "BroadcastState": "weir.state.operator_state",
@@ -37,6 +39,8 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "weir.core.errors",
     "Configuration": "weir.core.config",
     "ConnectedStreams": "weir.datastream",
+    "ContinuousEventTimeTrigger": "weir.window",
+    "ContinuousProcessingTimeTrigger": "weir.window",
     "CountTrigger": "weir.window",
     "DataStream": "weir.datastream",
     "DataStreamSink": "weir.datastream",
@@ -53,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "FlatMapFunction": "weir.functions",
     "FunctionInitializationContext": "weir.state.operator_state",
     "FunctionSnapshotContext": "weir.state.operator_state",
+    "GlobalWindows": "weir.window",
     "InvalidJobError": "weir.core.errors",
     "JobExecutionError": "weir.core.errors",
     "JobExecutionResult": "weir.environment",
@@ -69,10 +74,12 @@ _EXPORTS: dict[str, str] = {
     "OperatorListState": "weir.state.operator_state",
     "OperatorStateStore": "weir.state.operator_state",
     "OutputTag": "weir.functions",
+    "ProcessAllWindowFunction": "weir.window",
     "ProcessFunction": "weir.functions",
     "ProcessWindowFunction": "weir.window",
     "ProcessingTimeSessionWindows": "weir.window",
     "ProcessingTimeTrigger": "weir.window",
+    "PurgingTrigger": "weir.window",
     "ReadOnlyBroadcastState": "weir.state.operator_state",
     "ReduceFunction": "weir.functions",
     "ReducingState": "weir.state_api",
@@ -80,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "Row": "weir.core.row",
     "RuntimeContext": "weir.functions",
     "RuntimeExecutionMode": "weir.execution_config",
+    "SessionWindowTimeGapExtractor": "weir.window",
     "Sink": "weir.sinks",
     "SlidingEventTimeWindows": "weir.window",
     "SlidingProcessingTimeWindows": "weir.window",
@@ -107,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "WatermarkStrategy": "weir.watermarks",
     "WeirError": "weir.core.errors",
     "WindowAssigner": "weir.window",
+    "WindowFunction": "weir.window",
     "WindowedStream": "weir.datastream",
 }
 
@@ -184,6 +193,9 @@ if TYPE_CHECKING:
     )
     from weir.core.types import (
         Types as Types,
+    )
+    from weir.datastream import (
+        AllWindowedStream as AllWindowedStream,
     )
     from weir.datastream import (
         BroadcastConnectedStream as BroadcastConnectedStream,
@@ -354,6 +366,15 @@ if TYPE_CHECKING:
         AggregateFunction as AggregateFunction,
     )
     from weir.window import (
+        AllWindowFunction as AllWindowFunction,
+    )
+    from weir.window import (
+        ContinuousEventTimeTrigger as ContinuousEventTimeTrigger,
+    )
+    from weir.window import (
+        ContinuousProcessingTimeTrigger as ContinuousProcessingTimeTrigger,
+    )
+    from weir.window import (
         CountTrigger as CountTrigger,
     )
     from weir.window import (
@@ -363,6 +384,12 @@ if TYPE_CHECKING:
         EventTimeTrigger as EventTimeTrigger,
     )
     from weir.window import (
+        GlobalWindows as GlobalWindows,
+    )
+    from weir.window import (
+        ProcessAllWindowFunction as ProcessAllWindowFunction,
+    )
+    from weir.window import (
         ProcessingTimeSessionWindows as ProcessingTimeSessionWindows,
     )
     from weir.window import (
@@ -370,6 +397,12 @@ if TYPE_CHECKING:
     )
     from weir.window import (
         ProcessWindowFunction as ProcessWindowFunction,
+    )
+    from weir.window import (
+        PurgingTrigger as PurgingTrigger,
+    )
+    from weir.window import (
+        SessionWindowTimeGapExtractor as SessionWindowTimeGapExtractor,
     )
     from weir.window import (
         SlidingEventTimeWindows as SlidingEventTimeWindows,
@@ -394,4 +427,7 @@ if TYPE_CHECKING:
     )
     from weir.window import (
         WindowAssigner as WindowAssigner,
+    )
+    from weir.window import (
+        WindowFunction as WindowFunction,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from weir.core.errors import InvalidJobError
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation
 from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag
@@ -45,7 +46,14 @@ from weir.operators.window import (
     WindowOperator,
 )
 from weir.watermarks import WatermarkStrategy
-from weir.window import Trigger, WindowAssigner
+from weir.window import (
+    CountTrigger,
+    GlobalWindows,
+    PurgingTrigger,
+    Trigger,
+    WindowAssigner,
+    WindowFunctionAdapter,
+)
 
 if TYPE_CHECKING:
     from weir.environment import StreamExecutionEnvironment
@@ -185,6 +193,19 @@ class DataStream:
                            inputs=[self._t], side_output=output_tag.tag_id)
         return DataStream(self._env, t)
 
+    def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
+        """Windows over the whole stream (not keyed; evaluated by one subtask)."""
+        return AllWindowedStream(self, window_assigner)
+
+    def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
+        """Windows of ``size`` records of the whole stream (see ``count_window``)."""
+        if slide is not None:
+            msg = ("count_window_all(size, slide): sliding count windows need evictors, "
+                   "which weir does not support yet; use count_window_all(size)")
+            raise InvalidJobError(msg)
+        return self.window_all(GlobalWindows.create()).trigger(
+            PurgingTrigger.of(CountTrigger.of(size)))
+
     def connect(self, stream: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
         function (``map``, ``flat_map``, ``process``; keyed after ``key_by``); or a
@@ -299,6 +320,69 @@ class KeyedStream(DataStream):
             raise TypeError(msg)
         return WindowedStream(self, window_assigner)
 
+    def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
+        """Windows of ``size`` records per key, evaluated when full (an incomplete last
+        window is not). Sliding count windows (``slide``) need evictors, which weir does
+        not have yet."""
+        if slide is not None:
+            msg = ("count_window(size, slide): sliding count windows need evictors, which "
+                   "weir does not support yet; use count_window(size)")
+            raise InvalidJobError(msg)
+        return self.window(GlobalWindows.create()).trigger(
+            PurgingTrigger.of(CountTrigger.of(size)))
+
+
+def _all_key(record: Any) -> int:
+    """The one key of a non-keyed window (``window_all``)."""
+    return 0
+
+
+class AllWindowedStream:
+    """Windows over a whole (non-keyed) stream, evaluated by one subtask as Flink does
+    (``window_all``, ``count_window_all``)."""
+
+    def __init__(self, stream: DataStream, assigner: WindowAssigner) -> None:
+        self._windowed = stream.key_by(_all_key).window(assigner)
+
+    def trigger(self, trigger: Trigger) -> AllWindowedStream:
+        self._windowed.trigger(trigger)
+        return self
+
+    def allowed_lateness(self, time: Any) -> AllWindowedStream:
+        self._windowed.allowed_lateness(time)
+        return self
+
+    def side_output_late_data(self, output_tag: OutputTag) -> AllWindowedStream:
+        self._windowed.side_output_late_data(output_tag)
+        return self
+
+    @staticmethod
+    def _one(stream: DataStream) -> DataStream:
+        return stream.set_parallelism(1)
+
+    def reduce(self, reduce_function: Any, output_type: TypeInformation | None = None
+               ) -> DataStream:
+        return self._one(self._windowed.reduce(reduce_function, output_type=output_type))
+
+    def aggregate(self, aggregate_function: Any, accumulator_type: TypeInformation | None = None,
+                  output_type: TypeInformation | None = None) -> DataStream:
+        return self._one(self._windowed.aggregate(aggregate_function,
+                                                  output_type=output_type))
+
+    def apply(self, window_function: Any, output_type: TypeInformation | None = None
+              ) -> DataStream:
+        """An AllWindowFunction: ``apply(window, inputs)``."""
+        return self._one(self._windowed._apply(
+            "Apply", PROCESS, WindowFunctionAdapter(window_function, "apply_all"),
+            None, output_type))
+
+    def process(self, process_window_function: Any,
+                output_type: TypeInformation | None = None) -> DataStream:
+        """A ProcessAllWindowFunction: ``process(context, elements)``."""
+        return self._one(self._windowed._apply(
+            "Process", PROCESS, WindowFunctionAdapter(process_window_function,
+                                                       "process_all"), None, output_type))
+
 
 class WindowedStream:
     """A keyed stream cut into windows; the window function makes it a DataStream again.
@@ -336,6 +420,12 @@ class WindowedStream:
             raise ValueError(msg)
         self._lateness_ms = lateness
         return self
+
+    def apply(self, window_function: Any, output_type: TypeInformation | None = None
+              ) -> DataStream:
+        """A WindowFunction: ``apply(key, window, inputs)`` yields each window's outputs."""
+        return self._apply("Apply", PROCESS, WindowFunctionAdapter(window_function, "apply"),
+                           None, output_type)
 
     def side_output_late_data(self, output_tag: OutputTag) -> WindowedStream:
         """Send records too late for their window (past the allowed lateness) to this

@@ -34,12 +34,20 @@ from weir.functions import Function
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
     "CountTrigger",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
+    "GlobalWindows",
+    "NeverTrigger",
+    "ProcessAllWindowFunction",
     "ProcessWindowFunction",
     "ProcessingTimeSessionWindows",
     "ProcessingTimeTrigger",
+    "PurgingTrigger",
+    "SessionWindowTimeGapExtractor",
     "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows",
     "Time",
@@ -49,6 +57,7 @@ __all__ = [
     "TumblingEventTimeWindows",
     "TumblingProcessingTimeWindows",
     "WindowAssigner",
+    "WindowFunction",
 ]
 
 
@@ -68,6 +77,10 @@ class TimeWindow:
 
     def cover(self, other: TimeWindow) -> TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+
+#: The one window of GlobalWindows: all of time (its results carry no useful timestamp).
+GLOBAL_WINDOW = TimeWindow(-(1 << 63) + 1, MAX_WATERMARK)
 
 
 def window_start(timestamp: int, offset: int, size: int) -> int:
@@ -176,17 +189,39 @@ class SlidingProcessingTimeWindows(_Sliding):
         return False
 
 
+class SessionWindowTimeGapExtractor(ABC):
+    """The session gap a record sets (``with_dynamic_gap``), in milliseconds."""
+
+    @abstractmethod
+    def extract(self, element: Any) -> int: ...
+
+
 class _Session(WindowAssigner):
-    def __init__(self, gap: Any) -> None:
-        self.gap = _positive_ms(gap, "session gap")
+    def __init__(self, gap: Any, extractor: Any = None) -> None:
+        self.gap = _positive_ms(gap, "session gap") if extractor is None else 0
+        self.extractor = extractor
 
     @classmethod
     def with_gap(cls, gap: Any) -> Any:
         """A session ends after ``gap`` without records of its key."""
         return cls(gap)
 
+    @classmethod
+    def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
+        """Each record sets the gap after it: ``extractor.extract(element)`` ms (a
+        SessionWindowTimeGapExtractor, or a function of the element)."""
+        if not (callable(extractor) or callable(getattr(extractor, "extract", None))):
+            msg = ("with_dynamic_gap needs a SessionWindowTimeGapExtractor or a function, "
+                   f"got {type(extractor).__name__}")
+            raise TypeError(msg)
+        return cls(0, extractor)
+
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
-        return [TimeWindow(timestamp, timestamp + self.gap)]
+        gap = self.gap
+        if self.extractor is not None:
+            extract = getattr(self.extractor, "extract", self.extractor)
+            gap = _positive_ms(extract(element), "dynamic session gap")
+        return [TimeWindow(timestamp, timestamp + gap)]
 
     def is_merging(self) -> bool:
         return True
@@ -203,7 +238,30 @@ class _Session(WindowAssigner):
         return merged
 
     def __repr__(self) -> str:
+        if self.extractor is not None:
+            return f"{type(self).__name__}.with_dynamic_gap()"
         return f"{type(self).__name__}.with_gap({self.gap} ms)"
+
+
+class GlobalWindows(WindowAssigner):
+    """Every record of a key in one window that never ends (``GLOBAL_WINDOW``): it fires
+    only by its trigger (the default never fires), as count windows use it."""
+
+    @classmethod
+    def create(cls) -> GlobalWindows:
+        return cls()
+
+    def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
+        return [GLOBAL_WINDOW]
+
+    def is_event_time(self) -> bool:
+        return False
+
+    def default_trigger(self) -> Trigger:
+        return NeverTrigger()
+
+    def __repr__(self) -> str:
+        return "GlobalWindows.create()"
 
 
 class EventTimeSessionWindows(_Session):
@@ -359,6 +417,144 @@ class CountTrigger(Trigger):
         self._counter(ctx).clear()
 
 
+class NeverTrigger(Trigger):
+    """Never fires: the default of GlobalWindows."""
+
+    def on_element(self, element: Any, timestamp: int, window: TimeWindow,
+                   ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+
+class PurgingTrigger(Trigger):
+    """Another trigger whose every FIRE also purges the window (FIRE_AND_PURGE)."""
+
+    def __init__(self, nested: Trigger) -> None:
+        if not isinstance(nested, Trigger):
+            msg = f"PurgingTrigger.of needs a Trigger, got {type(nested).__name__}"
+            raise TypeError(msg)
+        self.nested = nested
+
+    @classmethod
+    def of(cls, nested: Trigger) -> PurgingTrigger:
+        return cls(nested)
+
+    @staticmethod
+    def _purging(result: TriggerResult) -> TriggerResult:
+        return TriggerResult.FIRE_AND_PURGE if result.is_fire else result
+
+    def on_element(self, element: Any, timestamp: int, window: TimeWindow,
+                   ctx: Any) -> TriggerResult:
+        return self._purging(self.nested.on_element(element, timestamp, window, ctx))
+
+    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return self._purging(self.nested.on_event_time(time, window, ctx))
+
+    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return self._purging(self.nested.on_processing_time(time, window, ctx))
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window: TimeWindow, ctx: Any) -> None:
+        self.nested.on_merge(window, ctx)
+
+    def clear(self, window: TimeWindow, ctx: Any) -> None:
+        self.nested.clear(window, ctx)
+
+
+class _ContinuousTrigger(Trigger):
+    """Fires every ``interval`` (of its clock) while the window is open, and at its end."""
+
+    event_time = True
+
+    def __init__(self, interval: Any) -> None:
+        self.interval = _positive_ms(interval, "trigger interval")
+
+    @classmethod
+    def of(cls, interval: Any) -> Any:
+        return cls(interval)
+
+    def _next(self, ctx: Any) -> Any:
+        from weir.state.descriptors import ValueStateDescriptor
+
+        return ctx.get_partitioned_state(ValueStateDescriptor(f"{type(self).__name__}-next"))
+
+    def _register(self, ctx: Any, time: int) -> None:
+        if self.event_time:
+            ctx.register_event_time_timer(time)
+        else:
+            ctx.register_processing_time_timer(time)
+
+    def _schedule(self, now: int, window: TimeWindow, ctx: Any) -> None:
+        state = self._next(ctx)
+        if state.value() is None:
+            start = now - now % self.interval
+            fire_at = min(start + self.interval, window.max_timestamp())
+            state.update(fire_at)
+            self._register(ctx, fire_at)
+
+    def _on_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        if time == window.max_timestamp():
+            return TriggerResult.FIRE
+        state = self._next(ctx)
+        if state.value() == time:
+            state.clear()
+            self._schedule(time, window, ctx)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def clear(self, window: TimeWindow, ctx: Any) -> None:
+        state = self._next(ctx)
+        fire_at = state.value()
+        if fire_at is not None:
+            if self.event_time:
+                ctx.delete_event_time_timer(fire_at)
+            else:
+                ctx.delete_processing_time_timer(fire_at)
+        state.clear()
+
+
+class ContinuousEventTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of event time within the window, and at its end."""
+
+    def on_element(self, element: Any, timestamp: int, window: TimeWindow,
+                   ctx: Any) -> TriggerResult:
+        if window.max_timestamp() <= ctx.current_watermark():
+            return TriggerResult.FIRE
+        ctx.register_event_time_timer(window.max_timestamp())
+        self._schedule(timestamp, window, ctx)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return self._on_time(time, window, ctx)
+
+    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+
+class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
+    """Fires every ``interval`` of the wall clock within the window."""
+
+    event_time = False
+
+    def on_element(self, element: Any, timestamp: int, window: TimeWindow,
+                   ctx: Any) -> TriggerResult:
+        self._schedule(ctx.current_processing_time(), window, ctx)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return self._on_time(time, window, ctx)
+
+
 # -- window functions ---------------------------------------------------------------------
 
 
@@ -405,6 +601,60 @@ class ProcessWindowFunction(Function):
 
     def clear(self, context: Any) -> None:
         """The window is purged: delete per-window state it kept."""
+
+
+class WindowFunction(Function):
+    """Evaluates a whole window: ``apply(key, window, inputs)`` yields the outputs
+    (``WindowedStream.apply``)."""
+
+    @abstractmethod
+    def apply(self, key: Any, window: TimeWindow, inputs: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class AllWindowFunction(Function):
+    """A window of a non-keyed stream (``window_all(...).apply``):
+    ``apply(window, inputs)`` yields the outputs."""
+
+    @abstractmethod
+    def apply(self, window: TimeWindow, inputs: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class ProcessAllWindowFunction(Function):
+    """A window of a non-keyed stream: ``process(context, elements)`` yields the outputs;
+    ``context.window()`` is the window."""
+
+    @abstractmethod
+    def process(self, context: Any, elements: Iterable[Any]) -> Iterable[Any]: ...
+
+
+class WindowFunctionAdapter(ProcessWindowFunction):
+    """A WindowFunction, AllWindowFunction or ProcessAllWindowFunction run as the
+    ProcessWindowFunction the window operator calls (all-window ones see no key)."""
+
+    def __init__(self, function: Any, style: str) -> None:
+        method = "process" if style == "process_all" else "apply"
+        if not callable(getattr(function, method, None)):
+            kinds = {"apply": "WindowFunction", "apply_all": "AllWindowFunction",
+                     "process_all": "ProcessAllWindowFunction"}
+            msg = f"expected a {kinds[style]} (with {method}()), got {type(function).__name__}"
+            raise TypeError(msg)
+        self.function = function
+        self.style = style
+
+    def open(self, runtime_context: Any) -> None:
+        if isinstance(self.function, Function):
+            self.function.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.function, Function):
+            self.function.close()
+
+    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
+        if self.style == "apply":
+            return self.function.apply(key, context.window(), elements)  # type: ignore[no-any-return]
+        if self.style == "apply_all":
+            return self.function.apply(context.window(), elements)  # type: ignore[no-any-return]
+        return self.function.process(context, elements)  # type: ignore[no-any-return]
 
 
 def end_of_time_cleanup(window: TimeWindow, allowed_lateness: int, event_time: bool) -> int:
