@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from weir.state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
@@ -135,7 +135,15 @@ class RuntimeContext:
 
 
 class Function(ABC):  # noqa: B024 - lifecycle hooks only, all optional
-    """Base of rich functions: ``open`` runs once before the first record, ``close`` last."""
+    """Base of rich functions: ``open`` runs once before the first record, ``close`` last.
+
+    Function classes may be written with type parameters, as PyFlink code does
+    (``ProcessWindowFunction[tuple, str, str, TimeWindow]``): the parameters document,
+    and the class is the same.
+    """
+
+    def __class_getitem__(cls, params: Any) -> type:
+        return cls
 
     def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027
         """Called on the task thread before any record."""
@@ -222,7 +230,7 @@ class TimerService:
         self._timers.delete_processing_time_timer(None, timestamp)
 
 
-class KeyedProcessFunction(Function, Generic[T]):
+class KeyedProcessFunction(Function):
     """Process function on a keyed stream, with keyed state and timers.
 
     Example:

@@ -596,10 +596,30 @@ class ProcessWindowFunction(Function):
     With ``reduce``/``aggregate``, ``elements`` holds the one pre-aggregated value.
     """
 
-    @abstractmethod
-    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]: ...
+    class Context(ABC):
+        """What ``process`` gets as ``context`` (for annotations: the runtime passes its
+        own implementation)."""
 
-    def clear(self, context: Any) -> None:
+        @abstractmethod
+        def window(self) -> TimeWindow: ...
+
+        @abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abstractmethod
+        def window_state(self) -> Any: ...
+
+        @abstractmethod
+        def global_state(self) -> Any: ...
+
+    @abstractmethod
+    def process(self, key: Any, context: ProcessWindowFunction.Context,
+                elements: Iterable[Any]) -> Iterable[Any]: ...
+
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
         """The window is purged: delete per-window state it kept."""
 
 

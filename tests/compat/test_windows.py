@@ -11,11 +11,14 @@ from weir import (
     AllWindowFunction,
     ContinuousEventTimeTrigger,
     EventTimeSessionWindows,
+    KeyedProcessFunction,
     ProcessAllWindowFunction,
+    ProcessWindowFunction,
     PurgingTrigger,
     SessionWindowTimeGapExtractor,
     StreamExecutionEnvironment,
     Time,
+    TimeWindow,
     TumblingEventTimeWindows,
     WatermarkStrategy,
     WindowFunction,
@@ -133,3 +136,19 @@ def test_a_continuous_event_time_trigger_fires_within_the_window() -> None:
     harness.watermark(60)                       # the second
     harness.watermark(99)                       # the third (90), and the window's end
     assert harness.output.records == [("a", 3), ("a", 7), ("a", 7), ("a", 7)]
+
+
+class Describe(ProcessWindowFunction[tuple, tuple, str, TimeWindow]):
+    """Written with type parameters and an annotated Context, as PyFlink code is."""
+
+    def process(self, key: str, context: ProcessWindowFunction.Context, elements):
+        yield key, context.window().start, len(list(elements))
+
+
+def test_function_classes_take_type_parameters_as_in_pyflink() -> None:
+    env = _env()
+    records = [("a", 1, t) for t in range(10)]
+    got = (_stamped(env, records).key_by(lambda r: r[0])
+           .window(TumblingEventTimeWindows.of(Time.milliseconds(5))).process(Describe()))
+    assert sorted(got.execute_and_collect()) == [("a", 0, 5), ("a", 5, 5)]
+    assert KeyedProcessFunction[str, int, int] is KeyedProcessFunction

@@ -224,9 +224,9 @@ def arrow_to_records(batch: pa.RecordBatch) -> list[Any]:
     meta = batch.schema.metadata or {}
     kind = meta.get(KIND_KEY, KIND_ROW)
     if kind == KIND_SCALAR:
-        return batch.column(0).to_pylist()
+        return _pylist(batch.column(0))
     if kind == KIND_TUPLE:
-        return list(zip(*(c.to_pylist() for c in batch.columns), strict=True))
+        return list(zip(*(_pylist(c) for c in batch.columns), strict=True))
     if kind == KIND_PICKLE:
         loads = pickle.loads
         return [loads(b) for b in batch.column(0).to_pylist()]
@@ -238,7 +238,15 @@ def arrow_to_records(batch: pa.RecordBatch) -> list[Any]:
     if batch.num_columns == 0:
         return [make(fields, index, ()) for _ in range(batch.num_rows)]
     return [make(fields, index, values)
-            for values in zip(*(c.to_pylist() for c in batch.columns), strict=True)]
+            for values in zip(*(_pylist(c) for c in batch.columns), strict=True)]
+
+
+def _pylist(column: pa.Array) -> list[Any]:
+    """A column's Python values; a map column's as dicts (Arrow gives key-value lists)."""
+    values = column.to_pylist()
+    if pa.types.is_map(column.type):
+        return [None if v is None else dict(v) for v in values]
+    return values
 
 
 def _transpose(records: Sequence[Any], width: int) -> list[list[Any]]:

@@ -74,8 +74,69 @@ class Types:
         return TypeInformation(pa.binary())
 
     @staticmethod
+    def SHORT() -> TypeInformation:  # noqa: N802
+        return TypeInformation(pa.int16())
+
+    @staticmethod
+    def BYTE() -> TypeInformation:  # noqa: N802
+        return TypeInformation(pa.int8())
+
+    @staticmethod
+    def CHAR() -> TypeInformation:  # noqa: N802
+        return TypeInformation(pa.string())
+
+    @staticmethod
+    def BIG_INT() -> TypeInformation:  # noqa: N802
+        """Python ints beyond 64 bits travel pickled; in a typed column, up to 64 bits."""
+        return TypeInformation(pa.int64())
+
+    @staticmethod
+    def BIG_DEC() -> TypeInformation:  # noqa: N802
+        """``decimal.Decimal`` values (38 digits, 18 after the point)."""
+        return TypeInformation(pa.decimal128(38, 18))
+
+    @staticmethod
+    def SQL_DATE() -> TypeInformation:  # noqa: N802
+        """``datetime.date`` values."""
+        return TypeInformation(pa.date32())
+
+    @staticmethod
+    def SQL_TIME() -> TypeInformation:  # noqa: N802
+        """``datetime.time`` values."""
+        return TypeInformation(pa.time64("us"))
+
+    @staticmethod
     def SQL_TIMESTAMP() -> TypeInformation:  # noqa: N802
+        """``datetime.datetime`` values without a time zone."""
         return TypeInformation(pa.timestamp("us"))
+
+    @staticmethod
+    def INSTANT() -> TypeInformation:  # noqa: N802
+        """Points in time: ``datetime.datetime`` values in UTC."""
+        return TypeInformation(pa.timestamp("us", tz="UTC"))
+
+    @staticmethod
+    def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Lists of a basic type (PyFlink's arrays of primitives)."""
+        return TypeInformation(pa.list_(_arrow(element_type, "PRIMITIVE_ARRAY")))
+
+    @staticmethod
+    def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        return TypeInformation(pa.list_(_arrow(element_type, "BASIC_ARRAY")))
+
+    @staticmethod
+    def OBJECT_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        return TypeInformation(pa.list_(_arrow(element_type, "OBJECT_ARRAY")))
+
+    @staticmethod
+    def LIST(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Python lists of ``element_type``."""
+        return TypeInformation(pa.list_(_arrow(element_type, "LIST")))
+
+    @staticmethod
+    def MAP(key_type: TypeInformation, value_type: TypeInformation) -> TypeInformation:  # noqa: N802
+        """Python dicts from ``key_type`` to ``value_type``."""
+        return TypeInformation(pa.map_(_arrow(key_type, "MAP"), _arrow(value_type, "MAP")))
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
@@ -85,6 +146,11 @@ class Types:
     def TUPLE(types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
         fields = tuple((f"f{i}", t) for i, t in enumerate(types))
         return TypeInformation(None, KIND_TUPLE, fields)
+
+    @staticmethod
+    def ROW(types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
+        """Rows with positional fields (named ``f0``, ``f1``, ...)."""
+        return Types.ROW_NAMED([f"f{i}" for i in range(len(types))], types)
 
     @staticmethod
     def ROW_NAMED(names: Sequence[str], types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
@@ -97,3 +163,10 @@ class Types:
     def MAP_RECORD(names: Sequence[str], types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
         """Dict records with these keys."""
         return TypeInformation(None, KIND_DICT, tuple(zip(names, types, strict=True)))
+
+
+def _arrow(type_info: TypeInformation, where: str) -> pa.DataType:
+    if type_info.arrow_type is None:
+        msg = f"Types.{where} takes basic element types (not rows, tuples or pickled values)"
+        raise TypeError(msg)
+    return type_info.arrow_type

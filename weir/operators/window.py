@@ -36,6 +36,7 @@ from weir.state.descriptors import (
 )
 from weir.state.timers import Timer
 from weir.window import (
+    ProcessWindowFunction,
     TimeWindow,
     Trigger,
     TriggerResult,
@@ -138,7 +139,7 @@ class _TriggerContext:
             descriptor)
 
 
-class _WindowContext:
+class _WindowContext(ProcessWindowFunction.Context):
     """What a ProcessWindowFunction sees (PyFlink's ``ProcessWindowFunction.Context``)."""
 
     def __init__(self, operator: WindowOperator) -> None:
