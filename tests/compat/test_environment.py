@@ -4,10 +4,13 @@ config, the deprecated time characteristic, ``key_by(..., key_type)`` and
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from weir import (
     AggregateFunction,
+    Row,
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
     Time,
@@ -79,3 +82,20 @@ def test_key_by_with_a_key_type_and_aggregate_with_an_accumulator_type() -> None
             values = [float(t % 7) for t in range(start, start + 10)]
             expected.append(sum(values) / len(values))
     assert sorted(averages.execute_and_collect()) == sorted(expected)
+
+
+def test_batch_mode_keyed_aggregations_emit_only_final_values() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_parallelism(2)
+    words = ["to", "be", "or", "not", "to", "be", "that", "is", "the", "question", "to", "be"]
+    pairs = env.from_collection(words).map(lambda w: (w, 1))
+    expected = sorted(Counter(words).items())
+    reduced = pairs.key_by(lambda t: t[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+    assert sorted(reduced.execute_and_collect()) == expected
+    assert sorted(pairs.key_by(lambda t: t[0]).sum(1).execute_and_collect()) == expected
+    rows = env.from_collection([Row(word=w, n=1) for w in words],
+                               type_info=Types.ROW_NAMED(["word", "n"],
+                                                         [Types.STRING(), Types.INT()]))
+    by_column = rows.key_by("word").sum("n")   # the vectorised aggregation
+    assert sorted(tuple(r) for r in by_column.execute_and_collect()) == expected

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from weir.core import options
 from weir.core.records import Elements
 from weir.core.watermarks import NO_TIMESTAMP
 from weir.functions import Function, OutputTag, RuntimeContext
@@ -97,6 +98,22 @@ class KeyedOperator(StreamOperator):
     #: lost with the task (Flink's BATCH-mode behaviour); a keyed process function's
     #: processing-time timers are not.
     fire_processing_time_at_end = False
+
+    def final_values_only(self) -> bool:
+        """BATCH mode (``execution.runtime-mode``): a keyed aggregation emits each key's
+        final value at the end of its input, not an update per record (as Flink does)."""
+        assert self.ctx is not None
+        return str(self.ctx.get_configuration().get(options.RUNTIME_MODE)).upper() == "BATCH"
+
+    def final_values(self, state: str, value: Any) -> list[Any]:
+        """What ``value()`` (read with the current key set) gives for every key that has
+        ``state`` in this subtask: the final values a BATCH aggregation emits."""
+        assert self.backend is not None
+        out = []
+        for key in list(self.backend.keys(state)):
+            self.backend.set_current_key(key)
+            out.append(value())
+        return out
 
     def open_keyed(self, timers: str | None = None) -> KeyedStateBackend:
         """Create the backend over this subtask's key groups, restored from the state

@@ -43,7 +43,16 @@ class ReduceOperator(KeyedOperator):
         assert self.ctx is not None
         self._reduce = resolve_callable(self.fn, "reduce")
         self._state = self.open_keyed().get_state(ValueStateDescriptor("reduce"))
+        self._final_only = self.final_values_only()
         open_functions(self)
+
+    def finish(self) -> None:
+        super().finish()
+        if self._final_only:
+            finals = self.final_values("reduce", self._state.value)
+            if finals:
+                assert self.output is not None
+                self.output.emit(Elements.from_records(finals))
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -62,6 +71,8 @@ class ReduceOperator(KeyedOperator):
             current = record if current is None else reduce(current, record)
             state.update(current)
             append(current)
+        if self._final_only:
+            return
         assert self.output is not None
         self.output.emit(Elements.from_records(out, None, elements.timestamps))
 
@@ -106,6 +117,15 @@ class FieldAggregateOperator(KeyedOperator):
 
     def open(self) -> None:
         self._state = self.open_keyed().get_state(ValueStateDescriptor("aggregate"))
+        self._final_only = self.final_values_only()
+
+    def finish(self) -> None:
+        super().finish()
+        if self._final_only:
+            finals = self.final_values("aggregate", self._state.value)
+            if finals:
+                assert self.output is not None
+                self.output.emit(Elements.from_records(finals, self.output_type))
 
     def _get(self, record: Any) -> Any:
         if isinstance(record, int | float) and self.field in (0, "f0"):
@@ -131,6 +151,8 @@ class FieldAggregateOperator(KeyedOperator):
                                         op(self._get(current), self._get(record)))
             state.update(current)
             out.append(current)
+        if self._final_only:
+            return
         assert self.output is not None
         self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
 

@@ -148,7 +148,23 @@ class VectorizedAggregateOperator(KeyedOperator):
         self.field = field
 
     def open(self) -> None:
-        self.open_keyed().get_state(ValueStateDescriptor(_STATE))
+        self._state = self.open_keyed().get_state(ValueStateDescriptor(_STATE))
+        self._final_only = self.final_values_only()
+        self._names: list[str] | None = None
+
+    def finish(self) -> None:
+        super().finish()
+        if self._final_only and self._names is not None:
+            assert self.backend is not None
+            keys, totals = [], []
+            for key in list(self.backend.keys(_STATE)):
+                self.backend.set_current_key(key)
+                keys.append(key)
+                totals.append(self._state.value())
+            if keys:
+                assert self.output is not None
+                self.output.emit(Elements.from_arrow(pa.RecordBatch.from_pydict(
+                    dict(zip(self._names, (keys, totals), strict=True)))))
 
     def _aggregate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The running aggregate of ``batch``, its keys' totals read from and written back
@@ -185,5 +201,8 @@ class VectorizedAggregateOperator(KeyedOperator):
             msg = (f"'{self.name}': column {column} not in the stream "
                    f"(columns: {', '.join(batch.schema.names)})")
             raise KeyError(msg) from None
+        if self._final_only:
+            self._names = list(result.schema.names)
+            return
         assert self.output is not None
         self.output.emit(Elements.from_arrow(result, elements.timestamps))
