@@ -226,8 +226,17 @@ class DataStream:
 
     def sink_to(self, sink: Sink) -> DataStreamSink:
         """Write to a sink (e.g. ``FileSink``)."""
+        if not callable(getattr(sink, "create_operator", None)):
+            msg = (f"sink_to takes a weir Sink (FileSink, DiscardingSink, ...), got "
+                   f"{type(sink).__name__}: PyFlink's Java sinks (Kafka, JDBC and the like) "
+                   "do not exist in weir")
+            raise InvalidJobError(msg)
         name = f"Sink: {sink.name}"
         return self._sink(name, sink.create_operator(name))
+
+    def add_sink(self, sink_func: Sink) -> DataStreamSink:
+        """PyFlink's ``add_sink``, for a weir Sink (as ``sink_to``)."""
+        return self.sink_to(sink_func)
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         """Print every record to the task's stdout (``N> record`` with parallelism > 1)."""

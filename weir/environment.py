@@ -205,7 +205,16 @@ class StreamExecutionEnvironment:
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
         return stream
 
-    add_source = from_source
+    def add_source(self, source_func: Source | PreparedSource, source_name: str = "Custom Source",
+                   type_info: TypeInformation | None = None) -> DataStream:
+        """PyFlink's ``add_source``, for a weir Source (FLIP-27 style)."""
+        if not isinstance(source_func, Source | PreparedSource):
+            msg = (f"add_source takes a weir Source, got {type(source_func).__name__}: "
+                   "PyFlink's Java source functions (FlinkKafkaConsumer and the like) do not "
+                   "exist in weir; read files with from_source(path), Spark with "
+                   "from_spark(...), or implement weir.Source")
+            raise InvalidJobError(msg)
+        return self.from_source(source_func, source_name=source_name)
 
     def from_collection(self, collection: Iterable[Any],
                         type_info: TypeInformation | None = None) -> DataStream:

@@ -99,3 +99,18 @@ def test_batch_mode_keyed_aggregations_emit_only_final_values() -> None:
                                                          [Types.STRING(), Types.INT()]))
     by_column = rows.key_by("word").sum("n")   # the vectorised aggregation
     assert sorted(tuple(r) for r in by_column.execute_and_collect()) == expected
+
+
+def test_add_source_and_add_sink_take_weir_sources_and_sinks(tmp_path) -> None:
+    from weir import DiscardingSink
+    from weir.core.errors import InvalidJobError
+    from weir.sources.collection import SequenceSource
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    numbers = env.add_source(SequenceSource(0, 9), "numbers")
+    numbers.add_sink(DiscardingSink())
+    assert sorted(numbers.execute_and_collect()) == list(range(10))
+    with pytest.raises(InvalidJobError, match="Java source functions"):
+        env.add_source(object())
+    with pytest.raises(InvalidJobError, match="weir Sink"):
+        numbers.add_sink(object())
