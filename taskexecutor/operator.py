@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 #: Service key under which a task offers the collect channel to the JobMaster.
 COLLECT_SERVICE = "collect"
+#: Service key of ``put(mail)``: run ``mail()`` on the task thread soon (from any thread).
+MAILBOX_SERVICE = "mailbox"
 
 
 class Output(ABC):

@@ -79,6 +79,7 @@ from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.checkpointing import SubtaskCheckpointing, UploadPool
 from weir.taskexecutor.operator import (
     COLLECT_SERVICE,
+    MAILBOX_SERVICE,
     OperatorContext,
     OperatorSnapshot,
     StateContext,
@@ -330,7 +331,7 @@ class Task:
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=tdd.job_id, config=dict(tdd.config),
-            services={COLLECT_SERVICE: self._push_collect},
+            services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put},
             configuration=job_config, processing_time=self.processing_time)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
         uids = list(tdd.operator_uids)

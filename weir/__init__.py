@@ -24,6 +24,10 @@ _EXPORTS: dict[str, str] = {
     "AggregatingStateDescriptor": "weir.state_api",
     "AllWindowFunction": "weir.window",
     "AllWindowedStream": "weir.datastream",
+    "AsyncDataStream": "weir.async_io",
+    "AsyncFunction": "weir.functions",
+    "AsyncRetryStrategies": "weir.async_io",
+    "AsyncRetryStrategy": "weir.async_io",
     "BroadcastConnectedStream": "weir.datastream",
     "BroadcastProcessFunction": "weir.functions",
     "BroadcastState": "weir.state.operator_state",
@@ -117,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "WindowAssigner": "weir.window",
     "WindowFunction": "weir.window",
     "WindowedStream": "weir.datastream",
+    "async_retry_predicates": "weir.async_io",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -137,6 +142,18 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from weir.async_io import (
+        AsyncDataStream as AsyncDataStream,
+    )
+    from weir.async_io import (
+        AsyncRetryStrategies as AsyncRetryStrategies,
+    )
+    from weir.async_io import (
+        AsyncRetryStrategy as AsyncRetryStrategy,
+    )
+    from weir.async_io import (
+        async_retry_predicates as async_retry_predicates,
+    )
     from weir.checkpoint_config import (
         CheckpointConfig as CheckpointConfig,
     )
@@ -235,6 +252,9 @@ if TYPE_CHECKING:
     )
     from weir.execution_config import (
         TimeCharacteristic as TimeCharacteristic,
+    )
+    from weir.functions import (
+        AsyncFunction as AsyncFunction,
     )
     from weir.functions import (
         BroadcastProcessFunction as BroadcastProcessFunction,

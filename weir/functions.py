@@ -477,6 +477,20 @@ class KeyedBroadcastProcessFunction(Function):
         return None
 
 
+class AsyncFunction(Function):
+    """A function called asynchronously (``AsyncDataStream``): ``async_invoke`` is a
+    coroutine returning the outputs of one record (a list); many run at once. ``timeout``
+    is called instead when a call takes longer than the timeout (by default the task fails
+    with a TimeoutError)."""
+
+    @abstractmethod
+    async def async_invoke(self, value: Any) -> Iterable[Any] | None: ...
+
+    def timeout(self, value: Any) -> Iterable[Any] | None:
+        msg = f"the async call for {value!r:.80} timed out"
+        raise TimeoutError(msg)
+
+
 def resolve_callable(fn: Any, method: str) -> Any:
     """The callable to apply: ``fn.method`` for function objects, ``fn`` for callables."""
     bound = getattr(fn, method, None)
