@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from tests.support.operators import CollectingOutput
 from weir import (
     AsyncDataStream,
@@ -20,6 +22,8 @@ from weir.async_io import NO_RETRY
 from weir.core.records import Elements
 from weir.operators.async_wait import AsyncWaitOperator
 from weir.taskexecutor.operator import OperatorContext, StateContext
+
+pytestmark = pytest.mark.usefixtures("runs_on")
 
 
 class Concurrent(AsyncFunction):

@@ -28,6 +28,8 @@ from weir.state.descriptors import ListStateDescriptor
 from weir.state.operator_state import DistributionMode, OperatorStateBackend, redistribute
 from weir.taskexecutor.operator import OperatorContext, StateContext
 
+pytestmark = pytest.mark.usefixtures("runs_on")
+
 THRESHOLDS = MapStateDescriptor("thresholds", Types.STRING(), Types.INT())
 
 

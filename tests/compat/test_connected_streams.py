@@ -24,6 +24,8 @@ from weir import (
 )
 from weir.core.errors import InvalidJobError
 
+pytestmark = pytest.mark.usefixtures("runs_on")
+
 
 class Tag(CoMapFunction):
     def map1(self, value):

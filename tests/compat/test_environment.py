@@ -20,6 +20,8 @@ from weir import (
     WatermarkStrategy,
 )
 
+pytestmark = pytest.mark.usefixtures("runs_on")
+
 
 class Average(AggregateFunction):
     def create_accumulator(self):

@@ -18,6 +18,8 @@ from weir import (
 from weir.keys import FunctionKeySpec
 from weir.operators.window import REDUCE, WindowOperator
 
+pytestmark = pytest.mark.usefixtures("runs_on")
+
 ODD = OutputTag("odd")
 MULTIPLES_OF_THREE = OutputTag("threes")
 

@@ -3,6 +3,8 @@ expires as configured whichever strategies the builder was given."""
 
 from __future__ import annotations
 
+import pytest
+
 from weir import (
     KeyedProcessFunction,
     StateTtlConfig,
@@ -10,6 +12,8 @@ from weir import (
     Time,
     ValueStateDescriptor,
 )
+
+pytestmark = pytest.mark.usefixtures("runs_on")
 
 
 class SeenBefore(KeyedProcessFunction):

@@ -7,7 +7,11 @@ from __future__ import annotations
 import datetime
 import decimal
 
+import pytest
+
 from weir import Row, StreamExecutionEnvironment, Types
+
+pytestmark = pytest.mark.usefixtures("runs_on")
 
 
 def _through_an_exchange(records: list, type_info) -> list:

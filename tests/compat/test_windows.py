@@ -28,6 +28,8 @@ from weir.keys import FunctionKeySpec
 from weir.operators.window import REDUCE, WindowOperator
 from weir.window import CountTrigger
 
+pytestmark = pytest.mark.usefixtures("runs_on")
+
 
 class KeySum(WindowFunction):
     def apply(self, key, window, inputs):
