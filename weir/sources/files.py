@@ -1,9 +1,14 @@
 """File source: Parquet, CSV and JSON-lines files, bounded or watching a directory.
 
-Splits are whole files; a split's ``offset`` is the number of rows already read from it, so
-a reader restored from a checkpoint skips exactly those rows (whole Parquet row groups
-without reading them) and replay is exact. Records are Arrow batches whose rows read as
-:class:`weir.Row`.
+A large file is read in parallel, as Flink's file source does: a Parquet file splits into
+ranges of row groups, a CSV or JSON-lines file into byte ranges of about ``split_bytes``
+whose lines are the ones *starting* in the range (a line crossing the end belongs to the
+range it starts in). A split's ``offset`` is the number of rows already read from it, so a
+reader restored from a checkpoint skips exactly those rows (whole Parquet row groups
+without reading them) and replay is exact. The columns of every CSV split take the types
+inferred from the start of its file (so do JSON-lines splits), and a CSV file large
+enough to split must not have line breaks inside quoted fields. Records are Arrow batches
+whose rows read as :class:`weir.Row`.
 
 Paths are local (or ``file://``) paths that the JobMaster and every TaskExecutor can read
 (a shared file system on a real cluster). A relative path means the submitting process's
@@ -46,17 +51,56 @@ from weir.core.source import (
 FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json", ".ndjson")}
 
 
+#: Target size of one split of a large file (bytes of a CSV/JSON file, compressed bytes of
+#: Parquet row groups).
+SPLIT_BYTES = 64 << 20
+
+
 @dataclass(frozen=True)
 class FileSplit:
-    """One file to read, of which the first ``offset`` rows have been read."""
+    """A file, or part of one, to read, of which the first ``offset`` rows have been read.
+    ``start``/``end``: row groups (Parquet) or bytes (CSV, JSON) ``[start, end)``; an
+    ``end`` of -1 means to the end of the file."""
 
     path: str
     format: str
     offset: int = 0
+    start: int = 0
+    end: int = -1
 
     @property
     def split_id(self) -> str:
-        return self.path
+        if self.start == 0 and self.end == -1:
+            return self.path
+        return f"{self.path}#{self.start}-{self.end}"
+
+
+def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES) -> list[FileSplit]:
+    """The splits of one file (one for a small file, or one it cannot read: its reader
+    then reports the file)."""
+    local = path.removeprefix("file://")
+    try:
+        if fmt == "parquet":
+            metadata = pq.ParquetFile(local).metadata
+            ranges: list[tuple[int, int]] = []
+            first, size = 0, 0
+            for group in range(metadata.num_row_groups):
+                size += metadata.row_group(group).total_byte_size
+                if size >= split_bytes:
+                    ranges.append((first, group + 1))
+                    first, size = group + 1, 0
+            if first < metadata.num_row_groups:
+                ranges.append((first, metadata.num_row_groups))
+        else:
+            total = os.path.getsize(local)
+            ranges = [(start, min(start + split_bytes, total))
+                      for start in range(0, total, split_bytes)]
+    except (OSError, pa.ArrowInvalid):
+        # Unreadable here: one split, whose reader reports the file (on its task).
+        return [FileSplit(path, fmt)]
+    if len(ranges) <= 1:
+        return [FileSplit(path, fmt)]
+    return [FileSplit(path, fmt, 0, start, end) for start, end in ranges]
 
 
 def _scheme(path: str) -> str:
@@ -104,7 +148,7 @@ class FileSource(Source):
     def __init__(self, path: str, format: str = "parquet",
                  monitor_interval: float | None = None,
                  lister: Callable[[str], list[str]] | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, split_bytes: int = SPLIT_BYTES) -> None:
         if format not in FORMATS:
             msg = f"unknown file format {format!r} (use one of: {', '.join(FORMATS)})"
             raise ValueError(msg)
@@ -116,6 +160,11 @@ class FileSource(Source):
         self.lister = lister
         self.bounded = monitor_interval is None
         self.name = name or f"File Source ({format}: {path})"
+        if split_bytes < 1:
+            msg = f"split_bytes must be positive, got {split_bytes}"
+            raise ValueError(msg)
+        #: About how much of a large file one split reads (see the module docstring).
+        self.split_bytes = split_bytes
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
         return FileSplitEnumerator(self)
@@ -212,7 +261,9 @@ class FileSplitEnumerator(SplitEnumerator):
         for path in self._source.list():
             if path not in self._seen:
                 self._seen.add(path)
-                self._pending.append(FileSplit(path, self._source.format))
+                self._pending.extend(split_file(path, self._source.format,
+                                                getattr(self._source, "split_bytes",
+                                                        SPLIT_BYTES)))
 
     def request_splits(self, subtask_index: int) -> SplitAssignment:
         if not self._pending and not self._source.bounded:
@@ -272,19 +323,22 @@ class FileReader(SourceReader):
         try:
             if split.format == "parquet":
                 parquet = pq.ParquetFile(path)
+                end = parquet.num_row_groups if split.end < 0 else split.end
                 # Whole row groups before the offset are never read, only counted.
-                first = 0
-                while first < parquet.num_row_groups and \
+                first = split.start
+                while first < end and \
                         skip >= (rows := parquet.metadata.row_group(first).num_rows):
                     skip -= rows
                     first += 1
-                groups = list(range(first, parquet.num_row_groups))
+                groups = list(range(first, end))
                 batches: Iterator[pa.RecordBatch] = (
                     parquet.iter_batches(batch_size=size, row_groups=groups) if groups
                     else iter(()))
             elif os.path.getsize(path) == 0:
                 # No rows (pyarrow refuses an empty CSV or JSON-lines file).
                 batches = iter(())
+            elif split.end >= 0:
+                batches = _rebatch(_read_range(path, split), size)
             elif split.format == "csv":
                 batches = _rebatch(iter(pcsv.open_csv(path)), size)
             else:
@@ -295,7 +349,7 @@ class FileReader(SourceReader):
         return _skip_rows(batches, skip, split) if skip else batches
 
     def position(self) -> tuple[Any, int] | None:
-        return (self._splits[0].path, self._rows) if self._splits else None
+        return (self._splits[0].split_id, self._rows) if self._splits else None
 
     def snapshot_state(self, checkpoint_id: int) -> list[Any]:
         if not self._splits:
@@ -325,3 +379,51 @@ def _rebatch(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Record
     for batch in batches:
         for offset in range(0, batch.num_rows, size):
             yield batch.slice(offset, size)
+
+
+def _lines(path: str, start: int, end: int) -> bytes:
+    """The lines of ``path`` that start in bytes ``[start, end)``: a line crossing
+    ``start`` belongs to the range before, one crossing ``end`` to this one."""
+    with open(path, "rb") as f:
+        if start > 0:
+            f.seek(start - 1)
+            if f.read(1) != b"\n":
+                f.readline()  # the rest of a line that started in the range before
+        position = f.tell()
+        if position >= end:
+            return b""
+        data = f.read(end - position)
+        if data and not data.endswith(b"\n"):
+            data += f.readline()
+        return data
+
+
+#: How much of a JSON-lines file its column types are inferred from.
+_HEAD_BYTES = 1 << 20
+
+
+def _csv_head(path: str) -> tuple[list[str], pa.Schema]:
+    """The column names and types of a CSV file, as its first block gives them."""
+    reader = pcsv.open_csv(path)
+    try:
+        return list(reader.schema.names), reader.schema
+    finally:
+        reader.close()
+
+
+def _read_range(path: str, split: FileSplit) -> Iterator[pa.RecordBatch]:
+    data = _lines(path, split.start, split.end)
+    if not data.strip():
+        return iter(())
+    if split.format == "json":
+        # Every split takes the types the start of its file gives, as CSV splits do.
+        head = pjson.read_json(pa.BufferReader(_lines(path, 0, _HEAD_BYTES)))
+        options = pjson.ParseOptions(explicit_schema=head.schema,
+                                     unexpected_field_behavior="infer")
+        return iter(pjson.read_json(pa.BufferReader(data),
+                                    parse_options=options).to_batches())
+    names, schema = _csv_head(path)
+    read = pcsv.ReadOptions(column_names=names, skip_rows=1 if split.start == 0 else 0)
+    convert = pcsv.ConvertOptions(column_types=schema)
+    return iter(pcsv.read_csv(pa.BufferReader(data), read_options=read,
+                              convert_options=convert).to_batches())
