@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "ConnectedStreams": "weir.datastream",
     "ContinuousEventTimeTrigger": "weir.window",
     "ContinuousProcessingTimeTrigger": "weir.window",
+    "CountEvictor": "weir.window",
     "CountTrigger": "weir.window",
     "DataStream": "weir.datastream",
     "DataStreamSink": "weir.datastream",
@@ -52,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "Duration": "weir.core.time",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
+    "Evictor": "weir.window",
     "ExecutionConfig": "weir.execution_config",
     "ExternalizedCheckpointCleanup": "weir.checkpoint_config",
     "ExternalizedCheckpointRetention": "weir.checkpoint_config",
@@ -104,6 +106,7 @@ _EXPORTS: dict[str, str] = {
     "Time": "weir.core.time",
     "TimeCharacteristic": "weir.execution_config",
     "TimeDomain": "weir.functions",
+    "TimeEvictor": "weir.window",
     "TimeWindow": "weir.window",
     "TimerService": "weir.functions",
     "TimestampAssigner": "weir.watermarks",
@@ -395,6 +398,9 @@ if TYPE_CHECKING:
         ContinuousProcessingTimeTrigger as ContinuousProcessingTimeTrigger,
     )
     from weir.window import (
+        CountEvictor as CountEvictor,
+    )
+    from weir.window import (
         CountTrigger as CountTrigger,
     )
     from weir.window import (
@@ -402,6 +408,9 @@ if TYPE_CHECKING:
     )
     from weir.window import (
         EventTimeTrigger as EventTimeTrigger,
+    )
+    from weir.window import (
+        Evictor as Evictor,
     )
     from weir.window import (
         GlobalWindows as GlobalWindows,
@@ -429,6 +438,9 @@ if TYPE_CHECKING:
     )
     from weir.window import (
         SlidingProcessingTimeWindows as SlidingProcessingTimeWindows,
+    )
+    from weir.window import (
+        TimeEvictor as TimeEvictor,
     )
     from weir.window import (
         TimeWindow as TimeWindow,

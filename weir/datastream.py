@@ -47,7 +47,9 @@ from weir.operators.window import (
 )
 from weir.watermarks import WatermarkStrategy
 from weir.window import (
+    CountEvictor,
     CountTrigger,
+    Evictor,
     GlobalWindows,
     PurgingTrigger,
     Trigger,
@@ -199,12 +201,10 @@ class DataStream:
 
     def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
         """Windows of ``size`` records of the whole stream (see ``count_window``)."""
-        if slide is not None:
-            msg = ("count_window_all(size, slide): sliding count windows need evictors, "
-                   "which weir does not support yet; use count_window_all(size)")
-            raise InvalidJobError(msg)
-        return self.window_all(GlobalWindows.create()).trigger(
-            PurgingTrigger.of(CountTrigger.of(size)))
+        windowed = self.window_all(GlobalWindows.create())
+        if slide is None:
+            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
+        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
 
     def connect(self, stream: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
@@ -331,14 +331,12 @@ class KeyedStream(DataStream):
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         """Windows of ``size`` records per key, evaluated when full (an incomplete last
-        window is not). Sliding count windows (``slide``) need evictors, which weir does
-        not have yet."""
-        if slide is not None:
-            msg = ("count_window(size, slide): sliding count windows need evictors, which "
-                   "weir does not support yet; use count_window(size)")
-            raise InvalidJobError(msg)
-        return self.window(GlobalWindows.create()).trigger(
-            PurgingTrigger.of(CountTrigger.of(size)))
+        window is not); with ``slide``, the last ``size`` records every ``slide`` records
+        (as Flink builds them: a CountEvictor and a CountTrigger)."""
+        windowed = self.window(GlobalWindows.create())
+        if slide is None:
+            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
+        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
 
 
 def _all_key(record: Any) -> int:
@@ -363,6 +361,10 @@ class AllWindowedStream:
 
     def side_output_late_data(self, output_tag: OutputTag) -> AllWindowedStream:
         self._windowed.side_output_late_data(output_tag)
+        return self
+
+    def evictor(self, evictor: Evictor) -> AllWindowedStream:
+        self._windowed.evictor(evictor)
         return self
 
     @staticmethod
@@ -412,6 +414,7 @@ class WindowedStream:
         self._trigger: Trigger | None = None
         self._lateness_ms = 0
         self._late_tag = ""
+        self._evictor: Evictor | None = None
 
     def trigger(self, trigger: Trigger) -> WindowedStream:
         """Replace the assigner's default trigger."""
@@ -428,6 +431,14 @@ class WindowedStream:
             msg = f"allowed lateness must not be negative, got {lateness} ms"
             raise ValueError(msg)
         self._lateness_ms = lateness
+        return self
+
+    def evictor(self, evictor: Evictor) -> WindowedStream:
+        """Remove records from each window when it fires (CountEvictor, TimeEvictor)."""
+        if not isinstance(evictor, Evictor):
+            msg = f"evictor expects an Evictor, got {type(evictor).__name__}"
+            raise TypeError(msg)
+        self._evictor = evictor
         return self
 
     def apply(self, window_function: Any, output_type: TypeInformation | None = None
@@ -450,7 +461,7 @@ class WindowedStream:
         name = f"Window({self._assigner!r}, {what})"
         operator = WindowOperator(name, self._keyed._key, self._assigner, kind, function,
                                   window_function, self._trigger, self._lateness_ms,
-                                  output_type, self._late_tag)
+                                  output_type, self._late_tag, self._evictor)
         return self._keyed._keyed(name, operator)
 
     def reduce(self, reduce_function: Any, window_function: Any = None,
@@ -477,7 +488,8 @@ class WindowedStream:
         column = self._keyed._key.column if isinstance(self._keyed._key, FieldKeySpec) \
             else None
         if isinstance(column, str) and (field is None or isinstance(field, str)) and \
-                not self._assigner.is_merging() and self._trigger is None:
+                not self._assigner.is_merging() and self._trigger is None and \
+                self._evictor is None:
             name = f"Window({self._assigner!r}, {kind.capitalize()})"
             operator = VectorizedWindowAggregateOperator(name, column, self._assigner, kind,
                                                          field, self._lateness_ms)

@@ -10,6 +10,7 @@ from tests.support.operators import OperatorHarness
 from weir import (
     AllWindowFunction,
     ContinuousEventTimeTrigger,
+    CountEvictor,
     EventTimeSessionWindows,
     KeyedProcessFunction,
     ProcessAllWindowFunction,
@@ -18,12 +19,12 @@ from weir import (
     SessionWindowTimeGapExtractor,
     StreamExecutionEnvironment,
     Time,
+    TimeEvictor,
     TimeWindow,
     TumblingEventTimeWindows,
     WatermarkStrategy,
     WindowFunction,
 )
-from weir.core.errors import InvalidJobError
 from weir.keys import FunctionKeySpec
 from weir.operators.window import REDUCE, WindowOperator
 from weir.window import CountTrigger
@@ -72,8 +73,16 @@ def test_count_windows_fire_every_n_records_of_a_key() -> None:
     expected = [(key, sum(range(start, start + 3))) for key in ("a", "b")
                 for start in (0, 3, 6)]  # 9 and 10 never make a full window
     assert sorted(got.execute_and_collect()) == sorted(expected)
-    with pytest.raises(InvalidJobError, match="evictors"):
-        env.from_collection(records).key_by(lambda r: r[0]).count_window(3, 1)
+
+
+def test_sliding_count_windows_sum_the_last_n_records_every_m() -> None:
+    env = _env(1)
+    records = [("k", value) for value in range(10)]
+    got = (env.from_collection(records).key_by(lambda r: r[0]).count_window(3, 2)
+           .reduce(lambda x, y: (x[0], x[1] + y[1])))
+    # Every second record, the sum of the (at most) three latest.
+    expected = [("k", sum(range(max(0, n - 3), n))) for n in range(2, 11, 2)]
+    assert list(got.execute_and_collect()) == expected
 
 
 def test_count_windows_over_the_whole_stream() -> None:
@@ -154,3 +163,21 @@ def test_function_classes_take_type_parameters_as_in_pyflink() -> None:
            .window(TumblingEventTimeWindows.of(Time.milliseconds(5))).process(Describe()))
     assert sorted(got.execute_and_collect()) == [("a", 0, 5), ("a", 5, 5)]
     assert KeyedProcessFunction[str, int, int] is KeyedProcessFunction
+
+
+
+def test_evictors_remove_records_before_or_after_the_function() -> None:
+    def window(evictor):
+        return WindowOperator("Window", FunctionKeySpec(lambda r: r[0]),
+                              TumblingEventTimeWindows.of(Time.milliseconds(100)), REDUCE,
+                              lambda a, b: (a[0], a[1] + b[1]),
+                              trigger=CountTrigger.of(2), evictor=evictor)
+
+    by_time = OperatorHarness(window(TimeEvictor.of(Time.milliseconds(10))))
+    by_time.process([("a", 1), ("a", 2)], timestamps=[1, 30])   # 1 is 29 ms older
+    by_time.process([("a", 4), ("a", 8)], timestamps=[35, 38])
+    assert by_time.output.records == [("a", 2), ("a", 14)]      # 2 | 2 + 4 + 8
+    after = OperatorHarness(window(CountEvictor.of(1, do_evict_after=True)))
+    after.process([("a", 1), ("a", 2), ("a", 4), ("a", 8)], timestamps=[1, 2, 3, 4])
+    # Fires on 2 records (sum 3), keeps the newest (2); then 2 + 4 + 8.
+    assert after.output.records == [("a", 3), ("a", 14)]

@@ -13,6 +13,7 @@ ListState (``process``). Results carry the window's ``max_timestamp()``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ from weir.state.descriptors import (
 )
 from weir.state.timers import Timer
 from weir.window import (
+    Evictor,
     ProcessWindowFunction,
     TimeWindow,
     Trigger,
@@ -173,8 +175,12 @@ class WindowOperator(KeyedOperator):
     def __init__(self, name: str, key: KeySpec, assigner: WindowAssigner, kind: str,
                  function: Any, window_function: Any = None, trigger: Trigger | None = None,
                  allowed_lateness_ms: int = 0,
-                 output_type: TypeInformation | None = None, late_data_tag: str = "") -> None:
+                 output_type: TypeInformation | None = None, late_data_tag: str = "",
+                 evictor: Evictor | None = None) -> None:
         super().__init__(name)
+        #: With an evictor the window keeps (record, timestamp) pairs and the function runs
+        #: when it fires (see weir.window.Evictor).
+        self.evictor = evictor
         #: Side output (OutputTag id) for records too late for their window ("": drop).
         self.late_data_tag = late_data_tag
         if kind not in (REDUCE, AGGREGATE, PROCESS):
@@ -224,8 +230,10 @@ class WindowOperator(KeyedOperator):
         backend = self.open_keyed(timers="window")
         self._event_time = self.assigner.is_event_time()
         self.fire_processing_time_at_end = not self._event_time
-        if self.kind == REDUCE:
-            descriptor: StateDescriptor = ReducingStateDescriptor(
+        if self.evictor is not None:
+            descriptor: StateDescriptor = ListStateDescriptor("_window/contents")
+        elif self.kind == REDUCE:
+            descriptor = ReducingStateDescriptor(
                 "_window/contents", resolve_callable(self.function, "reduce"))
         elif self.kind == AGGREGATE:
             descriptor = AggregatingStateDescriptor("_window/contents", self.function)
@@ -247,6 +255,8 @@ class WindowOperator(KeyedOperator):
         window_fn = None if self.window_function is None else \
             resolve_callable(self.window_function, "process")
         ctx = self._window_ctx
+        if self.evictor is not None:
+            return self._evicting_emitter(window_fn)
         if self.kind == PROCESS:
             process = resolve_callable(self.function, "process")
 
@@ -263,6 +273,41 @@ class WindowOperator(KeyedOperator):
             ctx._window = window
             return window_fn(key, ctx, [value])
         return run_incremental
+
+    def _evicting_emitter(self, window_fn: Any) -> Callable[[Any, TimeWindow, Any], Any]:
+        """Evict, apply the function to what is left, evict again, and keep the rest."""
+        evictor = self.evictor
+        assert evictor is not None
+        ctx = self._window_ctx
+        kind, function = self.kind, self.function
+
+        def run_evicting(key: Any, window: TimeWindow, stored: Any) -> Any:
+            pairs = evictor.evict_before(list(stored))
+            values = [value for value, _ in pairs]
+            ctx._window = window
+            if kind == PROCESS:
+                result = list(resolve_callable(function, "process")(key, ctx, values) or ())
+            elif not values:
+                result = []
+            else:
+                if kind == REDUCE:
+                    value = functools.reduce(resolve_callable(function, "reduce"), values)
+                else:
+                    accumulator = function.create_accumulator()
+                    for v in values:
+                        accumulator = function.add(v, accumulator)
+                    value = function.get_result(accumulator)
+                result = [value] if window_fn is None else list(
+                    window_fn(key, ctx, [value]) or ())
+            kept = evictor.evict_after(pairs)
+            contents = self._contents
+            contents.set_current_namespace(window)
+            if kept:
+                contents.update(kept)
+            else:
+                contents.clear()
+            return result
+        return run_evicting
 
     # -- records ---------------------------------------------------------------------------
 
@@ -300,7 +345,7 @@ class WindowOperator(KeyedOperator):
                     else:
                         self.num_late_records_dropped += 1
                     continue
-                self._add(window, record)
+                self._add(window, record if self.evictor is None else (record, stamp))
                 ctx = self._trigger_ctx
                 ctx.window = window
                 result = self.trigger.on_element(record, stamp, window, ctx)
@@ -380,6 +425,8 @@ class WindowOperator(KeyedOperator):
         self.trigger.on_merge(into, ctx)
 
     def _combine(self, a: Any, b: Any) -> Any:
+        if self.evictor is not None:
+            return [*a, *b]
         if self.kind == REDUCE:
             return resolve_callable(self.function, "reduce")(a, b)
         if self.kind == AGGREGATE:
