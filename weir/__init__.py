@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "DataStreamSink": "weir.datastream",
     "DiscardingSink": "weir.sinks",
     "Duration": "weir.core.time",
+    "EmbeddedRocksDBStateBackend": "weir.state_backends",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
     "Evictor": "weir.window",
@@ -64,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "FunctionInitializationContext": "weir.state.operator_state",
     "FunctionSnapshotContext": "weir.state.operator_state",
     "GlobalWindows": "weir.window",
+    "HashMapStateBackend": "weir.state_backends",
     "InvalidJobError": "weir.core.errors",
     "JobExecutionError": "weir.core.errors",
     "JobExecutionResult": "weir.environment",
@@ -90,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "ReduceFunction": "weir.functions",
     "ReducingState": "weir.state_api",
     "ReducingStateDescriptor": "weir.state_api",
+    "RestartStrategies": "weir.state_backends",
     "Row": "weir.core.row",
     "RuntimeContext": "weir.functions",
     "RuntimeExecutionMode": "weir.execution_config",
@@ -378,6 +381,15 @@ if TYPE_CHECKING:
     )
     from weir.state_api import (
         ValueStateDescriptor as ValueStateDescriptor,
+    )
+    from weir.state_backends import (
+        EmbeddedRocksDBStateBackend as EmbeddedRocksDBStateBackend,
+    )
+    from weir.state_backends import (
+        HashMapStateBackend as HashMapStateBackend,
+    )
+    from weir.state_backends import (
+        RestartStrategies as RestartStrategies,
     )
     from weir.watermarks import (
         TimestampAssigner as TimestampAssigner,

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from weir import unsupported
 from weir.core.errors import InvalidJobError
 from weir.core.time import to_millis
-from weir.core.types import TypeInformation
+from weir.core.types import TypeInformation, Types
 from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag
-from weir.graph import BROADCAST, HASH, REBALANCE, Transformation
+from weir.graph import BROADCAST, FORWARD, HASH, REBALANCE, Transformation
 from weir.keys import FieldKeySpec, KeySpec, key_spec
 from weir.operators.basic import (
     FilterBatchesOperator,
@@ -45,6 +46,7 @@ from weir.operators.window import (
     FieldReducer,
     WindowOperator,
 )
+from weir.unsupported import refuse
 from weir.watermarks import WatermarkStrategy
 from weir.window import (
     CountEvictor,
@@ -99,6 +101,39 @@ class DataStream:
             raise ValueError(msg)
         self._t.max_parallelism = max_parallelism
         return self
+
+    def force_non_parallel(self) -> DataStream:
+        """Run this operator as one subtask (parallelism and max parallelism 1)."""
+        return self.set_parallelism(1).set_max_parallelism(1)
+
+    def start_new_chain(self) -> DataStream:
+        """Begin a new chain (task) at this operator."""
+        self._t.start_new_chain = True
+        return self
+
+    def disable_chaining(self) -> DataStream:
+        """Chain this operator with neither its input nor its consumer."""
+        self._t.disable_chaining = True
+        return self
+
+    def set_description(self, description: str) -> DataStream:
+        """A description of the operator, for people reading the program."""
+        self._t.description = description
+        return self
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+    def get_type(self) -> TypeInformation:
+        """The declared type of the records (PICKLED_BYTE_ARRAY when none was declared:
+        records then travel as Arrow columns inferred per batch, or pickles)."""
+        declared = getattr(self._t.operator, "output_type", None)
+        return declared if declared is not None else Types.PICKLED_BYTE_ARRAY()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return refuse(type(self).__name__, name, unsupported.DATA_STREAM)
 
     def get_parallelism(self) -> int:
         return self._t.parallelism or self._env.get_parallelism()
@@ -164,6 +199,23 @@ class DataStream:
     def rebalance(self) -> DataStream:
         """Round-robin batches over the downstream subtasks."""
         return DataStream(self._env, self._partition("Rebalance", REBALANCE))
+
+    def shuffle(self) -> DataStream:
+        """Spread records evenly over the downstream subtasks (as rebalance does)."""
+        return DataStream(self._env, self._partition("Shuffle", REBALANCE))
+
+    def rescale(self) -> DataStream:
+        """Spread records over the downstream subtasks (as rebalance does)."""
+        return DataStream(self._env, self._partition("Rescale", REBALANCE))
+
+    def forward(self) -> DataStream:
+        """Send subtask i's records to downstream subtask i (equal parallelism)."""
+        return DataStream(self._env, self._partition("Forward", FORWARD))
+
+    def project(self, *field_indexes: int) -> DataStream:
+        """Tuples of the given fields of each (tuple) record."""
+        indexes = tuple(field_indexes)
+        return self.map(lambda record: tuple(record[i] for i in indexes)).name("Projection")
 
     def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
         """Send every record to every downstream subtask. With MapStateDescriptors, a
@@ -314,6 +366,14 @@ class KeyedStream(DataStream):
         """Running count per key: (key, count) for every record."""
         return self._aggregate("count", None)
 
+    def min_by(self, field: str | int = 0) -> DataStream:
+        """Per key, the record with the smallest ``field`` so far (the first on ties)."""
+        return self.reduce(_by(field, smaller=True)).name("Keyed Min By")
+
+    def max_by(self, field: str | int = 0) -> DataStream:
+        """Per key, the record with the largest ``field`` so far (the first on ties)."""
+        return self.reduce(_by(field, smaller=False)).name("Keyed Max By")
+
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
         """Apply a KeyedProcessFunction: keyed state via ``open(runtime_context)``, timers
         via ``ctx.timer_service()`` firing ``on_timer``."""
@@ -337,6 +397,13 @@ class KeyedStream(DataStream):
         if slide is None:
             return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
         return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+
+
+def _by(field: str | int, smaller: bool) -> Callable[[Any, Any], Any]:
+    def pick(kept: Any, new: Any) -> Any:
+        a, b = kept[field], new[field]
+        return new if (b < a if smaller else b > a) else kept
+    return pick
 
 
 def _all_key(record: Any) -> int:

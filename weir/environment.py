@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from weir import unsupported
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.storage import check_storage
 from weir.checkpoint_config import CheckpointConfig, CheckpointingMode
@@ -33,10 +35,12 @@ from weir.core.source import Source
 from weir.core.types import TypeInformation
 from weir.datastream import DataStream
 from weir.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
-from weir.graph import Transformation, build_job_graph
+from weir.graph import PARTITIONER_NAMES, Transformation, build_job_graph
 from weir.proto import jobgraph_pb2
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource
+from weir.state_backends import StateBackend
+from weir.unsupported import refuse
 from weir.watermarks import WatermarkStrategy
 
 _context: ExecutionContext | None = None
@@ -147,6 +151,76 @@ class StreamExecutionEnvironment:
     def set_buffer_timeout(self, timeout_ms: int) -> StreamExecutionEnvironment:
         self._config.set_raw(options.BUFFER_TIMEOUT.key, f"{timeout_ms} ms")
         return self
+
+    def get_buffer_timeout(self) -> int:
+        return round(float(self._config.get(options.BUFFER_TIMEOUT)) * 1000)
+
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        """Run every operator as a task of its own (no chaining)."""
+        self._chaining = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return getattr(self, "_chaining", True)
+
+    def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
+        """HashMapStateBackend() or EmbeddedRocksDBStateBackend(...) (``state.backend.*``)."""
+        if not isinstance(state_backend, StateBackend):
+            msg = ("set_state_backend takes weir.HashMapStateBackend() or "
+                   f"weir.EmbeddedRocksDBStateBackend(), got {type(state_backend).__name__}")
+            raise InvalidJobError(msg)
+        self.configure(state_backend.options())
+        self._state_backend = state_backend
+        return self
+
+    def get_state_backend(self) -> StateBackend | None:
+        return getattr(self, "_state_backend", None)
+
+    def set_restart_strategy(self, restart_strategy_configuration: Any
+                             ) -> StreamExecutionEnvironment:
+        """A RestartStrategies.* configuration (``restart-strategy.*``)."""
+        self.configure(restart_strategy_configuration.options())
+        self._restart_strategy = restart_strategy_configuration
+        return self
+
+    def get_restart_strategy(self) -> Any:
+        return getattr(self, "_restart_strategy", None)
+
+    def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
+        """Where savepoints go by default (``execution.checkpointing.savepoint-dir``)."""
+        self._config.set_raw("execution.checkpointing.savepoint-dir", directory)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return self._config.to_dict().get("execution.checkpointing.savepoint-dir")
+
+    def set_default_local_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        """The parallelism of jobs run in process (``python job.py``): as set_parallelism."""
+        return self.set_parallelism(parallelism)
+
+    def get_default_local_parallelism(self) -> int:
+        return self.get_parallelism()
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return self.get_checkpoint_config().is_unaligned_checkpoints_enabled()
+
+    def get_execution_plan(self) -> str:
+        """The job's graph as JSON: vertices (tasks) with their operators, parallelism and
+        inputs."""
+        graph = self.get_job_graph()
+        plan = {"nodes": [{"id": v.id, "name": v.name, "parallelism": v.parallelism,
+                           "operators": list(v.operator_names),
+                           "inputs": [{"id": e.source_vertex,
+                                       "ship_strategy": PARTITIONER_NAMES.get(e.partitioner, "?")}
+                                      for e in v.inputs]}
+                          for v in graph.vertices]}
+        return json.dumps(plan, indent=2)
+
+    def close(self) -> None:
+        """Nothing to release: each execution's resources end with it."""
+
+    def __getattr__(self, name: str) -> Any:
+        return refuse(type(self).__name__, name, unsupported.ENVIRONMENT)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -285,7 +359,8 @@ class StreamExecutionEnvironment:
         return build_job_graph(
             self._sinks, job_id=JobId.generate(), job_name=job_name or "weir job",  # type: ignore[attr-defined]
             default_parallelism=self._parallelism,
-            default_max_parallelism=self._max_parallelism, config=config)
+            default_max_parallelism=self._max_parallelism, config=config,
+            chaining=self.is_chaining_enabled())
 
     def _check_source_paths(self) -> None:
         """Refuse file sources whose paths match nothing here, before anything is

@@ -50,6 +50,10 @@ class Transformation:
     two_input: bool = False
     #: A "side" node: the side output of this OutputTag id of its input.
     side_output: str = ""
+    #: Chaining hints: begin a new chain here / chain with neither neighbour.
+    start_new_chain: bool = False
+    disable_chaining: bool = False
+    description: str = ""
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -90,7 +94,7 @@ def _physical_inputs(node: Transformation) -> list[_Input]:
 
 def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
                     default_parallelism: int, default_max_parallelism: int,
-                    config: dict[str, str]) -> jobgraph_pb2.JobGraph:
+                    config: dict[str, str], chaining: bool = True) -> jobgraph_pb2.JobGraph:
     """Translate the program's graph (reached from ``sinks``) into a JobGraph message."""
     if not sinks:
         msg = ("the job defines no sink: add one (print(), sink_to(...), or use "
@@ -137,8 +141,10 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
                    "operators; apply the two functions to the one stream instead")
             raise InvalidJobError(msg)
         edges[n.id] = resolved
-        if (n.kind != "source" and len(resolved) == 1 and resolved[0].partitioner == FORWARD
-                and not resolved[0].side_output and downstream[resolved[0].node.id] == 1):
+        if (chaining and n.kind != "source" and len(resolved) == 1
+                and resolved[0].partitioner == FORWARD and not resolved[0].side_output
+                and downstream[resolved[0].node.id] == 1 and not n.start_new_chain
+                and not n.disable_chaining and not resolved[0].node.disable_chaining):
             chained_to[n.id] = resolved[0].node.id
 
     heads = [n for n in nodes if n.id not in chained_to]

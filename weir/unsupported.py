@@ -1,0 +1,57 @@
+"""PyFlink API that has no meaning in weir, or that weir does not support yet: calling it
+fails at once, while the job is built, with one line naming the feature and what to do,
+instead of an AttributeError.
+
+Example:
+    >>> from weir import StreamExecutionEnvironment
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> try:
+    ...     env.add_jars("file:///kafka.jar")
+    ... except InvalidJobError as err:
+    ...     print(str(err).split(":")[0])
+    add_jars is not supported by weir
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.core.errors import InvalidJobError
+
+_JAVA = "weir runs no JVM: Java connectors and jars do not exist in weir"
+_DEPS = ("functions travel to the TaskExecutors by value (cloudpickle): install the "
+         "modules they import on every TaskExecutor")
+_TABLE = "the Table API does not exist in weir"
+
+#: PyFlink name -> why weir has no such thing.
+ENVIRONMENT = {
+    "add_jars": _JAVA, "add_classpaths": _JAVA, "create_input": _JAVA,
+    "add_default_kryo_serializer": "records travel as Arrow columns or pickles, not Kryo",
+    "register_type": "records travel as Arrow columns or pickles, not Kryo",
+    "add_python_file": _DEPS, "add_python_archive": _DEPS,
+    "set_python_requirements": _DEPS, "set_python_executable": _DEPS,
+    "register_cached_file": "the distributed cache does not exist in weir: read shared "
+                            "files from a path every TaskExecutor sees",
+    "from_data_stream": _TABLE,
+    "enable_changelog_state_backend": "the changelog state backend does not exist in "
+                                      "weir; checkpoints are incremental (RocksDB)",
+}
+DATA_STREAM = {
+    "set_uid_hash": "set uids with uid()",
+    "slot_sharing_group": "weir has one slot sharing group: every subtask i of a job "
+                          "shares slot i",
+    "partition_custom": "custom partitioners are not supported yet: key_by the partition "
+                        "you want instead",
+    "cache": "cached intermediate results are not supported",
+    "set_buffer_timeout": "the buffer timeout is per job: env.set_buffer_timeout(ms)",
+}
+
+
+def refuse(owner: str, name: str, table: dict[str, str]) -> Any:
+    """Raise the error for PyFlink's ``name`` if it is in ``table``, else AttributeError."""
+    reason = table.get(name)
+    if reason is None:
+        msg = f"'{owner}' object has no attribute '{name}'"
+        raise AttributeError(msg)
+    msg = f"{name} is not supported by weir: {reason}"
+    raise InvalidJobError(msg)
