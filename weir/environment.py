@@ -290,6 +290,14 @@ class StreamExecutionEnvironment:
             raise InvalidJobError(msg)
         return self.from_source(source_func, source_name=source_name)
 
+    def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
+        """The lines of a text file (or of the ``.txt`` files under a directory), as
+        strings; a large file is read in parallel (byte ranges aligned to line ends)."""
+        if charset_name.upper().replace("-", "") != "UTF8":
+            msg = f"read_text_file reads UTF-8 text only, got charset {charset_name!r}"
+            raise InvalidJobError(msg)
+        return self.from_source(file_path, format="text")
+
     def from_collection(self, collection: Iterable[Any],
                         type_info: TypeInformation | None = None) -> DataStream:
         """The items of a collection, in order (parallelism 1)."""

@@ -65,3 +65,16 @@ def test_a_job_reads_a_split_file_in_parallel(tmp_path: Path, fmt: str) -> None:
     rows = env.from_source(FileSource(str(path), format=fmt, split_bytes=4096))
     got = rows.map(lambda r: (r.id, r.name, r.score)).execute_and_collect()
     assert sorted(got) == EXPECTED
+
+
+def test_read_text_file_reads_every_line_once_in_parallel(tmp_path: Path) -> None:
+    path = tmp_path / "lines.txt"
+    lines = [f"line {i} " + "x" * (i % 13) for i in range(3000)]
+    path.write_text("\n".join(lines) + "\n")
+    splits = split_file(str(path), "text", split_bytes=2048)
+    assert len(splits) > 3
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    assert sorted(env.read_text_file(str(path)).execute_and_collect()) == sorted(lines)
+    in_splits = env.from_source(FileSource(str(path), format="text", split_bytes=2048))
+    assert sorted(in_splits.execute_and_collect()) == sorted(lines)

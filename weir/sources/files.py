@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from weir.core.config import Configuration
 from weir.core.errors import InvalidJobError, StorageError
-from weir.core.records import Elements
+from weir.core.records import Elements, records_to_arrow
 from weir.core.source import (
     ReaderContext,
     Source,
@@ -48,7 +48,8 @@ from weir.core.source import (
     SplitEnumerator,
 )
 
-FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json", ".ndjson")}
+FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json", ".ndjson"),
+           "text": (".txt",)}
 
 
 #: Target size of one split of a large file (bytes of a CSV/JSON file, compressed bytes of
@@ -337,6 +338,9 @@ class FileReader(SourceReader):
             elif os.path.getsize(path) == 0:
                 # No rows (pyarrow refuses an empty CSV or JSON-lines file).
                 batches = iter(())
+            elif split.format == "text":
+                end = os.path.getsize(path) if split.end < 0 else split.end
+                batches = _rebatch(_text_batches(_lines(path, split.start, end)), size)
             elif split.end >= 0:
                 batches = _rebatch(_read_range(path, split), size)
             elif split.format == "csv":
@@ -427,3 +431,10 @@ def _read_range(path: str, split: FileSplit) -> Iterator[pa.RecordBatch]:
     convert = pcsv.ConvertOptions(column_types=schema)
     return iter(pcsv.read_csv(pa.BufferReader(data), read_options=read,
                               convert_options=convert).to_batches())
+
+
+def _text_batches(data: bytes) -> Iterator[pa.RecordBatch]:
+    """The lines of a text file's range as one batch of strings (``read_text_file``)."""
+    lines = data.decode("utf-8").splitlines()
+    if lines:
+        yield records_to_arrow(lines)
