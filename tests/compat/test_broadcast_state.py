@@ -199,6 +199,9 @@ def _expected(n: int, keys: int = 7) -> Counter[tuple[Any, ...]]:
     return out
 
 
+# In `make chaos`: the keyed two-input job of test_connected_streams.py keeps a two-input
+# task under kills in `make test`.
+@pytest.mark.slow
 def test_a_keyed_broadcast_job_is_exactly_once_under_taskexecutor_kills(
         cluster_factory: Any, tmp_path: Path) -> None:
     cluster = cluster_factory(4, 2)

@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import job_details, poll, wait_job_status, write_job
 from tests.support.exactly_once import (
     committed_output,
@@ -67,6 +69,9 @@ def test_s3_checkpoints_and_s3_sink_exactly_once(cluster_factory, tmp_path, seaw
     assert leftovers == [], "uploads of failed attempts were not aborted"
 
 
+# Slow (about 80 s: it waits out S3 request timeouts); test_storage_outage_restart.py keeps
+# a storage outage in `make test`.
+@pytest.mark.slow
 def test_storage_outage_fails_checkpoints_not_the_job(cluster_factory, tmp_path):
     server = SeaweedS3(keep_data=True)     # what it stored is there again after the outage
     server.start()
