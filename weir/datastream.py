@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from weir import unsupported
 from weir.core.errors import InvalidJobError
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation, Types
@@ -46,7 +45,7 @@ from weir.operators.window import (
     FieldReducer,
     WindowOperator,
 )
-from weir.unsupported import refuse
+from weir.unsupported import DATA_STREAM, refuse
 from weir.watermarks import WatermarkStrategy
 from weir.window import (
     CountEvictor,
@@ -133,7 +132,7 @@ class DataStream:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, unsupported.DATA_STREAM)
+        return refuse(type(self).__name__, name, DATA_STREAM)
 
     def get_parallelism(self) -> int:
         return self._t.parallelism or self._env.get_parallelism()

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from weir import unsupported
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.storage import check_storage
 from weir.checkpoint_config import CheckpointConfig, CheckpointingMode
@@ -40,7 +39,7 @@ from weir.proto import jobgraph_pb2
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource
 from weir.state_backends import StateBackend
-from weir.unsupported import refuse
+from weir.unsupported import ENVIRONMENT, refuse
 from weir.watermarks import WatermarkStrategy
 
 _context: ExecutionContext | None = None
@@ -220,7 +219,7 @@ class StreamExecutionEnvironment:
         """Nothing to release: each execution's resources end with it."""
 
     def __getattr__(self, name: str) -> Any:
-        return refuse(type(self).__name__, name, unsupported.ENVIRONMENT)
+        return refuse(type(self).__name__, name, ENVIRONMENT)
 
     # -- checkpoints ---------------------------------------------------------------------
 

@@ -180,7 +180,9 @@ def test_no_claim_leaves_the_snapshot_untouched_through_checkpoints_and_a_failov
     before = _tree_digest(directory)
     resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
                      run_args=("-s", path), **HELD)
+    # Until the resumed job completes a checkpoint, its latest is the savepoint itself.
     details = poll(lambda: (d := job_details(cluster, resumed)).last_checkpoint_id > 0
+                   and not d.last_checkpoint_path.startswith(path)
                    and status_name(d) == "RUNNING" and d, 60, interval=0.1,
                    what="a checkpoint after the restore")
     from weir.checkpoint.metadata import read_metadata, referenced_files
