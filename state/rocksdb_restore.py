@@ -275,12 +275,7 @@ def restore_native(backend: RocksDBStateBackend,
             stats.bytes_fetched += handle.state_size
             stats.fetch_seconds += time.perf_counter() - started
             started = time.perf_counter()
-            overlap = handle.overlap(owned)
-            with open_read_only(directory, describe(handle)) as db:
-                for state, family in sorted(handle.column_families.items()):
-                    stats.rows_inserted += backend.write_rows(
-                        state, rows_in_range(db, family, overlap))
-            shutil.rmtree(directory, ignore_errors=True)
+            stats.rows_inserted += _insert_rows(backend, handle, directory)
             stats.insert_seconds += time.perf_counter() - started
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -319,13 +314,21 @@ def _restore_clip(backend: RocksDBStateBackend, handles: list[IncrementalRocksDB
         # tombstones): the next checkpoint uploads only what is new, also after a rescale.
         backend.restored_from(base)
     for handle, directory in others:
-        overlap = handle.overlap(owned)
-        with open_read_only(directory, describe(handle)) as db:
-            for state, family in sorted(handle.column_families.items()):
-                stats.rows_inserted += backend.write_rows(
-                    state, rows_in_range(db, family, overlap))
-        shutil.rmtree(directory, ignore_errors=True)
+        stats.rows_inserted += _insert_rows(backend, handle, directory)
     stats.insert_seconds += time.perf_counter() - started
+
+
+def _insert_rows(backend: RocksDBStateBackend, handle: IncrementalRocksDBStateHandle,
+                 directory: Path) -> int:
+    """Insert the rows of the backend's key groups from ``handle``'s files fetched into
+    ``directory`` (removed after); returns how many."""
+    overlap = handle.overlap(backend.key_group_range)
+    inserted = 0
+    with open_read_only(directory, describe(handle)) as db:
+        for state, family in sorted(handle.column_families.items()):
+            inserted += backend.write_rows(state, rows_in_range(db, family, overlap))
+    shutil.rmtree(directory, ignore_errors=True)
+    return inserted
 
 
 def _held_locally(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage) -> bool:
