@@ -27,6 +27,14 @@ Modes (Flink's semantics):
   barrier and by :meth:`on_tick`), or when a barrier arrives with priority (an upstream
   task switched), the checkpoint continues unaligned, and barriers still queued in front
   of this task are moved ahead of the data.
+* **Forced-aligned channels** (``aligned_channels``: those of forward and broadcast edges,
+  whose producers keep barriers in band, as Flink does): their data is never persisted,
+  since in-flight data of such an edge could not be handed to the right subtasks after
+  rescaling (every subtask needs every broadcast record). An unaligned checkpoint
+  therefore waits, as an aligned one does, until barrier n arrived on each of them, and
+  only then takes its snapshot and records the other channels; a channel whose barrier
+  arrives before that is blocked meanwhile, so what a priority barrier overtook there is
+  processed only after the snapshot (and persisted once).
 
 Example:
     >>> from weir.core.clock import ManualClock
@@ -41,7 +49,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from weir.checkpoint.barrier import CheckpointBarrier
@@ -124,6 +132,8 @@ class _Checkpoint:
     blocked: set[int] = field(default_factory=set)
     snapshot_taken: bool = False
     unaligned: bool = False
+    #: Unaligned, but the snapshot waits for the forced-aligned channels.
+    wants_unaligned: bool = False
     #: Unaligned: channels whose barrier has not arrived (their data is persisted).
     recording: set[int] = field(default_factory=set)
     #: Unaligned: channels whose overtaken buffers are not all captured yet.
@@ -139,10 +149,13 @@ class BarrierHandler:
     """Barrier alignment of one task over ``num_channels`` input channels (numbered across
     all its input gates). Used on the task thread only."""
 
-    def __init__(self, num_channels: int, clock: Clock, at_least_once: bool = False) -> None:
+    def __init__(self, num_channels: int, clock: Clock, at_least_once: bool = False,
+                 aligned_channels: Iterable[int] = ()) -> None:
         self.num_channels = num_channels
         self._clock = clock
         self._at_least_once = at_least_once
+        #: Channels whose data is never persisted: they always align.
+        self._aligned_only = frozenset(aligned_channels)
         self._ended: set[int] = set()
         self._current: _Checkpoint | None = None
         #: The newest checkpoint id seen; older barriers are ignored.
@@ -155,6 +168,12 @@ class BarrierHandler:
     @property
     def current_checkpoint_id(self) -> int | None:
         return self._current.checkpoint_id if self._current is not None else None
+
+    def snapshot_taken(self, checkpoint_id: int) -> bool:
+        """Whether the current checkpoint ``checkpoint_id`` took its snapshot (its
+        in-flight data can be persisted from now on)."""
+        cp = self._current
+        return cp is not None and cp.checkpoint_id == checkpoint_id and cp.snapshot_taken
 
     def is_blocked(self, channel: int) -> bool:
         return self._current is not None and channel in self._current.blocked
@@ -193,13 +212,12 @@ class BarrierHandler:
                     cp.capturing.add(channel)
                 actions += self._maybe_complete(cp)
             return actions
-        if barrier.options.unaligned or priority or self._timed_out(cp):
-            actions += self._switch_to_unaligned(cp)
-            cp.recording.discard(channel)
-            if overtaken:
-                cp.capturing.add(channel)
-            actions += self._maybe_complete(cp)
-            return actions
+        if overtaken:
+            cp.capturing.add(channel)
+        if cp.wants_unaligned or barrier.options.unaligned or priority or self._timed_out(cp):
+            actions += self._want_unaligned(cp)
+            if cp.snapshot_taken:
+                return actions + self._maybe_complete(cp)
         aligned = self._maybe_aligned(cp)
         if not aligned and not self._at_least_once:
             cp.blocked.add(channel)
@@ -237,15 +255,17 @@ class BarrierHandler:
         if cp.snapshot_taken:
             cp.recording.discard(channel)
             return self._maybe_complete(cp)
+        if cp.wants_unaligned and self._forced_aligned(cp):
+            return self._switch_to_unaligned(cp) + self._maybe_complete(cp)
         return self._maybe_aligned(cp)
 
     def on_tick(self) -> list[Action]:
         """Switch a timed-out alignment to unaligned."""
         cp = self._current
-        if cp is None or cp.snapshot_taken or not self._timed_out(cp):
+        if cp is None or cp.snapshot_taken or cp.wants_unaligned or not self._timed_out(cp):
             return []
-        actions = self._switch_to_unaligned(cp)
-        return actions + self._maybe_complete(cp)
+        return self._want_unaligned(cp) + (self._maybe_complete(cp) if cp.snapshot_taken
+                                           else [])
 
     def on_abort(self, checkpoint_id: int) -> list[Action]:
         """The coordinator aborted ``checkpoint_id``: stop aligning or recording for it;
@@ -274,6 +294,23 @@ class BarrierHandler:
                                                - cp.barrier.timestamp_ms),
                             processed_bytes=cp.processed_bytes)
 
+    def _want_unaligned(self, cp: _Checkpoint) -> list[Action]:
+        """The checkpoint goes unaligned: now, or once the forced-aligned channels are."""
+        actions: list[Action] = []
+        if self._forced_aligned(cp):
+            actions += self._switch_to_unaligned(cp)
+        if not cp.wants_unaligned:
+            cp.wants_unaligned = True
+            if cp.barrier.timeoutable and any(
+                    c not in cp.received and c not in self._ended
+                    and c not in self._aligned_only for c in range(self.num_channels)):
+                # Barriers still queued behind data in this task's inputs move ahead.
+                actions.append(PrioritizeInputBarriers(cp.barrier))
+        return actions
+
+    def _forced_aligned(self, cp: _Checkpoint) -> bool:
+        return all(c in cp.received or c in self._ended for c in self._aligned_only)
+
     def _switch_to_unaligned(self, cp: _Checkpoint) -> list[Action]:
         actions: list[Action] = [self._snapshot(cp, unaligned=True)]
         if cp.blocked:
@@ -281,14 +318,15 @@ class BarrierHandler:
             cp.blocked.clear()
         cp.recording = {c for c in range(self.num_channels)
                         if c not in cp.received and c not in self._ended}
-        if cp.barrier.timeoutable and cp.recording:
-            actions.append(PrioritizeInputBarriers(cp.barrier))
         return actions
 
     def _maybe_aligned(self, cp: _Checkpoint) -> list[Action]:
         if any(c not in cp.received and c not in self._ended
                for c in range(self.num_channels)):
             return []
+        if cp.wants_unaligned:  # every channel is in: nothing left to record
+            actions = self._switch_to_unaligned(cp)
+            return actions + self._maybe_complete(cp)
         actions: list[Action] = [self._snapshot(cp, unaligned=False)]
         if cp.blocked:
             actions.append(Resume(tuple(sorted(cp.blocked))))
@@ -298,7 +336,7 @@ class BarrierHandler:
         return actions
 
     def _maybe_complete(self, cp: _Checkpoint) -> list[Action]:
-        if cp.recording or cp.capturing or self._current is not cp:
+        if not cp.snapshot_taken or cp.recording or cp.capturing or self._current is not cp:
             return []
         self._current = None
         return [InputStateComplete(cp.checkpoint_id)]

@@ -76,7 +76,7 @@ from weir.shuffle.api import (
 from weir.state.key_groups import operator_indexes
 from weir.state.local_recovery import RestoreStorage
 from weir.state.snapshot import SnapshotLocation
-from weir.taskexecutor.checkpointing import SubtaskCheckpointing, UploadPool
+from weir.taskexecutor.checkpointing import ALIGNED_PARTITIONERS, SubtaskCheckpointing, UploadPool
 from weir.taskexecutor.operator import (
     COLLECT_SERVICE,
     MAILBOX_SERVICE,
@@ -379,7 +379,10 @@ class Task:
             gate_channels=[len(d.channels) for d in self.tdd.input_gates])
         if channels:
             at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
-            self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once)
+            aligned = [offset + c for offset, d in zip(self._channel_offsets,
+                                                       self.tdd.input_gates, strict=True)
+                       if d.partitioner in ALIGNED_PARTITIONERS for c in range(len(d.channels))]
+            self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once, aligned)
 
     def _checkpoint_storage(self) -> CheckpointStorage:
         if self._storage is None:
@@ -710,7 +713,10 @@ class Task:
             # stop --drain: the source ends here; event time advances to the end and the
             # operators flush, before the savepoint's barrier (the final checkpoint).
             self._finish_operators(report=False)
-        if self._take_snapshot(barrier, unaligned=barrier.options.unaligned):
+        # A source's start delay: from the trigger to its mail running on this thread.
+        delay_ms = max(0, wall_clock_ms() - barrier.timestamp_ms)
+        if self._take_snapshot(barrier, unaligned=barrier.options.unaligned,
+                               start_delay_ms=delay_ms):
             self.checkpointing.input_complete(barrier.checkpoint_id)
 
     def _take_snapshot(self, barrier: CheckpointBarrier, unaligned: bool,
@@ -750,8 +756,9 @@ class Task:
                                     action.start_delay_ms, action.processed_bytes)
             elif isinstance(action, PrioritizeInputBarriers):
                 event = action.barrier.to_event()
-                for gate in self._gates:
-                    gate.prioritize_event(event)
+                for gate, deployment in zip(self._gates, self.tdd.input_gates, strict=True):
+                    if deployment.partitioner not in ALIGNED_PARTITIONERS:
+                        gate.prioritize_event(event)
             elif isinstance(action, InputStateComplete):
                 self.checkpointing.input_complete(action.checkpoint_id)
             elif isinstance(action, AbortCheckpoint):
@@ -762,7 +769,9 @@ class Task:
         assert self._handler is not None and self.checkpointing is not None
         waiting = []
         for checkpoint_id, channel, data in self._captures:
-            if not data.complete:
+            # Persisted only once the snapshot is taken: before, the checkpoint waits for
+            # its forced-aligned channels and nothing of it is recorded yet.
+            if not data.complete or not self._handler.snapshot_taken(checkpoint_id):
                 if self._handler.current_checkpoint_id == checkpoint_id:
                     waiting.append((checkpoint_id, channel, data))
                 continue

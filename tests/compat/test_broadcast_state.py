@@ -201,12 +201,15 @@ def _expected(n: int, keys: int = 7) -> Counter[tuple[Any, ...]]:
 
 # In `make chaos`: the keyed two-input job of test_connected_streams.py keeps a two-input
 # task under kills in `make test`.
+# Unaligned: the broadcast input stays aligned (forced), the keyed one may be recorded.
 @pytest.mark.slow
+@pytest.mark.parametrize("unaligned", [False, True], ids=["aligned", "unaligned"])
 def test_a_keyed_broadcast_job_is_exactly_once_under_taskexecutor_kills(
-        cluster_factory: Any, tmp_path: Path) -> None:
+        cluster_factory: Any, tmp_path: Path, unaligned: bool) -> None:
     cluster = cluster_factory(4, 2)
     out, gate = tmp_path / "out", tmp_path / "gate"
+    config = {"execution.checkpointing.unaligned.enabled": str(unaligned).lower()}
     run_job_with_kills(cluster, tmp_path, BROADCAST_JOB, [str(out), str(N), str(gate)], 1,
-                       gate=gate)
+                       config=config, gate=gate)
     expected, got = _expected(N), committed_output(out)
     assert got == expected, diff(expected, got)

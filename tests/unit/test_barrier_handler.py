@@ -154,7 +154,8 @@ def test_a_single_channel_with_nothing_overtaken_completes_at_once() -> None:
 
 
 def test_an_in_band_barrier_in_unaligned_mode_persists_what_came_before_it() -> None:
-    # Forward and broadcast edges keep their barriers aligned even in unaligned mode.
+    # A channel that is not forced-aligned may still deliver its barrier in band (its
+    # producer had nothing queued): what it delivered before is in-flight data.
     h = BarrierHandler(2, ManualClock(0))
     assert kinds(h.on_barrier(0, barrier(1, UNALIGNED), priority=True)) == ["TakeSnapshot"]
     assert persisted(h, 1, 3) == [1, 1, 1]
@@ -175,6 +176,67 @@ def test_a_newer_barrier_abandons_an_unfinished_unaligned_checkpoint() -> None:
     assert isinstance(actions[0], AbortCheckpoint) and actions[0].checkpoint_id == 1
     assert isinstance(actions[1], TakeSnapshot) and actions[1].barrier.checkpoint_id == 2
     assert persisted(h, 1) == [2]
+
+
+# -- forced-aligned channels (forward and broadcast edges) ------------------------------------
+
+
+def test_forced_aligned_channels_align_before_an_unaligned_snapshot() -> None:
+    # Channel 0 is a broadcast edge (barrier in band), channel 1 a keyed one.
+    h = BarrierHandler(2, ManualClock(0), aligned_channels=[0])
+    assert persisted(h, 1) == []                      # nothing started: nothing recorded
+    # The keyed channel's priority barrier comes first: the snapshot waits for the
+    # broadcast channel, and the keyed channel (holding what its barrier overtook) waits
+    # with it, so nothing it overtook is processed before the snapshot.
+    assert h.on_barrier(1, barrier(1, UNALIGNED), priority=True, overtaken=True) == [Block(1)]
+    assert not h.snapshot_taken(1)
+    assert persisted(h, 0, 2) == []                   # the broadcast channel: never recorded
+    actions = h.on_barrier(0, barrier(1, UNALIGNED), priority=False)
+    assert kinds(actions) == ["TakeSnapshot", "Resume"]
+    assert actions[0].unaligned and actions[1] == Resume((1,))
+    assert h.snapshot_taken(1)
+    assert h.on_overtaken_captured(1, 1) == [InputStateComplete(1)]
+
+
+def test_once_forced_aligned_channels_are_in_the_others_are_recorded() -> None:
+    h = BarrierHandler(3, ManualClock(0), aligned_channels=[0])
+    actions = h.on_barrier(0, barrier(1, UNALIGNED))
+    assert kinds(actions) == ["TakeSnapshot"] and actions[0].unaligned
+    assert persisted(h, 1) == [1] and persisted(h, 2) == [1] and persisted(h, 0) == []
+    assert h.on_barrier(1, barrier(1, UNALIGNED), priority=True) == []
+    assert h.on_barrier(2, barrier(1, UNALIGNED), priority=True) == [InputStateComplete(1)]
+
+
+def test_only_forced_aligned_channels_take_an_unaligned_snapshot_when_all_arrived() -> None:
+    h = BarrierHandler(2, ManualClock(0), aligned_channels=[0, 1])
+    assert h.on_barrier(0, barrier(1, UNALIGNED)) == [Block(0)]
+    assert persisted(h, 1) == []
+    actions = h.on_barrier(1, barrier(1, UNALIGNED))
+    assert kinds(actions) == ["TakeSnapshot", "Resume", "InputStateComplete"]
+    assert actions[0].unaligned      # downstream, keyed edges still get priority barriers
+
+
+def test_an_ended_forced_aligned_channel_releases_the_snapshot() -> None:
+    h = BarrierHandler(2, ManualClock(0), aligned_channels=[0])
+    assert h.on_barrier(1, barrier(1, UNALIGNED), priority=True) == [Block(1)]
+    assert kinds(h.on_end_of_partition(0)) == ["TakeSnapshot", "Resume", "InputStateComplete"]
+
+
+def test_a_timeout_waits_for_forced_aligned_channels_and_prioritizes_the_others() -> None:
+    clock = ManualClock(0)
+    h = BarrierHandler(3, clock, aligned_channels=[0])
+    assert h.on_barrier(1, barrier(1, TIMEOUT, ts=0)) == [Block(1)]
+    clock.advance(1_000)
+    # Timed out: the keyed channel 2's barrier is moved ahead, the snapshot still waits.
+    actions = h.on_tick()
+    assert [type(a) for a in actions] == [PrioritizeInputBarriers]
+    assert h.on_tick() == []
+    assert h.on_barrier(2, barrier(1, TIMEOUT, ts=0), priority=True, overtaken=True) == \
+        [Block(2)]
+    actions = h.on_barrier(0, barrier(1, TIMEOUT, ts=0))
+    assert kinds(actions) == ["TakeSnapshot", "Resume"]
+    assert actions[0].unaligned and actions[1] == Resume((1, 2))
+    assert h.on_overtaken_captured(1, 2) == [InputStateComplete(1)]
 
 
 # -- aligned with timeout ----------------------------------------------------------------------
