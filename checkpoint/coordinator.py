@@ -68,7 +68,12 @@ METADATA_VERSION = 1
 
 Reason = int  # a checkpoint_pb2.CheckpointFailureReason value
 
-#: Failures that count towards tolerable-failed-checkpoints (as Flink counts them).
+#: Failures that count towards tolerable-failed-checkpoints. As in Flink, a trigger that
+#: cannot reach a task (TRIGGER_CHECKPOINT_FAILURE) is not counted: the task or its
+#: TaskExecutor is gone, and failover, not the checkpoint, reports that. Unlike Flink, a
+#: failed synchronous snapshot (TASK_CHECKPOINT_FAILURE) and a failed ``_metadata`` write
+#: (FINALIZE_CHECKPOINT_FAILURE) count: here the task keeps running after the first, and
+#: the second is storage failing, so neither must go on unnoticed for ever.
 COUNTED_REASONS = frozenset({
     checkpoint_pb2.CHECKPOINT_EXPIRED,
     checkpoint_pb2.CHECKPOINT_DECLINED,
@@ -76,7 +81,6 @@ COUNTED_REASONS = frozenset({
     checkpoint_pb2.TASK_CHECKPOINT_FAILURE,
     checkpoint_pb2.FINALIZE_CHECKPOINT_FAILURE,
     checkpoint_pb2.IO_EXCEPTION,
-    checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE,
     checkpoint_pb2.CHECKPOINT_FAILURE_UNKNOWN,
 })
 
@@ -473,8 +477,10 @@ class CheckpointCoordinator:
     def on_trigger_failed(self, checkpoint_id: int, message: str,
                           reason: Reason = checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE
                           ) -> list[Action]:
-        """The trigger could not be delivered. ``CHECKPOINT_DECLINED_TASK_NOT_READY``: the
-        task had just finished or is not there yet (not counted as a failure)."""
+        """The trigger could not be delivered (not counted as a failure: the task is
+        gone). ``CHECKPOINT_DECLINED_TASK_NOT_READY``: it had just finished or is not there
+        yet; ``CHECKPOINT_DECLINED``: the JobMaster's own part (a split enumerator's
+        snapshot) failed, which counts."""
         pending = self._pending.get(checkpoint_id)
         if pending is None:
             return []

@@ -415,7 +415,7 @@ class JobCheckpointing:
         except Exception as err:  # an enumerator that cannot be checkpointed, or user code
             self._run(self.coordinator.on_trigger_failed(
                 checkpoint_id, f"snapshotting a split enumerator failed: "
-                               f"{type(err).__name__}: {err}"))
+                               f"{type(err).__name__}: {err}", checkpoint_pb2.CHECKPOINT_DECLINED))
             return
         self._run(self.coordinator.on_master_states(checkpoint_id, states))
         for attempt_id in action.tasks:

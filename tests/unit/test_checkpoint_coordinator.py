@@ -298,14 +298,27 @@ def test_restored_checkpoints_count_for_ids_and_retention() -> None:
     assert discards == [DiscardCheckpoint(7, True)]
 
 
-def test_trigger_failure_aborts_and_counts() -> None:
+def test_an_undelivered_trigger_aborts_without_counting() -> None:
+    # The task's TaskExecutor is gone: failover reports that, not the checkpoint.
     clock = ManualClock(0)
-    c = coordinator(clock, tolerable_failures=5)
+    c = coordinator(clock, tolerable_failures=0)
     trigger(c, clock)
-    actions = c.on_trigger_failed(1, "the split enumerator cannot be snapshotted")
+    actions = c.on_trigger_failed(1, "the trigger did not reach map (1/2): unavailable")
     assert isinstance(actions[0], NotifyCheckpointAborted)
-    assert c.consecutive_failures == 1
+    assert not any(isinstance(a, FailJob) for a in actions)
+    assert c.consecutive_failures == 0
     assert c.stats()[-1].failure_reason == checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE
+
+
+def test_a_failed_enumerator_snapshot_declines_and_counts() -> None:
+    clock = ManualClock(0)
+    c = coordinator(clock, tolerable_failures=0)
+    trigger(c, clock)
+    actions = c.on_trigger_failed(1, "snapshotting a split enumerator failed",
+                                  checkpoint_pb2.CHECKPOINT_DECLINED)
+    assert isinstance(actions[0], NotifyCheckpointAborted)
+    assert isinstance(actions[-1], FailJob)
+    assert c.stats()[-1].failure_reason == checkpoint_pb2.CHECKPOINT_DECLINED
 
 
 def test_stats_sum_task_metrics() -> None:
