@@ -487,9 +487,10 @@ class TaskExecutor:
                 ("numLateRecordsDropped",
                  "Records the task's windows dropped as later than the allowed lateness."),
                 ("checkpointAlignmentTime", "Time the newest checkpoint waited for barrier "
-                 "alignment at the task (ms)."),
+                 "alignment at the task (ns, at millisecond resolution)."),
                 ("checkpointStartDelayNanos", "Time from the newest checkpoint's trigger to "
-                 "its first barrier at the task (ns)."))}
+                 "its first barrier at the task (ns, at millisecond resolution; a source: to its "
+                 "trigger running)."))}
         for task in tasks:
             m = self._task_metrics(task)
             values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]
@@ -501,7 +502,7 @@ class TaskExecutor:
                                 ("backPressuredTimeMsPerSecond", m.back_pressured_ms_per_s),
                                 *self._pool_metrics(task), *self._event_time_metrics(task),
                                 ("checkpointAlignmentTime",
-                                 task.counters.checkpoint_alignment_ms),
+                                 task.counters.checkpoint_alignment_ms * 1_000_000),
                                 ("checkpointStartDelayNanos",
                                  task.counters.checkpoint_start_delay_ms * 1_000_000)):
                 families[name].add_metric(values, value)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import statistics
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cluster import LocalCluster, poll, wait_all_running, write_job
 
@@ -42,8 +45,28 @@ def completed_checkpoints(cluster: LocalCluster, job_id: str, count: int,
     return poll(done, timeout, interval=0.5, what=f"{count} completed checkpoints")  # type: ignore[no-any-return]
 
 
+def checkpoint_task_metrics(cluster: LocalCluster, job_id: str) -> dict[tuple[str, str], Any]:
+    """Every TaskExecutor's checkpoint metrics of ``job_id``'s tasks:
+    (task, subtask) -> {metric name: value}."""
+    found: dict[tuple[str, str], dict[str, float]] = {}
+    for te in cluster.status()["taskexecutors"]:
+        with urllib.request.urlopen(te["metrics_url"], timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                name = sample.name.removeprefix("weir_task_")
+                if name.startswith("checkpoint") and sample.labels.get("job_id") == job_id:
+                    key = (sample.labels["task_name"], sample.labels["subtask_index"])
+                    found.setdefault(key, {})[name] = sample.value
+    return found
+
+
 def run_backpressured(cluster: LocalCluster, tmp_path: Path, name: str,
-                      config: dict[str, str], count: int) -> list[dict[str, Any]]:
+                      config: dict[str, str], count: int,
+                      metrics: dict[tuple[str, str], Any] | None = None
+                      ) -> list[dict[str, Any]]:
+    """The completed checkpoints after the first; with ``metrics``, also fills in the
+    task checkpoint metrics seen at the end."""
     job = write_job(tmp_path, BACKPRESSURED, f"{name}.py")
     # Small source batches: backpressure holds the source back batch by batch.
     pairs = [f"-D{k}={v}" for k, v in {"execution.checkpointing.interval": "1 s",
@@ -55,6 +78,8 @@ def run_backpressured(cluster: LocalCluster, tmp_path: Path, name: str,
         wait_all_running(cluster, job_id)
         # The first checkpoint may come before the queues filled up: skip it.
         rows = completed_checkpoints(cluster, job_id, count + 1, timeout=120)[1:]
+        if metrics is not None:
+            metrics.update(checkpoint_task_metrics(cluster, job_id))
     finally:
         cluster.weir("cancel", job_id)
     return rows
@@ -62,7 +87,8 @@ def run_backpressured(cluster: LocalCluster, tmp_path: Path, name: str,
 
 def test_unaligned_checkpoints_overtake_backpressure(cluster_factory, tmp_path):
     cluster = cluster_factory(2, 2)
-    aligned = run_backpressured(cluster, tmp_path, "aligned", {}, 3)
+    task_metrics: dict[tuple[str, str], Any] = {}
+    aligned = run_backpressured(cluster, tmp_path, "aligned", {}, 3, task_metrics)
     unaligned = run_backpressured(cluster, tmp_path, "unaligned", {
         "execution.checkpointing.unaligned.enabled": "true"}, 4)
     cluster.stop()
@@ -79,6 +105,13 @@ def test_unaligned_checkpoints_overtake_backpressure(cluster_factory, tmp_path):
     # Aligned barriers queue behind the buffered data (about a second of it at 1000
     # records/s per subtask; less when the machine is busy and the source is slower too).
     assert max(r["alignment_ms"] for r in aligned) > 500
+    # The same at the tasks, in Flink's unit (ns): every task reports both metrics, and
+    # the slow keyed subtasks waited for their barriers.
+    assert len(task_metrics) == 4, task_metrics     # source and keyed map, 2 subtasks each
+    for values in task_metrics.values():
+        assert values.keys() == {"checkpointAlignmentTime", "checkpointStartDelayNanos"}
+        assert min(values.values()) >= 0
+    assert max(v["checkpointAlignmentTime"] for v in task_metrics.values()) >= 1e6, task_metrics
     # Unaligned checkpoints persist the data they overtook; debloated buffers hold less.
     persisted = statistics.median(r["persisted_bytes"] for r in unaligned)
     persisted_debloated = statistics.median(r["persisted_bytes"] for r in debloated)
