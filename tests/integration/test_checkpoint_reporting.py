@@ -102,4 +102,5 @@ def test_status_checkpoints_and_metrics_of_a_recovered_job(cluster_factory, tmp_
     table = cluster.weir("checkpoints", job_id, "--tasks")
     assert table.returncode == 0, table.stderr
     assert "COMPLETED" in table.stdout and "sync" in table.stdout
+    assert "CHECKPOINTED" in table.stdout and "IN-FLIGHT" in table.stdout
     assert "alignment" in table.stdout and "start delay" in table.stdout

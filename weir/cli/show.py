@@ -164,7 +164,8 @@ def print_checkpoints(history: jobmaster_pb2.CheckpointHistory, tasks: bool = Fa
         print(f"restored from checkpoint {history.restored_checkpoint_id} at "
               f"{time.strftime('%H:%M:%S', time.localtime(history.restore_timestamp_ms / 1000))}")
     print(f"{'ID':>6}  {'STATUS':11}  {'TYPE':9}  {'TRIGGERED':8}  {'DURATION':>9}  "
-          f"{'STATE':>10}  {'IN-FLIGHT':>10}  {'PROCESSED':>10}  {'ALIGNMENT':>9}  "
+          f"{'CHECKPOINTED':>12}  {'STATE':>10}  {'IN-FLIGHT':>10}  {'PROCESSED':>10}  "
+          f"{'ALIGNMENT':>9}  "
           "PATH / FAILURE")
     for row in history.checkpoints:
         kind = "savepoint" if row.savepoint else ("unaligned" if row.unaligned else "aligned")
@@ -173,7 +174,8 @@ def print_checkpoints(history: jobmaster_pb2.CheckpointHistory, tasks: bool = Fa
             else (f"{_reason(row)}: {row.failure_message}" if _reason(row)
                   else f"{row.acknowledged}/{row.total} acknowledged")
         print(f"{row.checkpoint_id:>6}  {_status(row):11}  {kind:9}  {when:8}  "
-              f"{row.duration_ms:>7}ms  {_size(row.state_size):>10}  "
+              f"{row.duration_ms:>7}ms  {_size(row.incremental_size):>12}  "
+              f"{_size(row.state_size):>10}  "
               f"{_size(row.persisted_bytes):>10}  {_size(row.processed_bytes):>10}  "
               f"{row.alignment_ms:>7}ms  {where}")
         if tasks:
