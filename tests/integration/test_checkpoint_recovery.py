@@ -4,7 +4,6 @@ a restart strategy that gives up, and restarts that find no slots."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections import Counter
@@ -15,10 +14,12 @@ import pytest
 
 from tests.support.cluster import job_details, poll, wait_job_status, write_job
 from tests.support.exactly_once import (
+    checkpoints,
     committed_output,
     diff,
     expected_output,
     kill_busy_taskexecutor,
+    part_records,
     run_with_kills,
     running_with_checkpoint_after,
     status_name,
@@ -45,9 +46,8 @@ def committed_s3(server: SeaweedS3, bucket: str, prefix: str) -> Counter[tuple[A
     for obj in listing.get("Contents", []):
         name = obj["Key"].rsplit("/", 1)[-1]
         assert not name.startswith((".", "_")), f"uncommitted object {obj['Key']}"
-        body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode()
-        for line in body.splitlines():
-            out[tuple(json.loads(line))] += 1
+        body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        out.update(part_records(name, body))
     return out
 
 
@@ -56,9 +56,11 @@ def test_s3_checkpoints_and_s3_sink_exactly_once(cluster_factory, tmp_path, seaw
     cluster = cluster_factory(4, 2, *s3_options(seaweed_s3, s3_bucket))
     n = 120_000
     gate = tmp_path / "gate"
+    # Parquet here (the other exactly-once tests write JSON lines): a part is one
+    # multipart upload of a Parquet file, closed at each checkpoint.
     job_id = submit(cluster, tmp_path, f"s3://{s3_bucket}/out", n, gate=gate, config={
         "execution.checkpointing.interval": "500 ms", "state.backend.type": "rocksdb",
-        **RESTARTS})
+        **RESTARTS}, sink_format="parquet")
     details = run_with_kills(cluster, job_id, kills=2, gate=gate)
     assert status_name(details) == "FINISHED", details.failure.message
     assert details.summary.restarts == 2
@@ -107,12 +109,6 @@ def test_storage_outage_fails_checkpoints_not_the_job(cluster_factory, tmp_path)
     finally:
         server.stop()
         shutil.rmtree(server.data_dir, ignore_errors=True)
-
-
-def checkpoints(cluster, job_id: str) -> list[dict[str, Any]]:
-    result = cluster.weir("checkpoints", job_id, "--json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
 def restart_slowly(cluster, tmp_path: Path, n: int, out: Path) -> str:

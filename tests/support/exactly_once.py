@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from tests.support.cluster import LocalCluster, job_details, poll, weir_cli, write_job
 
 JOB = '''
@@ -74,7 +76,8 @@ windows = (stamped.map(lambda n: (n % KEYS, n)).key_by(lambda t: t[0])
            .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
            .reduce(lambda a, b: (a[0], a[1] + b[1]))
            .map(lambda t: ("window", t[0], t[1])))
-counts.union(windows).sink_to(FileSink(OUT, format="json"))
+counts.union(windows).sink_to(FileSink(OUT, format=os.environ.get("EXACTLY_ONCE_FORMAT",
+                                                                  "json")))
 env.execute("exactly once")
 '''
 
@@ -97,12 +100,22 @@ def expected_output(n: int, keys: int, window_ms: int) -> Counter[tuple[Any, ...
     return out
 
 
+def part_records(name: str, data: bytes) -> list[tuple[Any, ...]]:
+    """The records of one committed part file (JSON lines or Parquet, by its name)."""
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(pa.BufferReader(data))
+        return list(zip(*(table.column(i).to_pylist() for i in range(table.num_columns)),
+                        strict=True))
+    return [tuple(json.loads(line)) for line in data.decode().splitlines()]
+
+
 def committed_output(directory: Path) -> Counter[tuple[Any, ...]]:
     """Every record of the committed part files (names not starting with '.' or '_')."""
     out: Counter[tuple[Any, ...]] = Counter()
     for part in sorted(directory.glob("part-*")):
-        for line in part.read_text().splitlines():
-            out[tuple(json.loads(line))] += 1
+        out.update(part_records(part.name, part.read_bytes()))
     return out
 
 
@@ -116,11 +129,12 @@ def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys:
            window_ms: int = 1000, pause_every: int = 500, pause_s: float = 0.02,
            config: dict[str, str] | None = None, gate: Path | None = None,
            held_slowdown: float | None = None, run_args: tuple[str, ...] = (),
-           parallelism: int = 2) -> str:
+           parallelism: int = 2, sink_format: str = "json") -> str:
     """Start the job detached with ``config`` (-D pairs) and ``run_args`` (more options of
     ``weir run``) at ``parallelism``; returns its id. With ``gate``, the second half of the
     input is slowed down until that file exists: ``held_slowdown`` times (default 10; a
-    long chaos run holds the job back for minutes)."""
+    long chaos run holds the job back for minutes). ``sink_format``: the FileSink's
+    format (json or parquet)."""
     assert held_slowdown is None or gate is not None, "held_slowdown needs a gate"
     job = write_job(tmp_path, JOB, "exactly_once_job.py")
     pairs = [f"-D{k}={v}" for k, v in (config or {}).items()]
@@ -128,9 +142,17 @@ def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys:
                       str(job), str(out), str(n), str(keys), str(window_ms),
                       str(pause_every), str(pause_s), *([str(gate)] if gate else []),
                       *([str(held_slowdown)] if held_slowdown is not None else []),
-                      env={"EXACTLY_ONCE_PARALLELISM": str(parallelism)})
+                      env={"EXACTLY_ONCE_PARALLELISM": str(parallelism),
+                           "EXACTLY_ONCE_FORMAT": sink_format})
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout.strip().splitlines()[-1]
+
+
+def checkpoints(cluster: LocalCluster, job_id: str) -> list[dict[str, Any]]:
+    """``weir checkpoints JOB_ID --json``: the job's checkpoint history, newest last."""
+    result = cluster.weir("checkpoints", job_id, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
 def status_name(details: Any) -> str:
