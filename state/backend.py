@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from weir.core.errors import IncompatibleStateError, StateError
+from weir.core.generics import TypeParameters
 from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
@@ -372,8 +373,12 @@ class KeyedStateBackend(ABC):
             gate.close()
 
 
-class _Handle:
-    """Common part of the state handles: the backend, the state name, the namespace, TTL."""
+class _Handle(TypeParameters):
+    """Common part of the state handles: the backend, the state name, the namespace, TTL.
+
+    The handles take type parameters as PyFlink's do (``ValueState[int]``,
+    ``MapState[str, int]``): the parameters document, the class is the same.
+    """
 
     def __init__(self, backend: KeyedStateBackend, descriptor: StateDescriptor) -> None:
         self._backend = backend
@@ -464,9 +469,15 @@ class ListState(_Handle):
         else:
             self.clear()
 
+    def __iter__(self) -> Iterator[Any]:
+        """``for value in list_state``: the elements, as ``get()`` returns them."""
+        return iter(self.get())
+
 
 class MapState(_Handle):
-    """A map per key."""
+    """A map per key; also usable as PyFlink allows, with ``state[key]`` (None when
+    absent, as ``get``), ``state[key] = value``, ``del state[key]``, ``key in state`` and
+    ``for key in state``."""
 
     def _map(self) -> dict[Any, Any]:
         value = self._read()
@@ -509,6 +520,18 @@ class MapState(_Handle):
 
     def is_empty(self) -> bool:
         return not self._map()
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.keys())

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.core.generics import TypeParameters
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation
 
@@ -128,9 +129,26 @@ class StateTtlConfig:
             return config
 
 
+_UNSET: Any = object()
+
+
+def _one_of(state: str, pyflink_name: str, pyflink_value: Any, weir_value: Any) -> Any:
+    """The type given under PyFlink's keyword or weir's ``type_info`` (not both)."""
+    if pyflink_value is _UNSET:
+        return None if weir_value is _UNSET else weir_value
+    if weir_value is not _UNSET:
+        msg = f"state {state!r}: give the type as {pyflink_name} or type_info, not both"
+        raise TypeError(msg)
+    return pyflink_value
+
+
 @dataclass
-class StateDescriptor:
-    """Names a piece of keyed state; the type is optional (values are pickled)."""
+class StateDescriptor(TypeParameters):
+    """Names a piece of keyed state; the type is optional (values are pickled).
+
+    Descriptors take PyFlink's keyword names (``value_type_info``, ``elem_type_info``,
+    ``key_type_info``/``value_type_info``, ``state_type_info``) as well as ``type_info``.
+    """
 
     name: str
     type_info: TypeInformation | None = None
@@ -150,27 +168,51 @@ class StateDescriptor:
         return self.name
 
 
-@dataclass
+@dataclass(init=False)
 class ValueStateDescriptor(StateDescriptor):
+    """``ValueStateDescriptor("name", value_type_info)``; the type is optional."""
+
     kind = "value"
 
+    def __init__(self, name: str, value_type_info: TypeInformation | None = _UNSET, *,
+                 type_info: TypeInformation | None = _UNSET) -> None:
+        super().__init__(name, _one_of(name, "value_type_info", value_type_info, type_info))
 
-@dataclass
+
+@dataclass(init=False)
 class ListStateDescriptor(StateDescriptor):
+    """``ListStateDescriptor("name", elem_type_info)``: the type of the elements, optional."""
+
     kind = "list"
 
+    def __init__(self, name: str, elem_type_info: TypeInformation | None = _UNSET, *,
+                 type_info: TypeInformation | None = _UNSET) -> None:
+        super().__init__(name, _one_of(name, "elem_type_info", elem_type_info, type_info))
 
-@dataclass
+
+@dataclass(init=False)
 class MapStateDescriptor(StateDescriptor):
-    """``MapStateDescriptor("name", key_type, value_type)``; both types are optional."""
+    """``MapStateDescriptor("name", key_type_info, value_type_info)``; both types are
+    optional. ``type_info`` (weir's keyword for the key type) is the key type."""
 
     value_type_info: TypeInformation | None = None
     kind = "map"
 
+    def __init__(self, name: str, key_type_info: TypeInformation | None = _UNSET,
+                 value_type_info: TypeInformation | None = None, *,
+                 type_info: TypeInformation | None = _UNSET) -> None:
+        super().__init__(name, _one_of(name, "key_type_info", key_type_info, type_info))
+        self.value_type_info = value_type_info
+
+    @property
+    def key_type_info(self) -> TypeInformation | None:
+        return self.type_info
+
 
 @dataclass(init=False)
 class ReducingStateDescriptor(StateDescriptor):
-    """``ReducingStateDescriptor("name", reduce_function, type)``."""
+    """``ReducingStateDescriptor("name", reduce_function, type_info)``: a ReduceFunction
+    or a function of two values."""
 
     kind = "reducing"
 
@@ -179,6 +221,10 @@ class ReducingStateDescriptor(StateDescriptor):
         super().__init__(name, type_info)
         self.reduce_function = reduce_function
 
+    def get_reduce_function(self) -> Any:
+        """The reduce function, as given."""
+        return self.reduce_function
+
     def reducer(self) -> Callable[[Any, Any], Any]:
         fn = self.reduce_function
         return fn.reduce if hasattr(fn, "reduce") else fn
@@ -186,17 +232,23 @@ class ReducingStateDescriptor(StateDescriptor):
 
 @dataclass(init=False)
 class AggregatingStateDescriptor(StateDescriptor):
-    """``AggregatingStateDescriptor("name", aggregate_function, accumulator_type)``; the
-    function has ``create_accumulator()``, ``add(value, accumulator)``,
-    ``get_result(accumulator)`` (and ``merge(a, b)`` for session windows)."""
+    """``AggregatingStateDescriptor("name", agg_function, state_type_info)`` (the type of
+    the accumulator, optional); the function has ``create_accumulator()``,
+    ``add(value, accumulator)``, ``get_result(accumulator)`` (and ``merge(a, b)`` for
+    session windows)."""
 
     kind = "aggregating"
 
     def __init__(self, name: str, agg_function: Any,
-                 type_info: TypeInformation | None = None) -> None:
-        super().__init__(name, type_info)
+                 state_type_info: TypeInformation | None = _UNSET, *,
+                 type_info: TypeInformation | None = _UNSET) -> None:
+        super().__init__(name, _one_of(name, "state_type_info", state_type_info, type_info))
         for method in ("create_accumulator", "add", "get_result"):
             if not callable(getattr(agg_function, method, None)):
                 msg = f"the aggregate function of state {name!r} has no {method}() method"
                 raise TypeError(msg)
         self.agg_function = agg_function
+
+    def get_agg_function(self) -> Any:
+        """The aggregate function, as given."""
+        return self.agg_function

@@ -50,6 +50,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from weir.core.errors import StateError
+from weir.core.generics import TypeParameters
 from weir.state.descriptors import ListStateDescriptor
 from weir.state.serializers import deserialize_value, serialize_value
 
@@ -120,7 +121,7 @@ def share_of(per_subtask: Sequence[Sequence[T]], mode: DistributionMode, subtask
     return everything[subtask_index::parallelism]
 
 
-class OperatorListState:
+class OperatorListState(TypeParameters):
     """A list of elements of one operator instance; the handle of list and union state.
 
     Behaves like the keyed ``ListState`` without a current key. Used on the task thread only.
@@ -161,11 +162,15 @@ class OperatorListState:
     def clear(self) -> None:
         self._elements = []
 
+    def __iter__(self) -> Iterator[Any]:
+        """``for value in state``: the elements, as the keyed ``ListState`` allows."""
+        return iter(self.get())
+
     def __repr__(self) -> str:
         return f"OperatorListState({self._name!r}, {self.mode.name}, {len(self._elements)})"
 
 
-class BroadcastState:
+class BroadcastState(TypeParameters):
     """The broadcast state of one MapStateDescriptor: a map that every subtask of the
     operator holds alike (each applies the same broadcast elements to it). Written by
     ``process_broadcast_element``; ``process_element`` reads it through
@@ -212,11 +217,26 @@ class BroadcastState:
     def is_empty(self) -> bool:
         return not self._map
 
+    # PyFlink's dict-like access: state[key] (None when absent, as get), state[key] = v,
+    # del state[key], key in state, for key in state.
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
     def __iter__(self) -> Iterator[Any]:
         return iter(list(self._map))
 
 
-class ReadOnlyBroadcastState:
+class ReadOnlyBroadcastState(TypeParameters):
     """A read-only view of a :class:`BroadcastState` (what ``process_element`` gets: only
     broadcast elements may change it, so that every subtask keeps the same state)."""
 
@@ -240,6 +260,14 @@ class ReadOnlyBroadcastState:
 
     def is_empty(self) -> bool:
         return self._state.is_empty()
+
+    # Read-only dict-like access, as PyFlink's: state[key], key in state, for key in state.
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._state.get(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self._state.contains(key)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._state)

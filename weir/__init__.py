@@ -46,11 +46,16 @@ _EXPORTS: dict[str, str] = {
     "ContinuousEventTimeTrigger": "weir.window",
     "ContinuousProcessingTimeTrigger": "weir.window",
     "CountEvictor": "weir.window",
+    "CountSlidingWindowAssigner": "weir.window",
     "CountTrigger": "weir.window",
+    "CountTumblingWindowAssigner": "weir.window",
+    "CountWindow": "weir.window",
     "DataStream": "weir.datastream",
     "DataStreamSink": "weir.datastream",
     "DiscardingSink": "weir.sinks",
     "Duration": "weir.core.time",
+    "DynamicEventTimeSessionWindows": "weir.window",
+    "DynamicProcessingTimeSessionWindows": "weir.window",
     "EmbeddedRocksDBStateBackend": "weir.state_backends",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
@@ -64,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "FlatMapFunction": "weir.functions",
     "FunctionInitializationContext": "weir.state.operator_state",
     "FunctionSnapshotContext": "weir.state.operator_state",
+    "GlobalWindow": "weir.window",
     "GlobalWindows": "weir.window",
     "HashMapStateBackend": "weir.state_backends",
     "InvalidJobError": "weir.core.errors",
@@ -79,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "MapFunction": "weir.functions",
     "MapState": "weir.state_api",
     "MapStateDescriptor": "weir.state_api",
+    "NeverTrigger": "weir.window",
     "OperatorListState": "weir.state.operator_state",
     "OperatorStateStore": "weir.state.operator_state",
     "OutputTag": "weir.functions",
@@ -124,6 +131,7 @@ _EXPORTS: dict[str, str] = {
     "ValueStateDescriptor": "weir.state_api",
     "WatermarkStrategy": "weir.watermarks",
     "WeirError": "weir.core.errors",
+    "Window": "weir.window",
     "WindowAssigner": "weir.window",
     "WindowFunction": "weir.window",
     "WindowedStream": "weir.datastream",
@@ -413,7 +421,22 @@ if TYPE_CHECKING:
         CountEvictor as CountEvictor,
     )
     from weir.window import (
+        CountSlidingWindowAssigner as CountSlidingWindowAssigner,
+    )
+    from weir.window import (
         CountTrigger as CountTrigger,
+    )
+    from weir.window import (
+        CountTumblingWindowAssigner as CountTumblingWindowAssigner,
+    )
+    from weir.window import (
+        CountWindow as CountWindow,
+    )
+    from weir.window import (
+        DynamicEventTimeSessionWindows as DynamicEventTimeSessionWindows,
+    )
+    from weir.window import (
+        DynamicProcessingTimeSessionWindows as DynamicProcessingTimeSessionWindows,
     )
     from weir.window import (
         EventTimeSessionWindows as EventTimeSessionWindows,
@@ -425,7 +448,13 @@ if TYPE_CHECKING:
         Evictor as Evictor,
     )
     from weir.window import (
+        GlobalWindow as GlobalWindow,
+    )
+    from weir.window import (
         GlobalWindows as GlobalWindows,
+    )
+    from weir.window import (
+        NeverTrigger as NeverTrigger,
     )
     from weir.window import (
         ProcessAllWindowFunction as ProcessAllWindowFunction,
@@ -468,6 +497,9 @@ if TYPE_CHECKING:
     )
     from weir.window import (
         TumblingProcessingTimeWindows as TumblingProcessingTimeWindows,
+    )
+    from weir.window import (
+        Window as Window,
     )
     from weir.window import (
         WindowAssigner as WindowAssigner,

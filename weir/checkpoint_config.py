@@ -11,10 +11,10 @@ Example:
     >>> env = StreamExecutionEnvironment.get_execution_environment()
     >>> _ = env.enable_checkpointing(1000, CheckpointingMode.EXACTLY_ONCE)
     >>> config = env.get_checkpoint_config()
-    >>> config.enable_unaligned_checkpoints()
-    >>> config.set_aligned_checkpoint_timeout(Duration.of_seconds(1))
-    >>> config.set_externalized_checkpoint_retention(
-    ...     ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION)
+    >>> _ = (config.enable_unaligned_checkpoints()     # setters chain, as in PyFlink
+    ...      .set_aligned_checkpoint_timeout(Duration.of_seconds(1))
+    ...      .set_externalized_checkpoint_retention(
+    ...          ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION))
     >>> config.get_checkpoint_interval(), config.is_unaligned_checkpoints_enabled()
     (1000, True)
     >>> env.get_configuration().to_dict()["execution.checkpointing.aligned-checkpoint-timeout"]
@@ -53,7 +53,10 @@ ExternalizedCheckpointCleanup = ExternalizedCheckpointRetention
 
 
 class CheckpointConfig:
-    """The checkpoint settings of one environment's jobs (a view on its configuration)."""
+    """The checkpoint settings of one environment's jobs (a view on its configuration).
+
+    Setters return the config, so that calls chain as in PyFlink.
+    """
 
     def __init__(self, configuration: Configuration) -> None:
         self._config = configuration
@@ -66,67 +69,84 @@ class CheckpointConfig:
     def is_checkpointing_enabled(self) -> bool:
         return self._config.get(checkpoint_options.CHECKPOINTING_INTERVAL) is not None
 
-    def set_checkpoint_interval(self, checkpoint_interval: int | Duration) -> None:
+    def set_checkpoint_interval(self, checkpoint_interval: int | Duration) -> CheckpointConfig:
         """Trigger a checkpoint every ``checkpoint_interval`` (milliseconds or Duration)."""
         interval = to_millis(checkpoint_interval)
         if interval <= 0:
             msg = f"the checkpoint interval must be positive, got {interval} ms"
             raise ValueError(msg)
         self._set(checkpoint_options.CHECKPOINTING_INTERVAL, f"{interval} ms")
+        return self
 
     def get_checkpoint_interval(self) -> int:
         """The interval in milliseconds; -1 when checkpointing is off."""
         interval = self._config.get(checkpoint_options.CHECKPOINTING_INTERVAL)
         return -1 if interval is None else round(interval * 1000)
 
-    def set_checkpointing_mode(self, mode: CheckpointingMode | str) -> None:
-        self._set(checkpoint_options.CHECKPOINTING_MODE, CheckpointingMode(
-            mode.value if isinstance(mode, CheckpointingMode) else str(mode).upper()).value)
+    def set_checkpointing_mode(self, checkpointing_mode: CheckpointingMode | str
+                               ) -> CheckpointConfig:
+        """EXACTLY_ONCE or AT_LEAST_ONCE (a CheckpointingMode or its name)."""
+        mode = checkpointing_mode.value if isinstance(checkpointing_mode, CheckpointingMode) \
+            else str(checkpointing_mode).upper()
+        self._set(checkpoint_options.CHECKPOINTING_MODE, CheckpointingMode(mode).value)
+        return self
 
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return CheckpointingMode(self._config.get(checkpoint_options.CHECKPOINTING_MODE))
 
     # -- timing ---------------------------------------------------------------------------
 
-    def set_checkpoint_timeout(self, checkpoint_timeout: int | Duration) -> None:
+    def set_checkpoint_timeout(self, checkpoint_timeout: int | Duration) -> CheckpointConfig:
         self._set(checkpoint_options.CHECKPOINTING_TIMEOUT, f"{to_millis(checkpoint_timeout)} ms")
+        return self
 
     def get_checkpoint_timeout(self) -> int:
         return round(self._config.get(checkpoint_options.CHECKPOINTING_TIMEOUT) * 1000)
 
-    def set_min_pause_between_checkpoints(self, min_pause: int | Duration) -> None:
-        self._set(checkpoint_options.MIN_PAUSE, f"{to_millis(min_pause)} ms")
+    def set_min_pause_between_checkpoints(self, min_pause_between_checkpoints: int | Duration
+                                          ) -> CheckpointConfig:
+        self._set(checkpoint_options.MIN_PAUSE, f"{to_millis(min_pause_between_checkpoints)} ms")
+        return self
 
     def get_min_pause_between_checkpoints(self) -> int:
         return round(self._config.get(checkpoint_options.MIN_PAUSE) * 1000)
 
-    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int) -> None:
+    def set_max_concurrent_checkpoints(self, max_concurrent_checkpoints: int
+                                       ) -> CheckpointConfig:
         self._set(checkpoint_options.MAX_CONCURRENT_CHECKPOINTS, max_concurrent_checkpoints)
+        return self
 
     def get_max_concurrent_checkpoints(self) -> int:
         return int(self._config.get(checkpoint_options.MAX_CONCURRENT_CHECKPOINTS))
 
-    def set_tolerable_checkpoint_failure_number(self, number: int) -> None:
-        self._set(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS, number)
+    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int
+                                                ) -> CheckpointConfig:
+        self._set(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS,
+                  tolerable_checkpoint_failure_number)
+        return self
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return int(self._config.get(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS))
 
     # -- unaligned --------------------------------------------------------------------------
 
-    def enable_unaligned_checkpoints(self, enabled: bool = True) -> None:
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> CheckpointConfig:
         self._set(checkpoint_options.UNALIGNED, "true" if enabled else "false")
+        return self
 
-    def disable_unaligned_checkpoints(self) -> None:
-        self.enable_unaligned_checkpoints(False)
+    def disable_unaligned_checkpoints(self) -> CheckpointConfig:
+        return self.enable_unaligned_checkpoints(False)
 
     def is_unaligned_checkpoints_enabled(self) -> bool:
         return bool(self._config.get(checkpoint_options.UNALIGNED))
 
-    def set_aligned_checkpoint_timeout(self, timeout: int | Duration) -> None:
+    def set_aligned_checkpoint_timeout(self, alignment_timeout: int | Duration
+                                       ) -> CheckpointConfig:
         """With unaligned checkpoints on: start aligned, switch to unaligned once a
         checkpoint has run this long (0: unaligned from the start)."""
-        self._set(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT, f"{to_millis(timeout)} ms")
+        self._set(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT,
+                  f"{to_millis(alignment_timeout)} ms")
+        return self
 
     def get_aligned_checkpoint_timeout(self) -> Duration:
         return Duration.of_millis(
@@ -135,13 +155,16 @@ class CheckpointConfig:
     # -- retention and storage --------------------------------------------------------------
 
     def set_externalized_checkpoint_retention(
-            self, retention: ExternalizedCheckpointRetention | str) -> None:
-        value = retention.value if isinstance(retention, ExternalizedCheckpointRetention) \
-            else str(retention)
+            self, retention_mode: ExternalizedCheckpointRetention | str) -> CheckpointConfig:
+        value = retention_mode.value \
+            if isinstance(retention_mode, ExternalizedCheckpointRetention) else str(retention_mode)
         self._set(checkpoint_options.EXTERNALIZED_RETENTION, value)
+        return self
 
-    #: PyFlink 1.x's name.
-    set_externalized_checkpoint_cleanup = set_externalized_checkpoint_retention
+    def set_externalized_checkpoint_cleanup(
+            self, cleanup_mode: ExternalizedCheckpointRetention | str) -> CheckpointConfig:
+        """PyFlink 1.x's name of ``set_externalized_checkpoint_retention``."""
+        return self.set_externalized_checkpoint_retention(cleanup_mode)
 
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
         return ExternalizedCheckpointRetention(
@@ -151,9 +174,10 @@ class CheckpointConfig:
         return self.get_externalized_checkpoint_retention() is not \
             ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
-    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> None:
+    def set_checkpoint_storage_dir(self, checkpoint_path: str) -> CheckpointConfig:
         """Where checkpoints go: a ``file://`` path or ``s3://bucket/prefix``."""
         self._set(checkpoint_options.CHECKPOINTS_DIR, checkpoint_path)
+        return self
 
     def get_checkpoint_storage_dir(self) -> str | None:
         return self._config.get(checkpoint_options.CHECKPOINTS_DIR)

@@ -49,13 +49,17 @@ from weir.unsupported import DATA_STREAM, refuse
 from weir.watermarks import WatermarkStrategy
 from weir.window import (
     CountEvictor,
+    CountSlidingWindowAssigner,
     CountTrigger,
+    CountTumblingWindowAssigner,
     Evictor,
     GlobalWindows,
     PurgingTrigger,
     Trigger,
     WindowAssigner,
     WindowFunctionAdapter,
+    _CountWindows,
+    as_window_function,
 )
 
 if TYPE_CHECKING:
@@ -250,12 +254,9 @@ class DataStream:
         """Windows over the whole stream (not keyed; evaluated by one subtask)."""
         return AllWindowedStream(self, window_assigner)
 
-    def count_window_all(self, size: int, slide: int | None = None) -> AllWindowedStream:
+    def count_window_all(self, size: int, slide: int | None = 0) -> AllWindowedStream:
         """Windows of ``size`` records of the whole stream (see ``count_window``)."""
-        windowed = self.window_all(GlobalWindows.create())
-        if slide is None:
-            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
-        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+        return self.window_all(_count_assigner(size, slide))
 
     def connect(self, stream: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
@@ -381,21 +382,38 @@ class KeyedStream(DataStream):
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         """Group each key's records into windows (tumbling, sliding, session; by event or
-        processing time), evaluated by the function given next."""
+        processing time; or count windows), evaluated by the function given next."""
         if not isinstance(window_assigner, WindowAssigner):
             msg = ("window expects a WindowAssigner (e.g. TumblingEventTimeWindows.of(...)), "
                    f"got {type(window_assigner).__name__}")
             raise TypeError(msg)
+        if isinstance(window_assigner, _CountWindows):
+            return _count_windows(WindowedStream(self, GlobalWindows.create()),
+                                  window_assigner)
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
+    def count_window(self, size: int, slide: int | None = 0) -> WindowedStream:
         """Windows of ``size`` records per key, evaluated when full (an incomplete last
-        window is not); with ``slide``, the last ``size`` records every ``slide`` records
-        (as Flink builds them: a CountEvictor and a CountTrigger)."""
-        windowed = self.window(GlobalWindows.create())
-        if slide is None:
-            return windowed.trigger(PurgingTrigger.of(CountTrigger.of(size)))
-        return windowed.evictor(CountEvictor.of(size)).trigger(CountTrigger.of(slide))
+        window is not); with a ``slide`` other than 0, the last ``size`` records every
+        ``slide`` records (as Flink builds them: a CountEvictor and a CountTrigger)."""
+        return self.window(_count_assigner(size, slide))
+
+
+def _count_assigner(size: int, slide: int | None) -> _CountWindows:
+    # PyFlink's default slide is 0 (tumbling); weir's used to be None: both mean tumbling.
+    if not slide:
+        return CountTumblingWindowAssigner.of(size)
+    return CountSlidingWindowAssigner.of(size, slide)
+
+
+def _count_windows(windowed: Any, assigner: _CountWindows) -> Any:
+    """A (All)WindowedStream over GlobalWindows made into the assigner's count windows.
+    GlobalWindows stays the assigner so that the operator's name (and derived uid) is the
+    one ``count_window`` always gave."""
+    if assigner.slide == 0:
+        return windowed.trigger(PurgingTrigger.of(CountTrigger.of(assigner.size)))
+    return windowed.evictor(CountEvictor.of(assigner.size)).trigger(
+        CountTrigger.of(assigner.slide))
 
 
 def _by(field: str | int, smaller: bool) -> Callable[[Any, Any], Any]:
@@ -437,14 +455,24 @@ class AllWindowedStream:
     def _one(stream: DataStream) -> DataStream:
         return stream.set_parallelism(1)
 
-    def reduce(self, reduce_function: Any, output_type: TypeInformation | None = None
-               ) -> DataStream:
-        return self._one(self._windowed.reduce(reduce_function, output_type=output_type))
+    def reduce(self, reduce_function: Any, window_function: Any = None,
+               output_type: TypeInformation | None = None) -> DataStream:
+        """Fold each window's records with ``reduce_function(a, b)`` as they arrive; with
+        an AllWindowFunction or ProcessAllWindowFunction, it gets the reduced value (and
+        the window) at the end."""
+        return self._one(self._windowed._apply(
+            "Reduce", REDUCE, reduce_function, as_window_function(window_function, keyed=False),
+            output_type))
 
-    def aggregate(self, aggregate_function: Any, accumulator_type: TypeInformation | None = None,
+    def aggregate(self, aggregate_function: Any, window_function: Any = None,
+                  accumulator_type: TypeInformation | None = None,
                   output_type: TypeInformation | None = None) -> DataStream:
-        return self._one(self._windowed.aggregate(aggregate_function,
-                                                  output_type=output_type))
+        """Fold each window's records into an accumulator (an AggregateFunction); with an
+        AllWindowFunction or ProcessAllWindowFunction, it gets the result (and the window)
+        at the end. ``accumulator_type`` is accepted, as in PyFlink."""
+        return self._one(self._windowed._apply(
+            "Aggregate", AGGREGATE, aggregate_function,
+            as_window_function(window_function, keyed=False), output_type))
 
     def apply(self, window_function: Any, output_type: TypeInformation | None = None
               ) -> DataStream:
@@ -533,8 +561,10 @@ class WindowedStream:
     def reduce(self, reduce_function: Any, window_function: Any = None,
                output_type: TypeInformation | None = None) -> DataStream:
         """Fold each window's records with ``reduce_function(a, b)`` as they arrive; with
-        a ProcessWindowFunction, it gets the reduced value (and the window) at the end."""
-        return self._apply("Reduce", REDUCE, reduce_function, window_function, output_type)
+        a ProcessWindowFunction or WindowFunction, it gets the reduced value (and the
+        window) at the end."""
+        return self._apply("Reduce", REDUCE, reduce_function,
+                           as_window_function(window_function, keyed=True), output_type)
 
     def aggregate(self, aggregate_function: Any, window_function: Any = None,
                   accumulator_type: TypeInformation | None = None,
@@ -542,8 +572,8 @@ class WindowedStream:
         """Fold each window's records into an accumulator (an AggregateFunction); with a
         window function, it gets the result (and the window) at the end. As in PyFlink,
         ``accumulator_type`` is accepted (accumulators are Python objects)."""
-        return self._apply("Aggregate", AGGREGATE, aggregate_function, window_function,
-                           output_type)
+        return self._apply("Aggregate", AGGREGATE, aggregate_function,
+                           as_window_function(window_function, keyed=True), output_type)
 
     def process(self, process_window_function: Any,
                 output_type: TypeInformation | None = None) -> DataStream:

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,16 @@ from weir.unsupported import ENVIRONMENT, refuse
 from weir.watermarks import WatermarkStrategy
 
 _context: ExecutionContext | None = None
+
+
+def _pairs(configuration: Configuration | Mapping[str, Any]) -> dict[str, Any]:
+    """Option key -> value of a Configuration (PyFlink passes one) or a plain mapping."""
+    if isinstance(configuration, Configuration):
+        return configuration.to_dict()
+    if isinstance(configuration, Mapping):
+        return dict(configuration)
+    msg = f"expected a Configuration or a dict of option keys, got {type(configuration).__name__}"
+    raise TypeError(msg)
 
 
 def set_execution_context(context: ExecutionContext | None) -> None:
@@ -86,19 +96,22 @@ class PreparedSource:
 class StreamExecutionEnvironment:
     """Builds a job graph and executes it on a cluster."""
 
-    def __init__(self, configuration: Configuration | None = None,
+    def __init__(self, configuration: Configuration | Mapping[str, Any] | None = None,
                  context: ExecutionContext | None = None) -> None:
         self._context = context
         base = context.configuration if context else Configuration()
-        self._config = base.merged(configuration.to_dict()) if configuration else base
+        self._config = base.merged(_pairs(configuration)) if configuration else base
         self._parallelism = self._config.get(options.PARALLELISM)
         self._max_parallelism = self._config.get(options.MAX_PARALLELISM)
         self._sinks: list[Transformation] = []
 
     @staticmethod
     def get_execution_environment(
-            configuration: Configuration | None = None) -> StreamExecutionEnvironment:
-        """The environment for this program: the cluster of ``weir run``, else in-process."""
+            configuration: Configuration | Mapping[str, Any] | None = None
+    ) -> StreamExecutionEnvironment:
+        """The environment for this program: the cluster of ``weir run``, else in-process.
+        ``configuration`` (a Configuration or a dict of option keys) goes on top of the
+        cluster's."""
         return StreamExecutionEnvironment(configuration, _context)
 
     # -- settings ---------------------------------------------------------------------------
@@ -244,9 +257,11 @@ class StreamExecutionEnvironment:
     def get_checkpointing_mode(self) -> CheckpointingMode:
         return self.get_checkpoint_config().get_checkpointing_mode()
 
-    def configure(self, pairs: dict[str, Any]) -> StreamExecutionEnvironment:
-        """Set options for jobs of this environment, e.g. ``{"pipeline.batch-size": 8192}``."""
-        for key, value in pairs.items():
+    def configure(self, configuration: Configuration | Mapping[str, Any]
+                  ) -> StreamExecutionEnvironment:
+        """Set options for jobs of this environment: a Configuration (PyFlink's argument)
+        or a dict such as ``{"pipeline.batch-size": 8192}``."""
+        for key, value in _pairs(configuration).items():
             self._config.set_raw(key, value)
         return self
 

@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from weir.core.generics import TypeParameters
+
 if TYPE_CHECKING:
     from weir.state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
     from weir.state.descriptors import (
@@ -134,7 +136,7 @@ class RuntimeContext:
         return self._keyed_state(descriptor, "aggregating")  # type: ignore[no-any-return]
 
 
-class Function(ABC):  # noqa: B024 - lifecycle hooks only, all optional
+class Function(ABC, TypeParameters):
     """Base of rich functions: ``open`` runs once before the first record, ``close`` last.
 
     Function classes may be written with type parameters, as PyFlink code does
@@ -142,13 +144,10 @@ class Function(ABC):  # noqa: B024 - lifecycle hooks only, all optional
     and the class is the same.
     """
 
-    def __class_getitem__(cls, params: Any) -> type:
-        return cls
-
-    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027
+    def open(self, runtime_context: RuntimeContext) -> None:
         """Called on the task thread before any record."""
 
-    def close(self) -> None:  # noqa: B027
+    def close(self) -> None:
         """Called on the task thread after the last record, also on failure."""
 
 

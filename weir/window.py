@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.core.generics import TypeParameters
 from weir.core.time import Time, to_millis
 from weir.core.watermarks import MAX_WATERMARK
 from weir.functions import Function
@@ -38,10 +39,16 @@ __all__ = [
     "ContinuousEventTimeTrigger",
     "ContinuousProcessingTimeTrigger",
     "CountEvictor",
+    "CountSlidingWindowAssigner",
     "CountTrigger",
+    "CountTumblingWindowAssigner",
+    "CountWindow",
+    "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
     "Evictor",
+    "GlobalWindow",
     "GlobalWindows",
     "NeverTrigger",
     "ProcessAllWindowFunction",
@@ -59,13 +66,24 @@ __all__ = [
     "TriggerResult",
     "TumblingEventTimeWindows",
     "TumblingProcessingTimeWindows",
+    "Window",
     "WindowAssigner",
     "WindowFunction",
 ]
 
 
+class Window(ABC, TypeParameters):
+    """A group of records with a largest timestamp: once the watermark passes it, every
+    record of the window has arrived (:class:`TimeWindow`, :class:`CountWindow`,
+    :class:`GlobalWindow`)."""
+
+    @abstractmethod
+    def max_timestamp(self) -> int:
+        """The largest timestamp a record of this window can have."""
+
+
 @dataclass(frozen=True, order=True)
-class TimeWindow:
+class TimeWindow(Window):
     """The half-open interval ``[start, end)`` of epoch milliseconds."""
 
     start: int
@@ -82,6 +100,45 @@ class TimeWindow:
         return TimeWindow(min(self.start, other.start), max(self.end, other.end))
 
 
+@dataclass(frozen=True, order=True)
+class CountWindow(Window):
+    """PyFlink's window of a count window assigner, named by a number (``id``).
+
+    weir builds count windows from :class:`GlobalWindows` with a count trigger (and
+    evictor), so the window a count-window function sees is :data:`GLOBAL_WINDOW`; this
+    class exists for programs that name or construct it.
+    """
+
+    id: int
+
+    def max_timestamp(self) -> int:
+        return MAX_WATERMARK
+
+
+class GlobalWindow(Window):
+    """PyFlink's single window of ``GlobalWindows``: every instance is the same window.
+
+    At run time weir represents it as :data:`GLOBAL_WINDOW`, a :class:`TimeWindow` spanning
+    all of time (so that window state and timers have one kind of namespace).
+    """
+
+    @staticmethod
+    def get() -> GlobalWindow:
+        return GlobalWindow()
+
+    def max_timestamp(self) -> int:
+        return MAX_WATERMARK
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is GlobalWindow
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "GlobalWindow"
+
+
 #: The one window of GlobalWindows: all of time (its results carry no useful timestamp).
 GLOBAL_WINDOW = TimeWindow(-(1 << 63) + 1, MAX_WATERMARK)
 
@@ -91,8 +148,8 @@ def window_start(timestamp: int, offset: int, size: int) -> int:
     return timestamp - (timestamp - offset) % size
 
 
-class WindowAssigner(ABC):
-    """Assigns records to windows."""
+class WindowAssigner(ABC, TypeParameters):
+    """Assigns records to windows (``WindowAssigner[T, TimeWindow]`` reads as in PyFlink)."""
 
     @abstractmethod
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
@@ -114,6 +171,11 @@ class WindowAssigner(ABC):
         raise NotImplementedError(msg)
 
 
+def _offset_ms(offset: Any) -> int:
+    # PyFlink's of(size, offset=None) passes None for "no offset".
+    return 0 if offset is None else to_millis(offset)
+
+
 def _positive_ms(value: Any, what: str) -> int:
     ms = to_millis(value)
     if ms <= 0:
@@ -125,11 +187,11 @@ def _positive_ms(value: Any, what: str) -> int:
 class _Tumbling(WindowAssigner):
     def __init__(self, size: Any, offset: Any = 0) -> None:
         self.size = _positive_ms(size, "window size")
-        self.offset = to_millis(offset) % self.size
+        self.offset = _offset_ms(offset) % self.size
 
     @classmethod
-    def of(cls, size: Any, offset: Any = 0) -> Any:
-        """Windows of ``size`` (Duration, Time or ms), shifted by ``offset``."""
+    def of(cls, size: Any, offset: Any = None) -> Any:
+        """Windows of ``size`` (Duration, Time or ms), shifted by ``offset`` (None: 0)."""
         return cls(size, offset)
 
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
@@ -158,11 +220,12 @@ class _Sliding(WindowAssigner):
     def __init__(self, size: Any, slide: Any, offset: Any = 0) -> None:
         self.size = _positive_ms(size, "window size")
         self.slide = _positive_ms(slide, "window slide")
-        self.offset = to_millis(offset) % self.slide
+        self.offset = _offset_ms(offset) % self.slide
 
     @classmethod
-    def of(cls, size: Any, slide: Any, offset: Any = 0) -> Any:
-        """Windows of ``size`` starting every ``slide`` (each record is in size/slide)."""
+    def of(cls, size: Any, slide: Any, offset: Any = None) -> Any:
+        """Windows of ``size`` starting every ``slide`` (each record is in size/slide),
+        shifted by ``offset`` (None: 0)."""
         return cls(size, slide, offset)
 
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
@@ -199,6 +262,14 @@ class SessionWindowTimeGapExtractor(ABC):
     def extract(self, element: Any) -> int: ...
 
 
+def _checked_extractor(extractor: Any) -> Any:
+    if not (callable(extractor) or callable(getattr(extractor, "extract", None))):
+        msg = ("with_dynamic_gap needs a SessionWindowTimeGapExtractor or a function, "
+               f"got {type(extractor).__name__}")
+        raise TypeError(msg)
+    return extractor
+
+
 class _Session(WindowAssigner):
     def __init__(self, gap: Any, extractor: Any = None) -> None:
         self.gap = _positive_ms(gap, "session gap") if extractor is None else 0
@@ -213,11 +284,7 @@ class _Session(WindowAssigner):
     def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
         """Each record sets the gap after it: ``extractor.extract(element)`` ms (a
         SessionWindowTimeGapExtractor, or a function of the element)."""
-        if not (callable(extractor) or callable(getattr(extractor, "extract", None))):
-            msg = ("with_dynamic_gap needs a SessionWindowTimeGapExtractor or a function, "
-                   f"got {type(extractor).__name__}")
-            raise TypeError(msg)
-        return cls(0, extractor)
+        return cls(0, _checked_extractor(extractor))
 
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
         gap = self.gap
@@ -281,6 +348,87 @@ class ProcessingTimeSessionWindows(_Session):
         return False
 
 
+class DynamicEventTimeSessionWindows(EventTimeSessionWindows):
+    """PyFlink's name for event-time sessions whose gap each record sets:
+    ``DynamicEventTimeSessionWindows.with_dynamic_gap(extractor)`` is
+    ``EventTimeSessionWindows.with_dynamic_gap(extractor)``."""
+
+    def __init__(self, session_window_time_gap_extractor: Any) -> None:
+        super().__init__(0, _checked_extractor(session_window_time_gap_extractor))
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
+        """Each record sets the gap after it (see ``EventTimeSessionWindows``)."""
+        return cls(extractor)
+
+
+class DynamicProcessingTimeSessionWindows(ProcessingTimeSessionWindows):
+    """PyFlink's name for processing-time sessions whose gap each record sets:
+    ``DynamicProcessingTimeSessionWindows.with_dynamic_gap(extractor)`` is
+    ``ProcessingTimeSessionWindows.with_dynamic_gap(extractor)``."""
+
+    def __init__(self, session_window_time_gap_extractor: Any) -> None:
+        super().__init__(0, _checked_extractor(session_window_time_gap_extractor))
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
+        """Each record sets the gap after it (see ``ProcessingTimeSessionWindows``)."""
+        return cls(extractor)
+
+
+class _CountWindows(GlobalWindows):
+    """Count windows named as PyFlink's assigners. ``window(assigner)`` and
+    ``window_all(assigner)`` build them as ``count_window(size, slide)`` does (GlobalWindows
+    with a count trigger, plus an evictor when sliding), so the job is the same either way."""
+
+    size: int
+    slide: int
+
+    def default_trigger(self) -> Trigger:
+        if self.slide == 0:
+            return PurgingTrigger.of(CountTrigger.of(self.size))
+        return CountTrigger.of(self.slide)
+
+
+class CountTumblingWindowAssigner(_CountWindows):
+    """Windows of ``size`` records per key: ``key_by(...).window(
+    CountTumblingWindowAssigner.of(size))`` is ``key_by(...).count_window(size)``."""
+
+    def __init__(self, window_size: int) -> None:
+        self.size = _positive_count(window_size, "window size")
+        self.slide = 0
+
+    @classmethod
+    def of(cls, window_size: int) -> CountTumblingWindowAssigner:
+        return cls(window_size)
+
+    def __repr__(self) -> str:
+        return f"CountTumblingWindowAssigner.of({self.size})"
+
+
+class CountSlidingWindowAssigner(_CountWindows):
+    """The last ``size`` records per key every ``slide`` records: ``window(
+    CountSlidingWindowAssigner.of(size, slide))`` is ``count_window(size, slide)``."""
+
+    def __init__(self, window_size: int, window_slide: int) -> None:
+        self.size = _positive_count(window_size, "window size")
+        self.slide = _positive_count(window_slide, "window slide")
+
+    @classmethod
+    def of(cls, window_size: int, window_slide: int) -> CountSlidingWindowAssigner:
+        return cls(window_size, window_slide)
+
+    def __repr__(self) -> str:
+        return f"CountSlidingWindowAssigner.of({self.size}, {self.slide})"
+
+
+def _positive_count(value: int, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        msg = f"the count {what} must be a positive number of records, got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
 # -- triggers -------------------------------------------------------------------------------
 
 
@@ -292,21 +440,23 @@ class TriggerResult(enum.Enum):
     PURGE = (False, True)
     FIRE_AND_PURGE = (True, True)
 
-    @property
     def is_fire(self) -> bool:
+        """Whether the window function runs (FIRE, FIRE_AND_PURGE)."""
         return self.value[0]
 
-    @property
     def is_purge(self) -> bool:
+        """Whether the window's contents are dropped (PURGE, FIRE_AND_PURGE)."""
         return self.value[1]
 
 
-class Trigger(ABC):
-    """Decides when a window fires. The context (``ctx``) registers timers for the current
-    key and window and reads the clocks: ``ctx.register_event_time_timer(t)``,
-    ``ctx.register_processing_time_timer(t)``, ``ctx.delete_*``, ``ctx.current_watermark()``,
-    ``ctx.current_processing_time()`` and ``ctx.get_partitioned_state(descriptor)`` (state
-    per key and window)."""
+class Trigger(ABC, TypeParameters):
+    """Decides when a window fires (``Trigger[T, TimeWindow]`` reads as in PyFlink).
+
+    The context (``ctx``) registers timers for the current key and window and reads the
+    clocks: ``ctx.register_event_time_timer(t)``, ``ctx.register_processing_time_timer(t)``,
+    ``ctx.delete_*``, ``ctx.current_watermark()``, ``ctx.current_processing_time()`` (also
+    under PyFlink's names ``get_current_watermark()`` and ``get_current_processing_time()``)
+    and ``ctx.get_partitioned_state(descriptor)`` (state per key and window)."""
 
     @abstractmethod
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
@@ -325,7 +475,7 @@ class Trigger(ABC):
         msg = f"{type(self).__name__} does not support merging (session) windows"
         raise NotImplementedError(msg)
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:  # noqa: B027 - optional hook
+    def clear(self, window: TimeWindow, ctx: Any) -> None:
         """The window is purged: delete the timers and state the trigger set."""
 
 
@@ -356,6 +506,11 @@ class EventTimeTrigger(Trigger):
     def clear(self, window: TimeWindow, ctx: Any) -> None:
         ctx.delete_event_time_timer(window.max_timestamp())
 
+    @classmethod
+    def create(cls) -> EventTimeTrigger:
+        """PyFlink's factory: the same as ``EventTimeTrigger()``."""
+        return cls()
+
 
 class ProcessingTimeTrigger(Trigger):
     """Fires when the wall clock passes the window's end."""
@@ -380,6 +535,11 @@ class ProcessingTimeTrigger(Trigger):
 
     def clear(self, window: TimeWindow, ctx: Any) -> None:
         ctx.delete_processing_time_timer(window.max_timestamp())
+
+    @classmethod
+    def create(cls) -> ProcessingTimeTrigger:
+        """PyFlink's factory: the same as ``ProcessingTimeTrigger()``."""
+        return cls()
 
 
 class CountTrigger(Trigger):
@@ -449,7 +609,7 @@ class PurgingTrigger(Trigger):
 
     @staticmethod
     def _purging(result: TriggerResult) -> TriggerResult:
-        return TriggerResult.FIRE_AND_PURGE if result.is_fire else result
+        return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
                    ctx: Any) -> TriggerResult:
@@ -657,9 +817,10 @@ class ProcessWindowFunction(Function):
     With ``reduce``/``aggregate``, ``elements`` holds the one pre-aggregated value.
     """
 
-    class Context(ABC):
-        """What ``process`` gets as ``context`` (for annotations: the runtime passes its
-        own implementation)."""
+    class Context(ABC, TypeParameters):
+        """What ``process`` gets as ``context`` (for annotations, also as PyFlink's
+        ``ProcessWindowFunction.Context[TimeWindow]``: the runtime passes its own
+        implementation)."""
 
         @abstractmethod
         def window(self) -> TimeWindow: ...
@@ -702,10 +863,35 @@ class AllWindowFunction(Function):
 
 class ProcessAllWindowFunction(Function):
     """A window of a non-keyed stream: ``process(context, elements)`` yields the outputs;
-    ``context.window()`` is the window."""
+    ``context.window()`` is the window. With ``reduce``/``aggregate`` of ``window_all``,
+    ``elements`` holds the one pre-aggregated value."""
+
+    class Context(ABC, TypeParameters):
+        """What ``process`` gets as ``context`` (for annotations, also as
+        ``ProcessAllWindowFunction.Context[TimeWindow]``): ``window()``, the clocks, and
+        ``window_state()``/``global_state()`` for state per window or across windows."""
+
+        @abstractmethod
+        def window(self) -> TimeWindow: ...
+
+        @abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abstractmethod
+        def window_state(self) -> Any: ...
+
+        @abstractmethod
+        def global_state(self) -> Any: ...
 
     @abstractmethod
-    def process(self, context: Any, elements: Iterable[Any]) -> Iterable[Any]: ...
+    def process(self, context: ProcessAllWindowFunction.Context,
+                elements: Iterable[Any]) -> Iterable[Any]: ...
+
+    def clear(self, context: ProcessAllWindowFunction.Context) -> None:
+        """The window is purged: delete per-window state it kept."""
 
 
 class WindowFunctionAdapter(ProcessWindowFunction):
@@ -736,6 +922,37 @@ class WindowFunctionAdapter(ProcessWindowFunction):
         if self.style == "apply_all":
             return self.function.apply(context.window(), elements)  # type: ignore[no-any-return]
         return self.function.process(context, elements)  # type: ignore[no-any-return]
+
+    def clear(self, context: Any) -> None:
+        # Only ProcessAllWindowFunction has the hook; (All)WindowFunctions keep no state.
+        clear = getattr(self.function, "clear", None)
+        if self.style == "process_all" and callable(clear):
+            clear(context)
+
+
+def as_window_function(function: Any, keyed: bool) -> Any:
+    """The function the window operator calls with a window's pre-aggregated value
+    (``reduce``/``aggregate`` with a window function): a ProcessWindowFunction (or plain
+    function of ``(key, context, elements)``) as it is; a WindowFunction, or on a
+    non-keyed stream an AllWindowFunction/ProcessAllWindowFunction, adapted."""
+    if function is None:
+        return None
+    if keyed:
+        if isinstance(function, WindowFunction) or (
+                not isinstance(function, ProcessWindowFunction)
+                and callable(getattr(function, "apply", None))
+                and not callable(getattr(function, "process", None))):
+            return WindowFunctionAdapter(function, "apply")
+        return function
+    if isinstance(function, ProcessAllWindowFunction) or (
+            not isinstance(function, AllWindowFunction)
+            and callable(getattr(function, "process", None))):
+        return WindowFunctionAdapter(function, "process_all")
+    if isinstance(function, AllWindowFunction) or callable(getattr(function, "apply", None)):
+        return WindowFunctionAdapter(function, "apply_all")
+    msg = ("the window function of window_all(...).reduce/aggregate must be an "
+           f"AllWindowFunction or a ProcessAllWindowFunction, got {type(function).__name__}")
+    raise TypeError(msg)
 
 
 def end_of_time_cleanup(window: TimeWindow, allowed_lateness: int, event_time: bool) -> int:

@@ -188,11 +188,27 @@ class Configuration:
 
     Values are parsed when set, so a ``Configuration`` never holds an invalid value.
     ``get`` falls back to the ``WEIR_*`` environment variable, then to the default.
+
+    PyFlink's string-key methods work too (``set_string``/``get_string``, ``set_integer``,
+    ``set_boolean``, ``set_float`` and their getters, ``key_set``, ``contains_key``,
+    ``remove_config``, ``add_all``, ``to_dict``). They see the values stored in this object
+    only, as PyFlink's do: a getter returns its ``default_value`` for a key not set here
+    (neither the ``WEIR_*`` variable nor the option's default applies). Unlike PyFlink,
+    setting a key that is no weir option raises ConfigError, as everywhere in weir.
+
+    Example:
+        >>> conf = Configuration().set_integer("parallelism.default", 4)
+        >>> conf.get_integer("parallelism.default", 1), conf.get_string("state.backend.type", "?")
+        (4, '?')
+        >>> sorted(Configuration(conf).set_boolean("execution.checkpointing.unaligned.enabled",
+        ...                                        True).to_dict().items())
+        [('execution.checkpointing.unaligned.enabled', 'true'), ('parallelism.default', '4')]
     """
 
-    def __init__(self) -> None:
-        self._values: dict[str, Any] = {}
-        self._raw: dict[str, str] = {}
+    def __init__(self, other: Configuration | None = None) -> None:
+        """An empty configuration, or a copy of ``other`` (as PyFlink's)."""
+        self._values: dict[str, Any] = {} if other is None else dict(other._values)
+        self._raw: dict[str, str] = {} if other is None else dict(other._raw)
 
     @classmethod
     def from_pairs(cls, pairs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> Configuration:
@@ -264,6 +280,85 @@ class Configuration:
         """The explicitly set values as strings (for shipping to other processes)."""
         return dict(self._raw)
 
+    # -- PyFlink's string-key API ------------------------------------------------------------
+
+    def _stored(self, key: str) -> str | None:
+        """The raw value stored under ``key`` (or the option's current key, for a
+        deprecated one), None when not set here or no option has that key."""
+        option = all_options().get(key)
+        return None if option is None else self._raw.get(option.key)
+
+    def set_string(self, key: str, value: str) -> Configuration:
+        """Set an option by key (validated, as ``set_raw``)."""
+        self.set_raw(key, value)
+        return self
+
+    def get_string(self, key: str, default_value: str) -> str:
+        """The value set for ``key``, as a string; ``default_value`` when not set here."""
+        stored = self._stored(key)
+        return default_value if stored is None else stored
+
+    def set_integer(self, key: str, value: int) -> Configuration:
+        self.set_raw(key, int(value))
+        return self
+
+    def get_integer(self, key: str, default_value: int) -> int:
+        """The value set for ``key`` as an int; ``default_value`` when not set here."""
+        stored = self._stored(key)
+        return default_value if stored is None else _parse_number(key, stored, int)
+
+    def set_float(self, key: str, value: float) -> Configuration:
+        self.set_raw(key, float(value))
+        return self
+
+    def get_float(self, key: str, default_value: float) -> float:
+        """The value set for ``key`` as a float; ``default_value`` when not set here."""
+        stored = self._stored(key)
+        return float(default_value) if stored is None else _parse_number(key, stored, float)
+
+    def set_boolean(self, key: str, value: bool) -> Configuration:
+        self.set_raw(key, "true" if value else "false")
+        return self
+
+    def get_boolean(self, key: str, default_value: bool) -> bool:
+        """The value set for ``key`` as a bool; ``default_value`` when not set here."""
+        stored = self._stored(key)
+        if stored is None:
+            return default_value
+        try:
+            return _parse_bool(stored)
+        except ValueError as err:
+            msg = f"invalid value for '{key}': {err}"
+            raise ConfigError(msg) from err
+
+    def key_set(self) -> set[str]:
+        """The keys set in this configuration."""
+        return set(self._raw)
+
+    def contains_key(self, key: str) -> bool:
+        """Whether ``key`` is set in this configuration (the ``WEIR_*`` variables aside)."""
+        return self._stored(key) is not None
+
+    def remove_config(self, key: str) -> bool:
+        """Unset ``key``; whether it was set."""
+        option = all_options().get(key)
+        if option is None or option.key not in self._raw:
+            return False
+        del self._raw[option.key]
+        self._values.pop(option.key, None)
+        return True
+
+    def add_all(self, other: Configuration, prefix: str | None = None) -> Configuration:
+        """Set every value of ``other`` here, its keys preceded by ``prefix`` if given (the
+        prefixed keys must be weir options too)."""
+        for key, value in other.to_dict().items():
+            self.set_raw(f"{prefix or ''}{key}", value)
+        return self
+
+    def add_all_to_dict(self, target_dict: dict[str, Any]) -> None:
+        """Add the values set here to ``target_dict`` (as strings)."""
+        target_dict.update(self._raw)
+
     def merged(self, other: Mapping[str, str]) -> Configuration:
         """A copy with ``other`` applied on top."""
         conf = Configuration.from_pairs(self._raw)
@@ -273,6 +368,14 @@ class Configuration:
 
     def __repr__(self) -> str:
         return f"Configuration({self._raw!r})"
+
+
+def _parse_number(key: str, text: str, kind: Callable[[str], T]) -> T:
+    try:
+        return kind(text.strip())
+    except ValueError as err:
+        msg = f"invalid value for '{key}': {text!r} is not a {getattr(kind, '__name__', kind)}"
+        raise ConfigError(msg) from err
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:

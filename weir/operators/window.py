@@ -38,6 +38,7 @@ from weir.state.descriptors import (
 from weir.state.timers import Timer
 from weir.window import (
     Evictor,
+    ProcessAllWindowFunction,
     ProcessWindowFunction,
     TimeWindow,
     Trigger,
@@ -124,6 +125,10 @@ class _TriggerContext:
     def current_processing_time(self) -> int:
         return self._op.timers.current_processing_time()
 
+    # PyFlink's Trigger.TriggerContext names, for triggers written against PyFlink.
+    get_current_watermark = current_watermark
+    get_current_processing_time = current_processing_time
+
     def register_event_time_timer(self, time: int) -> None:
         self._op.timers.register_event_time_timer(self.window, time)
 
@@ -141,8 +146,9 @@ class _TriggerContext:
             descriptor)
 
 
-class _WindowContext(ProcessWindowFunction.Context):
-    """What a ProcessWindowFunction sees (PyFlink's ``ProcessWindowFunction.Context``)."""
+class _WindowContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
+    """What a ProcessWindowFunction sees (PyFlink's ``ProcessWindowFunction.Context``), and
+    through WindowFunctionAdapter a ProcessAllWindowFunction."""
 
     def __init__(self, operator: WindowOperator) -> None:
         self._op = operator
@@ -443,9 +449,9 @@ class WindowOperator(KeyedOperator):
     # -- firing ----------------------------------------------------------------------------
 
     def _apply(self, result: TriggerResult, key: Any, window: TimeWindow) -> None:
-        if result.is_fire:
+        if result.is_fire():
             self._fire(key, window)
-        if result.is_purge:
+        if result.is_purge():
             contents = self._contents
             contents.set_current_namespace(window)
             contents.clear()
