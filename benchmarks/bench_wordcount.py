@@ -7,7 +7,9 @@ from a 100,000-word vocabulary with Zipf-like skew (P(rank k) ~ 1/k), written on
 Parquet files under ``build/bench-data/`` (reused when present) in two shapes:
 
 * ``words/``: column ``word``, one word per row (for the vectorised form);
-* ``lines/``: column ``line``, 10 words per row separated by spaces (per-record form).
+* ``lines/``: column ``line``, 10 words per row separated by spaces (per-record form);
+* ``one-file-16/words.parquet``, ``one-file-16/lines.parquet``: the same in one file
+  each, of 16 row groups (the one-file forms).
 
 One local cluster (``weir cluster start``: a JobMaster and 2 TaskExecutors with 2 slots
 each, all separate OS processes) serves the whole run; both jobs run at parallelism 2:
@@ -30,6 +32,16 @@ each, all separate OS processes) serves the whole run; both jobs run at parallel
     One Python call per line and several per word (key selector, reduce). The benchmark
     uses named module-level functions (``split_line``, ``first``, ``add_counts``) with
     exactly these bodies.
+
+(c) one file (``one_file``, ``per_record_one_file``): (a) and (b) over the one-file
+    dataset. The file source splits the file into ranges of row groups, so both
+    subtasks read it.
+
+(d) one file, unsplit (``one_file_unsplit``, ``per_record_one_file_unsplit``): the same
+    with ``FileSource(split_bytes=`` larger than the file``)``: one split, read by one
+    subtask, as before files were split. (c) against (d), in the same run, is what
+    splitting a large file buys (``*_split_speedup``). It matters most where the work
+    is chained to the source (the per-record form's ``flat_map``).
 
 Each job is timed end to end on the client: from building/submitting the job graph to the
 JobMaster reporting FINISHED (polled every 20 ms). ``records/s = words / seconds``. The
@@ -110,6 +122,7 @@ from common import (
 )
 
 from weir import DiscardingSink
+from weir.sources.files import FileSource
 
 FULL_WORDS = 10_000_000
 QUICK_WORDS = 1_000_000
@@ -127,7 +140,14 @@ DATA_DIR = BUILD_DIR / "bench-data"
 CLUSTER_DIR = BUILD_DIR / "bench-cluster-wordcount"
 PROFILE_DIR = BUILD_DIR / "bench-profiles"
 
-FORMS = ("vectorized", "per_record")
+FORMS = ("vectorized", "per_record", "one_file", "one_file_unsplit", "per_record_one_file",
+         "per_record_one_file_unsplit")
+#: What the speedup of splitting one file is reported for: (split form, unsplit form).
+SPLIT_PAIRS = {"one_file_split_speedup": ("one_file", "one_file_unsplit"),
+               "per_record_one_file_split_speedup": ("per_record_one_file",
+                                                     "per_record_one_file_unsplit")}
+#: Row groups per one-file dataset (as a writer with a row-group size limit leaves them).
+ONE_FILE_ROW_GROUPS = 16
 
 
 # -- input data -------------------------------------------------------------------------------
@@ -188,6 +208,20 @@ def ensure_dataset(n_words: int) -> Path:
     return root
 
 
+def one_file(root: Path, sub: str) -> Path:
+    """``sub/`` (words or lines) rewritten as one Parquet file of
+    :data:`ONE_FILE_ROW_GROUPS` row groups (made once, next to it)."""
+    path = root / f"one-file-{ONE_FILE_ROW_GROUPS}" / f"{sub}.parquet"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        partial = path.with_name(f".{sub}.parquet")
+        table = pq.read_table(root / sub)
+        pq.write_table(table, partial,
+                       row_group_size=max(1, -(-table.num_rows // ONE_FILE_ROW_GROUPS)))
+        partial.rename(path)
+    return path
+
+
 def expected_counts(root: Path) -> dict[str, int]:
     counts = pc.value_counts(pq.read_table(root / "words", columns=["word"])["word"])
     return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
@@ -213,18 +247,34 @@ def add_counts(a: tuple[str, int], b: tuple[str, int]) -> tuple[str, int]:
     return (a[0], a[1] + b[1])
 
 
-def vectorized_pipeline(env: Any, root: Path) -> Any:
-    return (env.from_source(str(root / "words"), format="parquet")
+def vectorized(env: Any, source: Any) -> Any:
+    return (env.from_source(source, format="parquet")
             .map_batches(identity)
             .key_by("word")
             .count())
 
 
-def per_record_pipeline(env: Any, root: Path) -> Any:
-    return (env.from_source(str(root / "lines"), format="parquet")
+def per_record(env: Any, source: Any) -> Any:
+    return (env.from_source(source, format="parquet")
             .flat_map(split_line)
             .key_by(first)
             .reduce(add_counts))
+
+
+def files(sub: str) -> Callable[[Path], Any]:
+    """The source of the 4 files of ``sub``."""
+    return lambda root: str(root / sub)
+
+
+def single(sub: str, split: bool) -> Callable[[Path], Any]:
+    """The source of ``sub`` as one file: split into ranges of row groups as usual, or
+    (``split`` False) read whole by one subtask."""
+    def source(root: Path) -> Any:
+        path = one_file(root, sub)
+        if split:
+            return str(path)
+        return FileSource(str(path), format="parquet", split_bytes=path.stat().st_size * 100)
+    return source
 
 
 if __name__ != "__main__":
@@ -232,16 +282,22 @@ if __name__ != "__main__":
     # TaskExecutors cannot import this module.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-PIPELINES: dict[str, Callable[[Any, Path], Any]] = {
-    "vectorized": vectorized_pipeline,
-    "per_record": per_record_pipeline,
+#: form -> (pipeline, source of the dataset root)
+PIPELINES: dict[str, tuple[Callable[[Any, Any], Any], Callable[[Path], Any]]] = {
+    "vectorized": (vectorized, files("words")),
+    "per_record": (per_record, files("lines")),
+    "one_file": (vectorized, single("words", split=True)),
+    "one_file_unsplit": (vectorized, single("words", split=False)),
+    "per_record_one_file": (per_record, single("lines", split=True)),
+    "per_record_one_file_unsplit": (per_record, single("lines", split=False)),
 }
 
 
 def run_form(cluster: LocalCluster, form: str, root: Path, config: dict[str, Any]) -> Any:
     env = cluster.environment(config)
     env.set_parallelism(PARALLELISM)
-    PIPELINES[form](env, root).sink_to(DiscardingSink())
+    pipeline, source = PIPELINES[form]
+    pipeline(env, source(root)).sink_to(DiscardingSink())
     pids = [*cluster.taskexecutor_pids(), cluster.jobmaster_pid()]
     return run_job(env, f"bench wordcount {form} ({root.name})", cpu_pids=pids)
 
@@ -265,14 +321,16 @@ def ceiling_run(root: Path, use_threads: bool = True,
     return seconds, cpu
 
 
-def verify(cluster: LocalCluster, root: Path, config: dict[str, Any]) -> dict[str, float]:
-    """Run both pipelines with a collect sink; the last count per word must be exact."""
+def verify(cluster: LocalCluster, root: Path, config: dict[str, Any],
+           forms: list[str]) -> dict[str, float]:
+    """Run every form with a collect sink; the last count per word must be exact."""
     expected = expected_counts(root)
     took = {}
-    for form in FORMS:
+    for form in forms:
         env = cluster.environment(config)
         env.set_parallelism(PARALLELISM)
-        stream = PIPELINES[form](env, root)
+        pipeline, source = PIPELINES[form]
+        stream = pipeline(env, source(root))
         started = time.perf_counter()
         last: dict[str, int] = {}
         updates = 0
@@ -297,7 +355,7 @@ def verify(cluster: LocalCluster, root: Path, config: dict[str, Any]) -> dict[st
         if problems:
             msg = f"WRONG RESULT of the {form} word count: " + "; ".join(problems)
             raise AssertionError(msg)
-        print(f"  {form:11} correct: {len(expected):,} distinct words, {words:,} updates "
+        print(f"  {form:27} correct: {len(expected):,} distinct words, {words:,} updates "
               f"({took[form]:.1f} s)", flush=True)
     return took
 
@@ -320,7 +378,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="configuration of the cluster's daemons (repeatable), e.g. "
                              "-D taskmanager.memory.segment-size=1mb")
     parser.add_argument("--forms", default=",".join(FORMS),
-                        help="comma-separated forms to time (default: both)")
+                        help=f"comma-separated forms to time (default: {','.join(FORMS)})")
     parser.add_argument("--no-verify", action="store_true", help="skip the correctness guard")
     parser.add_argument("--profile", action="store_true",
                         help="one extra run per form under py-spy (TaskExecutor processes)")
@@ -371,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
                       options=args.cluster_options) as cluster:
         if not args.no_verify:
             print(f"correctness guard on {VERIFY_WORDS:,} words:", flush=True)
-            verified = verify(cluster, verify_root, config)
+            verified = verify(cluster, verify_root, config, args.forms)
         ceiling_run(root, words=args.words)  # warm the page cache; check the ceiling
         for form in args.forms:  # warm-up, and the fixed cost of a (nearly) empty job
             for _ in range(3):
@@ -387,11 +445,11 @@ def main(argv: list[str] | None = None) -> int:
                 times[form].append(timing.wall_s)
                 cluster_times[form].append(timing.cluster_s)
                 cpu_times[form].append(sum(timing.cpu_s.values()))
-                print(f"  run {run}/{args.runs}: {form:11} {timing.wall_s:7.2f} s "
+                print(f"  run {run}/{args.runs}: {form:27} {timing.wall_s:7.2f} s "
                       f"({rate(args.words / timing.wall_s)} records/s; cluster used "
                       f"{cpu_times[form][-1]:.1f} CPU-s)", flush=True)
             best = min(ceiling[-CEILING_REPEATS:])
-            print(f"  run {run}/{args.runs}: {'ceiling':11} {best:7.2f} s "
+            print(f"  run {run}/{args.runs}: {'ceiling':27} {best:7.2f} s "
                   f"({rate(args.words / best)} words/s, best of {CEILING_REPEATS})", flush=True)
         if args.profile:
             pids = cluster.taskexecutor_pids()
@@ -454,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
     single = median(ceiling_1t)
     rows.append(["  same, reading without threads", f"{single:.2f}", rate(words / single),
                  f"{ceiling_s / single:.1%}", "", "", "", ""])
+    for key, (split, unsplit) in SPLIT_PAIRS.items():
+        if {split, unsplit} <= set(args.forms):
+            result[key] = median(times[unsplit]) / median(times[split])
     result["verified"] = {"words": VERIFY_WORDS, "seconds": verified} if verified else False
     result["profiles"] = profiles
     result["machine"] = info
@@ -475,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
     if "per_record" in args.forms:
         ok = result["per_record_records_per_s"] >= 100_000
         checks.append(f"per-record >= 100k records/s: {'yes' if ok else 'NO'}")
+    for key, (split, _) in SPLIT_PAIRS.items():
+        if key in result:
+            checks.append(f"{split} split vs unsplit: {result[key]:.2f}x")
     print("targets: " + "; ".join(checks))
     print(f"results written to {args.output} (total {result['total_benchmark_s']:.0f} s)")
     return 0

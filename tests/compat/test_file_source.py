@@ -13,7 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from weir import StreamExecutionEnvironment
-from weir.sources.files import FileReader, FileSource, FileSplit, split_file
+from weir.sources.files import (
+    MIN_SPLIT_BYTES,
+    FileReader,
+    FileSource,
+    FileSplit,
+    split_file,
+    split_size,
+)
 
 ROWS = [{"id": i, "name": f"user,{i}" if i % 7 == 0 else f"u{i}", "score": i * 0.5}
         for i in range(2000)]
@@ -78,3 +85,27 @@ def test_read_text_file_reads_every_line_once_in_parallel(tmp_path: Path) -> Non
     assert sorted(env.read_text_file(str(path)).execute_and_collect()) == sorted(lines)
     in_splits = env.from_source(FileSource(str(path), format="text", split_bytes=2048))
     assert sorted(in_splits.execute_and_collect()) == sorted(lines)
+
+
+@pytest.mark.parametrize("parallelism", [2, 3])
+def test_a_bounded_source_gives_each_subtask_an_equal_share(tmp_path: Path,
+                                                           parallelism: int) -> None:
+    # 12 row groups of 1 MiB that do not compress: one file of 12 MiB.
+    import numpy as np
+
+    path = tmp_path / "big.parquet"
+    rows = 12 * 1024
+    blobs = np.random.default_rng(7).integers(0, 256, size=(rows, 1024), dtype=np.uint8)
+    pq.write_table(pa.table({"b": pa.array([r.tobytes() for r in blobs], pa.binary())}),
+                   path, row_group_size=1024, compression="none")
+    total = path.stat().st_size
+    assert split_size([str(path)], parallelism) == max(MIN_SPLIT_BYTES,
+                                                       -(-total // parallelism))
+    splits = FileSource(str(path)).create_enumerator(parallelism).snapshot_state(0)["pending"]
+    groups = [s.end - s.start for s in splits]
+    # 12 MiB at parallelism 2: two splits of 6 groups (a 64 MiB split would be one);
+    # at 3, the 4 MiB floor: three of 4.
+    assert groups == [12 // parallelism] * parallelism, groups
+    # An explicit split_bytes is the size, whatever the parallelism.
+    whole = FileSource(str(path), split_bytes=total * 2).create_enumerator(parallelism)
+    assert [s.end for s in whole.snapshot_state(0)["pending"]] == [-1]

@@ -3,12 +3,15 @@
 A large file is read in parallel, as Flink's file source does: a Parquet file splits into
 ranges of row groups, a CSV or JSON-lines file into byte ranges of about ``split_bytes``
 whose lines are the ones *starting* in the range (a line crossing the end belongs to the
-range it starts in). A split's ``offset`` is the number of rows already read from it, so a
-reader restored from a checkpoint skips exactly those rows (whole Parquet row groups
-without reading them) and replay is exact. The columns of every CSV split take the types
-inferred from the start of its file (so do JSON-lines splits), and a CSV file large
-enough to split must not have line breaks inside quoted fields. Records are Arrow batches
-whose rows read as :class:`weir.Row`.
+range it starts in). Unless ``split_bytes`` is given, a bounded source sizes its splits as
+Spark does, so that the subtasks get about equal shares: the total size of the files over
+the parallelism, but at least :data:`MIN_SPLIT_BYTES` and at most :data:`SPLIT_BYTES` (a
+monitored directory uses :data:`SPLIT_BYTES`). A split's ``offset`` is the number of rows
+already read from it, so a reader restored from a checkpoint skips exactly those rows
+(whole Parquet row groups without reading them) and replay is exact. The columns of every
+CSV split take the types inferred from the start of its file (so do JSON-lines splits),
+and a CSV file large enough to split must not have line breaks inside quoted fields.
+Records are Arrow batches whose rows read as :class:`weir.Row`.
 
 Paths are local (or ``file://``) paths that the JobMaster and every TaskExecutor can read
 (a shared file system on a real cluster). A relative path means the submitting process's
@@ -55,6 +58,8 @@ FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json
 #: Target size of one split of a large file (bytes of a CSV/JSON file, compressed bytes of
 #: Parquet row groups).
 SPLIT_BYTES = 64 << 20
+#: The smallest split a bounded source aims for (smaller ones cost more than they share).
+MIN_SPLIT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -86,10 +91,15 @@ def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES) -> list[File
             ranges: list[tuple[int, int]] = []
             first, size = 0, 0
             for group in range(metadata.num_row_groups):
-                size += metadata.row_group(group).total_byte_size
-                if size >= split_bytes:
-                    ranges.append((first, group + 1))
-                    first, size = group + 1, 0
+                row_group = metadata.row_group(group)
+                # Compressed bytes: the file's own size, as for the other formats.
+                group_bytes = sum(row_group.column(c).total_compressed_size
+                                  for c in range(row_group.num_columns))
+                # A split takes row groups while they fit (a larger one stands alone).
+                if size and size + group_bytes > split_bytes:
+                    ranges.append((first, group))
+                    first, size = group, 0
+                size += group_bytes
             if first < metadata.num_row_groups:
                 ranges.append((first, metadata.num_row_groups))
         else:
@@ -102,6 +112,25 @@ def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES) -> list[File
     if len(ranges) <= 1:
         return [FileSplit(path, fmt)]
     return [FileSplit(path, fmt, 0, start, end) for start, end in ranges]
+
+
+def split_size(paths: list[str], parallelism: int, split_bytes: int = SPLIT_BYTES) -> int:
+    """How large the splits of a bounded read of ``paths`` should be, as Spark sizes its
+    file partitions: an equal share of the total size per subtask, but at least
+    :data:`MIN_SPLIT_BYTES` and at most ``split_bytes``.
+
+    Example:
+        >>> split_size([], 2, 64 << 20) == MIN_SPLIT_BYTES
+        True
+    """
+    total = 0
+    for path in paths:
+        try:
+            total += os.path.getsize(path.removeprefix("file://"))
+        except OSError:
+            continue  # its reader reports it
+    share = -(-total // max(1, parallelism))
+    return min(split_bytes, max(MIN_SPLIT_BYTES, share))
 
 
 def _scheme(path: str) -> str:
@@ -149,7 +178,7 @@ class FileSource(Source):
     def __init__(self, path: str, format: str = "parquet",
                  monitor_interval: float | None = None,
                  lister: Callable[[str], list[str]] | None = None,
-                 name: str | None = None, split_bytes: int = SPLIT_BYTES) -> None:
+                 name: str | None = None, split_bytes: int | None = None) -> None:
         if format not in FORMATS:
             msg = f"unknown file format {format!r} (use one of: {', '.join(FORMATS)})"
             raise ValueError(msg)
@@ -161,17 +190,18 @@ class FileSource(Source):
         self.lister = lister
         self.bounded = monitor_interval is None
         self.name = name or f"File Source ({format}: {path})"
-        if split_bytes < 1:
+        if split_bytes is not None and split_bytes < 1:
             msg = f"split_bytes must be positive, got {split_bytes}"
             raise ValueError(msg)
-        #: About how much of a large file one split reads (see the module docstring).
+        #: About how much of a large file one split reads; None: sized to the parallelism
+        #: (see the module docstring).
         self.split_bytes = split_bytes
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
-        return FileSplitEnumerator(self)
+        return FileSplitEnumerator(self, parallelism=parallelism)
 
     def restore_enumerator(self, parallelism: int, checkpoint: Any) -> SplitEnumerator:
-        return FileSplitEnumerator(self, checkpoint)
+        return FileSplitEnumerator(self, checkpoint, parallelism)
 
     def create_reader(self, context: ReaderContext) -> SourceReader:
         return FileReader(context.batch_size)
@@ -245,8 +275,10 @@ class FileSplitEnumerator(SplitEnumerator):
     the ones it listed when it started) and never hands out a path it has seen.
     """
 
-    def __init__(self, source: FileSource, checkpoint: dict[str, Any] | None = None) -> None:
+    def __init__(self, source: FileSource, checkpoint: dict[str, Any] | None = None,
+                 parallelism: int = 1) -> None:
         self._source = source
+        self._parallelism = max(1, parallelism)
         self._seen: set[str] = set()
         self._pending: list[FileSplit] = []
         if checkpoint is None:
@@ -259,12 +291,14 @@ class FileSplitEnumerator(SplitEnumerator):
         return {"pending": list(self._pending), "seen": sorted(self._seen)}
 
     def _discover(self) -> None:
-        for path in self._source.list():
-            if path not in self._seen:
-                self._seen.add(path)
-                self._pending.extend(split_file(path, self._source.format,
-                                                getattr(self._source, "split_bytes",
-                                                        SPLIT_BYTES)))
+        paths = [p for p in self._source.list() if p not in self._seen]
+        split_bytes = getattr(self._source, "split_bytes", None)
+        if split_bytes is None:
+            split_bytes = split_size(paths, self._parallelism) if self._source.bounded \
+                else SPLIT_BYTES
+        for path in paths:
+            self._seen.add(path)
+            self._pending.extend(split_file(path, self._source.format, split_bytes))
 
     def request_splits(self, subtask_index: int) -> SplitAssignment:
         if not self._pending and not self._source.bounded:
