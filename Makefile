@@ -20,7 +20,7 @@ demo: install
 	@bash deploy/demo.sh
 
 test: install
-	$(PYTEST) -q tests
+	$(PYTEST) -q --durations=25 tests
 
 chaos: install
 	$(PYTEST) -q -m "" tests
