@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "AsyncFunction": "weir.functions",
     "AsyncRetryStrategies": "weir.async_io",
     "AsyncRetryStrategy": "weir.async_io",
+    "BaseBroadcastProcessFunction": "weir.functions",
     "BroadcastConnectedStream": "weir.datastream",
     "BroadcastProcessFunction": "weir.functions",
     "BroadcastState": "weir.state.operator_state",
@@ -269,6 +270,9 @@ if TYPE_CHECKING:
     )
     from weir.functions import (
         AsyncFunction as AsyncFunction,
+    )
+    from weir.functions import (
+        BaseBroadcastProcessFunction as BaseBroadcastProcessFunction,
     )
     from weir.functions import (
         BroadcastProcessFunction as BroadcastProcessFunction,

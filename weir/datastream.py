@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from weir.core.errors import InvalidJobError
 from weir.core.time import to_millis
@@ -45,7 +45,7 @@ from weir.operators.window import (
     FieldReducer,
     WindowOperator,
 )
-from weir.unsupported import DATA_STREAM, refuse
+from weir.unsupported import DATA_STREAM, DATA_STREAM_SINK, refuse
 from weir.watermarks import WatermarkStrategy
 from weir.window import (
     CountEvictor,
@@ -296,17 +296,25 @@ class DataStream:
                           PrintSinkOperator("Print"))
 
     def execute_and_collect(self, job_execution_name: str | None = None,
-                            limit: int | None = None) -> CloseableIterator:
-        """Run the job and iterate over this stream's records as they arrive.
+                            limit: int | None = None) -> CloseableIterator | list[Any]:
+        """Run the job and iterate over this stream's records as they arrive; with
+        ``limit``, as in PyFlink, return a list of the first ``limit`` records instead (all
+        of them if the job ends with fewer), the job cancelled if it still runs.
 
         Example: ``sorted(ds.execute_and_collect())``. Use as a context manager, or
         ``close()`` the iterator, to stop early (the job is cancelled if still running).
         """
+        if limit is not None and limit <= 0:
+            msg = f"execute_and_collect: the limit must be greater than 0, got {limit}"
+            raise ValueError(msg)
         t = Transformation(name="Sink: Collect", kind="sink", inputs=[self._t],
                            operator=CollectSinkOperator("Collect"))
         self._env._add_sink(t)
         client = self._env.execute_async(job_execution_name)
-        return CloseableIterator(client.collect(limit), client)
+        if limit is None:
+            return CloseableIterator(client.collect(), client)
+        # The collect iterator cancels the job (if still running) once it stops.
+        return list(client.collect(limit))
 
 
 class KeyedStream(DataStream):
@@ -319,6 +327,37 @@ class KeyedStream(DataStream):
 
     def _keyed(self, name: str, operator: Any) -> DataStream:
         return self._then(name, operator)
+
+    # A keyed stream is partitioned by its key: PyFlink refuses to repartition it.
+
+    @staticmethod
+    def _keeps_its_partitioning() -> NoReturn:
+        msg = "Cannot override partitioning for KeyedStream."
+        raise InvalidJobError(msg)
+
+    def shuffle(self) -> DataStream:
+        """Refused, as in PyFlink: a keyed stream stays partitioned by its key."""
+        self._keeps_its_partitioning()
+
+    def rebalance(self) -> DataStream:
+        """Refused, as in PyFlink: a keyed stream stays partitioned by its key."""
+        self._keeps_its_partitioning()
+
+    def rescale(self) -> DataStream:
+        """Refused, as in PyFlink: a keyed stream stays partitioned by its key."""
+        self._keeps_its_partitioning()
+
+    def forward(self) -> DataStream:
+        """Refused, as in PyFlink: a keyed stream stays partitioned by its key."""
+        self._keeps_its_partitioning()
+
+    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+        """Without descriptors, refused as in PyFlink (a keyed stream stays partitioned by
+        its key). With MapStateDescriptors, a BroadcastStream of this stream's records, as
+        weir always allowed (PyFlink refuses this too)."""
+        if not broadcast_state_descriptors:
+            self._keeps_its_partitioning()
+        return super().broadcast(*broadcast_state_descriptors)
 
     # Per-record functions on a keyed stream get keyed state through their runtime context
     # (Flink's rich functions on a KeyedStream).
@@ -722,11 +761,24 @@ class BroadcastConnectedStream:
 
 
 class DataStreamSink:
-    """The end of a stream: naming and parallelism of the sink."""
+    """The end of a stream: naming, parallelism and chaining of the sink.
+
+    Example:
+        >>> from weir import StreamExecutionEnvironment
+        >>> env = StreamExecutionEnvironment.get_execution_environment()
+        >>> sink = env.from_collection([1]).print().name("out").set_description("stdout")
+        >>> sink.disable_chaining() is sink
+        True
+    """
 
     def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
         self._env = env
         self._t = transformation
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return refuse(type(self).__name__, name, DATA_STREAM_SINK)
 
     def name(self, name: str) -> DataStreamSink:
         self._t.name = name
@@ -738,6 +790,16 @@ class DataStreamSink:
 
     def set_parallelism(self, parallelism: int) -> DataStreamSink:
         self._t.parallelism = parallelism
+        return self
+
+    def set_description(self, description: str) -> DataStreamSink:
+        """A description of the sink, for people reading the program."""
+        self._t.description = description
+        return self
+
+    def disable_chaining(self) -> DataStreamSink:
+        """Run the sink in a task of its own, not chained to the operator before it."""
+        self._t.disable_chaining = True
         return self
 
 

@@ -13,7 +13,9 @@ Example:
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from weir.core import options
 
@@ -78,3 +80,26 @@ class ExecutionConfig:
 
     def disable_object_reuse(self) -> ExecutionConfig:
         return self
+
+    def set_global_job_parameters(self, global_job_parameters_dict: Mapping[str, Any]
+                                  ) -> ExecutionConfig:
+        """Parameters every user function reads at run time with
+        ``runtime_context.get_job_parameter(key, default_value)``. As in PyFlink, values
+        that are not strings are stored as ``str(value)``, and the dict replaces any
+        parameters set before (``pipeline.global-job-parameters``).
+
+        Example:
+            >>> from weir import StreamExecutionEnvironment
+            >>> config = StreamExecutionEnvironment.get_execution_environment().get_config()
+            >>> config.set_global_job_parameters({"threshold": 5}).get_global_job_parameters()
+            {'threshold': '5'}
+        """
+        parameters = {str(key): value if isinstance(value, str) else str(value)
+                      for key, value in global_job_parameters_dict.items()}
+        self._env.get_configuration().set_raw(options.GLOBAL_JOB_PARAMETERS.key,
+                                              json.dumps(parameters, sort_keys=True))
+        return self
+
+    def get_global_job_parameters(self) -> dict[str, str]:
+        """The job's global parameters (empty when none were set)."""
+        return options.job_parameters(self._env.get_configuration())

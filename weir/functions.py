@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from weir.core.clock import wall_clock_ms
+from weir.core.errors import UserError
 from weir.core.generics import TypeParameters
 
 if TYPE_CHECKING:
@@ -82,19 +84,39 @@ class _SideOutputs:
 
 
 class RuntimeContext:
-    """What a function may learn about where it runs, and its handle to keyed state."""
+    """What a function may learn about where it runs, the job's global parameters, and its
+    handle to keyed state.
+
+    Example:
+        >>> ctx = RuntimeContext("Map", 1, 4, 128, 0, job_parameters={"env": "prod"})
+        >>> ctx.get_task_name_with_subtasks(), ctx.get_job_parameter("env", "dev")
+        ('Map (2/4)', 'prod')
+    """
 
     def __init__(self, task_name: str, subtask_index: int, parallelism: int,
-                 max_parallelism: int, attempt_number: int, state_store: Any = None) -> None:
+                 max_parallelism: int, attempt_number: int, state_store: Any = None,
+                 job_parameters: Mapping[str, str] | None = None) -> None:
         self._task_name = task_name
         self._subtask_index = subtask_index
         self._parallelism = parallelism
         self._max_parallelism = max_parallelism
         self._attempt_number = attempt_number
         self._state_store = state_store
+        self._job_parameters = dict(job_parameters or {})
 
     def get_task_name(self) -> str:
         return self._task_name
+
+    def get_task_name_with_subtasks(self) -> str:
+        """The task's name with the subtask, as Flink writes it: ``"Map (2/4)"`` for the
+        second of four subtasks."""
+        return f"{self._task_name} ({self._subtask_index + 1}/{self._parallelism})"
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        """The global job parameter ``key`` (set with
+        ``env.get_config().set_global_job_parameters({...})``), as a string;
+        ``default_value`` when the job has no such parameter."""
+        return self._job_parameters.get(key, default_value)
 
     def get_index_of_this_subtask(self) -> int:
         return self._subtask_index
@@ -180,13 +202,21 @@ class ProcessFunction(Function):
     """A function that may emit any number of records per input record."""
 
     class Context(_SideOutputs):
-        def __init__(self) -> None:
+        def __init__(self, timer_service: TimerService | None = None) -> None:
             self.current_key: Any = None
             self._timestamp: int | None = None
+            self._timer_service = timer_service
 
         def timestamp(self) -> int | None:
             """The event-time timestamp of the current record (None if it has none)."""
             return None if self._timestamp == _NO_TIMESTAMP else self._timestamp
+
+        def timer_service(self) -> TimerService:
+            """The current processing time and watermark; setting timers needs a keyed
+            stream (a KeyedProcessFunction), as in Flink."""
+            if self._timer_service is None:  # a context made outside an operator
+                self._timer_service = non_keyed_timer_service(OperatorClock())
+            return self._timer_service
 
     @abstractmethod
     def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None:
@@ -200,8 +230,26 @@ class TimeDomain(enum.Enum):
     PROCESSING_TIME = 1
 
 
+class OperatorClock:
+    """The clocks of an operator without timers, for its function's timer service: the
+    wall clock, and ``current_watermark``, which the operator sets to each watermark it
+    receives (the smallest watermark until the first)."""
+
+    def __init__(self, processing_time: Callable[[], int] = wall_clock_ms) -> None:
+        self._processing_time = processing_time
+        self.current_watermark = _NO_TIMESTAMP
+
+    def current_processing_time(self) -> int:
+        return self._processing_time()
+
+
 class TimerService:
-    """Timers and clocks of a keyed function; timers belong to the current key."""
+    """Timers and clocks of a keyed function; timers belong to the current key.
+
+    ``timers`` is the operator's timer service, or an :class:`OperatorClock` for a function
+    on a non-keyed stream, whose timer service tells the time but refuses timers (as
+    Flink's does: a timer belongs to a key).
+    """
 
     def __init__(self, timers: Any) -> None:
         self._timers = timers
@@ -227,6 +275,32 @@ class TimerService:
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
         self._timers.delete_processing_time_timer(None, timestamp)
+
+
+class _NonKeyedTimerService(TimerService):
+    """The timer service of a function on a non-keyed stream: clocks only."""
+
+    def _refuse(self, what: str) -> None:
+        msg = (f"{what} timers is only supported on a keyed stream: key_by(...) the stream "
+               "and process it with a KeyedProcessFunction (a timer belongs to a key)")
+        raise UserError(msg)
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._refuse("setting")
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._refuse("setting")
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._refuse("deleting")
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._refuse("deleting")
+
+
+def non_keyed_timer_service(clock: OperatorClock) -> TimerService:
+    """The timer service a non-keyed function's context gives: ``clock``'s time, no timers."""
+    return _NonKeyedTimerService(clock)
 
 
 class KeyedProcessFunction(Function):
@@ -389,7 +463,38 @@ class _BroadcastStates:
         return state if self._writable else ReadOnlyBroadcastState(state)
 
 
-class BroadcastProcessFunction(Function):
+class BaseBroadcastProcessFunction(Function):
+    """What BroadcastProcessFunction and KeyedBroadcastProcessFunction share (PyFlink's
+    base of both): contexts that give the record's timestamp, the current processing time
+    and watermark, side outputs and the broadcast state (read-only in ``ReadOnlyContext``,
+    writable in ``Context``)."""
+
+    class BaseContext:
+        """The clocks of every broadcast function's context (its ``timer_service()``'s)."""
+
+        def timer_service(self) -> TimerService:
+            # Given by the (keyed or not) process function context each subclass mixes in
+            # first.
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            """The wall clock, epoch milliseconds."""
+            return self.timer_service().current_processing_time()
+
+        def current_watermark(self) -> int:
+            """The operator's event time: the last watermark it received."""
+            return self.timer_service().current_watermark()
+
+    class ReadOnlyContext(BaseContext, _BroadcastStates):
+        """The context of ``process_element``: broadcast state is read-only."""
+
+    class Context(ReadOnlyContext):
+        """The context of ``process_broadcast_element``: broadcast state is writable."""
+
+        _writable = True
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction):
     """The broadcast state pattern on a non-keyed stream: ``process_element`` sees each
     record of the stream with read-only broadcast state, ``process_broadcast_element``
     each broadcast record with writable broadcast state.
@@ -405,12 +510,13 @@ class BroadcastProcessFunction(Function):
         ...         ctx.get_broadcast_state(RULES).put(value, True)
     """
 
-    class ReadOnlyContext(ProcessFunction.Context, _BroadcastStates):
-        def __init__(self, broadcast: dict[str, Any] | None = None) -> None:
-            super().__init__()
+    class ReadOnlyContext(ProcessFunction.Context, BaseBroadcastProcessFunction.ReadOnlyContext):
+        def __init__(self, broadcast: dict[str, Any] | None = None,
+                     timer_service: TimerService | None = None) -> None:
+            ProcessFunction.Context.__init__(self, timer_service)
             self._broadcast = broadcast or {}
 
-    class Context(ReadOnlyContext):
+    class Context(ReadOnlyContext, BaseBroadcastProcessFunction.Context):
         _writable = True
 
     @abstractmethod
@@ -422,18 +528,19 @@ class BroadcastProcessFunction(Function):
                                   ) -> Iterable[Any] | None: ...
 
 
-class KeyedBroadcastProcessFunction(Function):
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
     """The broadcast state pattern on a keyed stream: as BroadcastProcessFunction, with
     keyed state and timers for the keyed records, and ``ctx.apply_to_keyed_state`` for
     broadcast records to visit every key's state."""
 
-    class ReadOnlyContext(KeyedProcessFunction.Context, _BroadcastStates):
+    class ReadOnlyContext(KeyedProcessFunction.Context,
+                          BaseBroadcastProcessFunction.ReadOnlyContext):
         def __init__(self, timer_service: TimerService | None = None,
                      broadcast: dict[str, Any] | None = None) -> None:
-            super().__init__(timer_service)
+            KeyedProcessFunction.Context.__init__(self, timer_service)
             self._broadcast = broadcast or {}
 
-    class Context(ReadOnlyContext):
+    class Context(ReadOnlyContext, BaseBroadcastProcessFunction.Context):
         _writable = True
 
         def __init__(self, timer_service: TimerService | None = None,

@@ -46,6 +46,9 @@ DATA_STREAM = {
     "set_buffer_timeout": "the buffer timeout is per job: env.set_buffer_timeout(ms)",
 }
 
+#: The sink's share of DATA_STREAM: what ``sink_to``/``add_sink``/``print`` return.
+DATA_STREAM_SINK = {name: DATA_STREAM[name] for name in ("set_uid_hash", "slot_sharing_group")}
+
 
 def refuse(owner: str, name: str, table: dict[str, str]) -> Any:
     """Raise the error for PyFlink's ``name`` if it is in ``table``, else AttributeError."""

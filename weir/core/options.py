@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 
-from weir.core.config import Duration, MemorySize, Option, non_negative, positive
+from weir.core.config import Configuration, Duration, MemorySize, Option, non_negative, positive
 
 
 def _bucket_name(name: str) -> str | None:
@@ -15,6 +16,23 @@ def _bucket_name(name: str) -> str | None:
 
 def _rpc_failure_threshold(value: int) -> str | None:
     return None if value == -1 or value >= 1 else "-1 (off) or at least 1"
+
+
+def _decode_parameters(text: str) -> dict[str, str] | None:
+    """The job parameters encoded in ``text``; None when it is no JSON object of strings."""
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(decoded, dict) or not all(isinstance(v, str) for v in decoded.values()):
+        return None
+    return decoded
+
+
+def _job_parameters_text(value: str) -> str | None:
+    if _decode_parameters(value) is None:
+        return 'a JSON object of strings, e.g. {"env": "prod"}'
+    return None
 
 
 JOBMASTER_ADDRESS = Option(
@@ -54,6 +72,11 @@ AUTO_WATERMARK_INTERVAL = Option(
     "pipeline.auto-watermark-interval", Duration, default="200 ms", validator=positive,
     doc="How often assign_timestamps_and_watermarks emits a watermark (and checks for "
         "idleness).")
+GLOBAL_JOB_PARAMETERS = Option(
+    "pipeline.global-job-parameters", str, default=None, validator=_job_parameters_text,
+    doc="Parameters every user function of the job reads with "
+        "runtime_context.get_job_parameter(key, default): a JSON object of strings. "
+        "env.get_config().set_global_job_parameters({...}) sets it.")
 CLIENT_TIMEOUT = Option(
     "client.timeout", Duration, default="60 s", validator=positive,
     doc="Timeout of a single client RPC to the JobMaster.")
@@ -133,3 +156,9 @@ CLUSTER_S3_BUCKET = Option(
     "cluster.s3.bucket", str, default="weir", validator=_bucket_name,
     doc="Bucket that `weir cluster start --with-s3` creates; the cluster's checkpoints "
         "default to s3://<bucket>/checkpoints.")
+
+
+def job_parameters(configuration: Configuration) -> dict[str, str]:
+    """The job's global parameters (``pipeline.global-job-parameters``): empty when unset."""
+    text = configuration.get(GLOBAL_JOB_PARAMETERS)
+    return {} if not text else _decode_parameters(text) or {}

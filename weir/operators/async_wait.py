@@ -115,12 +115,12 @@ class AsyncWaitOperator(StreamOperator):
             except TimeoutError:
                 return self.fn.timeout(value)
             except Exception as err:
-                if attempt >= self.retry.max_attempts or not self.retry.retries_exception(err):
+                if not self.retry.can_retry(attempt) or not self.retry.retries_exception(err):
                     raise
             else:
-                if attempt >= self.retry.max_attempts or not self.retry.retries_result(result):
+                if not self.retry.can_retry(attempt) or not self.retry.retries_result(result):
                     return result
-            await asyncio.sleep(self.retry.backoff_ms(attempt) / 1000)
+            await asyncio.sleep(self.retry.get_backoff_time_millis(attempt) / 1000)
             attempt += 1
 
     def _completed(self, _: Future[Any]) -> None:

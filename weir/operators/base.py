@@ -12,7 +12,14 @@ import numpy as np
 from weir.core import options
 from weir.core.records import Elements
 from weir.core.watermarks import NO_TIMESTAMP
-from weir.functions import Function, OutputTag, RuntimeContext
+from weir.functions import (
+    Function,
+    OperatorClock,
+    OutputTag,
+    RuntimeContext,
+    TimerService,
+    non_keyed_timer_service,
+)
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
@@ -65,9 +72,11 @@ def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | 
 
 
 def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeContext:
-    """The RuntimeContext user functions of an operator running in ``ctx`` see."""
+    """The RuntimeContext user functions of an operator running in ``ctx`` see (the job's
+    global parameters travel in its configuration)."""
+    parameters = options.job_parameters(ctx.get_configuration())
     return RuntimeContext(ctx.task_name, ctx.subtask_index, ctx.parallelism,
-                          ctx.max_parallelism, ctx.attempt_number, state_store)
+                          ctx.max_parallelism, ctx.attempt_number, state_store, parameters)
 
 
 def open_functions(operator: StreamOperator, state_store: Any = None) -> None:
@@ -94,6 +103,8 @@ class KeyedOperator(StreamOperator):
 
     backend: KeyedStateBackend | None = None
     timers: InternalTimerService | None = None
+    #: The clocks of a function on a non-keyed stream (see :meth:`clock_service`).
+    clock: OperatorClock | None = None
     #: Processing-time windows of a bounded input are evaluated at its end rather than
     #: lost with the task (Flink's BATCH-mode behaviour); a keyed process function's
     #: processing-time timers are not.
@@ -137,6 +148,13 @@ class KeyedOperator(StreamOperator):
     def keyed_state_backend(self) -> KeyedStateBackend | None:
         return self.backend
 
+    def clock_service(self) -> TimerService:
+        """The timer service of a non-keyed function's context: this subtask's processing
+        time and the last watermark this operator received; setting timers is refused."""
+        assert self.ctx is not None
+        self.clock = OperatorClock(self.ctx.processing_time.current_time_ms)
+        return non_keyed_timer_service(self.clock)
+
     def on_event_time(self, timer: Timer) -> None:
         """An event-time timer fired; the backend's current key is the timer's."""
 
@@ -148,6 +166,8 @@ class KeyedOperator(StreamOperator):
         as one batch."""
 
     def process_watermark(self, watermark: int) -> None:
+        if self.clock is not None:
+            self.clock.current_watermark = watermark
         if self.timers is not None:
             self.timers.advance_watermark(watermark)
             self.after_timers()

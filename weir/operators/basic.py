@@ -150,9 +150,13 @@ class FilterOperator(_FunctionOperator):
 class ProcessOperator(_FunctionOperator):
     method = "process_element"
 
+    def open(self) -> None:
+        self._timer_service = self.clock_service()
+        super().open()
+
     def process(self, elements: Elements, input_index: int = 0) -> None:
         self._start_batch(elements)
-        ctx = ProcessFunction.Context()
+        ctx = ProcessFunction.Context(self._timer_service)
         out: list[Any] = []
         stamps: list[int] = []
         timestamps = elements.timestamps

@@ -77,8 +77,9 @@ class BroadcastProcessOperator(KeyedProcessOperator):
                 service, self._broadcast)
             self._on_timer = getattr(self.fn, "on_timer", None)
         else:
-            self._fn_ctx = BroadcastProcessFunction.ReadOnlyContext(self._broadcast)
-            self._broadcast_ctx = BroadcastProcessFunction.Context(self._broadcast)
+            service = self.clock_service()
+            self._fn_ctx = BroadcastProcessFunction.ReadOnlyContext(self._broadcast, service)
+            self._broadcast_ctx = BroadcastProcessFunction.Context(self._broadcast, service)
         open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:

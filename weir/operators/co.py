@@ -61,14 +61,15 @@ class CoOperator(KeyedProcessOperator):
         self._pending: list[Any] = []
         self._pending_ts: list[int] = []
         self._on_timer = None
-        self._fn_ctx: Any = CoProcessFunction.Context()
         backend = None
         if self.keys is not None:
             backend = self.open_keyed(timers="user" if self.style == "process" else None)
             service = TimerService(self.timers) if self.timers is not None else None
-            self._fn_ctx = KeyedCoProcessFunction.Context(service)
+            self._fn_ctx: Any = KeyedCoProcessFunction.Context(service)
             self._timer_ctx = KeyedCoProcessFunction.OnTimerContext(service)
             self._on_timer = getattr(self.fn, "on_timer", None)
+        else:
+            self._fn_ctx = CoProcessFunction.Context(self.clock_service())
         open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
