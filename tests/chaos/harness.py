@@ -61,7 +61,7 @@ TE_KILL = "te-kill"
 SIGSTOP, JOBMASTER, S3_OUTAGE, DISK_FULL = "sigstop", "jobmaster-kill", "s3-outage", "disk-full"
 ALL_FAULTS = (TE_KILL, SIGSTOP, JOBMASTER, S3_OUTAGE, DISK_FULL)
 
-#: The subset the one-minute run of `make test` does (TaskExecutor kills run throughout):
+#: The subset the short (45 s) run of `make test` does (TaskExecutor kills run throughout):
 #: (fault, moment as a fraction of the chaos duration).
 SHORT_PLAN: tuple[tuple[str, float], ...] = (
     (SIGSTOP, 0.15), (DISK_FULL, 0.35), (JOBMASTER, 0.6))

@@ -6,7 +6,7 @@ be exactly what the input implies — nothing lost, nothing twice.
 
 Two runs of the same driver (:mod:`tests.chaos.harness`):
 
-* ``test_chaos_short`` (about a minute, part of ``make test``): TaskExecutor SIGKILLs
+* ``test_chaos_short`` (45 s of faults, part of ``make test``): TaskExecutor SIGKILLs
   throughout, one SIGSTOP past the heartbeat timeout, one full local-state disk, one
   JobMaster SIGKILL;
 * ``test_chaos_long`` (``@pytest.mark.chaos``, ten minutes, ``make chaos``): the same plus
@@ -84,7 +84,7 @@ JOB_CONFIG = {
     "state.backend.local-recovery": "true",
     "pipeline.batch-size": "125",
 }
-SHORT_S, LONG_S = 60.0, 600.0
+SHORT_S, LONG_S = 45.0, 600.0
 
 
 def records_for(seconds: float) -> int:
@@ -287,7 +287,7 @@ def run_chaos(run: ChaosRun, seconds: float, plan: tuple[tuple[str, float], ...]
 
 @pytest.mark.timeout(int(chaos_seconds(SHORT_S) * 2 + 240))
 def test_chaos_short(chaos_run: ChaosRun) -> None:
-    """About a minute of TaskExecutor kills, a SIGSTOP, a full disk and a JobMaster kill."""
+    """45 s of TaskExecutor kills, a SIGSTOP, a full disk and a JobMaster kill."""
     run_chaos(chaos_run, chaos_seconds(SHORT_S), SHORT_PLAN)
 
 

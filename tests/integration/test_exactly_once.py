@@ -58,13 +58,16 @@ def run_exactly_once(cluster_factory, tmp_path: Path, mode: str, backend: str,
         "uncommitted part files were left behind"
 
 
-@pytest.mark.parametrize(("mode", "backend"), [
+@pytest.mark.parametrize(("mode", "backend", "kills"), [
     # Plain aligned checkpoints also run in the chaos subset and most recovery tests of
     # `make test`; this heavy variant (about a minute) runs with `make chaos`.
-    pytest.param("aligned", "hashmap", marks=pytest.mark.chaos),
-    ("unaligned", "rocksdb"), ("aligned-timeout", "hashmap")])
-def test_exactly_once_with_killed_taskexecutors(cluster_factory, tmp_path, mode, backend):
-    run_exactly_once(cluster_factory, tmp_path, mode, backend)
+    pytest.param("aligned", "hashmap", KILLS, marks=pytest.mark.chaos),
+    # Two kills in `make test` (each costs a restart and a checkpoint); three in the
+    # `make chaos` variants below.
+    ("unaligned", "rocksdb", 2), ("aligned-timeout", "hashmap", 2)])
+def test_exactly_once_with_killed_taskexecutors(cluster_factory, tmp_path, mode, backend,
+                                                kills):
+    run_exactly_once(cluster_factory, tmp_path, mode, backend, kills=kills)
 
 
 @pytest.mark.chaos
