@@ -469,13 +469,13 @@ class BaseBroadcastProcessFunction(Function):
     and watermark, side outputs and the broadcast state (read-only in ``ReadOnlyContext``,
     writable in ``Context``)."""
 
-    class BaseContext:
+    class BaseContext(ABC):
         """The clocks of every broadcast function's context (its ``timer_service()``'s)."""
 
+        @abstractmethod
         def timer_service(self) -> TimerService:
-            # Given by the (keyed or not) process function context each subclass mixes in
-            # first.
-            raise NotImplementedError
+            """Given by the (keyed or not) process function context each concrete context
+            mixes in first."""
 
         def current_processing_time(self) -> int:
             """The wall clock, epoch milliseconds."""
