@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from weir.core.errors import IncompatibleStateError, StateError
-from weir.core.generics import TypeParameters
+from weir.core.generics import MapAccess, TypeParameters
 from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
@@ -474,7 +474,7 @@ class ListState(_Handle):
         return iter(self.get())
 
 
-class MapState(_Handle):
+class MapState(_Handle, MapAccess):
     """A map per key; also usable as PyFlink allows, with ``state[key]`` (None when
     absent, as ``get``), ``state[key] = value``, ``del state[key]``, ``key in state`` and
     ``for key in state``."""
@@ -520,18 +520,6 @@ class MapState(_Handle):
 
     def is_empty(self) -> bool:
         return not self._map()
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.keys())

@@ -50,7 +50,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from weir.core.errors import StateError
-from weir.core.generics import TypeParameters
+from weir.core.generics import MapAccess, TypeParameters
 from weir.state.descriptors import ListStateDescriptor
 from weir.state.serializers import deserialize_value, serialize_value
 
@@ -170,7 +170,7 @@ class OperatorListState(TypeParameters):
         return f"OperatorListState({self._name!r}, {self.mode.name}, {len(self._elements)})"
 
 
-class BroadcastState(TypeParameters):
+class BroadcastState(TypeParameters, MapAccess):
     """The broadcast state of one MapStateDescriptor: a map that every subtask of the
     operator holds alike (each applies the same broadcast elements to it). Written by
     ``process_broadcast_element``; ``process_element`` reads it through
@@ -217,20 +217,6 @@ class BroadcastState(TypeParameters):
     def is_empty(self) -> bool:
         return not self._map
 
-    # PyFlink's dict-like access: state[key] (None when absent, as get), state[key] = v,
-    # del state[key], key in state, for key in state.
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(list(self._map))

@@ -21,3 +21,33 @@ class TypeParameters:
 
     def __class_getitem__(cls, params: Any) -> type:
         return cls
+
+
+class MapAccess:
+    """Mixin: PyFlink's dict-style access to a map-like state with ``get``, ``put``,
+    ``remove`` and ``contains``: ``state[key]`` (None when absent, as ``get``),
+    ``state[key] = value``, ``del state[key]`` and ``key in state``.
+
+    Example:
+        >>> class Box(MapAccess):
+        ...     def __init__(self): self.d = {}
+        ...     def get(self, k): return self.d.get(k)
+        ...     def put(self, k, v): self.d[k] = v
+        ...     def remove(self, k): self.d.pop(k, None)
+        ...     def contains(self, k): return k in self.d
+        >>> box = Box(); box["a"] = 1
+        >>> box["a"], "a" in box, box["b"]
+        (1, True, None)
+    """
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)  # type: ignore[attr-defined]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)  # type: ignore[attr-defined]
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)  # type: ignore[attr-defined]
+
+    def __contains__(self, key: Any) -> bool:
+        return bool(self.contains(key))  # type: ignore[attr-defined]
