@@ -31,7 +31,7 @@ import cloudpickle
 import numpy as np
 import pyarrow as pa
 
-from weir.core.row import Row
+from weir.core.row import Row, RowKind
 from weir.core.types import (
     KIND_DICT,
     KIND_KEY,
@@ -195,7 +195,9 @@ def records_to_arrow(records: Sequence[Any],
             kind = types.pop()
             first = records[0]
             if kind is Row and first._fields:
-                if len(set(map(_row_fields, records))) == 1:
+                # Arrow columns carry no row kind: rows other than INSERT travel pickled.
+                if len(set(map(_row_fields, records))) == 1 and all(
+                        r._row_kind is INSERT for r in records):
                     return _columns_batch(_transpose(records, len(first)),
                                           list(first._fields), KIND_ROW)
             elif kind is tuple:  # tuple subclasses (namedtuples) would come back plain
@@ -252,6 +254,9 @@ def _pylist(column: pa.Array) -> list[Any]:
 def _transpose(records: Sequence[Any], width: int) -> list[list[Any]]:
     """Columns of equally long records; itemgetter per column is ~3x faster than zip(*)."""
     return [list(map(itemgetter(i), records)) for i in range(width)]
+
+
+INSERT = RowKind.INSERT
 
 
 def _row_fields(row: Row) -> tuple[str, ...]:
