@@ -51,6 +51,7 @@ from weir.taskexecutor import options as te_options
 from weir.taskexecutor.checkpointing import UploadPool
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
 from weir.taskexecutor.task import Task
+from weir.taskexecutor.user_metrics import MetricRegistry
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,9 @@ class TaskExecutor:
         self._heartbeat_thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._upload_pool = UploadPool(configuration.get(checkpoint_options.UPLOAD_THREADS))
+        #: The user metrics of the tasks (RuntimeContext.get_metrics_group()), served with
+        #: the TaskExecutor's own on /metrics.
+        self.user_metrics = MetricRegistry()
         self._samples: dict[str, tuple[float, float, float, float]] = {}
         self._rates: dict[str, tuple[float, float, float]] = {}
         self.rpc_address = ""
@@ -134,6 +138,7 @@ class TaskExecutor:
         self.rpc_address = f"{self.host}:{port}"
         registry = CollectorRegistry()
         registry.register(CallbackCollector(self._collect_metrics))
+        registry.register(self.user_metrics)
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
                                       self.configuration.get(options.METRICS_PORT), registry)
         self.metrics_url = self._metrics.url
@@ -190,7 +195,8 @@ class TaskExecutor:
                           f"{self.resource_id} has no slot {slot}")
         config = self.configuration.merged(dict(tdd.config))
         task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state,
-                    self._upload_pool, local_state_root(config, self.working_dir))
+                    self._upload_pool, local_state_root(config, self.working_dir),
+                    self.user_metrics)
         with self._lock:
             if tdd.attempt_id in self._tasks:
                 return

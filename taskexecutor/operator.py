@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from weir.state.backend import KeyedStateBackend
     from weir.state.handles import KeyedStateHandle
     from weir.state.snapshot import AsyncSnapshot, SnapshotLocation
+    from weir.taskexecutor.user_metrics import MetricScope
 
 #: Service key under which a task offers the collect channel to the JobMaster.
 COLLECT_SERVICE = "collect"
@@ -101,6 +102,9 @@ class OperatorContext:
     configuration: Configuration | None = None
     #: Wall-clock callbacks, run on the task thread between batches.
     processing_time: ProcessingTimeService = field(default_factory=ProcessingTimeService)
+    #: Where the task's user metrics go (``RuntimeContext.get_metrics_group()``); None:
+    #: functions get metrics of their own that nothing exports.
+    metrics: MetricScope | None = None
 
     def get_configuration(self) -> Configuration:
         return self.configuration or Configuration.from_pairs(self.config)
@@ -249,3 +253,4 @@ class StreamOperator(ABC):
         for fn in self.functions():
             if isinstance(fn, CheckpointListener):
                 fn.notify_checkpoint_aborted(checkpoint_id)
+

@@ -93,6 +93,7 @@ from weir.taskexecutor.record_writer import (
 )
 from weir.taskexecutor.restore import TaskStateRestore
 from weir.taskexecutor.source_reader_state import SourceReaderState
+from weir.taskexecutor.user_metrics import MetricRegistry, MetricScope
 from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,8 @@ class Task:
                  gateway: Any, configuration: Configuration,
                  on_state: Callable[[Task, int, common_pb2.ErrorInfo | None], None],
                  upload_pool: UploadPool | None = None,
-                 local_state_root: Path | None = None) -> None:
+                 local_state_root: Path | None = None,
+                 user_metrics: MetricRegistry | None = None) -> None:
         self.tdd = tdd
         self.job_id = tdd.job_id
         self.attempt_id = tdd.attempt_id
@@ -170,6 +172,10 @@ class Task:
         self._upload_pool = upload_pool
         #: Task-local recovery: where this TaskExecutor keeps copies (None: it does not).
         self._local_state_root = local_state_root
+        #: Where the TaskExecutor exports user metrics (None: they are not exported).
+        self._user_metrics = user_metrics
+        #: The user metrics of this task, unregistered when it ends.
+        self.metrics: MetricScope | None = None
         #: What restoring state cost (reported with RUNNING; None: nothing restored).
         self.restore_stats: jobmaster_pb2.RestoreStats | None = None
         self.state = common_pb2.CREATED
@@ -327,12 +333,15 @@ class Task:
         self._valve = StatusWatermarkValve(channels)
         operators = cloudpickle.loads(tdd.chain)
         job_config = self.configuration.merged(dict(tdd.config))
+        self.metrics = (self._user_metrics or MetricRegistry()).scope(
+            job_id=tdd.job_id, task=tdd.task_name, subtask_index=str(tdd.subtask_index))
         ctx = OperatorContext(
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=tdd.job_id, config=dict(tdd.config),
             services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put},
-            configuration=job_config, processing_time=self.processing_time)
+            configuration=job_config, processing_time=self.processing_time,
+            metrics=self.metrics)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
         uids = list(tdd.operator_uids)
         if tdd.source:
@@ -816,6 +825,8 @@ class Task:
         if self._chain is not None:
             for close_error in self._chain.close():
                 log.warning("task %s: closing an operator failed: %s", self.name, close_error)
+        if self.metrics is not None:
+            self.metrics.close()
         if self._reader is not None:
             with contextlib.suppress(Exception):
                 self._reader.close()

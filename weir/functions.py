@@ -84,8 +84,8 @@ class _SideOutputs:
 
 
 class RuntimeContext:
-    """What a function may learn about where it runs, the job's global parameters, and its
-    handle to keyed state.
+    """What a function may learn about where it runs, the job's global parameters, its
+    handle to keyed state, and its metric group.
 
     Example:
         >>> ctx = RuntimeContext("Map", 1, 4, 128, 0, job_parameters={"env": "prod"})
@@ -95,7 +95,8 @@ class RuntimeContext:
 
     def __init__(self, task_name: str, subtask_index: int, parallelism: int,
                  max_parallelism: int, attempt_number: int, state_store: Any = None,
-                 job_parameters: Mapping[str, str] | None = None) -> None:
+                 job_parameters: Mapping[str, str] | None = None,
+                 metric_group: Any = None) -> None:
         self._task_name = task_name
         self._subtask_index = subtask_index
         self._parallelism = parallelism
@@ -103,6 +104,28 @@ class RuntimeContext:
         self._attempt_number = attempt_number
         self._state_store = state_store
         self._job_parameters = dict(job_parameters or {})
+        self._metric_group = metric_group
+
+    def get_metrics_group(self) -> Any:
+        """The task's root :class:`~weir.metric_group.MetricGroup`: metrics registered in
+        it (in ``open``, typically) are served on the Prometheus endpoint of the
+        TaskExecutor running the task, labelled with the job, task and subtask, until the
+        task ends. Outside a task (a RuntimeContext made by hand) the metrics work but
+        nothing exports them.
+
+        Example:
+            >>> ctx = RuntimeContext("Map", 0, 1, 128, 0)
+            >>> records = ctx.get_metrics_group().add_group("io").counter("records")
+            >>> records.inc(3); records.get_count()
+            3
+            >>> ctx.get_metrics_group().get_metric_identifier("records")
+            'weir_user_records'
+        """
+        if self._metric_group is None:
+            from weir.metric_group import task_metric_group
+
+            self._metric_group = task_metric_group(None, self._task_name, self._subtask_index)
+        return self._metric_group
 
     def get_task_name(self) -> str:
         return self._task_name

@@ -20,6 +20,7 @@ from weir.functions import (
     TimerService,
     non_keyed_timer_service,
 )
+from weir.metric_group import task_metric_group
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
@@ -75,8 +76,10 @@ def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeCon
     """The RuntimeContext user functions of an operator running in ``ctx`` see (the job's
     global parameters travel in its configuration)."""
     parameters = options.job_parameters(ctx.get_configuration())
+    metric_group = task_metric_group(ctx.metrics, ctx.task_name, ctx.subtask_index)
     return RuntimeContext(ctx.task_name, ctx.subtask_index, ctx.parallelism,
-                          ctx.max_parallelism, ctx.attempt_number, state_store, parameters)
+                          ctx.max_parallelism, ctx.attempt_number, state_store, parameters,
+                          metric_group)
 
 
 def open_functions(operator: StreamOperator, state_store: Any = None) -> None:
