@@ -23,27 +23,29 @@ _EXPORTS: dict[str, str] = {
     "AggregatingState": "weir.state_api",
     "AggregatingStateDescriptor": "weir.state_api",
     "AllWindowFunction": "weir.window",
-    "AllWindowedStream": "weir.datastream",
+    "AllWindowedStream": "weir.datastream.data_stream",
     "AsyncDataStream": "weir.async_io",
     "AsyncFunction": "weir.functions",
+    "AsyncRetryPredicate": "weir.async_io",
     "AsyncRetryStrategies": "weir.async_io",
     "AsyncRetryStrategy": "weir.async_io",
     "BaseBroadcastProcessFunction": "weir.functions",
-    "BroadcastConnectedStream": "weir.datastream",
+    "BroadcastConnectedStream": "weir.datastream.data_stream",
     "BroadcastProcessFunction": "weir.functions",
     "BroadcastState": "weir.state.operator_state",
-    "BroadcastStream": "weir.datastream",
+    "BroadcastStream": "weir.datastream.data_stream",
     "CheckpointConfig": "weir.checkpoint_config",
     "CheckpointListener": "weir.state.operator_state",
+    "CheckpointStorage": "weir.state_backends",
     "CheckpointedFunction": "weir.state.operator_state",
     "CheckpointingMode": "weir.checkpoint_config",
-    "CloseableIterator": "weir.datastream",
+    "CloseableIterator": "weir.datastream.data_stream",
     "CoFlatMapFunction": "weir.functions",
     "CoMapFunction": "weir.functions",
     "CoProcessFunction": "weir.functions",
     "ConfigError": "weir.core.errors",
     "Configuration": "weir.core.config",
-    "ConnectedStreams": "weir.datastream",
+    "ConnectedStreams": "weir.datastream.data_stream",
     "ContinuousEventTimeTrigger": "weir.window",
     "ContinuousProcessingTimeTrigger": "weir.window",
     "CountEvictor": "weir.window",
@@ -51,44 +53,59 @@ _EXPORTS: dict[str, str] = {
     "CountTrigger": "weir.window",
     "CountTumblingWindowAssigner": "weir.window",
     "CountWindow": "weir.window",
-    "DataStream": "weir.datastream",
-    "DataStreamSink": "weir.datastream",
+    "DataStream": "weir.datastream.data_stream",
+    "DataStreamSink": "weir.datastream.data_stream",
     "DiscardingSink": "weir.sinks",
     "Duration": "weir.core.time",
     "DynamicEventTimeSessionWindows": "weir.window",
     "DynamicProcessingTimeSessionWindows": "weir.window",
     "EmbeddedRocksDBStateBackend": "weir.state_backends",
+    "Encoder": "weir.sinks",
     "EventTimeSessionWindows": "weir.window",
     "EventTimeTrigger": "weir.window",
     "Evictor": "weir.window",
     "ExecutionConfig": "weir.execution_config",
+    "ExponentialBackoffDelayRetryStrategy": "weir.async_io",
     "ExternalizedCheckpointCleanup": "weir.checkpoint_config",
     "ExternalizedCheckpointRetention": "weir.checkpoint_config",
     "FileSink": "weir.sinks",
     "FileSource": "weir.sources.files",
+    "FileSourceBuilder": "weir.sources.files",
+    "FileSystemCheckpointStorage": "weir.state_backends",
     "FilterFunction": "weir.functions",
+    "FixedDelayRetryStrategy": "weir.async_io",
     "FlatMapFunction": "weir.functions",
+    "FsStateBackend": "weir.state_backends",
     "FunctionInitializationContext": "weir.state.operator_state",
     "FunctionSnapshotContext": "weir.state.operator_state",
     "GlobalWindow": "weir.window",
     "GlobalWindows": "weir.window",
     "HashMapStateBackend": "weir.state_backends",
+    "Instant": "weir.core.time",
     "InvalidJobError": "weir.core.errors",
+    "JobClient": "weir.core.execution",
     "JobExecutionError": "weir.core.errors",
     "JobExecutionResult": "weir.environment",
+    "JobManagerCheckpointStorage": "weir.state_backends",
+    "JobStatus": "weir.core.execution",
     "KeySelector": "weir.functions",
     "KeyedBroadcastProcessFunction": "weir.functions",
     "KeyedCoProcessFunction": "weir.functions",
     "KeyedProcessFunction": "weir.functions",
-    "KeyedStream": "weir.datastream",
+    "KeyedStream": "weir.datastream.data_stream",
     "ListState": "weir.state_api",
     "ListStateDescriptor": "weir.state_api",
     "MapFunction": "weir.functions",
     "MapState": "weir.state_api",
     "MapStateDescriptor": "weir.state_api",
+    "MemoryStateBackend": "weir.state_backends",
+    "MetricGroup": "weir.metric_group",
     "NeverTrigger": "weir.window",
+    "NoRetryStrategy": "weir.async_io",
+    "NumberSequenceSource": "weir.sources.collection",
     "OperatorListState": "weir.state.operator_state",
     "OperatorStateStore": "weir.state.operator_state",
+    "OutputFileConfig": "weir.sinks",
     "OutputTag": "weir.functions",
     "ProcessAllWindowFunction": "weir.window",
     "ProcessFunction": "weir.functions",
@@ -101,7 +118,11 @@ _EXPORTS: dict[str, str] = {
     "ReducingState": "weir.state_api",
     "ReducingStateDescriptor": "weir.state_api",
     "RestartStrategies": "weir.state_backends",
+    "RestartStrategyConfiguration": "weir.state_backends",
+    "RocksDBStateBackend": "weir.state_backends",
+    "RollingPolicy": "weir.sinks",
     "Row": "weir.core.row",
+    "RowKind": "weir.core.row",
     "RuntimeContext": "weir.functions",
     "RuntimeExecutionMode": "weir.execution_config",
     "SessionWindowTimeGapExtractor": "weir.window",
@@ -112,8 +133,10 @@ _EXPORTS: dict[str, str] = {
     "SourceReader": "weir.core.source",
     "SplitAssignment": "weir.core.source",
     "SplitEnumerator": "weir.core.source",
+    "StateBackend": "weir.state_backends",
     "StateTtlConfig": "weir.state_api",
     "StreamExecutionEnvironment": "weir.environment",
+    "StreamFormat": "weir.sources.files",
     "Time": "weir.core.time",
     "TimeCharacteristic": "weir.execution_config",
     "TimeDomain": "weir.functions",
@@ -135,11 +158,16 @@ _EXPORTS: dict[str, str] = {
     "Window": "weir.window",
     "WindowAssigner": "weir.window",
     "WindowFunction": "weir.window",
-    "WindowedStream": "weir.datastream",
+    "WindowedStream": "weir.datastream.data_stream",
     "async_retry_predicates": "weir.async_io",
 }
 
 __all__ = sorted(_EXPORTS)
+
+# PyFlink's module paths (weir.common.typeinfo, weir.datastream.functions, ...).
+from weir.core import pyflink_paths as _pyflink_paths  # noqa: E402
+
+_pyflink_paths.install()
 
 
 def __getattr__(name: str) -> Any:
@@ -161,10 +189,22 @@ if TYPE_CHECKING:
         AsyncDataStream as AsyncDataStream,
     )
     from weir.async_io import (
+        AsyncRetryPredicate as AsyncRetryPredicate,
+    )
+    from weir.async_io import (
         AsyncRetryStrategies as AsyncRetryStrategies,
     )
     from weir.async_io import (
         AsyncRetryStrategy as AsyncRetryStrategy,
+    )
+    from weir.async_io import (
+        ExponentialBackoffDelayRetryStrategy as ExponentialBackoffDelayRetryStrategy,
+    )
+    from weir.async_io import (
+        FixedDelayRetryStrategy as FixedDelayRetryStrategy,
+    )
+    from weir.async_io import (
+        NoRetryStrategy as NoRetryStrategy,
     )
     from weir.async_io import (
         async_retry_predicates as async_retry_predicates,
@@ -199,8 +239,17 @@ if TYPE_CHECKING:
     from weir.core.errors import (
         WeirError as WeirError,
     )
+    from weir.core.execution import (
+        JobClient as JobClient,
+    )
+    from weir.core.execution import (
+        JobStatus as JobStatus,
+    )
     from weir.core.row import (
         Row as Row,
+    )
+    from weir.core.row import (
+        RowKind as RowKind,
     )
     from weir.core.source import (
         Source as Source,
@@ -218,6 +267,9 @@ if TYPE_CHECKING:
         Duration as Duration,
     )
     from weir.core.time import (
+        Instant as Instant,
+    )
+    from weir.core.time import (
         Time as Time,
     )
     from weir.core.types import (
@@ -226,31 +278,31 @@ if TYPE_CHECKING:
     from weir.core.types import (
         Types as Types,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         AllWindowedStream as AllWindowedStream,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         BroadcastConnectedStream as BroadcastConnectedStream,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         BroadcastStream as BroadcastStream,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         CloseableIterator as CloseableIterator,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         ConnectedStreams as ConnectedStreams,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         DataStream as DataStream,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         DataStreamSink as DataStreamSink,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         KeyedStream as KeyedStream,
     )
-    from weir.datastream import (
+    from weir.datastream.data_stream import (
         WindowedStream as WindowedStream,
     )
     from weir.environment import (
@@ -325,17 +377,38 @@ if TYPE_CHECKING:
     from weir.functions import (
         TimerService as TimerService,
     )
+    from weir.metric_group import (
+        MetricGroup as MetricGroup,
+    )
     from weir.sinks import (
         DiscardingSink as DiscardingSink,
+    )
+    from weir.sinks import (
+        Encoder as Encoder,
     )
     from weir.sinks import (
         FileSink as FileSink,
     )
     from weir.sinks import (
+        OutputFileConfig as OutputFileConfig,
+    )
+    from weir.sinks import (
+        RollingPolicy as RollingPolicy,
+    )
+    from weir.sinks import (
         Sink as Sink,
+    )
+    from weir.sources.collection import (
+        NumberSequenceSource as NumberSequenceSource,
     )
     from weir.sources.files import (
         FileSource as FileSource,
+    )
+    from weir.sources.files import (
+        FileSourceBuilder as FileSourceBuilder,
+    )
+    from weir.sources.files import (
+        StreamFormat as StreamFormat,
     )
     from weir.state.operator_state import (
         BroadcastState as BroadcastState,
@@ -395,13 +468,37 @@ if TYPE_CHECKING:
         ValueStateDescriptor as ValueStateDescriptor,
     )
     from weir.state_backends import (
+        CheckpointStorage as CheckpointStorage,
+    )
+    from weir.state_backends import (
         EmbeddedRocksDBStateBackend as EmbeddedRocksDBStateBackend,
+    )
+    from weir.state_backends import (
+        FileSystemCheckpointStorage as FileSystemCheckpointStorage,
+    )
+    from weir.state_backends import (
+        FsStateBackend as FsStateBackend,
     )
     from weir.state_backends import (
         HashMapStateBackend as HashMapStateBackend,
     )
     from weir.state_backends import (
+        JobManagerCheckpointStorage as JobManagerCheckpointStorage,
+    )
+    from weir.state_backends import (
+        MemoryStateBackend as MemoryStateBackend,
+    )
+    from weir.state_backends import (
         RestartStrategies as RestartStrategies,
+    )
+    from weir.state_backends import (
+        RestartStrategyConfiguration as RestartStrategyConfiguration,
+    )
+    from weir.state_backends import (
+        RocksDBStateBackend as RocksDBStateBackend,
+    )
+    from weir.state_backends import (
+        StateBackend as StateBackend,
     )
     from weir.watermarks import (
         TimestampAssigner as TimestampAssigner,

@@ -28,7 +28,7 @@ from weir.functions import AsyncFunction
 
 if TYPE_CHECKING:
     from weir.core.types import TypeInformation
-    from weir.datastream import DataStream
+    from weir.datastream.data_stream import DataStream
 
 __all__ = ["AsyncDataStream", "AsyncFunction", "AsyncRetryPredicate", "AsyncRetryStrategies",
            "AsyncRetryStrategy", "ExponentialBackoffDelayRetryStrategy",
@@ -178,7 +178,18 @@ class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy):
                          result_predicate, exception_predicate)
 
 
-NO_RETRY = AsyncRetryStrategy(0, lambda attempt: 0)
+class NoRetryStrategy(AsyncRetryStrategy):
+    """Never retries (PyFlink's ``NoRetryStrategy``; :meth:`AsyncRetryStrategy.no_restart`)."""
+
+    def __init__(self) -> None:
+        super().__init__(0, _no_delay)
+
+
+def _no_delay(attempt: int) -> int:
+    return 0
+
+
+NO_RETRY = NoRetryStrategy()
 
 
 class _Builder:

@@ -24,11 +24,15 @@ Example:
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint import options as checkpoint_options
 from weir.core.config import Configuration
+from weir.core.errors import InvalidJobError
 from weir.core.time import Duration, to_millis
+
+if TYPE_CHECKING:
+    from weir.state_backends import CheckpointStorage
 
 
 class CheckpointingMode(enum.Enum):
@@ -178,6 +182,23 @@ class CheckpointConfig:
         """Where checkpoints go: a ``file://`` path or ``s3://bucket/prefix``."""
         self._set(checkpoint_options.CHECKPOINTS_DIR, checkpoint_path)
         return self
+
+    def set_checkpoint_storage(self, storage: CheckpointStorage) -> CheckpointConfig:
+        """A :class:`~weir.state_backends.FileSystemCheckpointStorage` (or
+        JobManagerCheckpointStorage with a path): where checkpoints go."""
+        from weir.state_backends import CheckpointStorage
+
+        if not isinstance(storage, CheckpointStorage):
+            msg = ("set_checkpoint_storage takes a FileSystemCheckpointStorage(path), got "
+                   f"{type(storage).__name__}")
+            raise InvalidJobError(msg)
+        if storage.checkpoint_path:
+            self.set_checkpoint_storage_dir(storage.checkpoint_path)
+        self._storage = storage
+        return self
+
+    def get_checkpoint_storage(self) -> CheckpointStorage | None:
+        return getattr(self, "_storage", None)
 
     def get_checkpoint_storage_dir(self) -> str | None:
         return self._config.get(checkpoint_options.CHECKPOINTS_DIR)

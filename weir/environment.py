@@ -32,17 +32,22 @@ from weir.core.execution import ExecutionContext, JobClient, load_executor
 from weir.core.ids import JobId
 from weir.core.source import Source
 from weir.core.types import TypeInformation
-from weir.datastream import DataStream
+from weir.datastream.data_stream import DataStream
 from weir.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
 from weir.graph import PARTITIONER_NAMES, Transformation, build_job_graph
 from weir.proto import jobgraph_pb2
 from weir.sources.collection import CollectionSource, SequenceSource
-from weir.sources.files import FileSource
+from weir.sources.files import FileSource, StreamFormat
 from weir.state_backends import StateBackend
 from weir.unsupported import ENVIRONMENT, refuse
 from weir.watermarks import WatermarkStrategy
 
 _context: ExecutionContext | None = None
+
+
+def _same(record: Any) -> Any:
+    """The record unchanged: ``from_source(..., type_info)`` re-types it."""
+    return record
 
 
 def _pairs(configuration: Configuration | Mapping[str, Any]) -> dict[str, Any]:
@@ -136,10 +141,11 @@ class StreamExecutionEnvironment:
     def get_max_parallelism(self) -> int:
         return self._max_parallelism
 
-    def set_runtime_mode(self, mode: RuntimeExecutionMode | str) -> StreamExecutionEnvironment:
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode | str
+                         ) -> StreamExecutionEnvironment:
         """STREAMING, BATCH or AUTOMATIC (BATCH when every source is bounded)."""
-        if isinstance(mode, RuntimeExecutionMode):
-            mode = mode.name
+        mode = execution_mode.name if isinstance(execution_mode, RuntimeExecutionMode) \
+            else execution_mode
         self._config.set_raw(options.RUNTIME_MODE.key, str(mode).upper())
         return self
 
@@ -272,15 +278,18 @@ class StreamExecutionEnvironment:
 
     def from_source(self, source: Source | PreparedSource | str,
                     watermark_strategy: WatermarkStrategy | str | None = None,
-                    source_name: str | None = None, *, format: str = "parquet",
+                    source_name: str | None = None, type_info: TypeInformation | None = None,
+                    *, format: str = "parquet",
                     monitor_interval: float | None = None) -> DataStream:
         """Read a FLIP-27 Source, or files under a path (Parquet, CSV or JSON lines).
 
         As in PyFlink, ``from_source(source, watermark_strategy, source_name)`` stamps the
         records and generates watermarks right at the source; the name alone may also be
-        given second. ``monitor_interval`` (seconds) keeps watching a directory for new
-        files. A relative path means this process's working directory; at submission a
-        bounded path must match at least one file and a watched directory must exist.
+        given second. ``type_info`` declares the records' type (a ``Types.ROW_NAMED`` makes
+        them Rows with those fields). ``monitor_interval`` (seconds) keeps watching a
+        directory for new files. A relative path means this process's working directory; at
+        submission a bounded path must match at least one file and a watched directory must
+        exist.
         """
         if isinstance(watermark_strategy, str):
             watermark_strategy, source_name = None, watermark_strategy
@@ -289,6 +298,8 @@ class StreamExecutionEnvironment:
         name = source_name or f"Source: {getattr(source, 'name', type(source).__name__)}"
         t = Transformation(name=name, kind="source", source=source)
         stream = DataStream(self, t)
+        if type_info is not None:
+            stream = stream.map(_same, output_type=type_info).name(f"{name}: {type_info}")
         if watermark_strategy is not None:
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
         return stream
@@ -302,15 +313,14 @@ class StreamExecutionEnvironment:
                    "exist in weir; read files with from_source(path), Spark with "
                    "from_spark(...), or implement weir.Source")
             raise InvalidJobError(msg)
-        return self.from_source(source_func, source_name=source_name)
+        return self.from_source(source_func, source_name=source_name, type_info=type_info)
 
     def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
-        """The lines of a text file (or of the ``.txt`` files under a directory), as
-        strings; a large file is read in parallel (byte ranges aligned to line ends)."""
-        if charset_name.upper().replace("-", "") != "UTF8":
-            msg = f"read_text_file reads UTF-8 text only, got charset {charset_name!r}"
-            raise InvalidJobError(msg)
-        return self.from_source(file_path, format="text")
+        """The lines of a text file (or of every file under a directory, hidden ones
+        skipped), as strings; a large file is read in parallel (byte ranges aligned to line
+        ends)."""
+        text = StreamFormat.text_line_format(charset_name)
+        return self.from_source(FileSource(file_path, format=text.format))
 
     def from_collection(self, collection: Iterable[Any],
                         type_info: TypeInformation | None = None) -> DataStream:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from weir.core import options
+from weir.unsupported import EXECUTION_CONFIG, refuse
 
 if TYPE_CHECKING:
     from weir.environment import StreamExecutionEnvironment
@@ -48,6 +49,11 @@ class ExecutionConfig:
 
     def __init__(self, env: StreamExecutionEnvironment) -> None:
         self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return refuse(type(self).__name__, name, EXECUTION_CONFIG)
 
     def set_auto_watermark_interval(self, interval: int) -> ExecutionConfig:
         """Milliseconds between the watermarks ``assign_timestamps_and_watermarks`` emits

@@ -50,6 +50,94 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return bool(self.incremental)
 
 
+class MemoryStateBackend(HashMapStateBackend):
+    """PyFlink's deprecated ``MemoryStateBackend``: state in memory (``hashmap``); the
+    checkpoints go where ``state.checkpoints.dir`` says (weir keeps none in the JobMaster's
+    memory)."""
+
+    def __init__(self, checkpoint_path: str | None = None, savepoint_path: str | None = None,
+                 max_state_size: int | None = None,
+                 using_asynchronous_snapshots: bool | None = None) -> None:
+        self.checkpoint_path = checkpoint_path
+
+    def options(self) -> dict[str, str]:
+        return _with_checkpoint_dir(super().options(), self.checkpoint_path)
+
+
+class FsStateBackend(HashMapStateBackend):
+    """PyFlink's deprecated ``FsStateBackend(checkpoint_directory_uri)``: state in memory
+    (``hashmap``), checkpoints under ``checkpoint_directory_uri`` (``state.checkpoints.dir``).
+
+    Example:
+        >>> FsStateBackend("s3://bucket/ckpt").options()["state.checkpoints.dir"]
+        's3://bucket/ckpt'
+    """
+
+    def __init__(self, checkpoint_directory_uri: str,
+                 default_savepoint_directory_uri: str | None = None,
+                 file_state_size_threshold: int | None = None,
+                 write_buffer_size: int | None = None,
+                 using_asynchronous_snapshots: bool | None = None) -> None:
+        self.checkpoint_path = checkpoint_directory_uri
+
+    def options(self) -> dict[str, str]:
+        return _with_checkpoint_dir(super().options(), self.checkpoint_path)
+
+
+class RocksDBStateBackend(EmbeddedRocksDBStateBackend):
+    """PyFlink's deprecated ``RocksDBStateBackend(checkpoint_data_uri,
+    enable_incremental_checkpointing)``: state in RocksDB, checkpoints under
+    ``checkpoint_data_uri``."""
+
+    def __init__(self, checkpoint_data_uri: str | None = None,
+                 enable_incremental_checkpointing: bool | None = None,
+                 checkpoint_stream_backend: Any = None) -> None:
+        super().__init__(enable_incremental_checkpointing)
+        self.checkpoint_path = checkpoint_data_uri
+
+    def options(self) -> dict[str, str]:
+        return _with_checkpoint_dir(super().options(), self.checkpoint_path)
+
+
+def _with_checkpoint_dir(options: dict[str, str], path: str | None) -> dict[str, str]:
+    return {**options, "state.checkpoints.dir": path} if path else options
+
+
+class CheckpointStorage:
+    """Where checkpoints are written (``state.checkpoints.dir``), for
+    ``CheckpointConfig.set_checkpoint_storage``."""
+
+    def __init__(self, checkpoint_path: str | None) -> None:
+        self.checkpoint_path = checkpoint_path
+
+    def options(self) -> dict[str, str]:
+        return _with_checkpoint_dir({}, self.checkpoint_path)
+
+
+class FileSystemCheckpointStorage(CheckpointStorage):
+    """Checkpoints under a ``file://`` path or ``s3://bucket/prefix``.
+
+    Example:
+        >>> FileSystemCheckpointStorage("s3://bucket/ckpt").options()
+        {'state.checkpoints.dir': 's3://bucket/ckpt'}
+    """
+
+    def __init__(self, checkpoint_path: str, file_state_size_threshold: int | None = None,
+                 write_buffer_size: int = -1) -> None:
+        super().__init__(checkpoint_path)
+
+
+class JobManagerCheckpointStorage(CheckpointStorage):
+    """PyFlink's in-JobManager-memory checkpoint storage. weir always writes checkpoints to
+    files or S3 (so that a restarted JobMaster finds them): with a path this is
+    :class:`FileSystemCheckpointStorage`; without one the cluster's
+    ``state.checkpoints.dir`` applies."""
+
+    def __init__(self, checkpoint_path: str | None = None,
+                 max_state_size: int | None = None) -> None:
+        super().__init__(checkpoint_path)
+
+
 class RestartStrategyConfiguration:
     """A restart strategy's options (``restart-strategy.*``)."""
 

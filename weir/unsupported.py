@@ -46,6 +46,34 @@ DATA_STREAM = {
     "set_buffer_timeout": "the buffer timeout is per job: env.set_buffer_timeout(ms)",
 }
 
+_SERIALIZATION = "records travel as Arrow columns or pickles, not Kryo or POJO serializers"
+_DATASET = "it belongs to the removed DataSet API"
+EXECUTION_CONFIG = {
+    **{name: _SERIALIZATION for name in (
+        "add_default_kryo_serializer", "add_default_kryo_serializer_class",
+        "register_type_with_kryo_serializer", "register_type_with_kryo_serializer_class",
+        "register_pojo_type", "register_kryo_type", "enable_force_kryo", "disable_force_kryo",
+        "enable_force_avro", "disable_force_avro", "enable_generic_types",
+        "disable_generic_types", "get_registered_kryo_types", "get_registered_pojo_types",
+        "get_default_kryo_serializer_classes",
+        "get_registered_types_with_kryo_serializer_classes")},
+    "set_execution_mode": _DATASET, "get_execution_mode": _DATASET,
+    "set_default_input_dependency_constraint": _DATASET,
+    "get_default_input_dependency_constraint": _DATASET,
+    "set_restart_strategy": "use env.set_restart_strategy(RestartStrategies...)",
+    "get_restart_strategy": "use env.get_restart_strategy()",
+    "set_latency_tracking_interval": "latency markers are not supported; see the task "
+                                     "metrics for busy and backpressured time",
+    "enable_closure_cleaner": "functions travel by value (cloudpickle): there is no "
+                              "closure cleaner",
+    "disable_closure_cleaner": "functions travel by value (cloudpickle): there is no "
+                               "closure cleaner",
+}
+WATERMARK_STRATEGY = {
+    "with_watermark_alignment": "watermark alignment across sources is not supported yet: "
+                                "bound the out-of-orderness instead",
+}
+
 #: The sink's share of DATA_STREAM: what ``sink_to``/``add_sink``/``print`` return.
 DATA_STREAM_SINK = {name: DATA_STREAM[name] for name in ("set_uid_hash", "slot_sharing_group")}
 

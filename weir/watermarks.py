@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from weir.core.time import to_millis
+from weir.unsupported import WATERMARK_STRATEGY, refuse
 
 
 class TimestampAssigner(ABC):
@@ -82,6 +83,11 @@ class WatermarkStrategy:
     def with_timestamp_column(self, column: str | int) -> WatermarkStrategy:
         """Take timestamps from a column, vectorised (no Python call per record)."""
         return replace(self, timestamp_column=column, timestamp_assigner=None)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return refuse(type(self).__name__, name, WATERMARK_STRATEGY)
 
     def with_idleness(self, idle_timeout: Any) -> WatermarkStrategy:
         """Mark the stream idle after ``idle_timeout`` without records."""

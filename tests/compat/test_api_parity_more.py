@@ -20,6 +20,7 @@ from weir import (
     BroadcastProcessFunction,
     BroadcastStream,
     CloseableIterator,
+    CoMapFunction,
     CoProcessFunction,
     DiscardingSink,
     InvalidJobError,
@@ -28,6 +29,7 @@ from weir import (
     MapStateDescriptor,
     ProcessFunction,
     RuntimeContext,
+    RuntimeExecutionMode,
     StreamExecutionEnvironment,
     Time,
     UserError,
@@ -426,3 +428,48 @@ def test_a_sink_refuses_what_a_stream_refuses_in_the_same_words() -> None:
         assert str(on_sink.value).startswith(f"{name} is not supported by weir: ")
     with pytest.raises(AttributeError, match="'DataStreamSink' object has no attribute 'nope'"):
         sink.nope()
+
+
+def test_pyflink_keyword_names_and_the_print_identifier(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(execution_mode=RuntimeExecutionMode.STREAMING)
+    env.set_parallelism(2)
+    pairs = env.from_collection([("a", 1), ("b", 2), ("a", 3)])
+    keyed = pairs.key_by(lambda p: p[0])
+    assert sorted(keyed.sum(position_to_sum=1).execute_and_collect()) == [
+        ("a", 1), ("a", 4), ("b", 2)]
+    assert sorted(pairs.key_by(lambda p: p[0]).max_by(position_to_max_by=1)
+                  .execute_and_collect()) == [("a", 1), ("a", 3), ("b", 2)]
+    other = env.from_collection(["x"])
+    assert sorted(pairs.connect(ds=other).map(_FirstOrSelf())
+                  .execute_and_collect()) == ["a", "a", "b", "x"]
+    env.from_collection(["r1", "r2"]).print(sink_identifier="words")
+    env.execute()
+    printed = [line.split("> ", 1) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(record for _, record in printed) == ["r1", "r2"]
+    assert {label for label, _ in printed} <= {"words:1", "words:2"}, printed
+
+
+class _FirstOrSelf(CoMapFunction):
+    def map1(self, value):
+        return value[0]
+
+    def map2(self, value):
+        return value
+
+
+@pytest.mark.parametrize(("call", "feature"), [
+    (lambda env: env.get_config().register_kryo_type(int), "register_kryo_type"),
+    (lambda env: env.get_config().set_execution_mode(None), "DataSet API"),
+    (lambda env: WatermarkStrategy.for_monotonous_timestamps().with_watermark_alignment(
+        "group", 1000), "watermark alignment"),
+])
+def test_pyflink_config_calls_without_meaning_in_weir_fail_in_one_line(call, feature: str
+                                                                       ) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(InvalidJobError, match=feature) as err:
+        call(env)
+    assert "\n" not in str(err.value)
+    with pytest.raises(AttributeError):
+        env.get_config().no_such_method

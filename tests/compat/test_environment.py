@@ -116,3 +116,27 @@ def test_add_source_and_add_sink_take_weir_sources_and_sinks(tmp_path) -> None:
         env.add_source(object())
     with pytest.raises(InvalidJobError, match="weir Sink"):
         numbers.add_sink(object())
+
+
+def test_deprecated_state_backends_and_checkpoint_storage_set_weirs_options() -> None:
+    from weir.common import Instant, JobStatus
+    from weir.datastream.checkpoint_storage import FileSystemCheckpointStorage
+    from weir.datastream.state_backend import FsStateBackend, RocksDBStateBackend
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_state_backend(RocksDBStateBackend("file:///tmp/ckpt", True))
+    options = env.get_configuration().to_dict()
+    assert (options["state.backend.type"], options["state.backend.incremental"],
+            options["state.checkpoints.dir"]) == ("rocksdb", "true", "file:///tmp/ckpt")
+    env.set_state_backend(FsStateBackend("s3://bucket/fs"))
+    options = env.get_configuration().to_dict()
+    assert (options["state.backend.type"], options["state.checkpoints.dir"]) == (
+        "hashmap", "s3://bucket/fs")
+    config = env.get_checkpoint_config()
+    config.set_checkpoint_storage(FileSystemCheckpointStorage("s3://bucket/other"))
+    assert config.get_checkpoint_storage_dir() == "s3://bucket/other"
+    assert env.get_configuration().to_dict()["state.checkpoints.dir"] == "s3://bucket/other"
+    assert JobStatus("CANCELED").is_globally_terminal_state()
+    assert not JobStatus.RUNNING.is_terminal_state() and JobStatus.SUSPENDED.is_terminal_state()
+    assert Instant.of_epoch_milli(-1).to_epoch_milli() == -1
+    assert Instant(0, 1_500_000_000) == Instant(1, 500_000_000)

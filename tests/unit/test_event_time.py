@@ -161,10 +161,20 @@ def test_timestamps_from_a_column_are_vectorised_and_accept_arrow_timestamps() -
     assert harness.output.watermarks == [1_999]
 
 
-def test_missing_timestamps_and_bad_columns_are_clear_user_errors() -> None:
+def test_records_without_timestamps_or_assigner_pass_unstamped_as_in_flink(
+        caplog: pytest.LogCaptureFixture) -> None:
     no_assigner = _assigner_harness(WatermarkStrategy.for_monotonous_timestamps())
-    with pytest.raises(UserError, match="no timestamp assigner"):
-        no_assigner.process([1])
+    no_assigner.process([1, 2])
+    no_assigner.process([3])
+    no_assigner.advance_time(100)
+    assert no_assigner.output.records == [1, 2, 3]
+    assert no_assigner.output.timestamps == [None, None, None]
+    assert no_assigner.output.watermarks == []  # held back until the end of input
+    assert [r.message for r in caplog.records].count(
+        next(r.message for r in caplog.records if "no timestamp assigner" in r.message)) == 1
+
+
+def test_a_bad_timestamp_column_is_a_clear_user_error() -> None:
     bad_column = _assigner_harness(WatermarkStrategy.for_monotonous_timestamps()
                                    .with_timestamp_column("when"))
     with pytest.raises(UserError, match="'when' is not a column"):

@@ -9,7 +9,7 @@ import cloudpickle
 import pytest
 
 from weir import InvalidJobError, StreamExecutionEnvironment
-from weir.datastream import DataStream
+from weir.datastream.data_stream import DataStream
 from weir.graph import (
     BROADCAST,
     FORWARD,

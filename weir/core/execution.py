@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -50,6 +51,36 @@ class ExecutionContext:
     allow_non_restored_state: bool = False
     #: What the update did (a ``JobChange`` message).
     change: Any = None
+
+
+class JobStatus(enum.StrEnum):
+    """A job's status, as PyFlink names it; equal to the status names weir reports, so
+    ``client.get_job_status() == JobStatus.FINISHED`` holds.
+
+    Example:
+        >>> JobStatus("FINISHED").is_globally_terminal_state(), JobStatus.RUNNING == "RUNNING"
+        (True, True)
+    """
+
+    INITIALIZING = "INITIALIZING"
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    FAILING = "FAILING"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELED = "CANCELED"
+    FINISHED = "FINISHED"
+    RESTARTING = "RESTARTING"
+    SUSPENDED = "SUSPENDED"
+    RECONCILING = "RECONCILING"
+
+    def is_globally_terminal_state(self) -> bool:
+        """The job ended for good (finished, failed or cancelled)."""
+        return self in (JobStatus.FINISHED, JobStatus.FAILED, JobStatus.CANCELED)
+
+    def is_terminal_state(self) -> bool:
+        """The job ended here (suspended counts: another JobMaster may resume it)."""
+        return self.is_globally_terminal_state() or self is JobStatus.SUSPENDED
 
 
 class JobClient(ABC):

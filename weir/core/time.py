@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+import datetime
+
 
 class Time:
     """A span of time in milliseconds (``Time.seconds(10)``, ``Time.milliseconds(500)``)."""
@@ -92,3 +94,43 @@ def to_millis(span: object) -> int:
         return int(span)
     msg = f"expected a Time, Duration, timedelta or milliseconds, got {span!r}"
     raise TypeError(msg)
+
+
+class Instant:
+    """A point in time: seconds and nanoseconds since the epoch (PyFlink's ``Instant``).
+    Records of ``Types.INSTANT()`` are UTC ``datetime`` values; :meth:`to_datetime` gives
+    one.
+
+    Example:
+        >>> Instant.of_epoch_milli(1_500).to_epoch_milli(), Instant(1, 500_000_000)
+        (1500, Instant<1, 500000000>)
+    """
+
+    __slots__ = ("nanos", "seconds")
+
+    def __init__(self, seconds: int, nanos: int) -> None:
+        extra, self.nanos = divmod(int(nanos), 1_000_000_000)
+        self.seconds = int(seconds) + extra
+
+    @staticmethod
+    def of_epoch_milli(epoch_milli: int) -> Instant:
+        seconds, millis = divmod(int(epoch_milli), 1000)
+        return Instant(seconds, millis * 1_000_000)
+
+    def to_epoch_milli(self) -> int:
+        return self.seconds * 1000 + self.nanos // 1_000_000
+
+    def to_datetime(self) -> datetime.datetime:
+        """This instant as a UTC datetime (microsecond precision)."""
+        return datetime.datetime.fromtimestamp(0, datetime.UTC) + datetime.timedelta(
+            seconds=self.seconds, microseconds=self.nanos // 1000)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Instant) and (self.seconds, self.nanos) == (
+            other.seconds, other.nanos)
+
+    def __hash__(self) -> int:
+        return hash((self.seconds, self.nanos))
+
+    def __repr__(self) -> str:
+        return f"Instant<{self.seconds}, {self.nanos}>"

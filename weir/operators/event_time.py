@@ -10,6 +10,7 @@ when an input ends.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,8 @@ from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP
 from weir.operators.base import close_functions, open_functions
 from weir.taskexecutor.operator import StreamOperator
 from weir.watermarks import WatermarkStrategy
+
+log = logging.getLogger(__name__)
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):
@@ -43,6 +46,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self._extract = None if assigner is None else getattr(
             assigner, "extract_timestamp", assigner)
         self._max_timestamp = MIN_WATERMARK
+        self._warned_unstamped = False
         self._emitted = MIN_WATERMARK
         self._idle = False
         self._last_record_ms = self.ctx.processing_time.current_time_ms()
@@ -70,6 +74,18 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         if not len(elements):
             return
         timestamps = self._timestamps(elements)
+        if timestamps is None:
+            # As in Flink: records without timestamps pass unstamped and hold the watermark
+            # back; only an event-time operator downstream needs them (and says so).
+            if not self._warned_unstamped:
+                self._warned_unstamped = True
+                log.warning("'%s': the WatermarkStrategy has no timestamp assigner and the "
+                            "records carry no timestamps, so watermarks do not advance "
+                            "before the end of input: add with_timestamp_assigner(...) for "
+                            "event time", self.name)
+            assert self.output is not None
+            self.output.emit(elements)
+            return
         self._max_timestamp = max(self._max_timestamp, int(timestamps.max()))
         assert self.ctx is not None and self.output is not None
         self._last_record_ms = self.ctx.processing_time.current_time_ms()
@@ -78,16 +94,11 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             self.output.emit_watermark_status(False)
         self.output.emit(elements.with_timestamps(timestamps))
 
-    def _timestamps(self, elements: Elements) -> np.ndarray:
+    def _timestamps(self, elements: Elements) -> np.ndarray | None:
         column = self.strategy.timestamp_column
         if column is not None:
             return _column_timestamps(elements.arrow(), column)
         if self._extract is None:
-            if elements.timestamps is None:
-                msg = (f"'{self.name}': the WatermarkStrategy has no timestamp assigner and "
-                       "the records carry no timestamps: add with_timestamp_assigner(...) or "
-                       "with_timestamp_column(...)")
-                raise UserError(msg)
             return elements.timestamps
         extract = self._extract
         previous = elements.timestamps

@@ -13,8 +13,9 @@ names that do not start with ``.`` or ``_``, and a reader of the directory sees 
 exactly once whatever failed. Without checkpointing, files are committed when the job's
 input ends.
 
-Final names are ``part-<subtask>-<n>.<parquet|jsonl>``; ``n`` comes from union operator
-state, so no restored or rescaled subtask ever reuses a name.
+Final names are ``<prefix>-<subtask>-<n><suffix>`` (:class:`PartNames`; by default
+``part-<subtask>-<n>.parquet`` or ``.jsonl``); ``n`` comes from union operator state, so no
+restored or rescaled subtask ever reuses a name.
 
 Example:
     >>> import tempfile
@@ -40,13 +41,17 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import re
 import tempfile
+import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +70,54 @@ from weir.taskexecutor.operator import OperatorSnapshot, StateContext, StreamOpe
 
 log = logging.getLogger(__name__)
 
-#: A part: final ``part-<subtask>-<n>.<ext>``; in progress or pending (hidden)
-#: ``.part-<subtask>-<n>.<ext>[.<attempt token>].inprogress``.
-_PART = re.compile(
-    r"^\.?part-(\d+)-(\d+)\.(parquet|jsonl)(?:\.([0-9a-f]+))?(\.inprogress)?$")
+#: What a sink writes: Parquet files, JSON lines, or lines of text made by an encoder.
+FORMATS = ("parquet", "json", "text")
+_DEFAULT_SUFFIX = {"parquet": ".parquet", "json": ".jsonl", "text": ""}
 
 
-def committed_parts(path: str) -> list[str]:
-    """Names of the committed part files under a ``file://`` sink directory, sorted."""
+@dataclass(frozen=True)
+class PartNames:
+    """How part files are named: final ``<prefix>-<subtask>-<n><suffix>``; in progress or
+    pending (hidden) ``.<final name>[.<attempt token>].inprogress``.
+
+    Example:
+        >>> names = PartNames("part", ".jsonl")
+        >>> names.final(3, 7), names.parse(".part-3-7.jsonl.0a1b.inprogress")
+        ('part-3-7.jsonl', (3, 7, '0a1b', True))
+    """
+
+    prefix: str = "part"
+    suffix: str = ".jsonl"
+
+    @classmethod
+    def for_format(cls, fmt: str, prefix: str = "part", suffix: str | None = None) -> PartNames:
+        """The names of ``fmt``'s parts; the suffix defaults to the format's extension."""
+        return cls(prefix, _DEFAULT_SUFFIX[fmt] if suffix is None else suffix)
+
+    @functools.cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        return re.compile(rf"^\.?{re.escape(self.prefix)}-(\d+)-(\d+){re.escape(self.suffix)}"
+                          r"(?:\.([0-9a-f]+))?(\.inprogress)?$")
+
+    def final(self, subtask: int, number: int) -> str:
+        return f"{self.prefix}-{subtask}-{number}{self.suffix}"
+
+    def parse(self, name: str) -> tuple[int, int, str | None, bool] | None:
+        """(subtask, number, attempt token, hidden) of a part's file name, or None if the
+        name is not one of this sink's parts."""
+        m = self._pattern.match(name)
+        if m is None or (name.startswith(".") != bool(m.group(4))):
+            return None
+        return int(m.group(1)), int(m.group(2)), m.group(3), bool(m.group(4))
+
+
+def committed_parts(path: str, names: PartNames | None = None) -> list[str]:
+    """Names of the committed part files under a ``file://`` sink directory, sorted
+    (``names``: default Parquet and JSON-lines parts)."""
     directory = Path(path.removeprefix("file://"))
-    return sorted(p.name for p in directory.glob("part-*") if _PART.match(p.name))
+    kinds = [names] if names else [PartNames.for_format("parquet"), PartNames.for_format("json")]
+    return sorted(p.name for p in directory.glob("*")
+                  if any((parsed := k.parse(p.name)) and not parsed[3] for k in kinds))
 
 
 class PartCommitter(ABC):
@@ -85,8 +128,9 @@ class PartCommitter(ABC):
     heartbeat timeout, then resumed) reuses the restored part numbers, and with shared
     names would write into (or truncate) the new attempt's files."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, names: PartNames) -> None:
         self.token = token
+        self.names = names
 
     def hidden_name(self, name: str, token: str | None) -> str:
         """The hidden in-progress/pending file of part ``name`` of attempt ``token``
@@ -137,8 +181,8 @@ class PartCommitter(ABC):
 class LocalPartCommitter(PartCommitter):
     """``file://``: hidden files in the target directory, committed by atomic rename."""
 
-    def __init__(self, directory: Path, token: str) -> None:
-        super().__init__(token)
+    def __init__(self, directory: Path, token: str, names: PartNames) -> None:
+        super().__init__(token, names)
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
 
@@ -166,17 +210,19 @@ class LocalPartCommitter(PartCommitter):
     def clean_up(self, subtask: int, parallelism: int, keep: list[dict[str, Any]]) -> int:
         kept = {self.hidden_name(p["name"], p.get("token")) for p in keep}
         removed = 0
-        for path in self.directory.glob(".part-*"):
-            match = _PART.match(path.name)
-            if match and match.group(5) and int(match.group(1)) % parallelism == subtask \
+        for path in self.directory.glob(f".{self.names.prefix}-*"):
+            part = self.names.parse(path.name)
+            if part and part[3] and part[0] % parallelism == subtask \
                     and path.name not in kept:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
 
     def committed_numbers(self, subtask: int) -> dict[int, str]:
-        return {int(m.group(2)): str(path) for path in self.directory.glob(f"part-{subtask}-*")
-                if (m := _PART.match(path.name)) and not m.group(4)}
+        return {part[1]: str(path)
+                for path in self.directory.glob(f"{self.names.prefix}-{subtask}-*")
+                if (part := self.names.parse(path.name)) and not part[3]
+                and part[0] == subtask}
 
     def delete_committed(self, where: str) -> None:
         Path(where).unlink(missing_ok=True)
@@ -186,8 +232,9 @@ class S3PartCommitter(PartCommitter):
     """``s3://``: in-progress parts are local files; pre-commit uploads one as the parts of
     a multipart upload, commit completes the upload (the object appears atomically)."""
 
-    def __init__(self, storage: S3CheckpointStorage, local_dir: Path, token: str) -> None:
-        super().__init__(token)
+    def __init__(self, storage: S3CheckpointStorage, local_dir: Path, token: str,
+                 names: PartNames) -> None:
+        super().__init__(token, names)
         self.storage = storage
         self.local_dir = local_dir
         local_dir.mkdir(parents=True, exist_ok=True)
@@ -207,24 +254,23 @@ class S3PartCommitter(PartCommitter):
     def clean_up(self, subtask: int, parallelism: int, keep: list[dict[str, Any]]) -> int:
         kept = {p["upload_id"] for p in keep if "upload_id" in p}
         removed = 0
-        for name, upload_id in self.storage.list_uploads("part-"):
-            match = _PART.match(name.rsplit("/", 1)[-1])
-            if match and int(match.group(1)) % parallelism == subtask and \
-                    upload_id not in kept:
+        for name, upload_id in self.storage.list_uploads(f"{self.names.prefix}-"):
+            part = self.names.parse(name.rsplit("/", 1)[-1])
+            if part and part[0] % parallelism == subtask and upload_id not in kept:
                 self.storage.abort_upload(name, upload_id)
                 removed += 1
-        for path in self.local_dir.glob(".part-*"):
-            match = _PART.match(path.name)
-            if match and int(match.group(1)) % parallelism == subtask:
+        for path in self.local_dir.glob(f".{self.names.prefix}-*"):
+            part = self.names.parse(path.name)
+            if part and part[0] % parallelism == subtask:
                 path.unlink(missing_ok=True)
         return removed
 
     def committed_numbers(self, subtask: int) -> dict[int, str]:
         base = self.storage.base_uri.rstrip("/") + "/"
-        return {int(m.group(2)): uri for uri in self.storage.list()
-                if uri.startswith(base + "part-") and "/" not in uri[len(base):]
-                and (m := _PART.match(uri[len(base):])) and not m.group(4)
-                and int(m.group(1)) == subtask}
+        return {part[1]: uri for uri in self.storage.list()
+                if uri.startswith(base) and "/" not in uri[len(base):]
+                and (part := self.names.parse(uri[len(base):])) and not part[3]
+                and part[0] == subtask}
 
     def delete_committed(self, where: str) -> None:
         self.storage.delete(where)
@@ -241,11 +287,22 @@ class FileSinkOperator(StreamOperator):
     #: up an earlier subtask's files must keep the parts another one commits.
     ALL_PENDING_STATE = "file-sink-pending-all"
 
-    def __init__(self, name: str, path: str, fmt: str, rolling_bytes: int) -> None:
+    def __init__(self, name: str, path: str, fmt: str, rolling_bytes: int, *,
+                 names: PartNames | None = None, encoder: Callable[[Any], str] | None = None,
+                 rollover_seconds: float | None = None) -> None:
         super().__init__(name)
+        if fmt not in FORMATS:
+            msg = f"file sink format must be one of {', '.join(FORMATS)}, got {fmt!r}"
+            raise ValueError(msg)
         self.path = path
         self.fmt = fmt
         self.rolling_bytes = rolling_bytes
+        self.names = names or PartNames.for_format(fmt)
+        #: ``text``: one line per record (``str`` by default).
+        self.encoder = encoder or str
+        #: Roll a part this old (seconds since it was opened) at its next record.
+        self.rollover_seconds = rollover_seconds
+        self._opened_at = 0.0
         self._committer: PartCommitter | None = None
         self._counter = 0
         self._writer: Any = None
@@ -293,8 +350,9 @@ class FileSinkOperator(StreamOperator):
                 os.path.join(tempfile.gettempdir(), f"weir-file-sink-{os.geteuid()}"),
                 fix="remove it so that weir creates its own")
             local = Path(root) / f"{self.ctx.job_id or 'job'}-{self.name}".replace("/", "_")
-            return S3PartCommitter(storage, local, self._token)
-        return LocalPartCommitter(Path(self.path.removeprefix("file://")), self._token)
+            return S3PartCommitter(storage, local, self._token, self.names)
+        return LocalPartCommitter(Path(self.path.removeprefix("file://")), self._token,
+                                  self.names)
 
     def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
@@ -344,8 +402,7 @@ class FileSinkOperator(StreamOperator):
     def _roll(self) -> None:
         assert self.ctx is not None and self._committer is not None
         self._close_part()
-        ext = "parquet" if self.fmt == "parquet" else "jsonl"
-        name = f"part-{self.ctx.subtask_index}-{self._counter}.{ext}"
+        name = self.names.final(self.ctx.subtask_index, self._counter)
         self._counter += 1
         path = self._committer.in_progress_path(name)
         if self.fmt == "parquet":
@@ -355,24 +412,35 @@ class FileSinkOperator(StreamOperator):
             self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _close_part
         self._current = name
         self._written = 0
+        self._opened_at = time.monotonic()
+
+    def _must_roll(self) -> bool:
+        return self._written >= self.rolling_bytes or (
+            self.rollover_seconds is not None
+            and time.monotonic() - self._opened_at >= self.rollover_seconds)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         if self.fmt == "parquet":
             batch = elements.arrow()
             schema = batch.schema.remove_metadata()
-            if self._writer is None or schema != self._schema or \
-                    self._written >= self.rolling_bytes:
+            if self._writer is None or schema != self._schema or self._must_roll():
                 self._schema = schema
                 self._roll()
             self._writer.write_batch(batch.replace_schema_metadata(None))
             self._written += batch.nbytes
         else:
-            if self._file is None or self._written >= self.rolling_bytes:
-                self._roll()
-            text = "".join(json.dumps(_jsonable(r), default=str) + "\n"
-                           for r in elements.records())
-            self._file.write(text)
-            self._written += len(text)
+            # Line by line, so that a part rolls at its size even inside one large batch.
+            encode = self._encode_json if self.fmt == "json" else self.encoder
+            for record in elements.records():
+                if self._file is None or self._must_roll():
+                    self._roll()
+                line = encode(record) + "\n"
+                self._file.write(line)
+                self._written += len(line)
+
+    @staticmethod
+    def _encode_json(record: Any) -> str:
+        return json.dumps(_jsonable(record), default=str)
 
     def _close_part(self) -> None:
         if self._writer is not None:

@@ -87,16 +87,22 @@ class CollectSinkOperator(StreamOperator):
 
 
 class PrintSinkOperator(StreamOperator):
-    """Prints records to the task's stdout, prefixed by the subtask (``2> record``)."""
+    """Prints records to the task's stdout, prefixed as Flink's print sink does: by the
+    subtask (``2> record``) with parallelism > 1, by the identifier given to ``print`` when
+    there is one (``words:2> record``, ``words> record``)."""
 
-    def __init__(self, name: str, to_stderr: bool = False) -> None:
+    def __init__(self, name: str, to_stderr: bool = False,
+                 sink_identifier: str | None = None) -> None:
         super().__init__(name)
         self.to_stderr = to_stderr
+        self.sink_identifier = sink_identifier
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
         stream = sys.stderr if self.to_stderr else sys.stdout
-        prefix = f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else ""
+        subtask = str(self.ctx.subtask_index + 1) if self.ctx.parallelism > 1 else ""
+        label = ":".join(p for p in (self.sink_identifier, subtask) if p)
+        prefix = f"{label}> " if label else ""
         stream.write("".join(f"{prefix}{r}\n" for r in elements.records()))
         stream.flush()
 

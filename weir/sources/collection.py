@@ -198,3 +198,15 @@ class _SequenceReader(SourceReader):
         if self._next > current.end:
             return list(rest)
         return [dataclasses.replace(current, offset=self._next - current.start), *rest]
+
+
+class NumberSequenceSource(SequenceSource):
+    """PyFlink's ``NumberSequenceSource(start, end)``: the numbers ``start..end``
+    inclusive, for ``env.from_source(source, watermark_strategy, name)``.
+
+    Example:
+        >>> NumberSequenceSource(1, 10).name
+        'Number Sequence Source'
+    """
+
+    name = "Number Sequence Source"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +50,11 @@ from weir.core.source import (
     SplitAssignment,
     SplitEnumerator,
 )
+from weir.core.time import to_millis
 
+#: Format -> the file names it reads in a directory (text: every file, as Flink does).
 FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json", ".ndjson"),
-           "text": (".txt",)}
+           "text": ("",)}
 
 
 #: Target size of one split of a large file (bytes of a CSV/JSON file, compressed bytes of
@@ -175,27 +177,59 @@ class FileSource(Source):
     only committed staging directories this way).
     """
 
-    def __init__(self, path: str, format: str = "parquet",
+    def __init__(self, path: str | Sequence[str], format: str = "parquet",
                  monitor_interval: float | None = None,
                  lister: Callable[[str], list[str]] | None = None,
                  name: str | None = None, split_bytes: int | None = None) -> None:
         if format not in FORMATS:
             msg = f"unknown file format {format!r} (use one of: {', '.join(FORMATS)})"
             raise ValueError(msg)
-        #: As given (for messages); :attr:`path` is absolute.
-        self.given_path = path
-        self.path = absolute_path(path)
+        given = [path] if isinstance(path, str) else list(path)
+        if not given:
+            msg = "a FileSource needs at least one path"
+            raise ValueError(msg)
+        #: As given (for messages); :attr:`paths` are absolute, :attr:`path` is the first.
+        self.given_paths = given
+        self.paths = [absolute_path(p) for p in given]
+        self.path = self.paths[0]
         self.format = format
         self.monitor_interval = monitor_interval
         self.lister = lister
         self.bounded = monitor_interval is None
-        self.name = name or f"File Source ({format}: {path})"
+        self.name = name or f"File Source ({format}: {', '.join(given)})"
         if split_bytes is not None and split_bytes < 1:
             msg = f"split_bytes must be positive, got {split_bytes}"
             raise ValueError(msg)
         #: About how much of a large file one split reads; None: sized to the parallelism
         #: (see the module docstring).
         self.split_bytes = split_bytes
+
+    @staticmethod
+    def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
+        """PyFlink's builder: ``FileSource.for_record_stream_format(
+        StreamFormat.text_line_format(), path).process_static_file_set().build()``.
+
+        Example:
+            >>> src = FileSource.for_record_stream_format(
+            ...     StreamFormat.text_line_format(), "/data/a.txt", "/data/b.txt").build()
+            >>> src.format, src.paths, src.bounded
+            ('text', ['/data/a.txt', '/data/b.txt'], True)
+        """
+        if not isinstance(stream_format, StreamFormat):
+            msg = (f"for_record_stream_format takes a StreamFormat, got "
+                   f"{type(stream_format).__name__}: use StreamFormat.text_line_format(), or "
+                   "FileSource(path, format='parquet'|'csv'|'json') for other formats")
+            raise InvalidJobError(msg)
+        return FileSourceBuilder(stream_format.format, paths)
+
+    @staticmethod
+    def for_bulk_file_format(bulk_format: Any, *paths: str) -> FileSourceBuilder:
+        """PyFlink's bulk formats are Java classes: read Parquet, CSV or JSON lines with
+        ``FileSource(path, format=...)``."""
+        msg = ("FileSource.for_bulk_file_format is not supported by weir: its bulk formats "
+               "are Java classes; read Parquet, CSV or JSON lines with "
+               f"FileSource({', '.join(map(repr, paths)) or 'path'}, format='parquet')")
+        raise InvalidJobError(msg)
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
         return FileSplitEnumerator(self, parallelism=parallelism)
@@ -209,7 +243,8 @@ class FileSource(Source):
     def list(self) -> list[str]:
         if self.lister is not None:
             return self.lister(self.path)
-        return list_files(self.path, self.format)
+        found = [f for path in self.paths for f in list_files(path, self.format)]
+        return list(dict.fromkeys(found))
 
     def check_paths(self, configuration: Configuration) -> None:
         """Refuse a path this source could never read, on the client before submission:
@@ -222,49 +257,112 @@ class FileSource(Source):
         """
         if self.lister is not None:
             return
-        scheme = _scheme(self.path)
-        what = f"the {self.format} source path {self.path}"
+        for given, path in zip(self.given_paths, self.paths, strict=True):
+            self._check_path(given, path, configuration)
+
+    def _check_path(self, given: str, path: str, configuration: Configuration) -> None:
+        scheme = _scheme(path)
+        what = f"the {self.format} source path {path}"
         if scheme == "s3":
-            self._check_s3(configuration, what)
+            self._check_s3(path, configuration, what)
         elif scheme not in ("", "file"):
             msg = (f"{what} has an unsupported scheme {scheme}://: the file source reads "
                    "local paths or file:// URIs (on a shared file system for a real cluster)")
             raise InvalidJobError(msg)
-        local = self.path.removeprefix("file://")
+        local = path.removeprefix("file://")
         if not os.path.exists(local):
-            relative = "" if os.path.isabs(self.given_path.removeprefix("file://")) else (
-                f" ({self.given_path!r} is relative to the working directory of the "
+            relative = "" if os.path.isabs(given.removeprefix("file://")) else (
+                f" ({given!r} is relative to the working directory of the "
                 "submitting process)")
             fix = "fix the path" if self.bounded else \
                 "fix the path, or create the directory to watch (it may be empty)"
             msg = f"{what} does not exist{relative}: {fix}"
             raise InvalidJobError(msg)
-        if self.bounded and not list_files(self.path, self.format):
+        if self.bounded and not list_files(path, self.format):
             msg = (f"{what} matches no {self.format} files (looked for "
                    f"{', '.join('*' + s for s in FORMATS[self.format])}, skipping names that "
                    "start with _ or .): point the source at the data, or set format= to "
                    "what the files are")
             raise InvalidJobError(msg)
 
-    def _check_s3(self, configuration: Configuration, what: str) -> None:
+    def _check_s3(self, path: str, configuration: Configuration, what: str) -> None:
         from weir.checkpoint.s3 import S3CheckpointStorage
 
-        storage = S3CheckpointStorage.from_uri(self.path, configuration)
+        storage = S3CheckpointStorage.from_uri(path, configuration)
         try:
             # S3 has no directories: a prefix matches the objects below "prefix/", or it
             # names one object exactly.
-            found = bool(storage.list("")) or storage.exists(self.path)
+            found = bool(storage.list("")) or storage.exists(path)
         except StorageError as err:
             msg = f"cannot list {what}: {err}"
             raise type(err)(msg) from err
         if not found:
-            msg = (f"{what} matches no objects (nothing under {self.path.rstrip('/')}/ at "
+            msg = (f"{what} matches no objects (nothing under {path.rstrip('/')}/ at "
                    "the configured s3.endpoint): fix the bucket or prefix")
             raise InvalidJobError(msg)
         msg = (f"{what} cannot be read: the file source cannot read s3:// yet (only local "
                "paths and file:// URIs); copy the data to a shared file system, or stage it "
                "with env.from_spark()")
         raise InvalidJobError(msg)
+
+
+class StreamFormat:
+    """How a PyFlink-style file source reads records: :meth:`text_line_format` (lines of
+    UTF-8 text, as strings).
+
+    Example:
+        >>> StreamFormat.text_line_format().format
+        'text'
+    """
+
+    def __init__(self, format: str) -> None:
+        self.format = format
+
+    @staticmethod
+    def text_line_format(charset_name: str = "UTF-8") -> StreamFormat:
+        """Lines of text; a large file is read in parallel (byte ranges aligned to line ends)
+        and a restored reader skips exactly the lines read before the checkpoint."""
+        if charset_name.upper().replace("-", "") != "UTF8":
+            msg = f"the text line format reads UTF-8 text only, got charset {charset_name!r}"
+            raise InvalidJobError(msg)
+        return StreamFormat("text")
+
+
+class FileSourceBuilder:
+    """PyFlink's ``FileSourceBuilder``: bounded by default (:meth:`process_static_file_set`),
+    or watching the paths for new files (:meth:`monitor_continuously`)."""
+
+    def __init__(self, format: str, paths: Sequence[str]) -> None:
+        if not paths:
+            msg = "a FileSource needs at least one path"
+            raise InvalidJobError(msg)
+        self._format = format
+        self._paths = list(paths)
+        self._monitor_interval: float | None = None
+
+    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+        """Keep watching for new files, every ``discovery_interval`` (a Duration, or ms)."""
+        self._monitor_interval = to_millis(discovery_interval) / 1000
+        return self
+
+    def process_static_file_set(self) -> FileSourceBuilder:
+        """Read the files there now, then end (the default)."""
+        self._monitor_interval = None
+        return self
+
+    def set_file_enumerator(self, file_enumerator: Any) -> FileSourceBuilder:
+        msg = ("FileSource.set_file_enumerator is not supported by weir: weir's enumerator "
+               "lists the files, skips hidden ones and splits large files itself")
+        raise InvalidJobError(msg)
+
+    def set_split_assigner(self, split_assigner: Any) -> FileSourceBuilder:
+        msg = ("FileSource.set_split_assigner is not supported by weir: splits go to the "
+               "subtasks that ask for them")
+        raise InvalidJobError(msg)
+
+    def build(self) -> FileSource:
+        return FileSource(self._paths, format=self._format,
+                          monitor_interval=self._monitor_interval)
 
 
 class FileSplitEnumerator(SplitEnumerator):

@@ -67,6 +67,10 @@ if TYPE_CHECKING:
     from weir.sinks import Sink
 
 
+__all__ = ["AllWindowedStream", "BroadcastConnectedStream", "BroadcastStream", "CloseableIterator",
+           "ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream", "WindowedStream"]
+
+
 class DataStream:
     """A stream of records produced by one transformation."""
 
@@ -258,16 +262,16 @@ class DataStream:
         """Windows of ``size`` records of the whole stream (see ``count_window``)."""
         return self.window_all(_count_assigner(size, slide))
 
-    def connect(self, stream: Any) -> Any:
+    def connect(self, ds: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
         function (``map``, ``flat_map``, ``process``; keyed after ``key_by``); or a
         BroadcastStream, for the broadcast state pattern."""
-        if isinstance(stream, BroadcastStream):
-            return BroadcastConnectedStream(self, stream)
-        if not isinstance(stream, DataStream):
-            msg = f"connect expects a DataStream, got {type(stream).__name__}"
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
+        if not isinstance(ds, DataStream):
+            msg = f"connect expects a DataStream, got {type(ds).__name__}"
             raise TypeError(msg)
-        return ConnectedStreams(self, stream)
+        return ConnectedStreams(self, ds)
 
     # -- sinks ------------------------------------------------------------------------------
 
@@ -291,9 +295,10 @@ class DataStream:
         return self.sink_to(sink_func)
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
-        """Print every record to the task's stdout (``N> record`` with parallelism > 1)."""
+        """Print every record to the task's stdout (``N> record`` with parallelism > 1;
+        ``sink_identifier:N> record`` with an identifier)."""
         return self._sink(f"Sink: Print{' ' + sink_identifier if sink_identifier else ''}",
-                          PrintSinkOperator("Print"))
+                          PrintSinkOperator("Print", sink_identifier=sink_identifier))
 
     def execute_and_collect(self, job_execution_name: str | None = None,
                             limit: int | None = None) -> CloseableIterator | list[Any]:
@@ -391,27 +396,28 @@ class KeyedStream(DataStream):
         return self._keyed(name, FieldAggregateOperator(name, self._key, kind,
                                                         0 if field is None else field))
 
-    def sum(self, field: str | int = 0) -> DataStream:
-        """Running sum of ``field`` per key (vectorised when keyed by a column name)."""
-        return self._aggregate("sum", field)
+    def sum(self, position_to_sum: str | int = 0) -> DataStream:
+        """Running sum of a field (position or name) per key (vectorised when keyed by a
+        column name)."""
+        return self._aggregate("sum", position_to_sum)
 
-    def min(self, field: str | int = 0) -> DataStream:
-        return self._aggregate("min", field)
+    def min(self, position_to_min: str | int = 0) -> DataStream:
+        return self._aggregate("min", position_to_min)
 
-    def max(self, field: str | int = 0) -> DataStream:
-        return self._aggregate("max", field)
+    def max(self, position_to_max: str | int = 0) -> DataStream:
+        return self._aggregate("max", position_to_max)
 
     def count(self) -> DataStream:
         """Running count per key: (key, count) for every record."""
         return self._aggregate("count", None)
 
-    def min_by(self, field: str | int = 0) -> DataStream:
-        """Per key, the record with the smallest ``field`` so far (the first on ties)."""
-        return self.reduce(_by(field, smaller=True)).name("Keyed Min By")
+    def min_by(self, position_to_min_by: str | int = 0) -> DataStream:
+        """Per key, the record with the smallest field so far (the first on ties)."""
+        return self.reduce(_by(position_to_min_by, smaller=True)).name("Keyed Min By")
 
-    def max_by(self, field: str | int = 0) -> DataStream:
-        """Per key, the record with the largest ``field`` so far (the first on ties)."""
-        return self.reduce(_by(field, smaller=False)).name("Keyed Max By")
+    def max_by(self, position_to_max_by: str | int = 0) -> DataStream:
+        """Per key, the record with the largest field so far (the first on ties)."""
+        return self.reduce(_by(position_to_max_by, smaller=False)).name("Keyed Max By")
 
     def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
         """Apply a KeyedProcessFunction: keyed state via ``open(runtime_context)``, timers
@@ -478,8 +484,8 @@ class AllWindowedStream:
         self._windowed.trigger(trigger)
         return self
 
-    def allowed_lateness(self, time: Any) -> AllWindowedStream:
-        self._windowed.allowed_lateness(time)
+    def allowed_lateness(self, time_ms: Any) -> AllWindowedStream:
+        self._windowed.allowed_lateness(time_ms)
         return self
 
     def side_output_late_data(self, output_tag: OutputTag) -> AllWindowedStream:
@@ -557,9 +563,9 @@ class WindowedStream:
         self._trigger = trigger
         return self
 
-    def allowed_lateness(self, time: Any) -> WindowedStream:
-        """Keep windows this long (Duration, Time or ms) after they fired, for late records."""
-        lateness = to_millis(time)
+    def allowed_lateness(self, time_ms: Any) -> WindowedStream:
+        """Keep windows this long (ms, Duration or Time) after they fired, for late records."""
+        lateness = to_millis(time_ms)
         if lateness < 0:
             msg = f"allowed lateness must not be negative, got {lateness} ms"
             raise ValueError(msg)
@@ -635,16 +641,16 @@ class WindowedStream:
         return self._apply(kind.capitalize(), REDUCE,
                            FieldReducer(kind, 0 if field is None else field))
 
-    def sum(self, field: str | int = 0) -> DataStream:
-        """Sum of ``field`` per key and window. Keyed by a column name, vectorised: emits
+    def sum(self, position_to_sum: str | int = 0) -> DataStream:
+        """Sum of a field per key and window. Keyed by a column name, vectorised: emits
         Rows ``(key column, window_start, window_end, field)`` without per-record Python."""
-        return self._builtin("sum", field)
+        return self._builtin("sum", position_to_sum)
 
-    def min(self, field: str | int = 0) -> DataStream:
-        return self._builtin("min", field)
+    def min(self, position_to_min: str | int = 0) -> DataStream:
+        return self._builtin("min", position_to_min)
 
-    def max(self, field: str | int = 0) -> DataStream:
-        return self._builtin("max", field)
+    def max(self, position_to_max: str | int = 0) -> DataStream:
+        return self._builtin("max", position_to_max)
 
     def count(self) -> DataStream:
         """Records per key and window: ``(key, count)``, or vectorised Rows
