@@ -409,7 +409,7 @@ def _job_metrics(urls: list[str], job_id: str) -> dict[str, dict[str, float]]:
 def _wait_running(job: Any, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        status = job.get_job_status()
+        status = job.get_job_status().result()
         if status == "RUNNING":
             return
         if status in ("FAILED", "CANCELED", "FINISHED") or time.monotonic() > deadline:
@@ -446,7 +446,7 @@ def run_backpressure(cluster: LocalCluster, args: argparse.Namespace) -> dict[st
                             "metrics": _job_metrics(urls, job.job_id)})
             next_sample += SAMPLE_INTERVAL_S
             time.sleep(max(0.0, next_sample - time.monotonic()))
-        status = job.get_job_status()
+        status = job.get_job_status().result()
         if status != "RUNNING":
             msg = f"the backpressure job ended early ({status})"
             raise RuntimeError(msg)
@@ -457,7 +457,7 @@ def run_backpressure(cluster: LocalCluster, args: argparse.Namespace) -> dict[st
             job.wait(timeout=60, poll_interval=0.1)  # raises JobExecutionError: CANCELED
         final = "?"
         with contextlib.suppress(Exception):
-            final = job.get_job_status()
+            final = job.get_job_status().result()
         with contextlib.suppress(Exception):
             job.client.close()
     return summarise_backpressure(samples, pids, args, final)

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "CoFlatMapFunction": "weir.functions",
     "CoMapFunction": "weir.functions",
     "CoProcessFunction": "weir.functions",
+    "CompletableFuture": "weir.core.execution",
     "ConfigError": "weir.core.errors",
     "Configuration": "weir.core.config",
     "ConnectedStreams": "weir.datastream.data_stream",
@@ -238,6 +239,9 @@ if TYPE_CHECKING:
     )
     from weir.core.errors import (
         WeirError as WeirError,
+    )
+    from weir.core.execution import (
+        CompletableFuture as CompletableFuture,
     )
     from weir.core.execution import (
         JobClient as JobClient,

@@ -71,7 +71,12 @@ def get_execution_context() -> ExecutionContext | None:
 
 @dataclass
 class JobExecutionResult:
-    """What ``execute`` returns."""
+    """What ``execute`` returns.
+
+    Example:
+        >>> JobExecutionResult("j1", 1.5).get_net_runtime()
+        1500
+    """
 
     job_id: str
     net_runtime_s: float | None = None
@@ -79,8 +84,19 @@ class JobExecutionResult:
     def get_job_id(self) -> str:
         return self.job_id
 
-    def get_net_runtime(self) -> float | None:
-        return self.net_runtime_s
+    def get_net_runtime(self) -> int | None:
+        """Milliseconds from submission to the end, as PyFlink gives it (None: detached)."""
+        return None if self.net_runtime_s is None else round(self.net_runtime_s * 1000)
+
+    def is_job_execution_result(self) -> bool:
+        return True
+
+    def get_job_execution_result(self) -> JobExecutionResult:
+        return self
+
+    def get_all_accumulator_results(self) -> dict[str, Any]:
+        """weir has no accumulators (user metrics take their place): always empty."""
+        return {}
 
 
 class PreparedSource:

@@ -293,7 +293,7 @@ def test_in_process_task_executor_serves_the_counters_of_a_running_job(mini_clus
         _check_counted(urls, job.job_id)
     finally:
         job.cancel()
-    poll(lambda: job.get_job_status() == "CANCELED", 20, what="the job to be cancelled")
+    poll(lambda: job.get_job_status().result() == "CANCELED", 20, what="the job to be cancelled")
     poll(lambda: not _user_samples(urls, job.job_id), 10,
          what="the cancelled tasks' metrics to be unregistered")
 

@@ -149,14 +149,23 @@ class ClusterJobClient(JobClient):
         self.job_id = job_id
         self._on_done = list(on_done or [])
         self._done_lock = threading.Lock()
+        #: The job's status once :meth:`wait` or :meth:`collect` saw it end.
+        self._final_status: str | None = None
         self._progress: _ProgressPrinter | None = (
             _ProgressPrinter(self) if show_progress else None)
 
-    def get_job_status(self) -> str:
+    def status_name(self) -> str:
+        if self._final_status is not None:
+            # An in-process cluster is gone once its job ended: answer from memory.
+            return self._final_status
         return job_status_name(self.client.job_details(self.job_id).summary.status)
 
-    def cancel(self) -> None:
+    def cancel_job(self) -> None:
         self.client.cancel_job(self.job_id)
+
+    def savepoint(self, directory: str | None, terminate: bool, drain: bool) -> str:
+        return self.client.trigger_savepoint(self.job_id, directory or "",
+                                             terminate=terminate, drain=drain)
 
     def wait(self, timeout: float | None = None, poll_interval: float = 0.2) -> (
             jobmaster_pb2.JobDetails):
@@ -168,6 +177,7 @@ class ClusterJobClient(JobClient):
             while True:
                 details = self.client.job_details(self.job_id)
                 if details.summary.status in TERMINAL_JOB_STATES:
+                    self._final_status = job_status_name(details.summary.status)
                     break
                 if deadline is not None and time.monotonic() > deadline:
                     msg = f"job {self.job_id} did not end within {timeout} s"
@@ -199,6 +209,8 @@ class ClusterJobClient(JobClient):
                             if limit is not None and count >= limit:
                                 return
                 if response.end_of_results:
+                    if response.status in TERMINAL_JOB_STATES:
+                        self._final_status = job_status_name(response.status)
                     if response.status != common_pb2.JOB_FINISHED:
                         details = self.client.job_details(self.job_id)
                         self._raise_unless_finished(details)

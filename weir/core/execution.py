@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import enum
 import importlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
 from weir.proto import jobgraph_pb2
+
+T = TypeVar("T")
 
 #: Executor names and the classes that implement them.
 EXECUTORS = {
@@ -55,7 +58,7 @@ class ExecutionContext:
 
 class JobStatus(enum.StrEnum):
     """A job's status, as PyFlink names it; equal to the status names weir reports, so
-    ``client.get_job_status() == JobStatus.FINISHED`` holds.
+    ``client.get_job_status().result() == "FINISHED"`` holds.
 
     Example:
         >>> JobStatus("FINISHED").is_globally_terminal_state(), JobStatus.RUNNING == "RUNNING"
@@ -83,18 +86,129 @@ class JobStatus(enum.StrEnum):
         return self.is_globally_terminal_state() or self is JobStatus.SUSPENDED
 
 
+class CompletableFuture(Generic[T]):
+    """PyFlink's ``CompletableFuture``, as :class:`JobClient` returns it: ``result()``
+    computes the value in the calling thread (once; later calls return it again), so no
+    thread waits in the background.
+
+    Example:
+        >>> future = CompletableFuture(lambda timeout: 42)
+        >>> future.done(), future.result(), future.done()
+        (False, 42, True)
+        >>> CompletableFuture.completed("x").result()
+        'x'
+    """
+
+    def __init__(self, compute: Callable[[float | None], T],
+                 is_done: Callable[[], bool] | None = None) -> None:
+        self._compute = compute
+        self._is_done = is_done
+        self._outcome: tuple[bool, Any] | None = None
+
+    @staticmethod
+    def completed(value: T) -> CompletableFuture[T]:
+        future: CompletableFuture[T] = CompletableFuture(lambda timeout: value)
+        future._outcome = (True, value)
+        return future
+
+    def result(self, timeout: float | None = None) -> T:
+        """The value, computed now if it was not (``timeout`` seconds at most, where the
+        computation waits); raises what the computation raised."""
+        if self._outcome is None:
+            try:
+                self._outcome = (True, self._compute(timeout))
+            except TimeoutError:
+                raise  # not an outcome: a later call may wait longer
+            except Exception as err:
+                self._outcome = (False, err)
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self.result(timeout)
+        except TimeoutError:
+            raise
+        except Exception as err:
+            return err
+        return None
+
+    def done(self) -> bool:
+        return self._outcome is not None or bool(self._is_done and self._is_done())
+
+    def cancel(self) -> bool:
+        """Futures of jobs cannot be cancelled (cancel the job with ``JobClient.cancel``)."""
+        return False
+
+    def cancelled(self) -> bool:
+        return False
+
+
 class JobClient(ABC):
-    """Handle of a submitted job: status, cancellation, waiting and collected results."""
+    """Handle of a submitted job: status, cancellation, waiting and collected results.
+
+    PyFlink's methods return :class:`CompletableFuture` s as PyFlink's do
+    (``client.get_job_status().result()``); :meth:`wait` and :meth:`collect` are weir's.
+    """
 
     job_id: str
 
     @abstractmethod
-    def get_job_status(self) -> str:
-        """The job's status name (``RUNNING``, ``FINISHED``, ...)."""
+    def status_name(self) -> str:
+        """The job's status name now (``RUNNING``, ``FINISHED``, ...)."""
 
     @abstractmethod
-    def cancel(self) -> None:
+    def cancel_job(self) -> None:
         """Ask the JobMaster to cancel the job; returns at once."""
+
+    @abstractmethod
+    def savepoint(self, directory: str | None, terminate: bool, drain: bool) -> str:
+        """Take a savepoint (``terminate``: stop the job with it); returns its path."""
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_job_status(self) -> CompletableFuture[JobStatus]:
+        """The job's status (PyFlink: a future; ``.result()`` gives the JobStatus)."""
+        return CompletableFuture.completed(JobStatus(self.status_name()))
+
+    def cancel(self) -> CompletableFuture[None]:
+        """Ask the JobMaster to cancel the job; the future is done once it accepted."""
+        self.cancel_job()
+        return CompletableFuture.completed(None)
+
+    def trigger_savepoint(self, savepoint_directory: str | None = None
+                          ) -> CompletableFuture[str]:
+        """A savepoint of the running job; ``.result()`` takes it and gives its path."""
+        return CompletableFuture(lambda timeout: self.savepoint(savepoint_directory, False,
+                                                                False))
+
+    def stop_with_savepoint(self, advance_to_end_of_event_time: bool = False,
+                            savepoint_directory: str | None = None) -> CompletableFuture[str]:
+        """Stop the job with a savepoint (``advance_to_end_of_event_time``: drain, firing
+        every event-time timer first); ``.result()`` gives the savepoint's path."""
+        return CompletableFuture(lambda timeout: self.savepoint(
+            savepoint_directory, True, advance_to_end_of_event_time))
+
+    def get_job_execution_result(self) -> CompletableFuture[Any]:
+        """``.result()`` waits for the job and gives its JobExecutionResult (raises
+        JobExecutionError unless it finished)."""
+        from weir.environment import JobExecutionResult
+
+        started = time.monotonic()
+
+        def finished(timeout: float | None) -> JobExecutionResult:
+            self.wait(timeout)
+            return JobExecutionResult(self.job_id, time.monotonic() - started)
+
+        return CompletableFuture(finished, lambda: JobStatus(
+            self.status_name()).is_globally_terminal_state())
+
+    def get_accumulators(self) -> CompletableFuture[dict[str, Any]]:
+        """weir has no accumulators (user metrics take their place): always empty."""
+        return CompletableFuture.completed({})
 
     @abstractmethod
     def wait(self, timeout: float | None = None) -> Any:
