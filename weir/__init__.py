@@ -86,7 +86,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidJobError": "weir.core.errors",
     "JobClient": "weir.core.execution",
     "JobExecutionError": "weir.core.errors",
-    "JobExecutionResult": "weir.environment",
+    "JobExecutionResult": "weir.core.execution",
     "JobManagerCheckpointStorage": "weir.state_backends",
     "JobStatus": "weir.core.execution",
     "KeySelector": "weir.functions",
@@ -247,6 +247,9 @@ if TYPE_CHECKING:
         JobClient as JobClient,
     )
     from weir.core.execution import (
+        JobExecutionResult as JobExecutionResult,
+    )
+    from weir.core.execution import (
         JobStatus as JobStatus,
     )
     from weir.core.row import (
@@ -308,9 +311,6 @@ if TYPE_CHECKING:
     )
     from weir.datastream.data_stream import (
         WindowedStream as WindowedStream,
-    )
-    from weir.environment import (
-        JobExecutionResult as JobExecutionResult,
     )
     from weir.environment import (
         StreamExecutionEnvironment as StreamExecutionEnvironment,

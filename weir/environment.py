@@ -19,7 +19,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from weir.checkpoint import options as checkpoint_options
@@ -28,7 +27,12 @@ from weir.checkpoint_config import CheckpointConfig, CheckpointingMode
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import InvalidJobError, UserError
-from weir.core.execution import ExecutionContext, JobClient, load_executor
+from weir.core.execution import (
+    ExecutionContext,
+    JobClient,
+    JobExecutionResult,
+    load_executor,
+)
 from weir.core.ids import JobId
 from weir.core.source import Source
 from weir.core.types import TypeInformation
@@ -67,36 +71,6 @@ def set_execution_context(context: ExecutionContext | None) -> None:
 
 def get_execution_context() -> ExecutionContext | None:
     return _context
-
-
-@dataclass
-class JobExecutionResult:
-    """What ``execute`` returns.
-
-    Example:
-        >>> JobExecutionResult("j1", 1.5).get_net_runtime()
-        1500
-    """
-
-    job_id: str
-    net_runtime_s: float | None = None
-
-    def get_job_id(self) -> str:
-        return self.job_id
-
-    def get_net_runtime(self) -> int | None:
-        """Milliseconds from submission to the end, as PyFlink gives it (None: detached)."""
-        return None if self.net_runtime_s is None else round(self.net_runtime_s * 1000)
-
-    def is_job_execution_result(self) -> bool:
-        return True
-
-    def get_job_execution_result(self) -> JobExecutionResult:
-        return self
-
-    def get_all_accumulator_results(self) -> dict[str, Any]:
-        """weir has no accumulators (user metrics take their place): always empty."""
-        return {}
 
 
 class PreparedSource:

@@ -195,8 +195,6 @@ class JobClient(ABC):
     def get_job_execution_result(self) -> CompletableFuture[Any]:
         """``.result()`` waits for the job and gives its JobExecutionResult (raises
         JobExecutionError unless it finished)."""
-        from weir.environment import JobExecutionResult
-
         started = time.monotonic()
 
         def finished(timeout: float | None) -> JobExecutionResult:
@@ -221,6 +219,36 @@ class JobClient(ABC):
     @abstractmethod
     def close(self) -> None:
         """Cancel the job if it still runs (an abandoned collect), then release resources."""
+
+
+@dataclass
+class JobExecutionResult:
+    """What ``execute`` returns.
+
+    Example:
+        >>> JobExecutionResult("j1", 1.5).get_net_runtime()
+        1500
+    """
+
+    job_id: str
+    net_runtime_s: float | None = None
+
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_net_runtime(self) -> int | None:
+        """Milliseconds from submission to the end, as PyFlink gives it (None: detached)."""
+        return None if self.net_runtime_s is None else round(self.net_runtime_s * 1000)
+
+    def is_job_execution_result(self) -> bool:
+        return True
+
+    def get_job_execution_result(self) -> JobExecutionResult:
+        return self
+
+    def get_all_accumulator_results(self) -> dict[str, Any]:
+        """weir has no accumulators (user metrics take their place): always empty."""
+        return {}
 
 
 class PipelineExecutor(ABC):
