@@ -57,3 +57,24 @@ def test_row_fields_by_name_in_key_by_and_sum() -> None:
     for r in sums.execute_and_collect():
         finals[r.user] = max(finals.get(r.user, 0), r.clicks)
     assert finals == {"a": 4, "b": 6}
+
+
+def test_records_of_a_row_type_are_rows_in_a_chain_too() -> None:
+    # No exchange between the source and the maps: a tuple declared as a row is still a
+    # Row in the chained function, and a named Row is read by name whatever its order.
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    row = Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()])
+    records = [(1, '{"tel": 1}'), Row(info='{"tel": 2}', id=2)]
+    stream = (env.from_collection(records, type_info=row)
+              .map(lambda r: (r.id, r.info.upper()),
+                   output_type=Types.ROW([Types.INT(), Types.STRING()]))
+              .map(lambda r: f"{r.f0}:{r.f1}"))
+    assert sorted(stream.execute_and_collect()) == ['1:{"TEL": 1}', '2:{"TEL": 2}']
+
+
+def test_a_record_that_does_not_fit_its_row_type_is_named() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    row = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
+    with pytest.raises(TypeError, match=r"does not match the declared row type \['id', 'name'\]"):
+        env.from_collection([(1, "a", "extra")], type_info=row)

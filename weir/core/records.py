@@ -71,6 +71,8 @@ class Elements:
     @classmethod
     def from_records(cls, records: list[Any], type_info: TypeInformation | None = None,
                      timestamps: np.ndarray | None = None) -> Elements:
+        if type_info is not None and type_info.kind == KIND_ROW:
+            records = as_rows(records, type_info)
         return cls(records=records, type_info=type_info, timestamps=timestamps)
 
     @classmethod
@@ -219,6 +221,47 @@ def records_to_arrow(records: Sequence[Any],
             TypeError, ValueError):
         pass
     return _pickled_batch(records)
+
+
+def as_rows(records: list[Any], type_info: TypeInformation) -> list[Any]:
+    """Records of a stream declared ``Types.ROW``/``ROW_NAMED``, as Rows with the declared
+    field names, so a function sees a Row whether or not its input crossed an exchange
+    (PyFlink's records of a row type are always Rows). A named Row gives its values by
+    name, so its own field order does not matter; a tuple, list or positional Row gives
+    them by position. A row's kind is kept.
+
+    >>> from weir import Row, Types
+    >>> row_type = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
+    >>> as_rows([(1, "a"), Row(name="b", id=2)], row_type)
+    [Row(id=1, name='a'), Row(id=2, name='b')]
+    """
+    fields = type_info.field_names
+    if all(type(r) is Row and r._fields == fields for r in records):
+        return records
+    index = type_info.field_index
+    make = Row.from_values
+    out = []
+    for record in records:
+        if type(record) is Row and record._fields == fields:
+            out.append(record)
+            continue
+        try:
+            if isinstance(record, Row) and record._fields:
+                values: Sequence[Any] = [record[name] for name in fields]
+            else:
+                values = record
+            if len(values) != len(fields):
+                raise ValueError(len(values))
+            row = make(fields, index, values)
+        except (KeyError, TypeError, ValueError) as err:
+            msg = (f"a record does not match the declared row type {list(fields)}: "
+                   f"{record!r:.80} (give a Row with these fields, or a tuple of "
+                   f"{len(fields)} values)")
+            raise TypeError(msg) from err
+        if isinstance(record, Row) and record._row_kind is not INSERT:
+            row.set_row_kind(record._row_kind)
+        out.append(row)
+    return out
 
 
 def arrow_to_records(batch: pa.RecordBatch) -> list[Any]:

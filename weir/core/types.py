@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 
@@ -40,6 +41,20 @@ class TypeInformation:
         if self.kind == KIND_SCALAR:
             return pa.schema([("f0", self.arrow_type)], metadata=meta)
         return pa.schema([(name, t.arrow_type) for name, t in self.fields], metadata=meta)
+
+    @cached_property
+    def field_names(self) -> tuple[str, ...]:
+        """The names of a row's (or tuple's) fields, one shared tuple per type.
+
+        >>> Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()]).field_names
+        ('id', 'name')
+        """
+        return tuple(name for name, _ in self.fields)
+
+    @cached_property
+    def field_index(self) -> dict[str, int]:
+        """Field name -> position, shared by every Row of this type."""
+        return {name: i for i, name in enumerate(self.field_names)}
 
 
 class Types:

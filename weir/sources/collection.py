@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from weir.core.records import Elements
+from weir.core.records import Elements, as_rows
 from weir.core.source import (
     ReaderContext,
     Source,
@@ -35,7 +35,7 @@ from weir.core.source import (
     SplitEnumerator,
     StaticSplitEnumerator,
 )
-from weir.core.types import KIND_KEY, KIND_SCALAR, TypeInformation
+from weir.core.types import KIND_KEY, KIND_ROW, KIND_SCALAR, TypeInformation
 
 
 class CollectionSource(Source):
@@ -50,7 +50,10 @@ class CollectionSource(Source):
     name = "Collection Source"
 
     def __init__(self, items: list[Any], type_info: TypeInformation | None = None) -> None:
-        self.items = list(items)
+        # Rows are built here, so a record that does not fit a declared row type is an
+        # error when the job is built, not when it runs.
+        self.items = (as_rows(list(items), type_info)
+                      if type_info is not None and type_info.kind == KIND_ROW else list(items))
         self.type_info = type_info
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
