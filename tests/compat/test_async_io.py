@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from functools import partial
 
 import pytest
 
@@ -104,6 +105,50 @@ def test_failed_calls_are_retried_as_the_strategy_says() -> None:
     got = AsyncDataStream.unordered_wait_with_retry(
         _env().from_collection([1, 2]), FailsTwice(), Time.seconds(10), strategy)
     assert sorted(got.execute_and_collect()) == [(1, 3), (2, 3)]
+
+
+class ServiceTimesOutOnce(AsyncFunction):
+    """The remote service's own timeout, raised once per record: an attempt's failure."""
+
+    def open(self, runtime_context):
+        self.attempts = {}
+
+    async def async_invoke(self, value):
+        self.attempts[value] = self.attempts.get(value, 0) + 1
+        if self.attempts[value] == 1:
+            raise TimeoutError("the service did not answer")
+        return [f"ok-{value}"]
+
+    def timeout(self, value):
+        return [f"timeout-{value}"]
+
+
+class AlwaysFails(AsyncFunction):
+    async def async_invoke(self, value):
+        raise ConnectionError("service unavailable")
+
+    def timeout(self, value):
+        return [f"timeout-{value}"]
+
+
+def test_a_timeout_error_raised_by_the_function_is_retried_not_a_timeout() -> None:
+    strategy = (AsyncRetryStrategies.FixedDelayRetryStrategyBuilder(2, 10)
+                .if_exception(partial(async_retry_predicates.exception_type_predicate,
+                                      expected_error_type=TimeoutError))
+                .build())
+    got = AsyncDataStream.unordered_wait_with_retry(
+        _env().from_collection([1, 2, 3]), ServiceTimesOutOnce(), Time.seconds(10), strategy)
+    assert sorted(got.execute_and_collect()) == ["ok-1", "ok-2", "ok-3"]
+
+
+def test_the_timeout_covers_every_attempt_of_a_record() -> None:
+    # Each attempt fails at once; retries 100 ms apart would go on for 10 s, but the
+    # record's 300 ms timeout ends them and gives the timeout result.
+    strategy = (AsyncRetryStrategies.FixedDelayRetryStrategyBuilder(100, 100)
+                .if_exception(async_retry_predicates.HAS_EXCEPTION_PREDICATE).build())
+    got = AsyncDataStream.unordered_wait_with_retry(
+        _env().from_collection([1, 2]), AlwaysFails(), Time.milliseconds(300), strategy)
+    assert sorted(got.execute_and_collect()) == ["timeout-1", "timeout-2"]
 
 
 class Gated(AsyncFunction):

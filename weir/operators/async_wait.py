@@ -107,13 +107,24 @@ class AsyncWaitOperator(StreamOperator):
         self._calls.append(call)
 
     async def _invoke(self, value: Any) -> Any:
+        """One record's call, retried by the strategy; the timeout covers every attempt
+        and the back-offs between them, as in Flink. A ``TimeoutError`` raised by the
+        function itself is a failure of that attempt (retried if the strategy says so),
+        not the operator's timeout."""
+        attempts = asyncio.ensure_future(self._attempts(value))
+        done, _ = await asyncio.wait({attempts}, timeout=self.timeout_ms / 1000)
+        if done:
+            return attempts.result()
+        attempts.cancel()
+        # Whatever the cancelled call still raises has nobody to go to.
+        attempts.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return self.fn.timeout(value)
+
+    async def _attempts(self, value: Any) -> Any:
         attempt = 1
         while True:
             try:
-                result = await asyncio.wait_for(self.fn.async_invoke(value),
-                                                self.timeout_ms / 1000)
-            except TimeoutError:
-                return self.fn.timeout(value)
+                result = await self.fn.async_invoke(value)
             except Exception as err:
                 if not self.retry.can_retry(attempt) or not self.retry.retries_exception(err):
                     raise
