@@ -7,7 +7,11 @@ from weir.core.options import RUNTIME_MODE
 
 CHECKPOINTS_DIR = Option(
     "state.checkpoints.dir", str, default=None,
-    doc="Where checkpoints are written: a file:// path or s3://bucket/prefix.")
+    doc="Where checkpoints are written: a file:// path or s3://bucket/prefix. Unset, "
+        "`weir cluster start` uses its directory's checkpoints/ (the embedded S3 bucket "
+        "with --with-s3), a job run in process (`python job.py`) its in-process "
+        "cluster's temporary directory, deleted when the job ends; daemons started by "
+        "hand refuse a job that checkpoints without it.")
 SAVEPOINTS_DIR = Option(
     "execution.checkpointing.savepoint-dir", str, default=None,
     deprecated_keys=("state.savepoints.dir",),

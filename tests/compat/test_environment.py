@@ -140,3 +140,26 @@ def test_deprecated_state_backends_and_checkpoint_storage_set_weirs_options() ->
     assert not JobStatus.RUNNING.is_terminal_state() and JobStatus.SUSPENDED.is_terminal_state()
     assert Instant.of_epoch_milli(-1).to_epoch_milli() == -1
     assert Instant(0, 1_500_000_000) == Instant(1, 500_000_000)
+
+
+def test_checkpointing_in_process_needs_no_checkpoint_directory() -> None:
+    # PyFlink's local environment checkpoints without any storage configured; so does
+    # `python job.py`: into the in-process cluster's own directory.
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(100)
+    counts = env.from_collection(["a", "b", "a"]).key_by(lambda w: w).map(lambda w: (w, 1))
+    assert sorted(counts.execute_and_collect()) == [("a", 1), ("a", 1), ("b", 1)]
+
+
+def test_the_in_process_cluster_checkpoints_into_its_own_directory() -> None:
+    from pathlib import Path
+
+    from weir.client.minicluster import MiniCluster
+
+    with MiniCluster() as cluster:
+        directory = cluster.configuration.to_dict()["state.checkpoints.dir"]
+        assert directory.startswith("file://") and "weir-mini-" in directory
+        working = Path(directory.removeprefix("file://")).parent
+        assert working.is_dir()
+    assert not working.exists()

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from pathlib import Path
 
+from weir.checkpoint import options as checkpoint_options
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
 
@@ -41,11 +43,17 @@ class MiniCluster:
         from weir.jobmaster.daemon import JobMaster
         from weir.taskexecutor.daemon import TaskExecutor
 
-        self.jobmaster = JobMaster(self.configuration)
-        self.jobmaster.start()
         # The working directories live as long as this cluster (nothing restarts in it).
         self._working_dir = tempfile.mkdtemp(prefix="weir-mini-")
+        if not self.configuration.get(checkpoint_options.CHECKPOINTS_DIR):
+            # Flink's local environment keeps checkpoints in the JobManager's memory when
+            # no storage is set; here they go where the cluster's other files go.
+            self.configuration = self.configuration.merged({
+                checkpoint_options.CHECKPOINTS_DIR.key:
+                    Path(self._working_dir, "checkpoints").as_uri()})
         try:
+            self.jobmaster = JobMaster(self.configuration)
+            self.jobmaster.start()
             for i in range(self.num_task_executors):
                 conf = self.configuration.merged({
                     "taskmanager.resource-id": f"mini-te-{i}",
