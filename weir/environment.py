@@ -88,6 +88,11 @@ class PreparedSource:
         raise NotImplementedError
 
 
+def _no_jvm(method: str, paths: tuple[str, ...]) -> None:
+    warnings.warn(f"{method}({', '.join(map(repr, paths))}) has no effect: weir runs no "
+                  f"JVM, so jars are not used", UserWarning, stacklevel=3)
+
+
 class StreamExecutionEnvironment:
     """Builds a job graph and executes it on a cluster."""
 
@@ -152,6 +157,15 @@ class StreamExecutionEnvironment:
                       DeprecationWarning, stacklevel=2)
         self._time_characteristic = characteristic
         return self
+
+    def add_jars(self, *jars_path: str) -> None:
+        """Accepted and ignored, with a warning: weir runs no JVM, so there is nothing to
+        put jars on. A Java connector the jars were for fails on its own, at import."""
+        _no_jvm("add_jars", jars_path)
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        """Accepted and ignored, with a warning (see :meth:`add_jars`)."""
+        _no_jvm("add_classpaths", classpaths)
 
     def get_stream_time_characteristic(self) -> TimeCharacteristic:
         return getattr(self, "_time_characteristic", TimeCharacteristic.EventTime)

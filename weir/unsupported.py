@@ -6,10 +6,10 @@ Example:
     >>> from weir import StreamExecutionEnvironment
     >>> env = StreamExecutionEnvironment.get_execution_environment()
     >>> try:
-    ...     env.add_jars("file:///kafka.jar")
+    ...     env.register_cached_file("/data/model.bin", "model")
     ... except InvalidJobError as err:
     ...     print(str(err).split(":")[0])
-    add_jars is not supported by weir
+    register_cached_file is not supported by weir
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _TABLE = "the Table API does not exist in weir"
 
 #: PyFlink name -> why weir has no such thing.
 ENVIRONMENT = {
-    "add_jars": _JAVA, "add_classpaths": _JAVA, "create_input": _JAVA,
+    "create_input": _JAVA,
     "add_default_kryo_serializer": "records travel as Arrow columns or pickles, not Kryo",
     "register_type": "records travel as Arrow columns or pickles, not Kryo",
     "add_python_file": _DEPS, "add_python_archive": _DEPS,

@@ -95,8 +95,7 @@ def test_state_backend_restart_strategy_and_savepoint_directory_objects() -> Non
 
 def test_pyflink_calls_weir_has_no_use_for_name_the_feature() -> None:
     env = _env()
-    with pytest.raises(InvalidJobError, match="add_jars is not supported by weir: weir runs "
-                                              "no JVM"):
+    with pytest.warns(UserWarning, match="has no effect: weir runs no JVM"):
         env.add_jars("file:///flink-connector-kafka.jar")
     with pytest.raises(InvalidJobError, match="set_python_requirements"):
         env.set_python_requirements("requirements.txt")

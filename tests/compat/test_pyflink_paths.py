@@ -87,6 +87,15 @@ def test_java_connector_modules_refuse_every_name(module: str) -> None:
         mod.SomeSource
 
 
+@pytest.mark.parametrize(("module", "name"), [
+    ("weir.table", "StreamTableEnvironment"), ("weir.table.expressions", "col"),
+    ("weir.table.udf", "udf"), ("weir.java_gateway", "get_gateway")])
+def test_the_table_api_and_the_java_gateway_refuse_every_name(module: str, name: str) -> None:
+    feature = "Table API" if module.startswith("weir.table") else "Java gateway"
+    with pytest.raises(UnsupportedFeatureError, match=f"weir has no {feature}"):
+        getattr(importlib.import_module(module), name)
+
+
 def test_unknown_names_are_attribute_errors_not_refusals() -> None:
     import weir.datastream.functions as functions
 

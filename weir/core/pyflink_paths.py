@@ -9,8 +9,9 @@ package exports (no mirror module holds code of its own, and ``weir.X`` and
 ``weir.datastream.functions.X`` are the same object). A name weir knowingly does not have
 raises :class:`UnsupportedFeatureError`, whose one line names the feature and what to use
 instead (:data:`REASONS`); importing from a Java connector's module (:data:`JAVA_MODULES`)
-does the same for every name. The paths are created on import by a finder on
-``sys.meta_path`` (:func:`install`), except ``weir.datastream``, a real package.
+or from the Table API (:data:`UNSUPPORTED_PACKAGES`) does the same for every name. The
+paths are created on import by a finder on ``sys.meta_path`` (:func:`install`), except
+``weir.datastream``, a real package.
 
 Example:
     >>> from weir.datastream.functions import MapFunction
@@ -256,6 +257,41 @@ JAVA_MODULES: dict[str, tuple[str, str]] = {
 }
 
 
+#: PyFlink packages weir has no part of, with every module below them -> (the feature,
+#: what to use instead).
+UNSUPPORTED_PACKAGES: dict[str, tuple[str, str]] = {
+    "weir.table": ("Table API or SQL",
+                   "write the job with the DataStream API (weir.datastream); Spark SQL can "
+                   "prepare its input (from_spark)"),
+    "weir.java_gateway": ("Java gateway (Py4J)", "it runs no JVM: use Python only"),
+}
+
+
+def _unsupported_package(module: str) -> str | None:
+    """The package of :data:`UNSUPPORTED_PACKAGES` that ``module`` is or lies in."""
+    for package in UNSUPPORTED_PACKAGES:
+        if module == package or module.startswith(package + "."):
+            return package
+    return None
+
+
+def refusal(module: str) -> str | None:
+    """Why a name of PyFlink's ``module`` (under ``weir``) does not exist, or None when
+    the module is not one weir refuses as a whole.
+
+    >>> refusal("weir.table.expressions").split(";")[0]
+    'weir has no Table API or SQL'
+    """
+    if module in JAVA_MODULES:
+        feature, instead = JAVA_MODULES[module]
+        return f"{feature} is a Java connector and weir runs no JVM; {instead}"
+    package = _unsupported_package(module)
+    if package is None:
+        return None
+    feature, instead = UNSUPPORTED_PACKAGES[package]
+    return f"weir has no {feature}; {instead}"
+
+
 def _origin(module: str) -> Any:
     path = ORIGINS.get(module, "weir")
     name, _, attribute = path.partition(":")
@@ -284,27 +320,27 @@ def mirror(module: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     return __getattr__, __dir__
 
 
-def _refuse_all(module: str) -> Callable[[str], Any]:
-    feature, instead = JAVA_MODULES[module]
-
+def _refuse_all(module: str, why: str) -> Callable[[str], Any]:
     def __getattr__(name: str) -> Any:  # noqa: N807 - a module's __getattr__
         if name.startswith("__"):
             raise AttributeError(name)
-        msg = (f"{name} ({module}) is not supported by weir: {feature} is a Java connector "
-               f"and weir runs no JVM; {instead}")
+        msg = f"{name} ({module}) is not supported by weir: {why}"
         raise UnsupportedFeatureError(msg)
 
     return __getattr__
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Creates the modules of :data:`MODULES` and :data:`JAVA_MODULES` on import."""
+    """Creates the modules of :data:`MODULES`, :data:`JAVA_MODULES` and
+    :data:`UNSUPPORTED_PACKAGES` on import."""
 
     def find_spec(self, fullname: str, path: Any = None,
                   target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in MODULES and fullname not in JAVA_MODULES:
-            return None
         if fullname in _REAL:
+            return None
+        if _unsupported_package(fullname) is not None:
+            return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        if fullname not in MODULES and fullname not in JAVA_MODULES:
             return None
         prefix = fullname + "."
         package = any(m.startswith(prefix) for m in (*MODULES, *JAVA_MODULES))
@@ -316,9 +352,10 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         name = module.__name__
         pyflink = name.replace("weir", "pyflink", 1)
-        if name in JAVA_MODULES:
-            module.__doc__ = f"PyFlink's ``{pyflink}``: not in weir ({JAVA_MODULES[name][0]})."
-            module.__getattr__ = _refuse_all(name)  # type: ignore[attr-defined]
+        why = refusal(name)
+        if why is not None:
+            module.__doc__ = f"PyFlink's ``{pyflink}``: not in weir ({why.split(';')[0]})."
+            module.__getattr__ = _refuse_all(name, why)  # type: ignore[attr-defined]
             return
         module.__doc__ = f"PyFlink's ``{pyflink}``: the same names, from weir."
         module.__all__ = [n for n in MODULES[name] if n not in REASONS]  # type: ignore[attr-defined]
