@@ -134,8 +134,17 @@ class DataStream:
     def get_type(self) -> TypeInformation:
         """The declared type of the records (PICKLED_BYTE_ARRAY when none was declared:
         records then travel as Arrow columns inferred per batch, or pickles)."""
-        declared = getattr(self._t.operator, "output_type", None)
+        declared = self._declared_type()
         return declared if declared is not None else Types.PICKLED_BYTE_ARRAY()
+
+    def _declared_type(self) -> TypeInformation | None:
+        t = self._t
+        # Partitioning and union pass records on unchanged (union's inputs are alike).
+        while t.kind in ("partition", "union") and t.inputs and not t.side_output:
+            t = t.inputs[0]
+        if t.kind == "source":
+            return getattr(t.source, "type_info", None)
+        return getattr(t.operator, "output_type", None)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -296,9 +305,12 @@ class DataStream:
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         """Print every record to the task's stdout (``N> record`` with parallelism > 1;
-        ``sink_identifier:N> record`` with an identifier)."""
+        ``sink_identifier:N> record`` with an identifier), written as PyFlink writes a
+        record of the stream's declared type (``(a,1)`` for a ``Types.TUPLE``, ``+I[a, 1]``
+        for a ``Types.ROW``; ``str(record)`` without a declared type)."""
         return self._sink(f"Sink: Print{' ' + sink_identifier if sink_identifier else ''}",
-                          PrintSinkOperator("Print", sink_identifier=sink_identifier))
+                          PrintSinkOperator("Print", sink_identifier=sink_identifier,
+                                            type_info=self._declared_type()))
 
     def execute_and_collect(self, job_execution_name: str | None = None,
                             limit: int | None = None) -> CloseableIterator | list[Any]:
@@ -383,7 +395,8 @@ class KeyedStream(DataStream):
 
     def reduce(self, func: Callable[[Any, Any], Any] | Any) -> DataStream:
         """Running reduction per key: the updated value is emitted for every record."""
-        return self._keyed("Keyed Reduce", ReduceOperator("Keyed Reduce", self._key, func))
+        return self._keyed("Keyed Reduce", ReduceOperator("Keyed Reduce", self._key, func,
+                                                          self._declared_type()))
 
     def _aggregate(self, kind: str, field: str | int | None) -> DataStream:
         name = f"Keyed {kind.capitalize()}"

@@ -30,10 +30,13 @@ class ReduceOperator(KeyedOperator):
 
     max_batch_records = PER_RECORD_SLICE
 
-    def __init__(self, name: str, key: KeySpec, fn: Any) -> None:
+    def __init__(self, name: str, key: KeySpec, fn: Any,
+                 output_type: TypeInformation | None = None) -> None:
         super().__init__(name)
         self.key = key
         self.fn = fn
+        #: The input's declared type: a reduction's results are of its input's type.
+        self.output_type = output_type
         resolve_callable(fn, "reduce")
 
     def functions(self) -> list[Any]:
@@ -52,7 +55,7 @@ class ReduceOperator(KeyedOperator):
             finals = self.final_values("reduce", self._state.value)
             if finals:
                 assert self.output is not None
-                self.output.emit(Elements.from_records(finals))
+                self.output.emit(Elements.from_records(finals, self.output_type))
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -74,7 +77,7 @@ class ReduceOperator(KeyedOperator):
         if self._final_only:
             return
         assert self.output is not None
-        self.output.emit(Elements.from_records(out, None, elements.timestamps))
+        self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
 
 
 def replace_field(record: Any, field: str | int, value: Any) -> Any:

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from weir.core.errors import UserError
+from weir.core.printing import formatter
 from weir.core.records import Elements
+from weir.core.types import TypeInformation
 from weir.taskexecutor.jobmaster_gateway import collect_payload_limit
 from weir.taskexecutor.operator import COLLECT_SERVICE, StreamOperator
 
@@ -89,13 +91,20 @@ class CollectSinkOperator(StreamOperator):
 class PrintSinkOperator(StreamOperator):
     """Prints records to the task's stdout, prefixed as Flink's print sink does: by the
     subtask (``2> record``) with parallelism > 1, by the identifier given to ``print`` when
-    there is one (``words:2> record``, ``words> record``)."""
+    there is one (``words:2> record``, ``words> record``). A record of a declared type
+    prints as PyFlink prints it (see :mod:`weir.core.printing`)."""
 
     def __init__(self, name: str, to_stderr: bool = False,
-                 sink_identifier: str | None = None) -> None:
+                 sink_identifier: str | None = None,
+                 type_info: TypeInformation | None = None) -> None:
         super().__init__(name)
         self.to_stderr = to_stderr
         self.sink_identifier = sink_identifier
+        self.type_info = type_info
+
+    def open(self) -> None:
+        super().open()
+        self._format = formatter(self.type_info)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -103,7 +112,8 @@ class PrintSinkOperator(StreamOperator):
         subtask = str(self.ctx.subtask_index + 1) if self.ctx.parallelism > 1 else ""
         label = ":".join(p for p in (self.sink_identifier, subtask) if p)
         prefix = f"{label}> " if label else ""
-        stream.write("".join(f"{prefix}{r}\n" for r in elements.records()))
+        text = self._format
+        stream.write("".join(f"{prefix}{text(r)}\n" for r in elements.records()))
         stream.flush()
 
 
