@@ -28,6 +28,7 @@ from weir import (
     MapFunction,
     MapStateDescriptor,
     ProcessFunction,
+    Row,
     RuntimeContext,
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
@@ -371,6 +372,26 @@ def test_a_keyed_stream_keeps_its_partitioning() -> None:
     # Every one of the two subtasks gets every rule.
     assert sorted(got) == sorted([("rule", r) for r in ("r1", "r2")] * 2
                                  + [("value", v) for v in values])
+
+
+def test_a_keyed_stream_is_no_operator_to_name_or_configure() -> None:
+    keyed = _env(2).from_collection([1]).key_by(lambda v: v)
+    for configure in (lambda: keyed.name("k"), lambda: keyed.uid("k"), keyed.get_name,
+                      lambda: keyed.set_parallelism(2), lambda: keyed.set_max_parallelism(4),
+                      keyed.force_non_parallel, keyed.start_new_chain, keyed.disable_chaining):
+        with pytest.raises(InvalidJobError, match=r"KeyedStream is not supported: set it on "
+                                                  r"the operator that follows key_by"):
+            configure()
+
+
+@pytest.mark.usefixtures("runs_on")
+def test_collecting_a_keyed_stream_gives_each_record_with_its_key() -> None:
+    env = _env(2)
+    records = [("pyflink", 1), ("datastream", 2), ("pyflink", 1)]
+    with env.from_collection(records).key_by(lambda r: r[0]).execute_and_collect() as got:
+        pairs = list(got)
+    assert sorted(pairs) == sorted(Row(f0=r[0], f1=r) for r in records)
+    assert all(p.f0 == p.f1[0] for p in pairs)
 
 
 # -- 5. execute_and_collect with a limit ---------------------------------------------------

@@ -123,6 +123,16 @@ def test_keyed_co_process_shares_state_by_key_and_fires_timers() -> None:
     assert sorted(joined.execute_and_collect()) == sorted(expected)
 
 
+def test_two_keyed_streams_connect_into_a_keyed_co_process() -> None:
+    # PyFlink's other spelling: key each stream, then connect.
+    env = _env()
+    orders = [(key, 100 * key) for key in range(6)]
+    payments = [(key, 100 * key + 5) for key in range(0, 6, 2)]
+    joined = (_stamped(env, orders).key_by(lambda o: o[0])
+              .connect(_stamped(env, payments).key_by(lambda p: p[0])).process(PaidInTime()))
+    assert sorted(joined.execute_and_collect()) == [(k, k % 2 == 0) for k in range(6)]
+
+
 def test_a_keyed_co_process_function_needs_keyed_inputs() -> None:
     env = _env()
     connected = env.from_collection([1]).connect(env.from_collection([2]))

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from weir.core.errors import InvalidJobError
+from weir.core.row import Row
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation, Types
 from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag
@@ -273,13 +274,16 @@ class DataStream:
 
     def connect(self, ds: Any) -> Any:
         """Connect two streams, possibly of different kinds of records, for one two-input
-        function (``map``, ``flat_map``, ``process``; keyed after ``key_by``); or a
+        function (``map``, ``flat_map``, ``process``; keyed when both streams are keyed,
+        ``a.key_by(f).connect(b.key_by(g))``, or after ``connect(...).key_by(f, g)``); or a
         BroadcastStream, for the broadcast state pattern."""
         if isinstance(ds, BroadcastStream):
             return BroadcastConnectedStream(self, ds)
         if not isinstance(ds, DataStream):
             msg = f"connect expects a DataStream, got {type(ds).__name__}"
             raise TypeError(msg)
+        if isinstance(self, KeyedStream) and isinstance(ds, KeyedStream):
+            return ConnectedStreams(self, ds, (self._key, ds._key))
         return ConnectedStreams(self, ds)
 
     # -- sinks ------------------------------------------------------------------------------
@@ -375,6 +379,49 @@ class KeyedStream(DataStream):
         if not broadcast_state_descriptors:
             self._keeps_its_partitioning()
         return super().broadcast(*broadcast_state_descriptors)
+
+    # A keyed stream is no operator of its own: PyFlink refuses to name or configure it.
+
+    @staticmethod
+    def _no_operator(what: str) -> NoReturn:
+        msg = (f"{what} KeyedStream is not supported: set it on the operator that follows "
+               f"key_by")
+        raise InvalidJobError(msg)
+
+    def name(self, name: str) -> DataStream:
+        """Refused, as in PyFlink (name the operator after ``key_by``)."""
+        self._no_operator("Set name for")
+
+    def get_name(self) -> str:
+        self._no_operator("Get name of")
+
+    def uid(self, uid: str) -> DataStream:
+        """Refused, as in PyFlink (give the operator after ``key_by`` its uid)."""
+        self._no_operator("Set uid for")
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        self._no_operator("Set parallelism for")
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        self._no_operator("Set max parallelism for")
+
+    def force_non_parallel(self) -> DataStream:
+        self._no_operator("Set force non-parallel for")
+
+    def start_new_chain(self) -> DataStream:
+        self._no_operator("Start new chain for")
+
+    def disable_chaining(self) -> DataStream:
+        self._no_operator("Disable chaining for")
+
+    def execute_and_collect(self, job_execution_name: str | None = None,
+                            limit: int | None = None) -> CloseableIterator | list[Any]:
+        """As in PyFlink, a keyed stream's records come back with their keys:
+        ``Row(f0=key, f1=record)`` (``print()`` prints the records alone)."""
+        key = self._key
+        with_keys = DataStream(self._env, self._t).map(
+            lambda record: Row(f0=key.get_key(record), f1=record))
+        return with_keys.execute_and_collect(job_execution_name, limit)
 
     # Per-record functions on a keyed stream get keyed state through their runtime context
     # (Flink's rich functions on a KeyedStream).
