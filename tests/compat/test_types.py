@@ -78,3 +78,13 @@ def test_a_record_that_does_not_fit_its_row_type_is_named() -> None:
     row = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
     with pytest.raises(TypeError, match=r"does not match the declared row type \['id', 'name'\]"):
         env.from_collection([(1, "a", "extra")], type_info=row)
+
+
+def test_a_row_or_tuple_nested_in_a_declared_type_comes_back_alike() -> None:
+    inner = Types.ROW_NAMED(["a", "b"], [Types.STRING(), Types.BIG_DEC()])
+    outer = Types.TUPLE([Types.STRING(), inner, Types.PICKLED_BYTE_ARRAY()])
+    records = [("x", Row(a="a", b=decimal.Decimal(1)), {"any": [1]}),
+               ("y", Row(a="b", b=decimal.Decimal("2.5")), None)]
+    got = _through_an_exchange(records, outer)
+    assert sorted(got) == sorted(records)
+    assert {r[1].a for r in got} == {"a", "b"}

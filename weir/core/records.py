@@ -356,9 +356,9 @@ def _pickled_batch(records: Sequence[Any]) -> pa.RecordBatch:
 
 
 def _encode_typed(records: Sequence[Any], type_info: TypeInformation) -> pa.RecordBatch:
-    schema = type_info.arrow_schema()
-    if type_info.kind == KIND_PICKLE:
+    if not type_info.columnar:
         return _pickled_batch(records)
+    schema = type_info.arrow_schema()
     try:
         if type_info.kind == KIND_SCALAR:
             columns: list[Sequence[Any]] = [records]

@@ -42,6 +42,17 @@ class TypeInformation:
             return pa.schema([("f0", self.arrow_type)], metadata=meta)
         return pa.schema([(name, t.arrow_type) for name, t in self.fields], metadata=meta)
 
+    @property
+    def columnar(self) -> bool:
+        """Whether records of this type map to Arrow columns: not for pickled values, nor
+        for rows or tuples with a field of such a type (a nested row, tuple or pickle),
+        which travel pickled whole and come back as the same Python objects."""
+        if self.kind == KIND_PICKLE:
+            return False
+        if self.kind == KIND_SCALAR:
+            return self.arrow_type is not None
+        return all(t.arrow_type is not None for _, t in self.fields)
+
     @cached_property
     def field_names(self) -> tuple[str, ...]:
         """The names of a row's (or tuple's) fields, one shared tuple per type.
