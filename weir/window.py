@@ -407,8 +407,10 @@ class CountTumblingWindowAssigner(_CountWindows):
 
 
 class CountSlidingWindowAssigner(_CountWindows):
-    """The last ``size`` records per key every ``slide`` records: ``window(
-    CountSlidingWindowAssigner.of(size, slide))`` is ``count_window(size, slide)``."""
+    """Windows of ``size`` records per key, one starting every ``slide`` records, each
+    evaluated once full (PyFlink's semantics: a window that never fills is never
+    evaluated): ``window(CountSlidingWindowAssigner.of(size, slide))`` is
+    ``count_window(size, slide)``."""
 
     def __init__(self, window_size: int, window_slide: int) -> None:
         self.size = _positive_count(window_size, "window size")
@@ -569,6 +571,46 @@ class CountTrigger(Trigger):
             counter.clear()
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def clear(self, window: TimeWindow, ctx: Any) -> None:
+        self._counter(ctx).clear()
+
+
+class FullSlidingCountTrigger(Trigger):
+    """Fires PyFlink's sliding count windows: a window of ``size`` records starts every
+    ``slide`` records of a key and is evaluated once, when full (a CountEvictor keeps its
+    records). Windows that never fill up are never evaluated, as in PyFlink.
+
+    >>> trigger = FullSlidingCountTrigger(3, 2)
+    >>> [n for n in range(1, 10) if trigger.fires_after(n)]
+    [3, 5, 7, 9]
+    """
+
+    def __init__(self, size: int, slide: int) -> None:
+        self.size = size
+        self.slide = slide
+
+    def fires_after(self, seen: int) -> bool:
+        """Whether the ``seen``-th record of a key completes a window."""
+        return seen >= self.size and (seen - self.size) % self.slide == 0
+
+    def _counter(self, ctx: Any) -> Any:
+        from weir.state.descriptors import ReducingStateDescriptor
+
+        return ctx.get_partitioned_state(
+            ReducingStateDescriptor("sliding-count-trigger", lambda a, b: a + b))
+
+    def on_element(self, element: Any, timestamp: int, window: TimeWindow,
+                   ctx: Any) -> TriggerResult:
+        counter = self._counter(ctx)
+        counter.add(1)
+        return TriggerResult.FIRE if self.fires_after(counter.get()) else TriggerResult.CONTINUE
 
     def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
         return TriggerResult.CONTINUE

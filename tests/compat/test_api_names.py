@@ -185,9 +185,9 @@ def test_count_window_with_slide_zero_and_the_count_assigners() -> None:
     expected = _chunk_sums(records, 3)
     assert run(lambda keyed: keyed.count_window(3, 0)) == expected
     assert run(lambda keyed: keyed.window(CountTumblingWindowAssigner.of(3))) == expected
-    # Sliding: every 2 records of a key, the sum of its (at most) 3 latest.
-    sliding = sorted((key, sum(range(max(0, n - 3), n))) for key in ("a", "b")
-                     for n in range(2, 12, 2))
+    # Sliding: a window of 3 records of a key starts every 2; full ones are evaluated.
+    sliding = sorted((key, sum(range(start, start + 3))) for key in ("a", "b")
+                     for start in range(0, 9, 2))
     assert run(lambda keyed: keyed.window(CountSlidingWindowAssigner.of(3, 2))) == sliding
 
 

@@ -11,6 +11,7 @@ from weir import (
     AllWindowFunction,
     ContinuousEventTimeTrigger,
     CountEvictor,
+    CountSlidingWindowAssigner,
     EventTimeSessionWindows,
     KeyedProcessFunction,
     ProcessAllWindowFunction,
@@ -75,14 +76,29 @@ def test_count_windows_fire_every_n_records_of_a_key() -> None:
     assert sorted(got.execute_and_collect()) == sorted(expected)
 
 
-def test_sliding_count_windows_sum_the_last_n_records_every_m() -> None:
+def test_sliding_count_windows_sum_each_full_window() -> None:
     env = _env(1)
     records = [("k", value) for value in range(10)]
     got = (env.from_collection(records).key_by(lambda r: r[0]).count_window(3, 2)
            .reduce(lambda x, y: (x[0], x[1] + y[1])))
-    # Every second record, the sum of the (at most) three latest.
-    expected = [("k", sum(range(max(0, n - 3), n))) for n in range(2, 11, 2)]
+    # A window of three records starts every second record; only full ones are evaluated.
+    expected = [("k", sum(range(start, start + 3))) for start in range(0, 8, 2)]
     assert list(got.execute_and_collect()) == expected
+
+
+class SumWindow(WindowFunction):
+    def apply(self, key, window, inputs):
+        return [(key, sum(value for value, _ in inputs))]
+
+
+def test_sliding_count_windows_as_pyflinks_test_counts_them() -> None:
+    env = _env()
+    ds = env.from_collection([(1, "hi"), (2, "hello"), (3, "hi"), (4, "hello"), (5, "hi"),
+                              (6, "hello")])
+    got = (ds.key_by(lambda x: x[1]).window(CountSlidingWindowAssigner(2, 1))
+           .apply(SumWindow()))
+    assert sorted(got.execute_and_collect()) == [("hello", 6), ("hello", 10), ("hi", 4),
+                                                 ("hi", 8)]
 
 
 def test_count_windows_over_the_whole_stream() -> None:

@@ -54,6 +54,7 @@ from weir.window import (
     CountTrigger,
     CountTumblingWindowAssigner,
     Evictor,
+    FullSlidingCountTrigger,
     GlobalWindows,
     PurgingTrigger,
     Trigger,
@@ -499,8 +500,9 @@ class KeyedStream(DataStream):
 
     def count_window(self, size: int, slide: int | None = 0) -> WindowedStream:
         """Windows of ``size`` records per key, evaluated when full (an incomplete last
-        window is not); with a ``slide`` other than 0, the last ``size`` records every
-        ``slide`` records (as Flink builds them: a CountEvictor and a CountTrigger)."""
+        window is not); with a ``slide`` other than 0, a window of ``size`` records starts
+        every ``slide`` records, as in PyFlink (Java's countWindow also fires windows that
+        are not yet full; PyFlink's and weir's do not)."""
         return self.window(_count_assigner(size, slide))
 
 
@@ -518,7 +520,7 @@ def _count_windows(windowed: Any, assigner: _CountWindows) -> Any:
     if assigner.slide == 0:
         return windowed.trigger(PurgingTrigger.of(CountTrigger.of(assigner.size)))
     return windowed.evictor(CountEvictor.of(assigner.size)).trigger(
-        CountTrigger.of(assigner.slide))
+        FullSlidingCountTrigger(assigner.size, assigner.slide))
 
 
 def _by(field: str | int, smaller: bool) -> Callable[[Any, Any], Any]:
