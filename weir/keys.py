@@ -40,6 +40,23 @@ class KeySpec:
         return key_groups_of_keys(self.keys(elements), max_parallelism)
 
 
+def hashable_key(key: Any) -> Any:
+    """A key state can be kept under: lists become tuples and sets frozensets (PyFlink
+    keys by the serialized value, so a key selector may return a list).
+
+    >>> hashable_key([1, [2, 3]]), hashable_key("a")
+    ((1, (2, 3)), 'a')
+    """
+    if isinstance(key, list):
+        return tuple(map(hashable_key, key))
+    if isinstance(key, set):
+        return frozenset(key)
+    return key
+
+
+_UNHASHABLE = (list, set)
+
+
 class FunctionKeySpec(KeySpec):
     """A user key selector: one Python call per record."""
 
@@ -48,10 +65,14 @@ class FunctionKeySpec(KeySpec):
         self._call = resolve_callable(fn, "get_key")
 
     def get_key(self, record: Any) -> Any:
-        return self._call(record)
+        key = self._call(record)
+        return hashable_key(key) if isinstance(key, _UNHASHABLE) else key
 
     def keys(self, elements: Elements) -> list[Any]:
-        return list(map(self._call, elements.records()))
+        keys = list(map(self._call, elements.records()))
+        if any(isinstance(k, _UNHASHABLE) for k in keys):
+            return list(map(hashable_key, keys))
+        return keys
 
 
 class FieldKeySpec(KeySpec):

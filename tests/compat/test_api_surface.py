@@ -104,3 +104,16 @@ def test_pyflink_calls_weir_has_no_use_for_name_the_feature() -> None:
         stream.slot_sharing_group("heavy")
     with pytest.raises(AttributeError, match="no attribute 'no_such_method'"):
         stream.no_such_method()
+
+
+def test_min_by_on_plain_values_and_a_key_selector_returning_a_list() -> None:
+    # PyFlink keys by the serialized key, so a list is a key; min_by/max_by of plain
+    # values compare the values themselves.
+    env = _env()
+    values = [3, 1, 4, 1, 5, 9, 2, 6]
+    keyed = env.from_collection(values).key_by(lambda v: [v % 2])
+    running = list(keyed.max_by().execute_and_collect())
+    for parity in (0, 1):
+        seen = [v for v in values if v % 2 == parity]
+        expected = [max(seen[:i + 1]) for i in range(len(seen))]
+        assert sorted(v for v in running if v % 2 == parity) == sorted(expected)

@@ -34,7 +34,12 @@ from weir.operators.basic import (
 from weir.operators.broadcast import BroadcastProcessOperator
 from weir.operators.co import CoOperator
 from weir.operators.event_time import TimestampsAndWatermarksOperator
-from weir.operators.keyed import FieldAggregateOperator, KeyedProcessOperator, ReduceOperator
+from weir.operators.keyed import (
+    FieldAggregateOperator,
+    KeyedProcessOperator,
+    ReduceOperator,
+    field_value,
+)
 from weir.operators.sinks import CollectSinkOperator, PrintSinkOperator
 from weir.operators.vectorized import VectorizedAggregateOperator
 from weir.operators.vectorized_window import VectorizedWindowAggregateOperator
@@ -525,7 +530,7 @@ def _count_windows(windowed: Any, assigner: _CountWindows) -> Any:
 
 def _by(field: str | int, smaller: bool) -> Callable[[Any, Any], Any]:
     def pick(kept: Any, new: Any) -> Any:
-        a, b = kept[field], new[field]
+        a, b = field_value(kept, field), field_value(new, field)
         return new if (b < a if smaller else b > a) else kept
     return pick
 

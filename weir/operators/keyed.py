@@ -80,6 +80,18 @@ class ReduceOperator(KeyedOperator):
         self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
 
 
+def field_value(record: Any, field: str | int) -> Any:
+    """A record's field, as aggregations read it: the record itself when it is a plain
+    value (no tuple, list, Row or dict) and the field is the first, as in PyFlink.
+
+    >>> field_value(("a", 3), 1), field_value(7, 0), field_value("word", 0)
+    (3, 7, 'word')
+    """
+    if field in (0, "f0") and not isinstance(record, tuple | list | dict):
+        return record
+    return record[field]
+
+
 def replace_field(record: Any, field: str | int, value: Any) -> Any:
     """A copy of ``record`` (tuple, Row or dict) with one field set to ``value``."""
     if isinstance(record, Row):
@@ -130,11 +142,6 @@ class FieldAggregateOperator(KeyedOperator):
                 assert self.output is not None
                 self.output.emit(Elements.from_records(finals, self.output_type))
 
-    def _get(self, record: Any) -> Any:
-        if isinstance(record, int | float) and self.field in (0, "f0"):
-            return record
-        return record[self.field]
-
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
         op = self._OPS[self.kind]
@@ -151,7 +158,8 @@ class FieldAggregateOperator(KeyedOperator):
                 current = record
             else:
                 current = replace_field(current, self.field,
-                                        op(self._get(current), self._get(record)))
+                                        op(field_value(current, self.field),
+                                           field_value(record, self.field)))
             state.update(current)
             out.append(current)
         if self._final_only:
