@@ -43,13 +43,6 @@ def test_partitionings_projection_and_keyed_min_by_max_by() -> None:
     assert [r for r in maxs if r[0] == "b"] == [("b", 1, "y"), ("b", 5, "w")]
 
 
-def test_collecting_a_keyed_stream_yields_its_records() -> None:
-    env = _env()
-    records = [("a", 1), ("b", 2), ("a", 3)]
-    assert sorted(env.from_collection(records).key_by(lambda r: r[0])
-                  .execute_and_collect()) == sorted(records)
-
-
 def test_chaining_hints_shape_the_tasks() -> None:
     def tasks(env: StreamExecutionEnvironment) -> list[list[str]]:
         return [node["operators"] for node in json.loads(env.get_execution_plan())["nodes"]]
