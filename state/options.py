@@ -6,6 +6,7 @@ from weir.core.config import Duration, MemorySize, Option, non_negative, positiv
 
 BACKEND_TYPE = Option(
     "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),
+    deprecated_keys=("state.backend",),
     doc="Keyed state backend: in-memory hash maps or RocksDB (rocksdict).")
 INCREMENTAL = Option(
     "state.backend.incremental", bool, default=True,

@@ -55,9 +55,16 @@ def _same(record: Any) -> Any:
 
 
 def _pairs(configuration: Configuration | Mapping[str, Any]) -> dict[str, Any]:
-    """Option key -> value of a Configuration (PyFlink passes one) or a plain mapping."""
+    """Option key -> value of a Configuration (PyFlink passes one) or a plain mapping. A
+    Configuration's keys of no weir option (PyFlink's Python worker settings, say) are
+    left out with a warning naming them; in a plain mapping they are errors."""
     if isinstance(configuration, Configuration):
-        return configuration.to_dict()
+        others = configuration.other_keys()
+        if others:
+            warnings.warn(f"weir has no option {', '.join(map(repr, sorted(others)))}: "
+                          f"ignored (see the README's configuration reference)",
+                          UserWarning, stacklevel=3)
+        return configuration.options_dict()
     if isinstance(configuration, Mapping):
         return dict(configuration)
     msg = f"expected a Configuration or a dict of option keys, got {type(configuration).__name__}"
@@ -155,7 +162,7 @@ class StreamExecutionEnvironment:
         warnings.warn("set_stream_time_characteristic is deprecated and has no effect: "
                       "event time applies where timestamps and watermarks are assigned",
                       DeprecationWarning, stacklevel=2)
-        self._time_characteristic = characteristic
+        self._config.set(options.TIME_CHARACTERISTIC, characteristic.name)
         return self
 
     def add_jars(self, *jars_path: str) -> None:
@@ -167,8 +174,13 @@ class StreamExecutionEnvironment:
         """Accepted and ignored, with a warning (see :meth:`add_jars`)."""
         _no_jvm("add_classpaths", classpaths)
 
+    def is_changelog_state_backend_enabled(self) -> bool:
+        """Always False: weir has no changelog state backend (``enable_changelog_state_
+        backend`` is refused, naming what to use)."""
+        return False
+
     def get_stream_time_characteristic(self) -> TimeCharacteristic:
-        return getattr(self, "_time_characteristic", TimeCharacteristic.EventTime)
+        return TimeCharacteristic[self._config.get(options.TIME_CHARACTERISTIC)]
 
     def set_buffer_timeout(self, timeout_ms: int) -> StreamExecutionEnvironment:
         self._config.set_raw(options.BUFFER_TIMEOUT.key, f"{timeout_ms} ms")
@@ -178,12 +190,13 @@ class StreamExecutionEnvironment:
         return round(float(self._config.get(options.BUFFER_TIMEOUT)) * 1000)
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
-        """Run every operator as a task of its own (no chaining)."""
-        self._chaining = False
+        """Run every operator as a task of its own (no chaining,
+        ``pipeline.operator-chaining.enabled``)."""
+        self._config.set(options.OPERATOR_CHAINING, False)
         return self
 
     def is_chaining_enabled(self) -> bool:
-        return getattr(self, "_chaining", True)
+        return self._config.get(options.OPERATOR_CHAINING)
 
     def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
         """HashMapStateBackend() or EmbeddedRocksDBStateBackend(...) (``state.backend.*``)."""
@@ -381,7 +394,7 @@ class StreamExecutionEnvironment:
 
     def get_job_graph(self, job_name: str | None = None) -> jobgraph_pb2.JobGraph:
         """The JobGraph of what was built so far (sources are not prepared)."""
-        config = self._config.to_dict()
+        config = self._config.options_dict()
         program = getattr(sys.modules.get("__main__"), "__file__", None)
         if program and options.PROGRAM_FILE.key not in config:
             config[options.PROGRAM_FILE.key] = os.path.abspath(program)

@@ -436,10 +436,24 @@ def test_configuration_string_key_api() -> None:
     copy = Configuration().add_all(conf)
     assert copy.to_dict() == conf.to_dict() and copy.to_dict()["state.backend.incremental"] \
         == "true"
+    # As in PyFlink, keys of no weir option are stored and read back, typed as given.
+    prefixed = Configuration().add_all(conf, prefix="my.")
+    assert prefixed.get_string("my.state.backend.type", "") == "rocksdb"
+    other = (Configuration().set_string("k1", "v1").set_integer("k2", 1)
+             .set_bytearray("k3", b"\x01"))
+    assert other.get_integer("k2", 0) == 1 and other.get_string("k2", "") == "1"
+    assert other.get_bytearray("k3", b"") == bytearray(b"\x01")
+    assert str(Configuration().set_string("k1", "v1").set_integer("k2", 1)) == "{k1=v1, k2=1}"
+    into: dict = {}
+    other.add_all_to_dict(into)
+    assert into == {"k1": "v1", "k2": 1, "k3": b"\x01"}
+    assert Configuration(other) == other and hash(Configuration(other)) == hash(other)
+    assert other != Configuration(other).set_string("k1", "v2")
+    # A weir option's value is still validated, and so is every key weir reads itself.
+    with pytest.raises(ConfigError, match=r"invalid value for 'parallelism\.default'"):
+        Configuration().set_string("parallelism.default", "many")
     with pytest.raises(ConfigError, match="unknown configuration key"):
-        Configuration().add_all(conf, prefix="my.")
-    with pytest.raises(ConfigError, match="unknown configuration key"):
-        Configuration().set_string("no.such.key", "x")
+        Configuration.from_pairs({"no.such.key": "x"})
     # The typed API is unchanged.
     assert Configuration().set(options.PARALLELISM, 5).get(options.PARALLELISM) == 5
 
@@ -455,5 +469,17 @@ def test_environment_takes_a_configuration_or_a_dict() -> None:
     assert env.get_configuration().get_integer("pipeline.batch-size", 0) == 99
     env.configure({"pipeline.batch-size": 5})
     assert env.get_configuration().get_integer("pipeline.batch-size", 0) == 5
+    # PyFlink's keys weir has under the same or an older name; others are ignored, named.
+    env.configure(Configuration().set_boolean("pipeline.operator-chaining", False)
+                  .set_string("state.backend", "rocksdb")
+                  .set_string("pipeline.time-characteristic", "ProcessingTime"))
+    assert not env.is_chaining_enabled()
+    assert env.get_configuration().to_dict()["state.backend.type"] == "rocksdb"
+    assert env.get_stream_time_characteristic().name == "ProcessingTime"
+    ignored = r"weir has no option 'python\.fn-execution\.bundle\.size'"
+    with pytest.warns(UserWarning, match=ignored):
+        env.configure(Configuration().set_integer("python.fn-execution.bundle.size", 1))
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'no\.such\.key'"):
+        env.configure({"no.such.key": 1})
     with pytest.raises(TypeError, match="Configuration or a dict"):
         env.configure([("pipeline.batch-size", 5)])  # type: ignore[arg-type]

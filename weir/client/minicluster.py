@@ -26,7 +26,7 @@ class MiniCluster:
                  configuration: Configuration | None = None) -> None:
         self.num_slots = num_slots
         self.num_task_executors = num_task_executors
-        base = configuration.to_dict() if configuration else {}
+        base = configuration.options_dict() if configuration else {}
         overrides = {"jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0",
                      "taskmanager.rpc.port": "0", "taskmanager.data.port": "0"}
         self.configuration = Configuration.from_pairs({**base, **overrides})

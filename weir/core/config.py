@@ -187,14 +187,18 @@ class Configuration:
     """Validated configuration values keyed by option key.
 
     Values are parsed when set, so a ``Configuration`` never holds an invalid value.
-    ``get`` falls back to the ``WEIR_*`` environment variable, then to the default.
+    ``get`` falls back to the ``WEIR_*`` environment variable, then to the default. A key
+    that is no weir option is an error wherever weir reads configuration (files, ``-D``,
+    ``env.configure``...), naming the closest option.
 
-    PyFlink's string-key methods work too (``set_string``/``get_string``, ``set_integer``,
-    ``set_boolean``, ``set_float`` and their getters, ``key_set``, ``contains_key``,
-    ``remove_config``, ``add_all``, ``to_dict``). They see the values stored in this object
-    only, as PyFlink's do: a getter returns its ``default_value`` for a key not set here
-    (neither the ``WEIR_*`` variable nor the option's default applies). Unlike PyFlink,
-    setting a key that is no weir option raises ConfigError, as everywhere in weir.
+    PyFlink's key/value methods work too (``set_string``/``get_string``, ``set_integer``,
+    ``set_boolean``, ``set_float``, ``set_bytearray`` and their getters, ``key_set``,
+    ``contains_key``, ``remove_config``, ``add_all``, ``add_all_to_dict``, ``to_dict``).
+    They see the values stored in this object only, as PyFlink's do: a getter returns its
+    ``default_value`` for a key not set here. As in PyFlink, they also store keys that are
+    no weir option (``python.fn-execution.bundle.size``, an application's own settings):
+    such a key is kept as given and read back, and an environment configured with it
+    warns that weir ignores it. A weir option's value is validated either way.
 
     Example:
         >>> conf = Configuration().set_integer("parallelism.default", 4)
@@ -203,12 +207,16 @@ class Configuration:
         >>> sorted(Configuration(conf).set_boolean("execution.checkpointing.unaligned.enabled",
         ...                                        True).to_dict().items())
         [('execution.checkpointing.unaligned.enabled', 'true'), ('parallelism.default', '4')]
+        >>> Configuration().set_string("my.app.region", "eu").get_string("my.app.region", "")
+        'eu'
     """
 
     def __init__(self, other: Configuration | None = None) -> None:
         """An empty configuration, or a copy of ``other`` (as PyFlink's)."""
         self._values: dict[str, Any] = {} if other is None else dict(other._values)
         self._raw: dict[str, str] = {} if other is None else dict(other._raw)
+        #: Keys of no weir option set through PyFlink's methods, with the values given.
+        self._other: dict[str, Any] = {} if other is None else dict(other._other)
 
     @classmethod
     def from_pairs(cls, pairs: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> Configuration:
@@ -276,49 +284,60 @@ class Configuration:
     def contains(self, option: Option[Any]) -> bool:
         return option.key in self._values or option.env_var in os.environ
 
-    def to_dict(self) -> dict[str, str]:
-        """The explicitly set values as strings (for shipping to other processes)."""
+    def options_dict(self) -> dict[str, str]:
+        """The weir options set here, as strings (what is shipped to other processes)."""
         return dict(self._raw)
 
-    # -- PyFlink's string-key API ------------------------------------------------------------
+    def other_keys(self) -> dict[str, Any]:
+        """The keys of no weir option set here through PyFlink's methods."""
+        return dict(self._other)
 
-    def _stored(self, key: str) -> str | None:
-        """The raw value stored under ``key`` (or the option's current key, for a
-        deprecated one), None when not set here or no option has that key."""
+    # -- PyFlink's key/value API ---------------------------------------------------------------
+
+    def _put(self, key: str, value: Any, text: str) -> Configuration:
+        if key in all_options():
+            self.set_raw(key, text)
+        else:
+            self._other[key] = value
+        return self
+
+    def _stored(self, key: str) -> Any:
+        """The value stored under ``key`` (a weir option's raw text, or the value given for
+        another key), None when not set here."""
         option = all_options().get(key)
-        return None if option is None else self._raw.get(option.key)
+        if option is None:
+            return self._other.get(key)
+        return self._raw.get(option.key)
 
     def set_string(self, key: str, value: str) -> Configuration:
-        """Set an option by key (validated, as ``set_raw``)."""
-        self.set_raw(key, value)
-        return self
+        """Set ``key`` (a weir option's value is validated, as ``set_raw``)."""
+        return self._put(key, str(value), str(value))
 
     def get_string(self, key: str, default_value: str) -> str:
         """The value set for ``key``, as a string; ``default_value`` when not set here."""
         stored = self._stored(key)
-        return default_value if stored is None else stored
+        return default_value if stored is None else _text(stored)
 
     def set_integer(self, key: str, value: int) -> Configuration:
-        self.set_raw(key, int(value))
-        return self
+        return self._put(key, int(value), str(int(value)))
 
     def get_integer(self, key: str, default_value: int) -> int:
         """The value set for ``key`` as an int; ``default_value`` when not set here."""
         stored = self._stored(key)
-        return default_value if stored is None else _parse_number(key, stored, int)
+        return default_value if stored is None else _parse_number(key, _text(stored), int)
 
     def set_float(self, key: str, value: float) -> Configuration:
-        self.set_raw(key, float(value))
-        return self
+        return self._put(key, float(value), str(float(value)))
 
     def get_float(self, key: str, default_value: float) -> float:
         """The value set for ``key`` as a float; ``default_value`` when not set here."""
         stored = self._stored(key)
-        return float(default_value) if stored is None else _parse_number(key, stored, float)
+        if stored is None:
+            return float(default_value)
+        return _parse_number(key, _text(stored), float)
 
     def set_boolean(self, key: str, value: bool) -> Configuration:
-        self.set_raw(key, "true" if value else "false")
-        return self
+        return self._put(key, bool(value), "true" if value else "false")
 
     def get_boolean(self, key: str, default_value: bool) -> bool:
         """The value set for ``key`` as a bool; ``default_value`` when not set here."""
@@ -326,14 +345,31 @@ class Configuration:
         if stored is None:
             return default_value
         try:
-            return _parse_bool(stored)
+            return _parse_bool(_text(stored))
         except ValueError as err:
             msg = f"invalid value for '{key}': {err}"
             raise ConfigError(msg) from err
 
+    def set_bytearray(self, key: str, value: bytes | bytearray) -> Configuration:
+        """Store bytes under ``key`` (no weir option takes bytes)."""
+        if key in all_options():
+            msg = f"'{key}' is a weir option and takes text, not bytes: use set_string"
+            raise ConfigError(msg)
+        self._other[key] = bytes(value)
+        return self
+
+    def get_bytearray(self, key: str, default_value: bytes | bytearray) -> bytearray:
+        stored = self._other.get(key)
+        if stored is None:
+            return bytearray(default_value)
+        if not isinstance(stored, bytes):
+            msg = f"'{key}' holds {type(stored).__name__}, not bytes"
+            raise ConfigError(msg)
+        return bytearray(stored)
+
     def key_set(self) -> set[str]:
         """The keys set in this configuration."""
-        return set(self._raw)
+        return set(self._raw) | set(self._other)
 
     def contains_key(self, key: str) -> bool:
         """Whether ``key`` is set in this configuration (the ``WEIR_*`` variables aside)."""
@@ -341,6 +377,8 @@ class Configuration:
 
     def remove_config(self, key: str) -> bool:
         """Unset ``key``; whether it was set."""
+        if self._other.pop(key, None) is not None:
+            return True
         option = all_options().get(key)
         if option is None or option.key not in self._raw:
             return False
@@ -349,25 +387,56 @@ class Configuration:
         return True
 
     def add_all(self, other: Configuration, prefix: str | None = None) -> Configuration:
-        """Set every value of ``other`` here, its keys preceded by ``prefix`` if given (the
-        prefixed keys must be weir options too)."""
-        for key, value in other.to_dict().items():
-            self.set_raw(f"{prefix or ''}{key}", value)
+        """Set every value of ``other`` here, its keys preceded by ``prefix`` if given."""
+        for key, value in other._raw.items():
+            self._put(f"{prefix or ''}{key}", value, value)
+        for key, value in other._other.items():
+            new = f"{prefix or ''}{key}"
+            self._put(new, value, _text(value)) if not isinstance(value, bytes) \
+                else self.set_bytearray(new, value)
         return self
 
     def add_all_to_dict(self, target_dict: dict[str, Any]) -> None:
-        """Add the values set here to ``target_dict`` (as strings)."""
+        """Add the values set here to ``target_dict``: a weir option's as its text, another
+        key's as it was given (an int stays an int, as PyFlink's Properties hold)."""
         target_dict.update(self._raw)
+        target_dict.update(self._other)
+
+    def to_dict(self) -> dict[str, str]:
+        """Every key set here with its value as a string, as PyFlink's ``to_dict``."""
+        return {**self._raw, **{key: _text(value) for key, value in self._other.items()}}
 
     def merged(self, other: Mapping[str, str]) -> Configuration:
-        """A copy with ``other`` applied on top."""
+        """A copy with ``other`` applied on top (weir options only)."""
         conf = Configuration.from_pairs(self._raw)
         for key, value in other.items():
             conf.set_raw(key, value)
         return conf
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Configuration):
+            return NotImplemented
+        return self._raw == other._raw and self._other == other._other
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.to_dict().items()))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Configuration:
+        return Configuration(self)
+
+    def __str__(self) -> str:
+        """As Flink prints a configuration: ``{key=value, ...}``."""
+        return "{" + ", ".join(f"{k}={v}" for k, v in self.to_dict().items()) + "}"
+
     def __repr__(self) -> str:
-        return f"Configuration({self._raw!r})"
+        return f"Configuration({self.to_dict()!r})"
+
+
+def _text(value: Any) -> str:
+    """A stored value as PyFlink's string getters give it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _parse_number(key: str, text: str, kind: Callable[[str], T]) -> T:

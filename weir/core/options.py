@@ -42,6 +42,16 @@ JOBMASTER_ADDRESS = Option(
 PARALLELISM = Option(
     "parallelism.default", int, default=1, validator=positive,
     doc="Parallelism of operators that do not set their own.")
+OPERATOR_CHAINING = Option(
+    "pipeline.operator-chaining.enabled", bool, default=True,
+    deprecated_keys=("pipeline.operator-chaining",),
+    doc="Chain operators joined by forward edges with equal parallelism into one task "
+        "(env.disable_operator_chaining() turns it off).")
+TIME_CHARACTERISTIC = Option(
+    "pipeline.time-characteristic", str, default="EventTime",
+    choices=("ProcessingTime", "IngestionTime", "EventTime"),
+    doc="Deprecated in Flink and without effect here: event time applies where timestamps "
+        "and watermarks are assigned, processing time elsewhere.")
 MAX_PARALLELISM = Option(
     "pipeline.max-parallelism", int, default=128, validator=positive,
     doc="Number of key groups: the upper bound for rescaling keyed state.")
