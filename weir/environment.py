@@ -109,6 +109,9 @@ class StreamExecutionEnvironment:
         base = context.configuration if context else Configuration()
         self._config = base.merged(_pairs(configuration)) if configuration else base
         self._parallelism = self._config.get(options.PARALLELISM)
+        if context is None and not self._config.contains(options.PARALLELISM):
+            # In process, as PyFlink's local environment: a subtask per CPU core.
+            self._parallelism = os.cpu_count() or 1
         self._max_parallelism = self._config.get(options.MAX_PARALLELISM)
         self._sinks: list[Transformation] = []
 

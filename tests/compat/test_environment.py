@@ -163,3 +163,18 @@ def test_the_in_process_cluster_checkpoints_into_its_own_directory() -> None:
         working = Path(directory.removeprefix("file://")).parent
         assert working.is_dir()
     assert not working.exists()
+
+
+def test_in_process_the_default_parallelism_is_one_subtask_per_core() -> None:
+    # PyFlink's local environment runs a subtask per CPU core; on a cluster the default
+    # is parallelism.default (1), as in Flink.
+    import os
+
+    from weir.core.config import Configuration
+    from weir.core.execution import ExecutionContext
+
+    assert StreamExecutionEnvironment().get_parallelism() == (os.cpu_count() or 1)
+    assert StreamExecutionEnvironment({"parallelism.default": 3}).get_parallelism() == 3
+    on_a_cluster = ExecutionContext(address="127.0.0.1:1", token=None,
+                                    configuration=Configuration())
+    assert StreamExecutionEnvironment(None, on_a_cluster).get_parallelism() == 1
