@@ -38,7 +38,7 @@ from weir.core.source import Source
 from weir.core.types import TypeInformation
 from weir.datastream.data_stream import DataStream
 from weir.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
-from weir.graph import PARTITIONER_NAMES, Transformation, build_job_graph
+from weir.graph import Transformation, build_job_graph, execution_plan
 from weir.proto import jobgraph_pb2
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource, StreamFormat
@@ -243,16 +243,12 @@ class StreamExecutionEnvironment:
         return self.get_checkpoint_config().is_unaligned_checkpoints_enabled()
 
     def get_execution_plan(self) -> str:
-        """The job's graph as JSON: vertices (tasks) with their operators, parallelism and
-        inputs."""
+        """The job's operators as JSON, in Flink's execution-plan format: ``nodes`` with
+        ``id``, ``type``, ``pact``, ``contents``, ``parallelism`` and ``predecessors``
+        (``id``, ``ship_strategy``: FORWARD, REBALANCE, SHUFFLE, RESCALE, HASH or
+        BROADCAST); weir adds each operator's ``uid`` and ``task``, the chain it runs in."""
         graph = self.get_job_graph()
-        plan = {"nodes": [{"id": v.id, "name": v.name, "parallelism": v.parallelism,
-                           "operators": list(v.operator_names),
-                           "inputs": [{"id": e.source_vertex,
-                                       "ship_strategy": PARTITIONER_NAMES.get(e.partitioner, "?")}
-                                      for e in v.inputs]}
-                          for v in graph.vertices]}
-        return json.dumps(plan, indent=2)
+        return json.dumps(execution_plan(graph, self._sinks), indent=2)
 
     def close(self) -> None:
         """Nothing to release: each execution's resources end with it."""

@@ -54,6 +54,9 @@ class Transformation:
     start_new_chain: bool = False
     disable_chaining: bool = False
     description: str = ""
+    #: A partition node's name in execution plans when it is not its partitioner's
+    #: (``shuffle()`` and ``rescale()`` partition as ``rebalance()`` does).
+    ship_strategy: str = ""
     id: int = field(default_factory=lambda: next(_ids))
 
 
@@ -184,6 +187,56 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
                 key_selector=_pickle(edge.key, head.name) if edge.key is not None else b"",
                 input_index=edge.input_index, side_output=edge.side_output)
     return graph
+
+
+def execution_plan(graph: jobgraph_pb2.JobGraph, sinks: list[Transformation]) -> dict[str, Any]:
+    """The program's operators as Flink's JSON execution plan: a node per operator (``id``,
+    ``type``, ``pact``, ``contents``, ``parallelism``) with its ``predecessors`` (``id``,
+    ``ship_strategy``, and ``side: "second"`` for the second input of a two-input
+    operator). weir adds each operator's ``uid`` and the ``task`` (its chain) it runs in.
+    ``graph`` is the JobGraph built from ``sinks``."""
+    nodes = _reachable(sinks)
+    uids = _uids(nodes)
+    vertex_of_uid = {uid: v for v in graph.vertices for uid in v.operator_uids}
+    vertex = {n.id: vertex_of_uid[uids[n.id]] for n in nodes if n.id in uids
+              and uids[n.id] in vertex_of_uid}
+    pacts = {"source": "Data Source", "sink": "Data Sink"}
+    plan = []
+    for n in nodes:
+        if n.id not in vertex:
+            continue
+        entry: dict[str, Any] = {
+            "id": n.id, "type": n.name, "pact": pacts.get(n.kind, "Operator"),
+            "contents": n.description or n.name,
+            "parallelism": vertex[n.id].parallelism, "uid": uids[n.id],
+            "task": vertex[n.id].name}
+        predecessors = []
+        for position, upstream in enumerate(n.inputs):
+            for producer, strategy in _plan_edges(upstream, ""):
+                if not strategy:
+                    same = vertex[producer.id].parallelism == vertex[n.id].parallelism
+                    strategy = "FORWARD" if same else "REBALANCE"
+                edge = {"id": producer.id, "ship_strategy": strategy}
+                if n.two_input and position == 1:
+                    edge["side"] = "second"
+                predecessors.append(edge)
+        if predecessors:
+            entry["predecessors"] = predecessors
+        plan.append(entry)
+    return {"nodes": plan}
+
+
+def _plan_edges(t: Transformation, strategy: str) -> list[tuple[Transformation, str]]:
+    """The operators feeding an input through ``t``, with the ship strategy of the
+    partitioning closest to the consumer ("" for none)."""
+    if t.kind == "partition":
+        label = t.ship_strategy or PARTITIONER_NAMES.get(t.partitioner or FORWARD, "")
+        return _plan_edges(t.inputs[0], strategy or label)
+    if t.kind == "union":
+        return [edge for upstream in t.inputs for edge in _plan_edges(upstream, strategy)]
+    if t.kind == "side":
+        return _plan_edges(t.inputs[0], strategy)
+    return [(t, strategy)]
 
 
 def _uids(nodes: list[Transformation]) -> dict[int, str]:

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from weir import (
+    CoMapFunction,
     EmbeddedRocksDBStateBackend,
     HashMapStateBackend,
     RestartStrategies,
@@ -45,7 +46,10 @@ def test_partitionings_projection_and_keyed_min_by_max_by() -> None:
 
 def test_chaining_hints_shape_the_tasks() -> None:
     def tasks(env: StreamExecutionEnvironment) -> list[list[str]]:
-        return [node["operators"] for node in json.loads(env.get_execution_plan())["nodes"]]
+        chains: dict[str, list[str]] = {}
+        for node in json.loads(env.get_execution_plan())["nodes"]:
+            chains.setdefault(node["task"], []).append(node["type"])
+        return list(chains.values())
 
     def build(env: StreamExecutionEnvironment, hint: str = "") -> None:
         m2 = env.from_collection([1, 2]).map(lambda x: x).name("m1").map(lambda x: x)
@@ -67,6 +71,44 @@ def test_chaining_hints_shape_the_tasks() -> None:
     env.disable_operator_chaining()
     build(env)
     assert len(tasks(env)) == 5 and not env.is_chaining_enabled()
+
+
+class Tag(CoMapFunction):
+    def map1(self, value):
+        return ("first", value)
+
+    def map2(self, value):
+        return ("second", value)
+
+
+def test_the_execution_plan_is_flinks_json_of_operators_and_ship_strategies() -> None:
+    env = _env(2)
+    source = env.from_collection([1, 2, 3])
+    mapped = source.map(lambda x: x).name("m")
+    parts = [mapped.shuffle().map(lambda x: x).name("shuffled"),
+             mapped.rescale().map(lambda x: x).name("rescaled"),
+             mapped.rebalance().map(lambda x: x).name("rebalanced"),
+             mapped.forward().map(lambda x: x).name("forwarded"),
+             mapped.broadcast().map(lambda x: x).name("broadcast"),
+             mapped.key_by(lambda x: x).map(lambda x: x).name("keyed")]
+    parts[0].union(*parts[1:]).connect(source).map(Tag()).name("co").print()
+    nodes = {n["type"]: n for n in json.loads(env.get_execution_plan())["nodes"]}
+    assert nodes["Source: Collection"]["pact"] == "Data Source"
+    assert nodes["Source: Collection"]["parallelism"] == 1
+    assert nodes["Sink: Print"]["pact"] == "Data Sink" and nodes["m"]["pact"] == "Operator"
+    ids = {name: node["id"] for name, node in nodes.items()}
+    assert nodes["m"]["predecessors"] == [{"id": ids["Source: Collection"],
+                                           "ship_strategy": "REBALANCE"}]
+    for name, strategy in [("shuffled", "SHUFFLE"), ("rescaled", "RESCALE"),
+                           ("rebalanced", "REBALANCE"), ("forwarded", "FORWARD"),
+                           ("broadcast", "BROADCAST"), ("keyed", "HASH")]:
+        assert nodes[name]["predecessors"] == [{"id": ids["m"], "ship_strategy": strategy}]
+    co = nodes["co"]["predecessors"]
+    assert [e["id"] for e in co[:-1]] == [ids[p] for p in ("shuffled", "rescaled",
+                                                             "rebalanced", "forwarded",
+                                                             "broadcast", "keyed")]
+    assert co[-1] == {"id": ids["Source: Collection"], "ship_strategy": "REBALANCE",
+                      "side": "second"}
 
 
 def test_state_backend_restart_strategy_and_savepoint_directory_objects() -> None:

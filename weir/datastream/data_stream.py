@@ -208,9 +208,10 @@ class DataStream:
 
     # -- partitioning -----------------------------------------------------------------------
 
-    def _partition(self, name: str, partitioner: int, key: KeySpec | None = None) -> Transformation:
+    def _partition(self, name: str, partitioner: int, key: KeySpec | None = None,
+                   label: str = "") -> Transformation:
         return Transformation(name=name, kind="partition", inputs=[self._t],
-                              partitioner=partitioner, key=key)
+                              partitioner=partitioner, key=key, ship_strategy=label)
 
     def key_by(self, key_selector: Any, key_type: TypeInformation | None = None
                ) -> KeyedStream:
@@ -225,11 +226,11 @@ class DataStream:
 
     def shuffle(self) -> DataStream:
         """Spread records evenly over the downstream subtasks (as rebalance does)."""
-        return DataStream(self._env, self._partition("Shuffle", REBALANCE))
+        return DataStream(self._env, self._partition("Shuffle", REBALANCE, label="SHUFFLE"))
 
     def rescale(self) -> DataStream:
         """Spread records over the downstream subtasks (as rebalance does)."""
-        return DataStream(self._env, self._partition("Rescale", REBALANCE))
+        return DataStream(self._env, self._partition("Rescale", REBALANCE, label="RESCALE"))
 
     def forward(self) -> DataStream:
         """Send subtask i's records to downstream subtask i (equal parallelism)."""
