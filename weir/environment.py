@@ -40,6 +40,7 @@ from weir.datastream.data_stream import DataStream
 from weir.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
 from weir.graph import Transformation, build_job_graph, execution_plan
 from weir.proto import jobgraph_pb2
+from weir.python_files import ship_python_file
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource, StreamFormat
 from weir.state_backends import StateBackend
@@ -167,6 +168,13 @@ class StreamExecutionEnvironment:
                       DeprecationWarning, stacklevel=2)
         self._config.set(options.TIME_CHARACTERISTIC, characteristic.name)
         return self
+
+    def add_python_file(self, file_path: str) -> None:
+        """Ship Python source with the job, as PyFlink does: a ``.py`` module, a package
+        directory, or a directory of modules. The job's functions may import it although
+        no TaskExecutor has it installed: it travels with them, by value (see
+        :mod:`weir.python_files`)."""
+        ship_python_file(file_path)
 
     def add_jars(self, *jars_path: str) -> None:
         """Accepted and ignored, with a warning: weir runs no JVM, so there is nothing to
