@@ -89,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "JobExecutionResult": "weir.core.execution",
     "JobManagerCheckpointStorage": "weir.state_backends",
     "JobStatus": "weir.core.execution",
+    "MemorySize": "weir.slot_sharing_group",
     "KeySelector": "weir.functions",
     "KeyedBroadcastProcessFunction": "weir.functions",
     "KeyedCoProcessFunction": "weir.functions",
@@ -128,6 +129,7 @@ _EXPORTS: dict[str, str] = {
     "RuntimeExecutionMode": "weir.execution_config",
     "SessionWindowTimeGapExtractor": "weir.window",
     "Sink": "weir.sinks",
+    "SlotSharingGroup": "weir.slot_sharing_group",
     "SlidingEventTimeWindows": "weir.window",
     "SlidingProcessingTimeWindows": "weir.window",
     "Source": "weir.core.source",
@@ -401,6 +403,12 @@ if TYPE_CHECKING:
     )
     from weir.sinks import (
         Sink as Sink,
+    )
+    from weir.slot_sharing_group import (
+        MemorySize as MemorySize,
+    )
+    from weir.slot_sharing_group import (
+        SlotSharingGroup as SlotSharingGroup,
     )
     from weir.sources.collection import (
         NumberSequenceSource as NumberSequenceSource,

@@ -30,6 +30,7 @@ from weir.checkpoint import options as checkpoint_options
 from weir.core.config import Configuration
 from weir.core.errors import InvalidJobError
 from weir.core.time import Duration, to_millis
+from weir.execution_config import accepted_settings
 
 if TYPE_CHECKING:
     from weir.state_backends import CheckpointStorage
@@ -59,8 +60,21 @@ ExternalizedCheckpointCleanup = ExternalizedCheckpointRetention
 class CheckpointConfig:
     """The checkpoint settings of one environment's jobs (a view on its configuration).
 
-    Setters return the config, so that calls chain as in PyFlink.
+    Setters return the config, so that calls chain as in PyFlink. The ``DEFAULT_*``
+    constants are PyFlink's names for the defaults of weir's options (the same values as
+    Flink's).
     """
+
+    #: The checkpointing mode until one is set: exactly once.
+    DEFAULT_MODE = CheckpointingMode(checkpoint_options.CHECKPOINTING_MODE.default_value())
+    #: Milliseconds a checkpoint may take until it expires (10 minutes).
+    DEFAULT_TIMEOUT = round(checkpoint_options.CHECKPOINTING_TIMEOUT.default_value() * 1000)
+    #: Least milliseconds between one checkpoint's end and the next's trigger (none).
+    DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS = round(
+        checkpoint_options.MIN_PAUSE.default_value() * 1000)
+    #: Checkpoints that may be in progress at once (one).
+    DEFAULT_MAX_CONCURRENT_CHECKPOINTS = \
+        checkpoint_options.MAX_CONCURRENT_CHECKPOINTS.default_value()
 
     def __init__(self, configuration: Configuration) -> None:
         self._config = configuration
@@ -156,6 +170,25 @@ class CheckpointConfig:
         return Duration.of_millis(
             round(self._config.get(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT) * 1000))
 
+    def set_alignment_timeout(self, alignment_timeout: int | Duration) -> CheckpointConfig:
+        """PyFlink 1.x's name of :meth:`set_aligned_checkpoint_timeout`."""
+        return self.set_aligned_checkpoint_timeout(alignment_timeout)
+
+    def get_alignment_timeout(self) -> Duration:
+        """PyFlink 1.x's name of :meth:`get_aligned_checkpoint_timeout`."""
+        return self.get_aligned_checkpoint_timeout()
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True
+                                        ) -> CheckpointConfig:
+        """Accepted and kept, without effect: Flink forces unaligned checkpoints past
+        iteration feedback edges and custom partitioners, and weir has neither, so with
+        unaligned checkpoints on every exchange takes them already."""
+        accepted_settings(self._config)["force_unaligned"] = bool(force_unaligned_checkpoints)
+        return self
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return bool(accepted_settings(self._config).get("force_unaligned", False))
+
     # -- retention and storage --------------------------------------------------------------
 
     def set_externalized_checkpoint_retention(
@@ -177,6 +210,29 @@ class CheckpointConfig:
     def is_externalized_checkpoints_enabled(self) -> bool:
         return self.get_externalized_checkpoint_retention() is not \
             ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+
+    def enable_externalized_checkpoints(
+            self, cleanup_mode: ExternalizedCheckpointRetention | str) -> CheckpointConfig:
+        """PyFlink 1.x's way to retain checkpoints when the job ends: as
+        :meth:`set_externalized_checkpoint_retention` (``RETAIN_ON_CANCELLATION`` or
+        ``DELETE_ON_CANCELLATION``)."""
+        return self.set_externalized_checkpoint_retention(cleanup_mode)
+
+    def get_externalized_checkpoint_cleanup(self) -> ExternalizedCheckpointRetention | None:
+        """The retention set (PyFlink 1.x's name); None when checkpoints are not retained.
+
+        Example:
+            >>> config = CheckpointConfig(Configuration())
+            >>> config.get_externalized_checkpoint_cleanup() is None
+            True
+            >>> config.enable_externalized_checkpoints(
+            ...     ExternalizedCheckpointCleanup.RETAIN_ON_CANCELLATION
+            ... ).get_externalized_checkpoint_cleanup().name
+            'RETAIN_ON_CANCELLATION'
+        """
+        retention = self.get_externalized_checkpoint_retention()
+        return None if retention is ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS \
+            else retention
 
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> CheckpointConfig:
         """Where checkpoints go: a ``file://`` path or ``s3://bucket/prefix``."""

@@ -13,12 +13,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from weir.checkpoint import options as checkpoint_options
@@ -37,10 +38,16 @@ from weir.core.ids import JobId
 from weir.core.source import Source
 from weir.core.types import TypeInformation
 from weir.datastream.data_stream import DataStream
-from weir.execution_config import ExecutionConfig, RuntimeExecutionMode, TimeCharacteristic
+from weir.execution_config import (
+    ExecutionConfig,
+    RuntimeExecutionMode,
+    TimeCharacteristic,
+    warn_no_serializers,
+)
 from weir.graph import Transformation, build_job_graph, execution_plan
 from weir.proto import jobgraph_pb2
 from weir.python_files import ship_python_file
+from weir.slot_sharing_group import SlotSharingGroup, warn_no_effect
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource, StreamFormat
 from weir.state_backends import StateBackend
@@ -94,6 +101,15 @@ class PreparedSource:
 
     def prepare(self, configuration: Configuration) -> tuple[Source, Callable[[], None]]:
         raise NotImplementedError
+
+
+@contextlib.contextmanager
+def _serializer_setting(method: str) -> Iterator[None]:
+    """Record a serializer setting in the ExecutionConfig, warning once, as ``method``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
+    warn_no_serializers(method, stacklevel=5)
 
 
 def _no_jvm(method: str, paths: tuple[str, ...]) -> None:
@@ -175,6 +191,38 @@ class StreamExecutionEnvironment:
         no TaskExecutor has it installed: it travels with them, by value (see
         :mod:`weir.python_files`)."""
         ship_python_file(file_path)
+
+    def set_python_executable(self, python_exec: str) -> None:
+        """Accepted and ignored, with a warning: a TaskExecutor runs user functions in the
+        Python it was started with (``weir taskexecutor``)."""
+        warnings.warn(f"set_python_executable({python_exec!r}) has no effect: TaskExecutors "
+                      f"run user functions in the Python they were started with",
+                      UserWarning, stacklevel=2)
+
+    def register_slot_sharing_group(self, slot_sharing_group: SlotSharingGroup
+                                    ) -> StreamExecutionEnvironment:
+        """Accepted, without effect (see :mod:`weir.slot_sharing_group`)."""
+        warn_no_effect(f"register_slot_sharing_group({slot_sharing_group.get_name()!r})")
+        return self
+
+    def add_default_kryo_serializer(self, type_class_name: Any,
+                                    serializer_class_name: Any) -> None:
+        """Accepted, without effect (records travel as Arrow columns or pickles)."""
+        with _serializer_setting("add_default_kryo_serializer"):
+            self.get_config().add_default_kryo_serializer(type_class_name,
+                                                          serializer_class_name)
+
+    def register_type_with_kryo_serializer(self, type_class_name: Any,
+                                           serializer_class_name: Any) -> None:
+        """Accepted, without effect (records travel as Arrow columns or pickles)."""
+        with _serializer_setting("register_type_with_kryo_serializer"):
+            self.get_config().register_type_with_kryo_serializer(type_class_name,
+                                                                 serializer_class_name)
+
+    def register_type(self, type_class_name: Any) -> None:
+        """Accepted, without effect (records travel as Arrow columns or pickles)."""
+        with _serializer_setting("register_type"):
+            self.get_config().register_pojo_type(type_class_name)
 
     def add_jars(self, *jars_path: str) -> None:
         """Accepted and ignored, with a warning: weir runs no JVM, so there is nothing to

@@ -19,17 +19,14 @@ from typing import Any
 from weir.core.errors import InvalidJobError
 
 _JAVA = "weir runs no JVM: Java connectors and jars do not exist in weir"
-_DEPS = ("functions travel to the TaskExecutors by value (cloudpickle): install the "
-         "modules they import on every TaskExecutor")
+_DEPS = ("install the packages the job's functions import on every TaskExecutor; "
+         "env.add_python_file ships .py files and directories with the job")
 _TABLE = "the Table API does not exist in weir"
 
 #: PyFlink name -> why weir has no such thing.
 ENVIRONMENT = {
     "create_input": _JAVA,
-    "add_default_kryo_serializer": "records travel as Arrow columns or pickles, not Kryo",
-    "register_type": "records travel as Arrow columns or pickles, not Kryo",
-    "add_python_file": _DEPS, "add_python_archive": _DEPS,
-    "set_python_requirements": _DEPS, "set_python_executable": _DEPS,
+    "add_python_archive": _DEPS, "set_python_requirements": _DEPS,
     "register_cached_file": "the distributed cache does not exist in weir: read shared "
                             "files from a path every TaskExecutor sees",
     "from_data_stream": _TABLE,
@@ -38,36 +35,17 @@ ENVIRONMENT = {
 }
 DATA_STREAM = {
     "set_uid_hash": "set uids with uid()",
-    "slot_sharing_group": "weir has one slot sharing group: every subtask i of a job "
-                          "shares slot i",
     "partition_custom": "custom partitioners are not supported yet: key_by the partition "
                         "you want instead",
     "cache": "cached intermediate results are not supported",
     "set_buffer_timeout": "the buffer timeout is per job: env.set_buffer_timeout(ms)",
 }
 
-_SERIALIZATION = "records travel as Arrow columns or pickles, not Kryo or POJO serializers"
 _DATASET = "it belongs to the removed DataSet API"
 EXECUTION_CONFIG = {
-    **{name: _SERIALIZATION for name in (
-        "add_default_kryo_serializer", "add_default_kryo_serializer_class",
-        "register_type_with_kryo_serializer", "register_type_with_kryo_serializer_class",
-        "register_pojo_type", "register_kryo_type", "enable_force_kryo", "disable_force_kryo",
-        "enable_force_avro", "disable_force_avro", "enable_generic_types",
-        "disable_generic_types", "get_registered_kryo_types", "get_registered_pojo_types",
-        "get_default_kryo_serializer_classes",
-        "get_registered_types_with_kryo_serializer_classes")},
     "set_execution_mode": _DATASET, "get_execution_mode": _DATASET,
     "set_default_input_dependency_constraint": _DATASET,
     "get_default_input_dependency_constraint": _DATASET,
-    "set_restart_strategy": "use env.set_restart_strategy(RestartStrategies...)",
-    "get_restart_strategy": "use env.get_restart_strategy()",
-    "set_latency_tracking_interval": "latency markers are not supported; see the task "
-                                     "metrics for busy and backpressured time",
-    "enable_closure_cleaner": "functions travel by value (cloudpickle): there is no "
-                              "closure cleaner",
-    "disable_closure_cleaner": "functions travel by value (cloudpickle): there is no "
-                               "closure cleaner",
 }
 WATERMARK_STRATEGY = {
     "with_watermark_alignment": "watermark alignment across sources is not supported yet: "
@@ -75,7 +53,7 @@ WATERMARK_STRATEGY = {
 }
 
 #: The sink's share of DATA_STREAM: what ``sink_to``/``add_sink``/``print`` return.
-DATA_STREAM_SINK = {name: DATA_STREAM[name] for name in ("set_uid_hash", "slot_sharing_group")}
+DATA_STREAM_SINK = {name: DATA_STREAM[name] for name in ("set_uid_hash",)}
 
 
 def refuse(owner: str, name: str, table: dict[str, str]) -> Any:

@@ -436,17 +436,21 @@ def test_a_sink_can_be_described_and_kept_out_of_the_chain() -> None:
     env.execute("sink in a task of its own")
 
 
-def test_a_sink_refuses_what_a_stream_refuses_in_the_same_words() -> None:
+def test_a_sink_refuses_and_warns_as_a_stream_does_in_the_same_words() -> None:
     env = _env()
     stream = env.from_collection([1])
     sink = stream.print()
-    for name, argument in (("slot_sharing_group", "heavy"), ("set_uid_hash", "abc")):
-        with pytest.raises(InvalidJobError) as on_stream:
-            getattr(stream, name)(argument)
-        with pytest.raises(InvalidJobError) as on_sink:
-            getattr(sink, name)(argument)
-        assert str(on_sink.value) == str(on_stream.value)
-        assert str(on_sink.value).startswith(f"{name} is not supported by weir: ")
+    with pytest.raises(InvalidJobError) as on_stream:
+        stream.set_uid_hash("abc")
+    with pytest.raises(InvalidJobError) as on_sink:
+        sink.set_uid_hash("abc")
+    assert str(on_sink.value) == str(on_stream.value)
+    assert str(on_sink.value).startswith("set_uid_hash is not supported by weir: ")
+    with pytest.warns(UserWarning, match="has no effect") as on_stream_warning:
+        stream.slot_sharing_group("heavy")
+    with pytest.warns(UserWarning, match="has no effect") as on_sink_warning:
+        sink.slot_sharing_group("heavy")
+    assert str(on_sink_warning[0].message) == str(on_stream_warning[0].message)
     with pytest.raises(AttributeError, match="'DataStreamSink' object has no attribute 'nope'"):
         sink.nope()
 
@@ -481,7 +485,7 @@ class _FirstOrSelf(CoMapFunction):
 
 
 @pytest.mark.parametrize(("call", "feature"), [
-    (lambda env: env.get_config().register_kryo_type(int), "register_kryo_type"),
+    (lambda env: env.get_config().get_default_input_dependency_constraint(), "DataSet API"),
     (lambda env: env.get_config().set_execution_mode(None), "DataSet API"),
     (lambda env: WatermarkStrategy.for_monotonous_timestamps().with_watermark_alignment(
         "group", 1000), "watermark alignment"),

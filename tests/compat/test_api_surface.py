@@ -14,6 +14,7 @@ from weir import (
     EmbeddedRocksDBStateBackend,
     HashMapStateBackend,
     RestartStrategies,
+    SlotSharingGroup,
     StreamExecutionEnvironment,
     Time,
 )
@@ -132,11 +133,21 @@ def test_pyflink_calls_weir_has_no_use_for_name_the_feature() -> None:
     env = _env()
     with pytest.warns(UserWarning, match="has no effect: weir runs no JVM"):
         env.add_jars("file:///flink-connector-kafka.jar")
-    with pytest.raises(InvalidJobError, match="set_python_requirements"):
+    with pytest.raises(InvalidJobError, match=r"set_python_requirements.*install the packages"):
         env.set_python_requirements("requirements.txt")
+    with pytest.warns(UserWarning, match=r"set_python_executable.* has no effect"):
+        env.set_python_executable("python3")
+    with pytest.warns(UserWarning, match="register_type has no effect"):
+        env.register_type("com.example.Order")
+    assert env.get_config().get_registered_pojo_types() == ["com.example.Order"]
     stream = env.from_collection([1])
-    with pytest.raises(InvalidJobError, match="slot_sharing_group is not supported"):
-        stream.slot_sharing_group("heavy")
+    group = SlotSharingGroup.builder("heavy").set_cpu_cores(2.0).build()
+    with pytest.warns(UserWarning, match=r"slot_sharing_group\('heavy'\) has no effect"):
+        assert stream.slot_sharing_group(group) is stream
+    with pytest.warns(UserWarning, match="register_slot_sharing_group"):
+        assert env.register_slot_sharing_group(group) is env
+    with pytest.raises(InvalidJobError, match="slot sharing group for KeyedStream"):
+        stream.key_by(lambda v: v).slot_sharing_group("heavy")
     with pytest.raises(AttributeError, match="no attribute 'no_such_method'"):
         stream.no_such_method()
 

@@ -250,6 +250,11 @@ class JobExecutionResult:
         """weir has no accumulators (user metrics take their place): always empty."""
         return {}
 
+    def get_accumulator_result(self, accumulator_name: str) -> Any:
+        """The accumulator's value, None when the job produced none of that name: always
+        None, as weir has no accumulators (user metrics take their place)."""
+        return self.get_all_accumulator_results().get(accumulator_name)
+
 
 class PipelineExecutor(ABC):
     """Runs JobGraphs somewhere."""

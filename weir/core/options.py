@@ -79,9 +79,11 @@ PROGRAM_FILE = Option(
         "user function names this file and line (functions travel to the TaskExecutors "
         "without their file's name).")
 AUTO_WATERMARK_INTERVAL = Option(
-    "pipeline.auto-watermark-interval", Duration, default="200 ms", validator=positive,
+    "pipeline.auto-watermark-interval", Duration, default="200 ms",
+    validator=non_negative,
     doc="How often assign_timestamps_and_watermarks emits a watermark (and checks for "
-        "idleness).")
+        "idleness). 0, as in Flink, turns periodic watermarks off: only the end of input "
+        "advances event time.")
 GLOBAL_JOB_PARAMETERS = Option(
     "pipeline.global-job-parameters", str, default=None, validator=_job_parameters_text,
     doc="Parameters every user function of the job reads with "

@@ -85,9 +85,6 @@ REASONS: dict[str, str] = {
     "Partitioner": "custom partitioners are not supported yet: key_by the partition you want",
     "SourceFunction": _SOURCES,
     "SinkFunction": "implement weir.Sink, or write with FileSink",
-    "SlotSharingGroup": "weir has one slot sharing group: every subtask i of a job shares "
-                        "slot i",
-    "MemorySize": "it configures slot sharing groups, which weir does not have",
     "AsyncFunctionDescriptor": "it is PyFlink-internal; use AsyncDataStream",
     "AsyncBatchFunction": "batched async functions are not supported yet: use AsyncFunction",
     "AsyncBatchFunctionDescriptor": "batched async functions are not supported yet",
@@ -147,6 +144,11 @@ _FILE_SYSTEM = ["FileCompactor", "FileCompactStrategy", "OutputFileConfig", "Fil
                 "FileSourceBuilder", "FileSink", "StreamingFileSink", "StreamFormat",
                 "BulkFormat", "FileEnumeratorProvider", "FileSplitAssignerProvider",
                 "RollingPolicy", "BucketAssigner"]
+_TYPE_INFOS = ["BasicType", "BasicTypeInfo", "InstantTypeInfo", "SqlTimeTypeInfo",
+               "PrimitiveArrayTypeInfo", "BasicArrayTypeInfo", "ObjectArrayTypeInfo",
+               "PickledBytesTypeInfo", "RowTypeInfo", "TupleTypeInfo", "DateTypeInfo",
+               "TimeTypeInfo", "TimestampTypeInfo", "ListTypeInfo", "MapTypeInfo"]
+_METRICS = ["Metric", "Counter", "Meter", "Distribution"]
 _SERIALIZATION = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema",
                   "Encoder", "BulkWriterFactory"]
 
@@ -161,7 +163,7 @@ MODULES: dict[str, list[str]] = {
         "JobExecutionResult", "JobID", "JobStatus", "RestartStrategies",
         "RestartStrategyConfiguration", "Row", "RowKind", "WatermarkStrategy", "Duration",
         "Time", "Instant", "TimestampAssigner"],
-    "weir.common.typeinfo": ["TypeInformation", "Types"],
+    "weir.common.typeinfo": ["TypeInformation", "Types", *_TYPE_INFOS],
     "weir.common.types": ["Row", "RowKind"],
     "weir.common.time": ["Duration", "Instant", "Time"],
     "weir.common.watermark_strategy": ["WatermarkStrategy", "TimestampAssigner",
@@ -225,13 +227,19 @@ MODULES: dict[str, list[str]] = {
     "weir.datastream.formats.parquet": [
         "AvroParquetReaders", "AvroParquetWriters", "ParquetColumnarRowInputFormat",
         "ParquetBulkWriters"],
-    "weir.metrics": ["MetricGroup"],
-    "weir.metrics.metricbase": ["MetricGroup", "MetricGroupType", "GenericMetricGroup"],
+    "weir.metrics": ["MetricGroup", *_METRICS],
+    "weir.metrics.metricbase": ["MetricGroup", "MetricGroupType", "GenericMetricGroup",
+                                *_METRICS],
 }
 
 #: Where a module's names come from when not from ``weir`` itself ("module:attribute").
 ORIGINS: dict[str, str] = {
     "weir.datastream.async_retry_predicates": "weir.async_io:async_retry_predicates",
+    # PyFlink's type classes and metric classes stay out of the top-level namespace (a
+    # ``from weir import *`` must not shadow collections.Counter, say).
+    "weir.common.typeinfo": "weir.core.types",
+    "weir.metrics": "weir.metric_group",
+    "weir.metrics.metricbase": "weir.metric_group",
 }
 
 #: Names whose weir object has another name.

@@ -1,18 +1,29 @@
 """Type information for record streams (``output_type=``), mapped onto Arrow types.
 
-Names follow PyFlink's ``Types`` so job code reads the same.
+Names follow PyFlink's ``Types`` so job code reads the same, and PyFlink's type classes
+exist under their names (``RowTypeInfo``, ``ListTypeInfo``, ...; also importable from
+``weir.common.typeinfo``): calling one builds the same :class:`TypeInformation` as the
+``Types`` method of that type, and ``isinstance`` tells a type's class, as in PyFlink.
+``str()`` prints a type as PyFlink does.
 
 Example:
     >>> from weir import Types
     >>> Types.TUPLE([Types.STRING(), Types.LONG()]).arrow_schema().names
     ['f0', 'f1']
+    >>> row = RowTypeInfo([Types.INT(), Types.STRING()], ["id", "name"])
+    >>> row == Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()]), str(row)
+    (True, 'RowTypeInfo(id: Integer, name: String)')
+    >>> isinstance(Types.LIST(Types.LONG()), ListTypeInfo), str(Types.LIST(Types.LONG()))
+    (True, 'ListTypeInfo<Long>')
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,11 +38,18 @@ KIND_PICKLE = b"pickle"
 
 @dataclass(frozen=True)
 class TypeInformation:
-    """The Arrow type of a record, and how its rows become Python values."""
+    """The Arrow type of a record, and how its rows become Python values.
+
+    ``label`` is how PyFlink prints the type, kept where the Arrow type cannot tell
+    (``Types.CHAR()`` and ``Types.STRING()`` are both Arrow strings; an array of
+    ``PRIMITIVE_ARRAY`` and a ``LIST`` are both Arrow lists). It takes no part in equality:
+    types that make the same Arrow columns are equal.
+    """
 
     arrow_type: pa.DataType | None
     kind: bytes = KIND_SCALAR
     fields: tuple[tuple[str, TypeInformation], ...] = ()
+    label: str = field(default="", compare=False)
 
     def arrow_schema(self) -> pa.Schema:
         """Arrow schema of a batch of records of this type."""
@@ -67,102 +85,179 @@ class TypeInformation:
         """Field name -> position, shared by every Row of this type."""
         return {name: i for i, name in enumerate(self.field_names)}
 
+    # -- PyFlink's RowTypeInfo and TupleTypeInfo methods -----------------------------------
+
+    def get_field_names(self) -> list[str]:
+        """The field names of a row or tuple type (a tuple's are ``f0``, ``f1``, ...).
+
+        >>> Types.ROW([Types.STRING(), Types.INT()]).get_field_names()
+        ['f0', 'f1']
+        """
+        return list(self._composite("get_field_names").field_names)
+
+    def get_field_types(self) -> list[TypeInformation]:
+        """The field types of a row or tuple type.
+
+        >>> [str(t) for t in Types.TUPLE([Types.STRING(), Types.INT()]).get_field_types()]
+        ['String', 'Integer']
+        """
+        return [t for _, t in self._composite("get_field_types").fields]
+
+    def get_field_index(self, field_name: str) -> int:
+        """The position of a row's field, -1 when it has no such field (as PyFlink's)."""
+        return self._composite("get_field_index").field_index.get(field_name, -1)
+
+    def _composite(self, method: str) -> TypeInformation:
+        if self.kind not in (KIND_ROW, KIND_TUPLE, KIND_DICT):
+            msg = f"{method}() is for row and tuple types; {self} has no fields"
+            raise TypeError(msg)
+        return self
+
+    def __str__(self) -> str:
+        """The type as PyFlink prints it: ``Long``, ``RowTypeInfo(id: Integer)``,
+        ``TupleTypeInfo(String, Integer)``, ``ListTypeInfo<Double>``, ..."""
+        if self.label:
+            return self.label
+        if self.kind == KIND_PICKLE:
+            return "PickledByteArrayTypeInfo"
+        if self.kind == KIND_SCALAR:
+            return _arrow_name(self.arrow_type)
+        if self.kind == KIND_TUPLE:
+            return f"TupleTypeInfo({', '.join(str(t) for _, t in self.fields)})"
+        named = ", ".join(f"{name}: {t}" for name, t in self.fields)
+        return f"RowTypeInfo({named})" if self.kind == KIND_ROW else f"MAP_RECORD({named})"
+
+    __repr__ = __str__
+
+
+def _arrow_name(arrow_type: pa.DataType | None) -> str:
+    """PyFlink's name of the type of values stored as ``arrow_type``."""
+    if arrow_type is None:
+        return "PickledByteArrayTypeInfo"
+    if pa.types.is_list(arrow_type):
+        return f"ListTypeInfo<{_arrow_name(arrow_type.value_type)}>"
+    if pa.types.is_map(arrow_type):
+        return f"MapTypeInfo<{_arrow_name(arrow_type.key_type)}, " \
+               f"{_arrow_name(arrow_type.item_type)}>"
+    if pa.types.is_decimal(arrow_type):
+        return "BigDecimal"
+    if pa.types.is_timestamp(arrow_type):
+        return "Instant" if arrow_type.tz is not None else "TimestampTypeInfo"
+    if pa.types.is_time(arrow_type):
+        return "TimeTypeInfo"
+    if pa.types.is_date(arrow_type):
+        return "DateTypeInfo"
+    return _ARROW_NAMES.get(arrow_type, str(arrow_type))
+
+
+_ARROW_NAMES: dict[pa.DataType, str] = {
+    pa.string(): "String", pa.large_string(): "String", pa.bool_(): "Boolean",
+    pa.int8(): "Byte", pa.int16(): "Short", pa.int32(): "Integer", pa.int64(): "Long",
+    pa.float32(): "Float", pa.float64(): "Double", pa.binary(): "PrimitiveArrayTypeInfo<Byte>",
+}
+
+
+def _basic(arrow_type: pa.DataType, name: str) -> TypeInformation:
+    return TypeInformation(arrow_type, label=name)
+
 
 class Types:
     """Factory of :class:`TypeInformation`, named as PyFlink's ``Types``."""
 
     @staticmethod
     def STRING() -> TypeInformation:  # noqa: N802 - PyFlink's names
-        return TypeInformation(pa.string())
+        return _basic(pa.string(), "String")
 
     @staticmethod
     def LONG() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.int64())
+        return _basic(pa.int64(), "Long")
 
     @staticmethod
     def INT() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.int32())
+        return _basic(pa.int32(), "Integer")
 
     @staticmethod
     def DOUBLE() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.float64())
+        return _basic(pa.float64(), "Double")
 
     @staticmethod
     def FLOAT() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.float32())
+        return _basic(pa.float32(), "Float")
 
     @staticmethod
     def BOOLEAN() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.bool_())
+        return _basic(pa.bool_(), "Boolean")
 
     @staticmethod
     def BYTES() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.binary())
+        """``bytes`` values (PyFlink's byte arrays)."""
+        return _basic(pa.binary(), "PrimitiveArrayTypeInfo<Byte>")
 
     @staticmethod
     def SHORT() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.int16())
+        return _basic(pa.int16(), "Short")
 
     @staticmethod
     def BYTE() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.int8())
+        return _basic(pa.int8(), "Byte")
 
     @staticmethod
     def CHAR() -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.string())
+        return _basic(pa.string(), "Char")
 
     @staticmethod
     def BIG_INT() -> TypeInformation:  # noqa: N802
         """Python ints beyond 64 bits travel pickled; in a typed column, up to 64 bits."""
-        return TypeInformation(pa.int64())
+        return _basic(pa.int64(), "BigInteger")
 
     @staticmethod
     def BIG_DEC() -> TypeInformation:  # noqa: N802
         """``decimal.Decimal`` values (38 digits, 18 after the point)."""
-        return TypeInformation(pa.decimal128(38, 18))
+        return _basic(pa.decimal128(38, 18), "BigDecimal")
 
     @staticmethod
     def SQL_DATE() -> TypeInformation:  # noqa: N802
         """``datetime.date`` values."""
-        return TypeInformation(pa.date32())
+        return _basic(pa.date32(), "DateTypeInfo")
 
     @staticmethod
     def SQL_TIME() -> TypeInformation:  # noqa: N802
         """``datetime.time`` values."""
-        return TypeInformation(pa.time64("us"))
+        return _basic(pa.time64("us"), "TimeTypeInfo")
 
     @staticmethod
     def SQL_TIMESTAMP() -> TypeInformation:  # noqa: N802
         """``datetime.datetime`` values without a time zone."""
-        return TypeInformation(pa.timestamp("us"))
+        return _basic(pa.timestamp("us"), "TimestampTypeInfo")
 
     @staticmethod
     def INSTANT() -> TypeInformation:  # noqa: N802
         """Points in time: ``datetime.datetime`` values in UTC."""
-        return TypeInformation(pa.timestamp("us", tz="UTC"))
+        return _basic(pa.timestamp("us", tz="UTC"), "Instant")
 
     @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """Lists of a basic type (PyFlink's arrays of primitives)."""
-        return TypeInformation(pa.list_(_arrow(element_type, "PRIMITIVE_ARRAY")))
+        return _listing("PrimitiveArrayTypeInfo", "PRIMITIVE_ARRAY", element_type)
 
     @staticmethod
     def BASIC_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.list_(_arrow(element_type, "BASIC_ARRAY")))
+        return _listing("BasicArrayTypeInfo", "BASIC_ARRAY", element_type)
 
     @staticmethod
     def OBJECT_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
-        return TypeInformation(pa.list_(_arrow(element_type, "OBJECT_ARRAY")))
+        return _listing("ObjectArrayTypeInfo", "OBJECT_ARRAY", element_type)
 
     @staticmethod
     def LIST(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """Python lists of ``element_type``."""
-        return TypeInformation(pa.list_(_arrow(element_type, "LIST")))
+        return _listing("ListTypeInfo", "LIST", element_type)
 
     @staticmethod
     def MAP(key_type: TypeInformation, value_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """Python dicts from ``key_type`` to ``value_type``."""
-        return TypeInformation(pa.map_(_arrow(key_type, "MAP"), _arrow(value_type, "MAP")))
+        return TypeInformation(pa.map_(_arrow(key_type, "MAP"), _arrow(value_type, "MAP")),
+                               label=f"MapTypeInfo<{key_type}, {value_type}>")
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> TypeInformation:  # noqa: N802
@@ -176,7 +271,10 @@ class Types:
     @staticmethod
     def ROW(types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
         """Rows with positional fields (named ``f0``, ``f1``, ...)."""
-        return Types.ROW_NAMED([f"f{i}" for i in range(len(types))], types)
+        row = Types.ROW_NAMED([f"f{i}" for i in range(len(types))], types)
+        # PyFlink prints a row declared without names by its field types only.
+        return TypeInformation(None, KIND_ROW, row.fields,
+                               label=f"RowTypeInfo({', '.join(map(str, types))})")
 
     @staticmethod
     def ROW_NAMED(names: Sequence[str], types: Sequence[TypeInformation]) -> TypeInformation:  # noqa: N802
@@ -196,3 +294,235 @@ def _arrow(type_info: TypeInformation, where: str) -> pa.DataType:
         msg = f"Types.{where} takes basic element types (not rows, tuples or pickled values)"
         raise TypeError(msg)
     return type_info.arrow_type
+
+
+def _listing(pyflink_class: str, where: str, element_type: TypeInformation) -> TypeInformation:
+    return TypeInformation(pa.list_(_arrow(element_type, where)),
+                           label=f"{pyflink_class}<{element_type}>")
+
+
+# -- PyFlink's type classes ------------------------------------------------------------------
+
+
+class _PyFlinkTypeClass(type):
+    """The metaclass of PyFlink's type classes: calling one builds a
+    :class:`TypeInformation` (``_make``), and ``isinstance`` asks whether a type is of that
+    class (``_describes``). weir has one TypeInformation class, a frozen dataclass that
+    travels pickled in job graphs; these names only select and recognise its values."""
+
+    _make: Callable[..., TypeInformation]
+    _describes: Callable[[TypeInformation], bool]
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> TypeInformation:
+        return cls._make(*args, **kwargs)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, TypeInformation) and cls._describes(instance)
+
+
+def _scalar_named(*names: str) -> Callable[[TypeInformation], bool]:
+    return lambda t: t.kind == KIND_SCALAR and str(t) in names
+
+
+def _scalar_of(pyflink_class: str) -> Callable[[TypeInformation], bool]:
+    return lambda t: t.kind == KIND_SCALAR and str(t).startswith(pyflink_class + "<")
+
+
+def _no_constructor(name: str, instead: str) -> Callable[..., TypeInformation]:
+    def make(*args: Any, **kwargs: Any) -> TypeInformation:
+        msg = f"{name}() makes no type: use {instead}"
+        raise TypeError(msg)
+
+    return make
+
+
+class BasicType(enum.Enum):
+    """PyFlink's basic types, by the names it prints them with."""
+
+    STRING = "String"
+    BYTE = "Byte"
+    BOOLEAN = "Boolean"
+    SHORT = "Short"
+    INT = "Integer"
+    LONG = "Long"
+    FLOAT = "Float"
+    DOUBLE = "Double"
+    CHAR = "Char"
+    BIG_INT = "BigInteger"
+    BIG_DEC = "BigDecimal"
+    INSTANT = "Instant"
+
+
+def _basic_type(basic_type: BasicType) -> TypeInformation:
+    return getattr(Types, BasicType(basic_type).name)()  # type: ignore[no-any-return]
+
+
+class BasicTypeInfo(metaclass=_PyFlinkTypeClass):
+    """Strings, numbers, booleans, chars and instants: ``BasicTypeInfo(BasicType.INT)``
+    or ``BasicTypeInfo.INT_TYPE_INFO()`` is ``Types.INT()``."""
+
+    _make = staticmethod(_basic_type)
+    _describes = staticmethod(_scalar_named(*(t.value for t in BasicType)))
+
+    @staticmethod
+    def STRING_TYPE_INFO() -> TypeInformation:  # noqa: N802 - PyFlink's names
+        return Types.STRING()
+
+    @staticmethod
+    def BOOLEAN_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.BOOLEAN()
+
+    @staticmethod
+    def BYTE_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.BYTE()
+
+    @staticmethod
+    def SHORT_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.SHORT()
+
+    @staticmethod
+    def INT_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.INT()
+
+    @staticmethod
+    def LONG_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.LONG()
+
+    @staticmethod
+    def FLOAT_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.FLOAT()
+
+    @staticmethod
+    def DOUBLE_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.DOUBLE()
+
+    @staticmethod
+    def CHAR_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.CHAR()
+
+    @staticmethod
+    def BIG_INT_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.BIG_INT()
+
+    @staticmethod
+    def BIG_DEC_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.BIG_DEC()
+
+    @staticmethod
+    def INSTANT_TYPE_INFO() -> TypeInformation:  # noqa: N802
+        return Types.INSTANT()
+
+
+class InstantTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``Types.INSTANT()`` (a basic type too, as in PyFlink)."""
+
+    _make = staticmethod(lambda basic_type=BasicType.INSTANT: Types.INSTANT())
+    _describes = staticmethod(_scalar_named("Instant"))
+
+
+class SqlTimeTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``SqlTimeTypeInfo.DATE()``, ``TIME()`` and ``TIMESTAMP()``: ``Types.SQL_DATE()``,
+    ``SQL_TIME()`` and ``SQL_TIMESTAMP()``."""
+
+    _make = staticmethod(_no_constructor("SqlTimeTypeInfo", "SqlTimeTypeInfo.DATE() and "
+                                                            "friends"))
+    _describes = staticmethod(_scalar_named("DateTypeInfo", "TimeTypeInfo",
+                                            "TimestampTypeInfo"))
+
+    @staticmethod
+    def DATE() -> TypeInformation:  # noqa: N802 - PyFlink's names
+        return Types.SQL_DATE()
+
+    @staticmethod
+    def TIME() -> TypeInformation:  # noqa: N802
+        return Types.SQL_TIME()
+
+    @staticmethod
+    def TIMESTAMP() -> TypeInformation:  # noqa: N802
+        return Types.SQL_TIMESTAMP()
+
+
+class DateTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``Types.SQL_DATE()``."""
+
+    _make = staticmethod(Types.SQL_DATE)
+    _describes = staticmethod(_scalar_named("DateTypeInfo"))
+
+
+class TimeTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``Types.SQL_TIME()``."""
+
+    _make = staticmethod(Types.SQL_TIME)
+    _describes = staticmethod(_scalar_named("TimeTypeInfo"))
+
+
+class TimestampTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``Types.SQL_TIMESTAMP()``."""
+
+    _make = staticmethod(Types.SQL_TIMESTAMP)
+    _describes = staticmethod(_scalar_named("TimestampTypeInfo"))
+
+
+class PrimitiveArrayTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``PrimitiveArrayTypeInfo(element_type)`` is ``Types.PRIMITIVE_ARRAY(element_type)``."""
+
+    _make = staticmethod(Types.PRIMITIVE_ARRAY)
+    _describes = staticmethod(_scalar_of("PrimitiveArrayTypeInfo"))
+
+
+class BasicArrayTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``BasicArrayTypeInfo(element_type)`` is ``Types.BASIC_ARRAY(element_type)``."""
+
+    _make = staticmethod(Types.BASIC_ARRAY)
+    _describes = staticmethod(_scalar_of("BasicArrayTypeInfo"))
+
+
+class ObjectArrayTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``ObjectArrayTypeInfo(element_type)`` is ``Types.OBJECT_ARRAY(element_type)``."""
+
+    _make = staticmethod(Types.OBJECT_ARRAY)
+    _describes = staticmethod(_scalar_of("ObjectArrayTypeInfo"))
+
+
+class ListTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``ListTypeInfo(element_type)`` is ``Types.LIST(element_type)``."""
+
+    _make = staticmethod(Types.LIST)
+    _describes = staticmethod(_scalar_of("ListTypeInfo"))
+
+
+class MapTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``MapTypeInfo(key_type_info, value_type_info)`` is ``Types.MAP(key, value)``."""
+
+    _make = staticmethod(Types.MAP)
+    _describes = staticmethod(_scalar_of("MapTypeInfo"))
+
+
+class PickledBytesTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``PickledBytesTypeInfo()`` is ``Types.PICKLED_BYTE_ARRAY()``."""
+
+    _make = staticmethod(Types.PICKLED_BYTE_ARRAY)
+    _describes = staticmethod(lambda t: t.kind == KIND_PICKLE)
+
+
+def _row(field_types: Sequence[TypeInformation],
+         field_names: Sequence[str] | None = None) -> TypeInformation:
+    if field_names is None:
+        return Types.ROW(field_types)
+    return Types.ROW_NAMED(field_names, field_types)
+
+
+class RowTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``RowTypeInfo(field_types, field_names=None)`` is
+    ``Types.ROW_NAMED(field_names, field_types)``, or ``Types.ROW(field_types)`` without
+    names."""
+
+    _make = staticmethod(_row)
+    _describes = staticmethod(lambda t: t.kind == KIND_ROW)
+
+
+class TupleTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``TupleTypeInfo(field_types)`` is ``Types.TUPLE(field_types)``."""
+
+    _make = staticmethod(Types.TUPLE)
+    _describes = staticmethod(lambda t: t.kind == KIND_TUPLE)

@@ -51,6 +51,7 @@ from weir.operators.window import (
     FieldReducer,
     WindowOperator,
 )
+from weir.slot_sharing_group import SlotSharingGroup, warn_no_effect
 from weir.unsupported import DATA_STREAM, DATA_STREAM_SINK, refuse
 from weir.watermarks import WatermarkStrategy
 from weir.window import (
@@ -128,6 +129,13 @@ class DataStream:
     def disable_chaining(self) -> DataStream:
         """Chain this operator with neither its input nor its consumer."""
         self._t.disable_chaining = True
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStream:
+        """Accepted, without effect (see :mod:`weir.slot_sharing_group`)."""
+        name = slot_sharing_group if isinstance(slot_sharing_group, str) \
+            else slot_sharing_group.get_name()
+        warn_no_effect(f"slot_sharing_group({name!r})")
         return self
 
     def set_description(self, description: str) -> DataStream:
@@ -420,6 +428,9 @@ class KeyedStream(DataStream):
 
     def disable_chaining(self) -> DataStream:
         self._no_operator("Disable chaining for")
+
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStream:
+        self._no_operator("Setting slot sharing group for")
 
     def execute_and_collect(self, job_execution_name: str | None = None,
                             limit: int | None = None) -> CloseableIterator | list[Any]:
@@ -874,6 +885,14 @@ class DataStreamSink:
     def disable_chaining(self) -> DataStreamSink:
         """Run the sink in a task of its own, not chained to the operator before it."""
         self._t.disable_chaining = True
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup
+                           ) -> DataStreamSink:
+        """Accepted, without effect (see :mod:`weir.slot_sharing_group`)."""
+        name = slot_sharing_group if isinstance(slot_sharing_group, str) \
+            else slot_sharing_group.get_name()
+        warn_no_effect(f"slot_sharing_group({name!r})")
         return self
 
 

@@ -50,11 +50,13 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self._emitted = MIN_WATERMARK
         self._idle = False
         self._last_record_ms = self.ctx.processing_time.current_time_ms()
-        self._interval_ms = max(1, round(self.ctx.get_configuration().get(
-            options.AUTO_WATERMARK_INTERVAL) * 1000))
+        interval = self.ctx.get_configuration().get(options.AUTO_WATERMARK_INTERVAL)
+        self._interval_ms = max(1, round(interval * 1000))
         self._timer: ScheduledTimer | None = None
-        if self.strategy.max_out_of_orderness_ms is not None or \
-                self.strategy.idle_timeout_ms is not None:
+        # An interval of 0 turns periodic watermarks (and idleness checks) off.
+        periodic = interval > 0 and (self.strategy.max_out_of_orderness_ms is not None
+                                     or self.strategy.idle_timeout_ms is not None)
+        if periodic:
             self._schedule()
         open_functions(self)
 
