@@ -7,7 +7,10 @@ from weir.core.config import Duration, MemorySize, Option, non_negative, positiv
 BACKEND_TYPE = Option(
     "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),
     deprecated_keys=("state.backend",),
-    doc="Keyed state backend: in-memory hash maps or RocksDB (rocksdict).")
+    value_aliases=(("jobmanager", "hashmap"), ("filesystem", "hashmap")),
+    doc="Keyed state backend: in-memory hash maps or RocksDB (rocksdict). Flink's older "
+        "key state.backend works too, and its values jobmanager and filesystem mean "
+        "hashmap.")
 INCREMENTAL = Option(
     "state.backend.incremental", bool, default=True,
     doc="RocksDB: upload only the SST files a previous checkpoint did not (native "

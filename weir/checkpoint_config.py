@@ -57,6 +57,10 @@ class ExternalizedCheckpointRetention(enum.Enum):
 ExternalizedCheckpointCleanup = ExternalizedCheckpointRetention
 
 
+#: Flink's Integer.MAX_VALUE: as many failed checkpoints as there may be.
+_TOLERATE_ALL = 2**31 - 1
+
+
 class CheckpointConfig:
     """The checkpoint settings of one environment's jobs (a view on its configuration).
 
@@ -145,6 +149,27 @@ class CheckpointConfig:
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return int(self._config.get(checkpoint_options.TOLERABLE_FAILED_CHECKPOINTS))
+
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool
+                                         ) -> CheckpointConfig:
+        """Deprecated in Flink for the tolerable failure number, which it sets: True is 0
+        (the first failed checkpoint fails the job), False tolerates every failure."""
+        return self.set_tolerable_checkpoint_failure_number(
+            0 if fail_on_checkpointing_errors else _TOLERATE_ALL)
+
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        return self.get_tolerable_checkpoint_failure_number() == 0
+
+    def set_prefer_checkpoint_for_recovery(self, prefer_checkpoint_for_recovery: bool
+                                           ) -> CheckpointConfig:
+        """Deprecated in Flink; accepted and kept. weir recovers from the latest completed
+        checkpoint; a savepoint is restored only when a job is started from it."""
+        accepted_settings(self._config)["prefer_checkpoint"] = bool(
+            prefer_checkpoint_for_recovery)
+        return self
+
+    def is_prefer_checkpoint_for_recovery(self) -> bool:
+        return bool(accepted_settings(self._config).get("prefer_checkpoint", False))
 
     # -- unaligned --------------------------------------------------------------------------
 

@@ -233,10 +233,10 @@ class StreamExecutionEnvironment:
         """Accepted and ignored, with a warning (see :meth:`add_jars`)."""
         _no_jvm("add_classpaths", classpaths)
 
-    def is_changelog_state_backend_enabled(self) -> bool:
-        """Always False: weir has no changelog state backend (``enable_changelog_state_
-        backend`` is refused, naming what to use)."""
-        return False
+    def is_changelog_state_backend_enabled(self) -> bool | None:
+        """Always None, PyFlink's answer when the job did not choose: weir has no
+        changelog state backend (``enable_changelog_state_backend`` is refused)."""
+        return None
 
     def get_stream_time_characteristic(self) -> TimeCharacteristic:
         return TimeCharacteristic[self._config.get(options.TIME_CHARACTERISTIC)]

@@ -151,8 +151,12 @@ class ExecutionConfig:
         return self
 
     def get_task_cancellation_timeout(self) -> int:
-        """The task cancellation timeout in milliseconds."""
-        return round(self._env.get_configuration().get(options.CANCELLATION_TIMEOUT) * 1000)
+        """The task cancellation timeout in milliseconds; -1 (the cluster's default
+        applies) when the job sets none, as in PyFlink."""
+        config = self._env.get_configuration()
+        if not config.contains(options.CANCELLATION_TIMEOUT):
+            return -1
+        return round(config.get(options.CANCELLATION_TIMEOUT) * 1000)
 
     def set_task_cancellation_interval(self, interval: int) -> ExecutionConfig:
         """Accepted and kept: Flink repeats a cancellation every ``interval`` milliseconds
@@ -160,7 +164,7 @@ class ExecutionConfig:
         return self._set("task_cancellation_interval", int(interval))
 
     def get_task_cancellation_interval(self) -> int:
-        """The interval set, in milliseconds (Flink's default, 30000, until set)."""
+        """The interval set, in milliseconds; -1 (the cluster's default) until set."""
         return int(self._setting("task_cancellation_interval"))
 
     # -- settings weir accepts without effect -------------------------------------------------
@@ -186,6 +190,14 @@ class ExecutionConfig:
 
     def is_closure_cleaner_enabled(self) -> bool:
         return bool(self._setting("closure_cleaner"))
+
+    def disable_auto_type_registration(self) -> ExecutionConfig:
+        """Accepted and kept: weir registers no types with serializers (records travel as
+        Arrow columns or pickles)."""
+        return self._set("auto_type_registration", False)
+
+    def is_auto_type_registration_disabled(self) -> bool:
+        return not self._setting("auto_type_registration")
 
     def enable_auto_generated_uids(self) -> ExecutionConfig:
         """Accepted and kept: weir derives a stable uid from every operator's position and
@@ -333,7 +345,8 @@ class ExecutionConfig:
 #: What the settings weir keeps without an option are until set: Flink's defaults.
 _DEFAULTS: dict[str, Any] = {
     "object_reuse": False, "closure_cleaner": True, "auto_generated_uids": True,
-    "task_cancellation_interval": 30_000, "latency_tracking_interval": 0,
+    "auto_type_registration": True,
+    "task_cancellation_interval": -1, "latency_tracking_interval": 0,
     "snapshot_compression": False, "force_kryo": False, "force_avro": False,
     "generic_types_disabled": False, "kryo_types": (), "pojo_types": (),
     "default_kryo_serializers": (), "kryo_type_serializers": (),

@@ -47,10 +47,7 @@ EXECUTION_CONFIG = {
     "set_default_input_dependency_constraint": _DATASET,
     "get_default_input_dependency_constraint": _DATASET,
 }
-WATERMARK_STRATEGY = {
-    "with_watermark_alignment": "watermark alignment across sources is not supported yet: "
-                                "bound the out-of-orderness instead",
-}
+WATERMARK_STRATEGY: dict[str, str] = {}
 
 #: The sink's share of DATA_STREAM: what ``sink_to``/``add_sink``/``print`` return.
 DATA_STREAM_SINK = {name: DATA_STREAM[name] for name in ("set_uid_hash",)}

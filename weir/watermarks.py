@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Any
@@ -88,6 +89,16 @@ class WatermarkStrategy:
         if name.startswith("_"):
             raise AttributeError(name)
         return refuse(type(self).__name__, name, WATERMARK_STRATEGY)
+
+    def with_watermark_alignment(self, watermark_group: str, max_allowed_watermark_drift: Any,
+                                 update_interval: Any = None) -> WatermarkStrategy:
+        """Accepted, with a warning, without effect: alignment only pauses sources whose
+        watermarks run ahead of their group's, to bound what waits downstream; weir does
+        not pause them, which changes no result."""
+        warnings.warn(f"with_watermark_alignment({watermark_group!r}, ...) has no effect: "
+                      f"weir does not pause sources that run ahead (results are the same; "
+                      f"more may wait in windows)", UserWarning, stacklevel=2)
+        return self
 
     def with_idleness(self, idle_timeout: Any) -> WatermarkStrategy:
         """Mark the stream idle after ``idle_timeout`` without records."""

@@ -54,6 +54,7 @@ from weir import (
     WindowFunction,
 )
 from weir.core import options
+from weir.state import options as state_options
 
 
 def _env(parallelism: int = 2) -> StreamExecutionEnvironment:
@@ -476,6 +477,8 @@ def test_environment_takes_a_configuration_or_a_dict() -> None:
     assert not env.is_chaining_enabled()
     assert env.get_configuration().to_dict()["state.backend.type"] == "rocksdb"
     assert env.get_stream_time_characteristic().name == "ProcessingTime"
+    env.configure(Configuration().set_string("state.backend", "jobmanager"))
+    assert env.get_configuration().get(state_options.BACKEND_TYPE) == "hashmap"
     ignored = r"weir has no option 'python\.fn-execution\.bundle\.size'"
     with pytest.warns(UserWarning, match=ignored):
         env.configure(Configuration().set_integer("python.fn-execution.bundle.size", 1))

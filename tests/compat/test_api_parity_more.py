@@ -23,6 +23,7 @@ from weir import (
     CoMapFunction,
     CoProcessFunction,
     DiscardingSink,
+    Duration,
     InvalidJobError,
     KeyedBroadcastProcessFunction,
     MapFunction,
@@ -487,8 +488,6 @@ class _FirstOrSelf(CoMapFunction):
 @pytest.mark.parametrize(("call", "feature"), [
     (lambda env: env.get_config().get_default_input_dependency_constraint(), "DataSet API"),
     (lambda env: env.get_config().set_execution_mode(None), "DataSet API"),
-    (lambda env: WatermarkStrategy.for_monotonous_timestamps().with_watermark_alignment(
-        "group", 1000), "watermark alignment"),
 ])
 def test_pyflink_config_calls_without_meaning_in_weir_fail_in_one_line(call, feature: str
                                                                        ) -> None:
@@ -498,3 +497,9 @@ def test_pyflink_config_calls_without_meaning_in_weir_fail_in_one_line(call, fea
     assert "\n" not in str(err.value)
     with pytest.raises(AttributeError):
         env.get_config().no_such_method
+
+
+def test_watermark_alignment_is_accepted_without_effect() -> None:
+    strategy = WatermarkStrategy.for_monotonous_timestamps()
+    with pytest.warns(UserWarning, match="with_watermark_alignment.* has no effect"):
+        assert strategy.with_watermark_alignment("group", Duration.of_seconds(1)) is strategy

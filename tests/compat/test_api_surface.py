@@ -13,10 +13,13 @@ from weir import (
     CoMapFunction,
     EmbeddedRocksDBStateBackend,
     HashMapStateBackend,
+    ReduceFunction,
     RestartStrategies,
     SlotSharingGroup,
     StreamExecutionEnvironment,
     Time,
+    Types,
+    ValueStateDescriptor,
 )
 from weir.core.errors import InvalidJobError
 
@@ -163,3 +166,23 @@ def test_min_by_on_plain_values_and_a_key_selector_returning_a_list() -> None:
         seen = [v for v in values if v % 2 == parity]
         expected = [max(seen[:i + 1]) for i in range(len(seen))]
         assert sorted(v for v in running if v % 2 == parity) == sorted(expected)
+
+
+class CountingReduce(ReduceFunction):
+    """Keeps keyed state of its own next to the reduction (PyFlink allows it)."""
+
+    def open(self, runtime_context):
+        self.calls = runtime_context.get_state(ValueStateDescriptor("calls", Types.INT()))
+
+    def reduce(self, value1, value2):
+        calls = (self.calls.value() or 0) + 1
+        self.calls.update(calls)
+        return value1[0], value1[1] + value2[1], calls
+
+
+def test_a_reduce_function_has_keyed_state() -> None:
+    env = _env()
+    records = [("a", 1, 0), ("b", 2, 0), ("a", 3, 0), ("a", 4, 0), ("b", 5, 0)]
+    got = env.from_collection(records).key_by(lambda r: r[0]).reduce(CountingReduce())
+    assert sorted(got.execute_and_collect()) == sorted(
+        [("a", 1, 0), ("b", 2, 0), ("a", 4, 1), ("a", 8, 2), ("b", 7, 1)])

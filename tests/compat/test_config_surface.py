@@ -117,7 +117,7 @@ def test_accepted_settings_are_kept_with_the_environment() -> None:
     assert (defaults.is_object_reuse_enabled(), defaults.is_closure_cleaner_enabled(),
             defaults.has_auto_generated_uids_enabled(), defaults.is_use_snapshot_compression(),
             defaults.get_latency_tracking_interval(),
-            defaults.get_task_cancellation_interval()) == (False, True, True, False, 0, 30_000)
+            defaults.get_task_cancellation_interval()) == (False, True, True, False, 0, -1)
     (env.get_config().enable_object_reuse().disable_closure_cleaner()
      .disable_auto_generated_uids().set_use_snapshot_compression(True)
      .set_latency_tracking_interval(500).set_task_cancellation_interval(1000))
@@ -136,7 +136,7 @@ def test_accepted_settings_are_kept_with_the_environment() -> None:
 def test_task_cancellation_timeout_is_weirs_option() -> None:
     env = _env()
     config = env.get_config()
-    assert config.get_task_cancellation_timeout() == 30_000  # weir's default
+    assert config.get_task_cancellation_timeout() == -1  # not set: the cluster's default
     config.set_task_cancellation_timeout(3000)
     assert config.get_task_cancellation_timeout() == 3000
     assert env.get_configuration().to_dict()["task.cancellation.timeout"] == "3000 ms"
@@ -368,3 +368,40 @@ def test_job_execution_result_has_no_accumulators() -> None:
     result = JobExecutionResult("j1", 0.5)
     assert result.get_accumulator_result("records") is None
     assert result.get_all_accumulator_results() == {}
+
+
+def test_older_pyflink_settings_map_onto_weirs() -> None:
+    env = _env()
+    checkpoints = env.get_checkpoint_config()
+    assert checkpoints.is_fail_on_checkpointing_errors()
+    checkpoints.set_fail_on_checkpointing_errors(False)
+    assert not checkpoints.is_fail_on_checkpointing_errors()
+    assert checkpoints.get_tolerable_checkpoint_failure_number() == 2**31 - 1
+    assert not checkpoints.is_prefer_checkpoint_for_recovery()
+    checkpoints.set_prefer_checkpoint_for_recovery(True)
+    assert env.get_checkpoint_config().is_prefer_checkpoint_for_recovery()
+    config = env.get_config()
+    assert config.get_task_cancellation_interval() == -1
+    assert config.get_task_cancellation_timeout() == -1
+    config.set_task_cancellation_timeout(3000)
+    assert config.get_task_cancellation_timeout() == 3000
+    assert not config.is_auto_type_registration_disabled()
+    config.disable_auto_type_registration()
+    assert env.get_config().is_auto_type_registration_disabled()
+    assert env.is_changelog_state_backend_enabled() is None
+
+
+def test_local_time_types() -> None:
+    import datetime
+
+    from weir.common.typeinfo import LocalTimeTypeInfo
+
+    assert str(Types.LOCAL_DATE_TIME()) == "LocalDateTime"
+    assert isinstance(Types.LOCAL_DATE(), LocalTimeTypeInfo)
+    assert LocalTimeTypeInfo.LOCAL_TIME() == Types.LOCAL_TIME()
+    row = Types.ROW_NAMED(["day", "at"], [Types.LOCAL_DATE(), Types.LOCAL_DATE_TIME()])
+    record = (datetime.date(2026, 11, 26), datetime.datetime(2026, 11, 26, 9, 30))
+    env = _env()
+    got = env.from_collection([record], type_info=row).rebalance().map(
+        lambda r: r, output_type=row).execute_and_collect()
+    assert [tuple(r) for r in got] == [record]

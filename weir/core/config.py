@@ -124,6 +124,8 @@ class Option(Generic[T]):
     choices: tuple[str, ...] = ()
     deprecated_keys: tuple[str, ...] = ()
     validator: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    #: Older names of choices (Flink's ``filesystem`` state backend is ``hashmap``).
+    value_aliases: tuple[tuple[str, str], ...] = ()
 
     @property
     def env_var(self) -> str:
@@ -140,6 +142,7 @@ class Option(Generic[T]):
             msg = f"invalid value for '{self.key}': {err}"
             raise ConfigError(msg) from err
         if self.choices:
+            value = dict(self.value_aliases).get(str(value).lower(), value)
             canonical = {c.lower(): c for c in self.choices}.get(str(value).lower())
             if canonical is None:
                 msg = (f"invalid value for '{self.key}': {raw!r} "

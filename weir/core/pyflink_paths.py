@@ -147,7 +147,8 @@ _FILE_SYSTEM = ["FileCompactor", "FileCompactStrategy", "OutputFileConfig", "Fil
 _TYPE_INFOS = ["BasicType", "BasicTypeInfo", "InstantTypeInfo", "SqlTimeTypeInfo",
                "PrimitiveArrayTypeInfo", "BasicArrayTypeInfo", "ObjectArrayTypeInfo",
                "PickledBytesTypeInfo", "RowTypeInfo", "TupleTypeInfo", "DateTypeInfo",
-               "TimeTypeInfo", "TimestampTypeInfo", "ListTypeInfo", "MapTypeInfo"]
+               "TimeTypeInfo", "TimestampTypeInfo", "ListTypeInfo", "MapTypeInfo",
+               "LocalTimeTypeInfo"]
 _METRICS = ["Metric", "Counter", "Meter", "Distribution"]
 _SERIALIZATION = ["SerializationSchema", "DeserializationSchema", "SimpleStringSchema",
                   "Encoder", "BulkWriterFactory"]

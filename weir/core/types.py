@@ -236,6 +236,21 @@ class Types:
         return _basic(pa.timestamp("us", tz="UTC"), "Instant")
 
     @staticmethod
+    def LOCAL_DATE() -> TypeInformation:  # noqa: N802
+        """``datetime.date`` values (Java's LocalDate in PyFlink)."""
+        return _basic(pa.date32(), "LocalDate")
+
+    @staticmethod
+    def LOCAL_TIME() -> TypeInformation:  # noqa: N802
+        """``datetime.time`` values (Java's LocalTime in PyFlink)."""
+        return _basic(pa.time64("us"), "LocalTime")
+
+    @staticmethod
+    def LOCAL_DATE_TIME() -> TypeInformation:  # noqa: N802
+        """``datetime.datetime`` values without a time zone (Java's LocalDateTime)."""
+        return _basic(pa.timestamp("us"), "LocalDateTime")
+
+    @staticmethod
     def PRIMITIVE_ARRAY(element_type: TypeInformation) -> TypeInformation:  # noqa: N802
         """Lists of a basic type (PyFlink's arrays of primitives)."""
         return _listing("PrimitiveArrayTypeInfo", "PRIMITIVE_ARRAY", element_type)
@@ -440,6 +455,27 @@ class SqlTimeTypeInfo(metaclass=_PyFlinkTypeClass):
     @staticmethod
     def TIMESTAMP() -> TypeInformation:  # noqa: N802
         return Types.SQL_TIMESTAMP()
+
+
+class LocalTimeTypeInfo(metaclass=_PyFlinkTypeClass):
+    """``LocalTimeTypeInfo.LOCAL_DATE()``, ``LOCAL_TIME()`` and ``LOCAL_DATE_TIME()``:
+    ``Types.LOCAL_DATE()`` and friends (stored as the SQL ones are)."""
+
+    _make = staticmethod(_no_constructor("LocalTimeTypeInfo", "LocalTimeTypeInfo.LOCAL_DATE() "
+                                                              "and friends"))
+    _describes = staticmethod(_scalar_named("LocalDate", "LocalTime", "LocalDateTime"))
+
+    @staticmethod
+    def LOCAL_DATE() -> TypeInformation:  # noqa: N802 - PyFlink's names
+        return Types.LOCAL_DATE()
+
+    @staticmethod
+    def LOCAL_TIME() -> TypeInformation:  # noqa: N802
+        return Types.LOCAL_TIME()
+
+    @staticmethod
+    def LOCAL_DATE_TIME() -> TypeInformation:  # noqa: N802
+        return Types.LOCAL_DATE_TIME()
 
 
 class DateTypeInfo(metaclass=_PyFlinkTypeClass):

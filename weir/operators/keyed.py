@@ -47,7 +47,9 @@ class ReduceOperator(KeyedOperator):
         self._reduce = resolve_callable(self.fn, "reduce")
         self._state = self.open_keyed().get_state(ValueStateDescriptor("reduce"))
         self._final_only = self.final_values_only()
-        open_functions(self)
+        # A ReduceFunction may keep keyed state of its own, as in PyFlink (where reduce
+        # runs as a keyed process function): each call runs under its record's key.
+        open_functions(self, self.backend)
 
     def finish(self) -> None:
         super().finish()
