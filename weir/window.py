@@ -557,11 +557,14 @@ class CountTrigger(Trigger):
     def of(cls, count: int) -> CountTrigger:
         return cls(count)
 
+    #: The name of the count's state (per key and window).
+    _counter_name = "count-trigger"
+
     def _counter(self, ctx: Any) -> Any:
         from weir.state.descriptors import ReducingStateDescriptor
 
         return ctx.get_partitioned_state(
-            ReducingStateDescriptor("count-trigger", lambda a, b: a + b))
+            ReducingStateDescriptor(self._counter_name, lambda a, b: a + b))
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
                    ctx: Any) -> TriggerResult:
@@ -582,7 +585,7 @@ class CountTrigger(Trigger):
         self._counter(ctx).clear()
 
 
-class FullSlidingCountTrigger(Trigger):
+class FullSlidingCountTrigger(CountTrigger):
     """Fires PyFlink's sliding count windows: a window of ``size`` records starts every
     ``slide`` records of a key and is evaluated once, when full (a CountEvictor keeps its
     records). Windows that never fill up are never evaluated, as in PyFlink.
@@ -592,7 +595,10 @@ class FullSlidingCountTrigger(Trigger):
     [3, 5, 7, 9]
     """
 
+    _counter_name = "sliding-count-trigger"
+
     def __init__(self, size: int, slide: int) -> None:
+        super().__init__(size)
         self.size = size
         self.slide = slide
 
@@ -600,26 +606,11 @@ class FullSlidingCountTrigger(Trigger):
         """Whether the ``seen``-th record of a key completes a window."""
         return seen >= self.size and (seen - self.size) % self.slide == 0
 
-    def _counter(self, ctx: Any) -> Any:
-        from weir.state.descriptors import ReducingStateDescriptor
-
-        return ctx.get_partitioned_state(
-            ReducingStateDescriptor("sliding-count-trigger", lambda a, b: a + b))
-
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
                    ctx: Any) -> TriggerResult:
         counter = self._counter(ctx)
         counter.add(1)
         return TriggerResult.FIRE if self.fires_after(counter.get()) else TriggerResult.CONTINUE
-
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
-        self._counter(ctx).clear()
 
 
 class NeverTrigger(Trigger):

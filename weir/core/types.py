@@ -478,67 +478,41 @@ class LocalTimeTypeInfo(metaclass=_PyFlinkTypeClass):
         return Types.LOCAL_DATE_TIME()
 
 
-class DateTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``Types.SQL_DATE()``."""
-
-    _make = staticmethod(Types.SQL_DATE)
-    _describes = staticmethod(_scalar_named("DateTypeInfo"))
-
-
-class TimeTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``Types.SQL_TIME()``."""
-
-    _make = staticmethod(Types.SQL_TIME)
-    _describes = staticmethod(_scalar_named("TimeTypeInfo"))
+def _type_class(name: str, make: Callable[..., TypeInformation],
+                describes: Callable[[TypeInformation], bool], doc: str) -> Any:
+    """A PyFlink type class whose call is ``make`` and whose instances ``describes``."""
+    return _PyFlinkTypeClass(name, (), {"__doc__": doc, "_make": staticmethod(make),
+                                        "_describes": staticmethod(describes),
+                                        "__module__": __name__})
 
 
-class TimestampTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``Types.SQL_TIMESTAMP()``."""
-
-    _make = staticmethod(Types.SQL_TIMESTAMP)
-    _describes = staticmethod(_scalar_named("TimestampTypeInfo"))
-
-
-class PrimitiveArrayTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``PrimitiveArrayTypeInfo(element_type)`` is ``Types.PRIMITIVE_ARRAY(element_type)``."""
-
-    _make = staticmethod(Types.PRIMITIVE_ARRAY)
-    _describes = staticmethod(_scalar_of("PrimitiveArrayTypeInfo"))
-
-
-class BasicArrayTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``BasicArrayTypeInfo(element_type)`` is ``Types.BASIC_ARRAY(element_type)``."""
-
-    _make = staticmethod(Types.BASIC_ARRAY)
-    _describes = staticmethod(_scalar_of("BasicArrayTypeInfo"))
-
-
-class ObjectArrayTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``ObjectArrayTypeInfo(element_type)`` is ``Types.OBJECT_ARRAY(element_type)``."""
-
-    _make = staticmethod(Types.OBJECT_ARRAY)
-    _describes = staticmethod(_scalar_of("ObjectArrayTypeInfo"))
-
-
-class ListTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``ListTypeInfo(element_type)`` is ``Types.LIST(element_type)``."""
-
-    _make = staticmethod(Types.LIST)
-    _describes = staticmethod(_scalar_of("ListTypeInfo"))
-
-
-class MapTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``MapTypeInfo(key_type_info, value_type_info)`` is ``Types.MAP(key, value)``."""
-
-    _make = staticmethod(Types.MAP)
-    _describes = staticmethod(_scalar_of("MapTypeInfo"))
-
-
-class PickledBytesTypeInfo(metaclass=_PyFlinkTypeClass):
-    """``PickledBytesTypeInfo()`` is ``Types.PICKLED_BYTE_ARRAY()``."""
-
-    _make = staticmethod(Types.PICKLED_BYTE_ARRAY)
-    _describes = staticmethod(lambda t: t.kind == KIND_PICKLE)
+DateTypeInfo = _type_class(
+    "DateTypeInfo", Types.SQL_DATE, _scalar_named("DateTypeInfo"),
+    "``Types.SQL_DATE()``.")
+TimeTypeInfo = _type_class(
+    "TimeTypeInfo", Types.SQL_TIME, _scalar_named("TimeTypeInfo"),
+    "``Types.SQL_TIME()``.")
+TimestampTypeInfo = _type_class(
+    "TimestampTypeInfo", Types.SQL_TIMESTAMP, _scalar_named("TimestampTypeInfo"),
+    "``Types.SQL_TIMESTAMP()``.")
+PrimitiveArrayTypeInfo = _type_class(
+    "PrimitiveArrayTypeInfo", Types.PRIMITIVE_ARRAY, _scalar_of("PrimitiveArrayTypeInfo"),
+    "``PrimitiveArrayTypeInfo(element_type)`` is ``Types.PRIMITIVE_ARRAY(element_type)``.")
+BasicArrayTypeInfo = _type_class(
+    "BasicArrayTypeInfo", Types.BASIC_ARRAY, _scalar_of("BasicArrayTypeInfo"),
+    "``BasicArrayTypeInfo(element_type)`` is ``Types.BASIC_ARRAY(element_type)``.")
+ObjectArrayTypeInfo = _type_class(
+    "ObjectArrayTypeInfo", Types.OBJECT_ARRAY, _scalar_of("ObjectArrayTypeInfo"),
+    "``ObjectArrayTypeInfo(element_type)`` is ``Types.OBJECT_ARRAY(element_type)``.")
+ListTypeInfo = _type_class(
+    "ListTypeInfo", Types.LIST, _scalar_of("ListTypeInfo"),
+    "``ListTypeInfo(element_type)`` is ``Types.LIST(element_type)``.")
+MapTypeInfo = _type_class(
+    "MapTypeInfo", Types.MAP, _scalar_of("MapTypeInfo"),
+    "``MapTypeInfo(key_type_info, value_type_info)`` is ``Types.MAP(key, value)``.")
+PickledBytesTypeInfo = _type_class(
+    "PickledBytesTypeInfo", Types.PICKLED_BYTE_ARRAY, lambda t: t.kind == KIND_PICKLE,
+    "``PickledBytesTypeInfo()`` is ``Types.PICKLED_BYTE_ARRAY()``.")
 
 
 def _row(field_types: Sequence[TypeInformation],
