@@ -50,7 +50,8 @@ from weir.python_files import ship_python_file
 from weir.slot_sharing_group import SlotSharingGroup, warn_no_effect
 from weir.sources.collection import CollectionSource, SequenceSource
 from weir.sources.files import FileSource, StreamFormat
-from weir.state_backends import StateBackend
+from weir.state import options as state_options
+from weir.state_backends import StateBackend, state_backend_named
 from weir.unsupported import ENVIRONMENT, refuse
 from weir.watermarks import WatermarkStrategy
 
@@ -268,7 +269,14 @@ class StreamExecutionEnvironment:
         return self
 
     def get_state_backend(self) -> StateBackend | None:
-        return getattr(self, "_state_backend", None)
+        """The state backend set, or the one configured (``state.backend.type``, or Flink's
+        ``state.backend``: ``jobmanager`` is a MemoryStateBackend); None when neither."""
+        configured = self._config.get_string(state_options.BACKEND_TYPE.key, "")
+        backend: StateBackend | None = getattr(self, "_state_backend", None)
+        if not configured or (backend is not None and backend.type_name
+                              == self._config.get(state_options.BACKEND_TYPE)):
+            return backend
+        return state_backend_named(configured)
 
     def set_restart_strategy(self, restart_strategy_configuration: Any
                              ) -> StreamExecutionEnvironment:

@@ -106,6 +106,19 @@ def _with_checkpoint_dir(options: dict[str, str], path: str | None) -> dict[str,
     return {**options, "state.checkpoints.dir": path} if path else options
 
 
+def state_backend_named(name: str) -> StateBackend:
+    """The backend object of a ``state.backend(.type)`` value, as Flink loads one from
+    configuration (``jobmanager`` and ``filesystem`` are Flink's older names).
+
+    >>> [type(state_backend_named(n)).__name__ for n in ("rocksdb", "jobmanager")]
+    ['EmbeddedRocksDBStateBackend', 'MemoryStateBackend']
+    """
+    backends: dict[str, type[StateBackend]] = {
+        "hashmap": HashMapStateBackend, "filesystem": HashMapStateBackend,
+        "jobmanager": MemoryStateBackend, "rocksdb": EmbeddedRocksDBStateBackend}
+    return backends.get(name.strip().lower(), HashMapStateBackend)()
+
+
 class CheckpointStorage:
     """Where checkpoints are written (``state.checkpoints.dir``), for
     ``CheckpointConfig.set_checkpoint_storage``."""

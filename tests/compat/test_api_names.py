@@ -22,6 +22,7 @@ from weir import (
     CountWindow,
     DynamicEventTimeSessionWindows,
     DynamicProcessingTimeSessionWindows,
+    EmbeddedRocksDBStateBackend,
     EventTimeSessionWindows,
     EventTimeTrigger,
     GlobalWindow,
@@ -30,6 +31,7 @@ from weir import (
     ListStateDescriptor,
     MapState,
     MapStateDescriptor,
+    MemoryStateBackend,
     NeverTrigger,
     ProcessAllWindowFunction,
     ProcessingTimeSessionWindows,
@@ -479,6 +481,9 @@ def test_environment_takes_a_configuration_or_a_dict() -> None:
     assert env.get_stream_time_characteristic().name == "ProcessingTime"
     env.configure(Configuration().set_string("state.backend", "jobmanager"))
     assert env.get_configuration().get(state_options.BACKEND_TYPE) == "hashmap"
+    assert isinstance(env.get_state_backend(), MemoryStateBackend)
+    env.set_state_backend(EmbeddedRocksDBStateBackend(True))
+    assert env.get_state_backend().is_incremental_checkpoints_enabled()
     ignored = r"weir has no option 'python\.fn-execution\.bundle\.size'"
     with pytest.warns(UserWarning, match=ignored):
         env.configure(Configuration().set_integer("python.fn-execution.bundle.size", 1))
