@@ -30,7 +30,6 @@ from weir.checkpoint import options as checkpoint_options
 from weir.core.config import Configuration
 from weir.core.errors import InvalidJobError
 from weir.core.time import Duration, to_millis
-from weir.execution_config import accepted_settings
 
 if TYPE_CHECKING:
     from weir.state_backends import CheckpointStorage
@@ -82,6 +81,8 @@ class CheckpointConfig:
 
     def __init__(self, configuration: Configuration) -> None:
         self._config = configuration
+        #: Settings weir accepts without an option of its own, for their getters.
+        self._accepted: dict[str, bool] = {}
 
     def _set(self, option: Any, value: Any) -> None:
         self._config.set_raw(option.key, value)
@@ -164,12 +165,12 @@ class CheckpointConfig:
                                            ) -> CheckpointConfig:
         """Deprecated in Flink; accepted and kept. weir recovers from the latest completed
         checkpoint; a savepoint is restored only when a job is started from it."""
-        accepted_settings(self._config)["prefer_checkpoint"] = bool(
+        self._accepted["prefer_checkpoint"] = bool(
             prefer_checkpoint_for_recovery)
         return self
 
     def is_prefer_checkpoint_for_recovery(self) -> bool:
-        return bool(accepted_settings(self._config).get("prefer_checkpoint", False))
+        return bool(self._accepted.get("prefer_checkpoint", False))
 
     # -- unaligned --------------------------------------------------------------------------
 
@@ -208,11 +209,11 @@ class CheckpointConfig:
         """Accepted and kept, without effect: Flink forces unaligned checkpoints past
         iteration feedback edges and custom partitioners, and weir has neither, so with
         unaligned checkpoints on every exchange takes them already."""
-        accepted_settings(self._config)["force_unaligned"] = bool(force_unaligned_checkpoints)
+        self._accepted["force_unaligned"] = bool(force_unaligned_checkpoints)
         return self
 
     def is_force_unaligned_checkpoints(self) -> bool:
-        return bool(accepted_settings(self._config).get("force_unaligned", False))
+        return bool(self._accepted.get("force_unaligned", False))
 
     # -- retention and storage --------------------------------------------------------------
 

@@ -132,6 +132,9 @@ class StreamExecutionEnvironment:
             self._parallelism = os.cpu_count() or 1
         self._max_parallelism = self._config.get(options.MAX_PARALLELISM)
         self._sinks: list[Transformation] = []
+        # One of each per environment: they keep the settings weir accepts without options.
+        self._execution_config = ExecutionConfig(self)
+        self._checkpoint_config = CheckpointConfig(self._config)
 
     @staticmethod
     def get_execution_environment(
@@ -174,7 +177,7 @@ class StreamExecutionEnvironment:
 
     def get_config(self) -> ExecutionConfig:
         """PyFlink's ExecutionConfig (auto-watermark interval, parallelism)."""
-        return ExecutionConfig(self)
+        return self._execution_config
 
     def set_stream_time_characteristic(self, characteristic: TimeCharacteristic
                                        ) -> StreamExecutionEnvironment:
@@ -334,7 +337,7 @@ class StreamExecutionEnvironment:
 
     def get_checkpoint_config(self) -> CheckpointConfig:
         """Checkpoint settings of this environment's jobs (PyFlink's ``CheckpointConfig``)."""
-        return CheckpointConfig(self._config)
+        return self._checkpoint_config
 
     def get_checkpoint_interval(self) -> int:
         """Milliseconds between checkpoints; -1 when checkpointing is off."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import enum
 import json
 import warnings
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -74,20 +73,19 @@ class ExecutionConfig:
 
     def __init__(self, env: StreamExecutionEnvironment) -> None:
         self._env = env
+        #: Settings weir accepts without an option of its own, for their getters.
+        self._accepted: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         return refuse(type(self).__name__, name, EXECUTION_CONFIG)
 
-    def _settings(self) -> dict[str, Any]:
-        return accepted_settings(self._env)
-
     def _setting(self, name: str) -> Any:
-        return self._settings().get(name, _DEFAULTS[name])
+        return self._accepted.get(name, _DEFAULTS[name])
 
     def _set(self, name: str, value: Any) -> ExecutionConfig:
-        self._settings()[name] = value
+        self._accepted[name] = value
         return self
 
     # -- watermarks, parallelism ---------------------------------------------------------
@@ -329,7 +327,7 @@ class ExecutionConfig:
 
     def _state(self) -> tuple[Any, ...]:
         env = self._env
-        settings = {**_DEFAULTS, **self._settings()}
+        settings = {**_DEFAULTS, **self._accepted}
         return (frozenset(env.get_configuration().to_dict().items()), env.get_parallelism(),
                 env.get_max_parallelism(), tuple(sorted(settings.items())))
 
@@ -351,22 +349,6 @@ _DEFAULTS: dict[str, Any] = {
     "generic_types_disabled": False, "kryo_types": (), "pojo_types": (),
     "default_kryo_serializers": (), "kryo_type_serializers": (),
 }
-
-_settings_by_owner: dict[int, dict[str, Any]] = {}
-
-
-def accepted_settings(owner: object) -> dict[str, Any]:
-    """The settings kept for ``owner`` (an environment, a configuration) that have no weir
-    option: accepted for PyFlink programs, read back by their getters, used by nothing
-    else. Kept by identity as long as ``owner`` lives (a configuration's equality follows
-    its values, which change)."""
-    key = id(owner)
-    settings = _settings_by_owner.get(key)
-    if settings is None:
-        settings = _settings_by_owner[key] = {}
-        weakref.finalize(owner, _settings_by_owner.pop, key, None)
-    return settings
-
 
 def warn_no_serializers(method: str, stacklevel: int = 3) -> None:
     """Say that a serializer setting changes nothing in weir."""
