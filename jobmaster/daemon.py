@@ -29,7 +29,8 @@ from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, StateError, StorageError, UserError
-from weir.core.metrics import CallbackCollector, MetricsServer, gauge
+from weir.core.metric_names import JOB_METRICS, JOBMASTER_METRICS, families
+from weir.core.metrics import CallbackCollector, MetricsServer
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -401,51 +402,19 @@ class JobMaster:
 
         registered, total, free, by_state = self.main.call(snapshot, timeout=5)
         job_families = self.main.call(self._job_metrics, timeout=5)
-        tes = gauge("jobmaster_taskexecutors_registered", "Registered TaskExecutors.")
-        tes.add_metric([], registered)
-        slots_total = gauge("jobmaster_slots_total", "Slots offered by all TaskExecutors.")
-        slots_total.add_metric([], total)
-        slots_free = gauge("jobmaster_slots_free", "Slots not allocated to a job.")
-        slots_free.add_metric([], free)
-        jobs = gauge("jobmaster_jobs", "Jobs known to the JobMaster, by status.", ["status"])
+        jm = families(JOBMASTER_METRICS)
+        jm["taskexecutors_registered"].add_metric([], registered)
+        jm["slots_total"].add_metric([], total)
+        jm["slots_free"].add_metric([], free)
         for name in ("RUNNING", "FINISHED", "FAILED", "CANCELED", "FAILING", "CANCELLING"):
-            jobs.add_metric([name], by_state.get(name, 0))
-        uptime = gauge("jobmaster_uptime_seconds", "Seconds since start.")
-        uptime.add_metric([], time.monotonic() - self._started)
-        return [tes, slots_total, slots_free, jobs, uptime, *job_families]
-
-    #: Per-job metrics with Flink's names: (name, description).
-    JOB_METRICS = (
-        ("lastCheckpointDuration", "Duration of the last completed checkpoint (ms)."),
-        ("lastCheckpointSize", "Bytes the last completed checkpoint uploaded (incremental "
-                               "checkpoints upload only what is new)."),
-        ("lastCheckpointFullSize", "Full state size of the last completed checkpoint."),
-        ("lastCheckpointProcessedData", "Bytes processed during the last checkpoint's "
-                                        "alignment."),
-        ("lastCheckpointPersistedData", "In-flight bytes the last checkpoint persisted "
-                                        "(unaligned)."),
-        ("lastCompletedCheckpointId", "Id of the last completed checkpoint (-1: none)."),
-        ("numberOfInProgressCheckpoints", "Checkpoints in progress."),
-        ("numberOfCompletedCheckpoints", "Checkpoints completed since the job started."),
-        ("numberOfFailedCheckpoints", "Checkpoints failed since the job started."),
-        ("totalNumberOfCheckpoints", "Checkpoints triggered since the job started."),
-        ("lastCheckpointRestoreTimestamp", "When the job last restored a checkpoint (epoch ms; "
-                                           "-1: never)."),
-        ("numRestarts", "Restarts of the job."),
-        ("restartingTime", "Time the current (or last) restart has taken (ms)."),
-        ("uptime", "Time the job has been running since its last (re)start (ms)."),
-        ("downtime", "Time the job has been failing or restarting (ms)."),
-        ("lastChangeDowntime", "Time the last rescale or update stopped processing: from "
-                               "cancelling the old tasks to every new one running (ms; -1: "
-                               "none)."),
-    )
+            jm["jobs"].add_metric([name], by_state.get(name, 0))
+        jm["uptime_seconds"].add_metric([], time.monotonic() - self._started)
+        return [*jm.values(), *job_families]
 
     def _job_metrics(self) -> list[Any]:
         """Main thread: per-job metric families, labelled by job id and name."""
-        labels = ["job_id", "job_name"]
-        families = {name: gauge(f"job_{name}", doc, labels) for name, doc in self.JOB_METRICS}
-        path = gauge("job_lastCheckpointExternalPath", "The last completed checkpoint's "
-                     "directory, as the path label (value 1).", [*labels, "path"])
+        per_job = families(JOB_METRICS)
+        path = per_job["lastCheckpointExternalPath"]
         for job in self.jobs.values():
             values = [job.job_id, job.graph.job_graph.name]
             times = job.times_ms()
@@ -478,8 +447,8 @@ class JobMaster:
                 else:
                     numbers["lastCompletedCheckpointId"] = -1
             for name, value in numbers.items():
-                families[name].add_metric(values, value)
-        return [*families.values(), path]
+                per_job[name].add_metric(values, value)
+        return list(per_job.values())
 
 
 class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):

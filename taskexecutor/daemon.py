@@ -27,7 +27,8 @@ from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
-from weir.core.metrics import CallbackCollector, MetricsServer, gauge
+from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
+from weir.core.metrics import CallbackCollector, MetricsServer
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_channel, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -462,41 +463,11 @@ class TaskExecutor:
         with self._lock:
             tasks = list(self._tasks.values())
             busy = len({self._slot_of.get(t.attempt_id) for t in tasks})
-        slots_total = gauge("taskexecutor_slots_total", "Slots this TaskExecutor offers.")
-        slots_total.add_metric([], self.num_slots)
-        slots_used = gauge("taskexecutor_slots_used", "Slots running at least one task.")
-        slots_used.add_metric([], busy)
-        uptime = gauge("taskexecutor_uptime_seconds", "Seconds since start.")
-        uptime.add_metric([], time.monotonic() - self._started)
-        labels = ["job_id", "task_name", "subtask_index"]
-        families = {
-            name: gauge(f"task_{name}", doc, labels) for name, doc in (
-                ("numRecordsIn", "Records a task received."),
-                ("numRecordsOut", "Records a task emitted."),
-                ("numBytesIn", "Bytes a task received from remote channels."),
-                ("numBytesOut", "Bytes a task wrote to its result partitions."),
-                ("busyTimeMsPerSecond", "Time per second a task spent processing."),
-                ("idleTimeMsPerSecond", "Time per second a task waited for input."),
-                ("backPressuredTimeMsPerSecond",
-                 "Time per second a task waited for output buffers."),
-                ("outPoolUsage", "Share of the task's output buffers in use (0..1)."),
-                ("inPoolUsage", "Share of the task's remote input buffers in use (0..1)."),
-                ("numBuffersOut", "Buffers a task wrote to its result partitions."),
-                ("numBuffersInRemote", "Buffers a task received from remote channels."),
-                ("inputQueueBytes", "Bytes queued in the task's remote input channels."),
-                ("debloatedBufferSize", "Buffer size chosen by buffer debloating (bytes)."),
-                ("estimatedTimeToConsumeBuffersMs",
-                 "Time the task needs to consume its queued input, at its throughput."),
-                ("currentInputWatermark", "The task's event time: the minimum watermark over "
-                 "its inputs (epoch ms; absent before the first watermark)."),
-                ("currentOutputWatermark", "The last watermark the task sent (epoch ms)."),
-                ("numLateRecordsDropped",
-                 "Records the task's windows dropped as later than the allowed lateness."),
-                ("checkpointAlignmentTime", "Time the newest checkpoint waited for barrier "
-                 "alignment at the task (ns, at millisecond resolution)."),
-                ("checkpointStartDelayNanos", "Time from the newest checkpoint's trigger to "
-                 "its first barrier at the task (ns, at millisecond resolution; a source: to its "
-                 "trigger running)."))}
+        te = families(TASKEXECUTOR_METRICS)
+        te["slots_total"].add_metric([], self.num_slots)
+        te["slots_used"].add_metric([], busy)
+        te["uptime_seconds"].add_metric([], time.monotonic() - self._started)
+        per_task = families(TASK_METRICS)
         for task in tasks:
             m = self._task_metrics(task)
             values = [task.job_id, task.tdd.task_name, str(task.tdd.subtask_index)]
@@ -511,8 +482,8 @@ class TaskExecutor:
                                  task.counters.checkpoint_alignment_ms * 1_000_000),
                                 ("checkpointStartDelayNanos",
                                  task.counters.checkpoint_start_delay_ms * 1_000_000)):
-                families[name].add_metric(values, value)
-        return [slots_total, slots_used, uptime, *families.values()]
+                per_task[name].add_metric(values, value)
+        return [*te.values(), *per_task.values()]
 
 
 class _Servicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
