@@ -6,7 +6,7 @@ WEIR    = $(VENV)/bin/weir
 PYTEST  = $(PY) -m pytest
 BENCH_ARGS ?=
 
-.PHONY: install demo test chaos lint proto bench docs clean
+.PHONY: install demo test chaos lint proto bench docs docs-check docs-build clean
 
 install: $(VENV)/.installed
 
@@ -44,8 +44,17 @@ bench: install
 	$(PY) benchmarks/bench_recovery.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_lifecycle.py $(BENCH_ARGS)
 
+# The reference tables in docs/ (configuration, metrics, PyFlink names) are generated from
+# the code: `docs` rewrites them, `docs-check` fails when one is stale, `docs-build` checks
+# and builds the site strictly (broken links, anchors or nav entries fail), offline.
 docs: install
 	$(PY) -m weir.docgen
+
+docs-check: install
+	$(PY) -m weir.docgen --check
+
+docs-build: docs-check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf build .pytest_cache
