@@ -153,3 +153,13 @@ def test_small_helper_modules_examples():
     for module in (weir.core.files, weir.core.processes, weir.core.secrets):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_doc_generator_and_metric_declarations_examples():
+    import doctest
+
+    import weir.core.metric_names
+
+    for module in (docgen, weir.core.metric_names):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
