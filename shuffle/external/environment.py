@@ -123,7 +123,7 @@ def decode_chunk(chunk: bytes) -> list[Elements]:
         return [Elements.from_wire(batch) for batch in reader]
 
 
-def _rpc_status(err: BaseException) -> str:
+def _rpc_status(err: BaseException | None) -> str:
     if isinstance(err, grpc.RpcError) and hasattr(err, "code"):
         return f"{err.code().name}: {err.details()}"
     return f"{type(err).__name__}: {err}"
@@ -219,7 +219,8 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
             if freed:
                 self._wakeup()
 
-    def _on_call_done(self, future: grpc.Future) -> None:
+    def _on_call_done(
+            self, future: grpc.Future[pb.WritePartitionResponse]) -> None:
         """Runs on a gRPC thread when the call ends, however it ends."""
         with self._cond:
             self._stream_ended = True
@@ -467,7 +468,8 @@ class ExternalInputChannel:
                 if self._closed.is_set():
                     raise _ClosedError from None
                 code = err.code()
-                metadata = dict(err.trailing_metadata() or ())
+                # grpc-stubs declare the metadata items as objects; they are (key, value) pairs.
+                metadata = dict(err.trailing_metadata() or ())  # type: ignore[arg-type,var-annotated]
                 if code == grpc.StatusCode.NOT_FOUND and self._position == 0:
                     if metadata.get(PARTITION_STATE_KEY) == IN_PROGRESS:
                         # Its producer is writing it: wait for the commit, however long.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.shuffle.api import BufferOrEvent, Event, InputGate, poll_round_robin
@@ -118,7 +119,7 @@ class LocalInputChannel(InputChannel):
 class PipelinedInputGate(InputGate):
     """Round-robin over channels that have data; finished when all sent end-of-partition."""
 
-    def __init__(self, channels: list[InputChannel | RemoteInputChannel],
+    def __init__(self, channels: Sequence[InputChannel | RemoteInputChannel],
                  pool: FloatingBufferPool | None = None, exclusive_per_channel: int = 0,
                  debloater: BufferDebloater | None = None) -> None:
         self.channels = channels
@@ -187,8 +188,8 @@ class PipelinedInputGate(InputGate):
     def next_retry(self) -> float | None:
         """When a local channel next retries its request (the task sleeps until then)."""
         due = [c.retry_due() for c in self.channels if isinstance(c, LocalInputChannel)]
-        due = [d for d in due if d is not None]
-        return min(due) if due else None
+        pending = [d for d in due if d is not None]
+        return min(pending) if pending else None
 
     def is_finished(self) -> bool:
         return self._finished_count == len(self.channels)

@@ -28,9 +28,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TypeVar, cast
 
 import pyarrow as pa
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from weir.core.errors import PartitionNotFoundError
 from weir.core.timers import Timer, TimerThread
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 _POLL_S = 0.2
 _Kind = dataplane_pb2.BufferHeader
 _Error = dataplane_pb2.ErrorResponse
+_M = TypeVar("_M", bound=Message)
 
 
 class ProtocolError(ConnectionError):
@@ -62,7 +64,8 @@ class _Frame:
     __slots__ = ("body", "buffer_size", "buffers", "event_type", "kind", "message_end",
                  "message_size", "overtaken", "overtaken_buffers", "priority")
 
-    def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
+    def __init__(self, kind: dataplane_pb2.BufferHeader.Kind, body: bytes | memoryview = b"",
+                 priority: bool = False,
                  event_type: str = "", overtaken: int = 0, overtaken_buffers: int = 0) -> None:
         self.kind = kind
         self.body = body
@@ -139,12 +142,12 @@ class SubpartitionView:
         if not self._pending:
             # Take a buffer out of the subpartition only when it can go out now: a buffer
             # waiting for credit must stay there, where a priority event can overtake it.
-            head = self.subpartition.peek()
-            if head is None:
+            queued = self.subpartition.peek()
+            if queued is None:
                 if self.subpartition.failure is not None or self.subpartition.released:
                     self.subpartition.poll()  # raises ProducerFailedError
                 return None
-            if head.elements is not None and self.credit <= 0:
+            if queued.elements is not None and self.credit <= 0:
                 return None
             buffer = self.subpartition.poll()
             if buffer is None:
@@ -154,7 +157,8 @@ class SubpartitionView:
             return None
         head = self._pending[0]
         if isinstance(head, _Frame):
-            return self._pending.popleft()
+            self._pending.popleft()
+            return head
         if self.credit <= 0:
             return None
         # As many whole buffers of the message as there is credit for, in one frame.
@@ -355,22 +359,22 @@ class ServerConnection:
         if kind == protocol.PARTITION_REQUEST:
             self._on_request(_parse(dataplane_pb2.PartitionRequest, payload))
         elif kind == protocol.ADD_CREDIT:
-            message = _parse(dataplane_pb2.AddCredit, payload)
+            credit = _parse(dataplane_pb2.AddCredit, payload)
             with self._cond:
-                view = self._views.get(message.receiver_id)
+                view = self._views.get(credit.receiver_id)
                 if view is not None:
-                    view.credit += message.credit
+                    view.credit += credit.credit
                     self._enqueue_locked(view)
         elif kind == protocol.NEW_BUFFER_SIZE:
-            message = _parse(dataplane_pb2.NewBufferSize, payload)
+            resize = _parse(dataplane_pb2.NewBufferSize, payload)
             with self._cond:
-                view = self._views.get(message.receiver_id)
-                if view is not None and message.buffer_size > 0:
-                    view.buffer_size = message.buffer_size
-                    view.subpartition.flush_size = message.buffer_size
+                view = self._views.get(resize.receiver_id)
+                if view is not None and resize.buffer_size > 0:
+                    view.buffer_size = resize.buffer_size
+                    view.subpartition.flush_size = resize.buffer_size
         elif kind == protocol.CANCEL_PARTITION:
-            message = _parse(dataplane_pb2.CancelPartition, payload)
-            self._drop(message.receiver_id)
+            cancel = _parse(dataplane_pb2.CancelPartition, payload)
+            self._drop(cancel.receiver_id)
         else:
             raise ProtocolError(_Error.PROTOCOL_ERROR, f"unexpected frame type {kind}")
 
@@ -470,7 +474,7 @@ class ServerConnection:
                         continue
                     frames, failure = self._take_frames(view)
                 if frames:
-                    pieces: list[bytes] = []
+                    pieces: list[bytes | memoryview] = []
                     for frame, header in frames:
                         pieces.extend(protocol.buffer_frame(header, frame.body))
                     protocol.send_all(self._sock, pieces)
@@ -514,7 +518,8 @@ class ServerConnection:
         return frames, None
 
     def _send_error(self, receiver_id: int, kind: int, message: str) -> None:
-        error = _Error(receiver_id=receiver_id, kind=kind, message=message)
+        # ``kind`` is an ErrorResponse.Kind, as ProtocolError carries it: a plain int.
+        error = _Error(receiver_id=receiver_id, kind=cast("_Error.Kind", kind), message=message)
         with contextlib.suppress(OSError):
             self._sock.sendall(protocol.frame(protocol.ERROR, error.SerializeToString()))
 
@@ -555,9 +560,9 @@ def _address(sock: socket.socket) -> str:
     return f"{host}:{port}"
 
 
-def _parse(message_type: type, payload: bytes | memoryview) -> object:
+def _parse(message_type: type[_M], payload: bytes | memoryview) -> _M:
     try:
-        return message_type.FromString(bytes(payload))  # type: ignore[attr-defined]
+        return message_type.FromString(bytes(payload))
     except DecodeError as err:
         raise ProtocolError(_Error.PROTOCOL_ERROR,
                             f"malformed {message_type.__name__} message") from err
