@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from weir.core import options
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.ids import JobId, PartitionId
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, keep_until_done
 from weir.core.secrets import auth_token
@@ -147,7 +148,7 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
     """
 
     def __init__(self, stub: shuffle_service_pb2_grpc.ShuffleServiceStub, service_address: str,
-                 job_id: str, partition_id: str, num_subpartitions: int, chunk_bytes: int,
+                 job_id: JobId, partition_id: PartitionId, num_subpartitions: int, chunk_bytes: int,
                  queue_bytes: int, wakeup: Callable[[], None],
                  commit_timeout: float = COMMIT_TIMEOUT_S,
                  on_closed: Callable[[ExternalResultPartitionWriter], None] | None = None
@@ -663,7 +664,7 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
             deployment: jobgraph_pb2.ResultPartitionDeployment) -> ResultPartitionWriter:
         writer = ExternalResultPartitionWriter(
             self._stub(self.service_address), self.service_address, task.job_id,
-            deployment.partition_id, deployment.num_subpartitions, self._chunk_bytes,
+            PartitionId(deployment.partition_id), deployment.num_subpartitions, self._chunk_bytes,
             self._queue_bytes, task.wakeup, self._commit_timeout, self._writer_closed)
         with self._lock:
             self._writers.add(writer)
@@ -683,7 +684,7 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
                 self._fetch_bytes, *self._backoff, wakeup=task.wakeup))
         return ExternalInputGate(channels)
 
-    def release_partitions_of_job(self, job_id: str) -> None:
+    def release_partitions_of_job(self, job_id: JobId) -> None:
         with self._lock:
             writers = [w for w in self._writers if w.job_id == job_id]
         for writer in writers:

@@ -32,6 +32,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.ids import PartitionId
 from weir.core.records import Elements
 from weir.core.timers import TimerThread
 from weir.proto import dataplane_pb2
@@ -324,7 +325,7 @@ class RemoteInputChannel:
 
     finished = False
 
-    def __init__(self, manager: ConnectionManager, address: str, partition_id: str,
+    def __init__(self, manager: ConnectionManager, address: str, partition_id: PartitionId,
                  subpartition: int, consumer: str, exclusive: int, pool: FloatingBufferPool,
                  initial_backoff: float, max_backoff: float, wakeup: Callable[[], None]) -> None:
         self.receiver_id = next(_receiver_ids)

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.ids import PartitionId
 from weir.shuffle.api import BufferOrEvent, Event, InputGate, poll_round_robin
 from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.debloat import BufferDebloater
@@ -44,7 +45,7 @@ class InputChannel(ABC):
 class LocalInputChannel(InputChannel):
     """Reads a subpartition of a producer on the same TaskExecutor."""
 
-    def __init__(self, partitions: PartitionManager, partition_id: str, index: int,
+    def __init__(self, partitions: PartitionManager, partition_id: PartitionId, index: int,
                  listener: object, initial_backoff: float, max_backoff: float) -> None:
         self._partitions = partitions
         self._partition_id = partition_id

@@ -34,6 +34,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError, Message
 
 from weir.core.errors import PartitionNotFoundError
+from weir.core.ids import PartitionId
 from weir.core.timers import Timer, TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol, tls
@@ -96,7 +97,7 @@ class SubpartitionView:
     """What the writer thread knows of one requested subpartition. Guarded by the
     connection's lock, except ``subpartition``, which has its own."""
 
-    def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: str,
+    def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: PartitionId,
                  credit: int, segment_size: int) -> None:
         self.receiver_id = receiver_id
         self.subpartition = subpartition
@@ -234,7 +235,7 @@ class ServerConnection:
         self.peer = _address(sock)
         self._views: dict[int, SubpartitionView] = {}
         # Requests waiting for their partition: the timer and the registration callback.
-        self._held: dict[int, tuple[Timer, Callable[[], None], str]] = {}
+        self._held: dict[int, tuple[Timer, Callable[[], None], PartitionId]] = {}
         self._available: deque[SubpartitionView] = deque()
         self._queued: set[int] = set()
         self._cond = threading.Condition()
@@ -379,6 +380,7 @@ class ServerConnection:
             raise ProtocolError(_Error.PROTOCOL_ERROR, f"unexpected frame type {kind}")
 
     def _on_request(self, request: dataplane_pb2.PartitionRequest, held: bool = False) -> None:
+        partition_id = PartitionId(request.partition_id)
         with self._cond:
             taken = request.receiver_id in self._views or (
                 not held and request.receiver_id in self._held)
@@ -387,14 +389,14 @@ class ServerConnection:
                              f"receiver {request.receiver_id} is in use on this connection")
             return
         try:
-            sub = self._partitions.subpartition(request.partition_id, request.subpartition)
+            sub = self._partitions.subpartition(partition_id, request.subpartition)
         except PartitionNotFoundError as err:
             if not held and request.wait_ms and not self._closed.is_set() and self._hold(
                     request):
                 return
             self._send_error(request.receiver_id, _Error.PARTITION_NOT_FOUND, str(err))
             return
-        view = SubpartitionView(request.receiver_id, sub, request.partition_id,
+        view = SubpartitionView(request.receiver_id, sub, partition_id,
                                 request.initial_credit, self._segment_size)
         with self._cond:
             self._views[request.receiver_id] = view
@@ -416,6 +418,7 @@ class ServerConnection:
         task may still be deploying: answering at once would cost the consumer a whole
         back-off). False when this connection holds too many requests already."""
         receiver_id = request.receiver_id
+        partition_id = PartitionId(request.partition_id)
 
         def answer() -> None:
             with self._cond:
@@ -423,7 +426,7 @@ class ServerConnection:
             if entry is None:
                 return  # answered already
             entry[0].cancel()
-            self._partitions.forget_waiter(request.partition_id, answer)
+            self._partitions.forget_waiter(partition_id, answer)
             if not self._closed.is_set():
                 self._on_request(request, held=True)
 
@@ -432,8 +435,8 @@ class ServerConnection:
             if len(self._held) >= protocol.MAX_HELD_PER_CONNECTION:
                 return False
             timer = self._timers.schedule(wait_s, answer)
-            self._held[receiver_id] = (timer, answer, request.partition_id)
-        if not self._partitions.when_registered(request.partition_id, answer):
+            self._held[receiver_id] = (timer, answer, partition_id)
+        if not self._partitions.when_registered(partition_id, answer):
             answer()  # registered in the meantime
         return True
 
