@@ -25,8 +25,10 @@ test: install
 chaos: install
 	$(PYTEST) -q -m "" tests
 
+# mypy runs on a mirror of the installed layout (.ci/typecheck), with pyproject's [tool.mypy].
 lint: install
 	$(VENV)/bin/ruff check .
+	$(PY) .ci/typecheck
 
 # The .proto files live in proto/ but are compiled as weir/proto/*.proto, so that the
 # generated modules import each other as weir.proto.* (the installed package name).

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from weir.core.errors import CorruptStateError
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 
 MAGIC = b"WEIRCHS"
@@ -47,7 +48,7 @@ _RECORD = struct.Struct(">BIII")
 class ChannelStateWriter:
     """Collects the in-flight data of one checkpoint at one subtask (task thread)."""
 
-    def __init__(self, checkpoint_id: int) -> None:
+    def __init__(self, checkpoint_id: CheckpointId) -> None:
         self.checkpoint_id = checkpoint_id
         self._records: list[tuple[int, int, int, Elements]] = []
         self.input_bytes = 0

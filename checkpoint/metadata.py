@@ -31,6 +31,7 @@ from typing import Any
 
 from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, self_verifying
 from weir.core.errors import CorruptStateError, MissingStateError
+from weir.core.ids import CheckpointId, JobId
 from weir.proto.checkpoint_pb2 import CheckpointMetadata, StreamHandle
 
 MAGIC = b"WEIRMETA"
@@ -40,7 +41,7 @@ _HEADER = struct.Struct(">BI")
 _CHECKPOINT_DIR = re.compile(r"^chk-(\d+)$")
 
 
-def checkpoint_dir(job_id: str, checkpoint_id: int) -> str:
+def checkpoint_dir(job_id: JobId, checkpoint_id: CheckpointId) -> str:
     """The checkpoint's directory, relative to the checkpoint storage's base."""
     return f"{job_id}/chk-{checkpoint_id}"
 
@@ -73,7 +74,7 @@ def decode_metadata(data: bytes, where: str) -> CheckpointMetadata:
 def write_metadata(storage: CheckpointStorage, metadata: CheckpointMetadata) -> str:
     """Write ``_metadata`` atomically; returns the checkpoint's external path (its
     directory URI). Raises StorageError."""
-    directory = checkpoint_dir(metadata.job_id, metadata.checkpoint_id)
+    directory = checkpoint_dir(JobId(metadata.job_id), CheckpointId(metadata.checkpoint_id))
     storage.write(f"{directory}/{METADATA_NAME}", encode_metadata(metadata))
     return f"{storage.base_uri.rstrip('/')}/{directory}"
 
@@ -155,7 +156,8 @@ def _map_handle(value: Any, change: Any, drop_local: bool) -> Any:
     return value
 
 
-def list_checkpoints(storage: CheckpointStorage, job_id: str) -> list[tuple[int, str]]:
+def list_checkpoints(storage: CheckpointStorage,
+                     job_id: JobId) -> list[tuple[CheckpointId, str]]:
     """Completed checkpoints of ``job_id`` in storage (those with ``_metadata``), oldest
     first, as (id, directory URI)."""
     found = []
@@ -165,7 +167,8 @@ def list_checkpoints(storage: CheckpointStorage, job_id: str) -> list[tuple[int,
         if len(parts) >= 3 and parts[-1] == METADATA_NAME:
             match = _CHECKPOINT_DIR.match(parts[-2])
             if match:
-                found.append((int(match.group(1)), f"{base}/{job_id}/{parts[-2]}"))
+                found.append((CheckpointId(int(match.group(1))),
+                              f"{base}/{job_id}/{parts[-2]}"))
     return sorted(found)
 
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import io
@@ -407,7 +408,7 @@ class S3CheckpointStorage(CheckpointStorage):
     # -- multipart uploads completed later (two-phase commit) ----------------------------------
 
     def upload_parts(self, relative_path: str, local_path: str | Path,
-                     part_size: int = 8 * _MIB) -> tuple[str, list[list[Any]]]:
+                     part_size: int = 8 * _MIB) -> tuple[str, builtins.list[builtins.list[Any]]]:
         """Start a multipart upload of ``local_path`` to ``relative_path`` and upload all
         its parts, without completing it: the object does not exist until
         :meth:`complete_upload`. Returns (upload id, [[part number, ETag], ...])."""
@@ -433,7 +434,7 @@ class S3CheckpointStorage(CheckpointStorage):
         return upload_id, parts
 
     def complete_upload(self, relative_path: str, upload_id: str,
-                        parts: list[list[Any]]) -> None:
+                        parts: builtins.list[builtins.list[Any]]) -> None:
         """Complete an upload of :meth:`upload_parts`: the object appears at once, whole.
         Idempotent: an upload completed before (its object exists) is fine; raises
         MissingStateError when neither the upload nor the object exists."""
@@ -454,7 +455,7 @@ class S3CheckpointStorage(CheckpointStorage):
                    "exist, so its records cannot be committed")
             raise MissingStateError(msg)
 
-    def list_uploads(self, relative_prefix: str = "") -> list[tuple[str, str]]:
+    def list_uploads(self, relative_prefix: str = "") -> builtins.list[tuple[str, str]]:
         """Uploads started and neither completed nor aborted, as (relative path, id)."""
         key_prefix = "/".join(p for p in (self._prefix, relative_prefix) if p)
         uri = f"s3://{self.bucket}/{key_prefix}"

@@ -40,6 +40,7 @@ from typing import Protocol
 
 from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, target_uri
 from weir.core.errors import StorageError
+from weir.core.ids import CheckpointId
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class SharedStateRegistry:
         self._files: dict[str, StreamStateHandle] = {}
         self._checkpoints: dict[int, frozenset[str]] = {}
 
-    def register_checkpoint(self, checkpoint_id: int, handles: Iterable[HasSharedState]
+    def register_checkpoint(self, checkpoint_id: CheckpointId, handles: Iterable[HasSharedState]
                             ) -> None:
         """Count the shared files of a completed checkpoint's handles (once per file,
         however many handles name it). Registering a checkpoint twice is an error."""
@@ -81,7 +82,7 @@ class SharedStateRegistry:
                 self._counts[uri] = self._counts.get(uri, 0) + 1
                 self._files.setdefault(uri, handle)
 
-    def unregister_checkpoint(self, checkpoint_id: int) -> list[StreamStateHandle]:
+    def unregister_checkpoint(self, checkpoint_id: CheckpointId) -> list[StreamStateHandle]:
         """Drop a subsumed or discarded checkpoint's references; deletes and returns the
         files no registered checkpoint refers to any more. Unknown ids are ignored."""
         doomed: list[StreamStateHandle] = []

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.core.config import Configuration
+from weir.core.ids import ExecutionAttemptId, JobId, PartitionId, ResourceId
 from weir.core.records import Elements
 from weir.proto import jobgraph_pb2
 
@@ -29,7 +30,7 @@ from weir.proto import jobgraph_pb2
 class ProducerDescriptor:
     """Where a producing task runs."""
 
-    resource_id: str
+    resource_id: ResourceId
     data_address: str
 
 
@@ -37,10 +38,10 @@ class ProducerDescriptor:
 class PartitionDescriptor:
     """A result partition as the JobMaster sees it."""
 
-    job_id: str
-    partition_id: str
+    job_id: JobId
+    partition_id: PartitionId
     num_subpartitions: int
-    producer_attempt_id: str
+    producer_attempt_id: ExecutionAttemptId
 
 
 class ShuffleMaster(ABC):
@@ -62,10 +63,10 @@ class ShuffleMaster(ABC):
         """The partition is no longer needed (consumed, or its job ended)."""
 
     @abstractmethod
-    def is_partition_available(self, partition_id: str) -> bool:
+    def is_partition_available(self, partition_id: PartitionId) -> bool:
         """False once the partition was released or its producer's TaskExecutor was lost."""
 
-    def on_producer_lost(self, resource_id: str) -> list[str]:
+    def on_producer_lost(self, resource_id: ResourceId) -> list[PartitionId]:
         """A TaskExecutor was lost: returns the ids of the partitions lost with it."""
         return []
 
@@ -78,7 +79,7 @@ class ShuffleEnvironmentContext:
     """What a TaskExecutor tells its shuffle environment."""
 
     configuration: Configuration
-    resource_id: str
+    resource_id: ResourceId
     host: str
 
 
@@ -86,9 +87,9 @@ class ShuffleEnvironmentContext:
 class TaskShuffleContext:
     """The task a writer or gate belongs to."""
 
-    job_id: str
+    job_id: JobId
     task_name: str
-    attempt_id: str
+    attempt_id: ExecutionAttemptId
     #: Called (from any thread) when the task may make progress: data arrived, or output
     #: capacity freed up. Must only enqueue or set a flag.
     wakeup: Callable[[], None]
@@ -292,7 +293,7 @@ class ShuffleEnvironment(ABC):
         """The gate reading the channels described by ``deployment``."""
 
     @abstractmethod
-    def release_partitions_of_job(self, job_id: str) -> None:
+    def release_partitions_of_job(self, job_id: JobId) -> None:
         """Drop every partition of a job that ended."""
 
     def metrics(self) -> dict[str, Any]:

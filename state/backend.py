@@ -29,6 +29,7 @@ import numpy as np
 
 from weir.core.errors import IncompatibleStateError, StateError
 from weir.core.generics import MapAccess, TypeParameters
+from weir.core.ids import CheckpointId
 from weir.state.descriptors import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
@@ -314,7 +315,7 @@ class KeyedStateBackend(ABC):
 
     # -- checkpoints (state/snapshot.py) --------------------------------------------------
 
-    def snapshot_to(self, checkpoint_id: int, location: SnapshotLocation, *,
+    def snapshot_to(self, checkpoint_id: CheckpointId, location: SnapshotLocation, *,
                     canonical: bool = False) -> AsyncSnapshot:
         """The synchronous part of checkpoint ``checkpoint_id``.
 
@@ -331,14 +332,14 @@ class KeyedStateBackend(ABC):
         canonical = canonical or location.canonical_savepoint
         return self._snapshot_strategy(canonical).snapshot(checkpoint_id, location)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` completed (every task acknowledged it and its
         metadata is durable): the next incremental snapshot may build on it, and older local
         copies are removed. Task thread; cheap (no remote I/O)."""
         for strategy in list(self._snapshot_strategies.values()):
             strategy.notify_checkpoint_complete(checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` will never complete: nothing may build on it, and its
         local copy is removed. Task thread."""
         for strategy in list(self._snapshot_strategies.values()):

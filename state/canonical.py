@@ -44,7 +44,8 @@ class Segment(NamedTuple):
 
     state: str
     key_group: int
-    count: int
+    #: Number of entries (not ``count``: that would hide tuple.count).
+    entries: int
     data: bytes
 
 
@@ -92,13 +93,13 @@ def write_segments(segments: Iterable[Segment], out: BinaryIO) -> dict[int, int]
     out.write(MAGIC)
     position = len(MAGIC)
     for segment in segments:
-        if not segment.count:
+        if not segment.entries:
             continue
         state_id = names.setdefault(segment.state, len(names))
         out.write(segment.data)
         index.append((state_id, segment.key_group, position, len(segment.data)))
         position += len(segment.data)
-        counts[segment.key_group] = counts.get(segment.key_group, 0) + segment.count
+        counts[segment.key_group] = counts.get(segment.key_group, 0) + segment.entries
     footer = [_U16.pack(len(names))]
     for name in names:  # insertion order = state ids
         encoded = name.encode("utf-8")

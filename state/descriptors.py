@@ -227,7 +227,8 @@ class ReducingStateDescriptor(StateDescriptor):
 
     def reducer(self) -> Callable[[Any, Any], Any]:
         fn = self.reduce_function
-        return fn.reduce if hasattr(fn, "reduce") else fn
+        reduce: Callable[[Any, Any], Any] = fn.reduce if hasattr(fn, "reduce") else fn
+        return reduce
 
 
 @dataclass(init=False)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from weir.checkpoint.storage import StreamStateHandle
+from weir.core.ids import CheckpointId
 from weir.state.key_groups import KeyGroupRange
 
 KIND_CANONICAL = "canonical"
@@ -71,7 +72,7 @@ class KeyedStateHandle(ABC):
 
     kind: ClassVar[str]
     key_group_range: KeyGroupRange
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     local: LocalCopy | None
 
     @abstractmethod
@@ -124,7 +125,7 @@ class CanonicalStateHandle(KeyedStateHandle):
     """One canonical-format file (see the module docstring)."""
 
     key_group_range: KeyGroupRange
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     data: StreamStateHandle
     local: LocalCopy | None = None
     #: Kind (value, list, map, ...) of each state in the snapshot, by name.
@@ -143,7 +144,7 @@ class CanonicalStateHandle(KeyedStateHandle):
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> CanonicalStateHandle:
         local = data.get("local")
-        return cls(_range_from(data["key_group_range"]), int(data["checkpoint_id"]),
+        return cls(_range_from(data["key_group_range"]), CheckpointId(int(data["checkpoint_id"])),
                    StreamStateHandle.from_dict(data["data"]),
                    LocalCopy.from_dict(local) if local else None,
                    {str(k): str(v) for k, v in (data.get("state_kinds") or {}).items()})
@@ -165,7 +166,7 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
     name, plus the state name -> column family mapping."""
 
     key_group_range: KeyGroupRange
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     #: Identifies the RocksDB instance lineage whose SST names the handle uses.
     backend_id: str
     column_families: dict[str, str]
@@ -198,7 +199,7 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
     def _from_dict(cls, data: dict[str, Any]) -> IncrementalRocksDBStateHandle:
         local = data.get("local")
         return cls(
-            _range_from(data["key_group_range"]), int(data["checkpoint_id"]),
+            _range_from(data["key_group_range"]), CheckpointId(int(data["checkpoint_id"])),
             str(data["backend_id"]),
             {str(k): str(v) for k, v in data["column_families"].items()},
             {n: StreamStateHandle.from_dict(h) for n, h in data["shared"].items()},

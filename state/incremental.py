@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle
 from weir.core.errors import StorageError
+from weir.core.ids import CheckpointId
 from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE_FULL
 from weir.state.handles import IncrementalRocksDBStateHandle, KeyedStateHandle, LocalCopy
 from weir.state.key_groups import KeyGroupRange
@@ -95,7 +96,7 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         self._confirmed: dict[str, StreamStateHandle] = {}
         self._pending: dict[int, dict[str, StreamStateHandle]] = {}
 
-    def snapshot(self, checkpoint_id: int, location: SnapshotLocation) -> AsyncSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId, location: SnapshotLocation) -> AsyncSnapshot:
         """A checkpoint's snapshot, or a native savepoint's when ``location`` is one: that
         copies the files of the confirmed checkpoint into the savepoint instead of
         uploading them (none with ``SAVEPOINT_NATIVE_FULL``), and is never built on."""
@@ -127,12 +128,12 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
                 self._confirmed_id = handle.checkpoint_id
                 self._confirmed = dict(handle.shared)
 
-    def _uploaded(self, checkpoint_id: int, shared: dict[str, StreamStateHandle]) -> None:
+    def _uploaded(self, checkpoint_id: CheckpointId, shared: dict[str, StreamStateHandle]) -> None:
         with self._lock:
             if checkpoint_id > self._confirmed_id:
                 self._pending[checkpoint_id] = dict(shared)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         with self._lock:
             shared = self._pending.pop(checkpoint_id, None)
             if shared is not None and checkpoint_id > self._confirmed_id:
@@ -142,7 +143,7 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
                 del self._pending[older]  # subsumed: never completes
         self._local_copies.confirm(checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
         with self._lock:
             self._pending.pop(checkpoint_id, None)
         self._local_copies.abort(checkpoint_id)
@@ -151,7 +152,7 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
 class IncrementalAsyncSnapshot(AsyncSnapshot):
     """Uploads one RocksDB checkpoint directory (see the module docstring)."""
 
-    def __init__(self, checkpoint_id: int, strategy: IncrementalSnapshotStrategy,
+    def __init__(self, checkpoint_id: CheckpointId, strategy: IncrementalSnapshotStrategy,
                  scratch: Path, base: dict[str, StreamStateHandle],
                  column_families: dict[str, str], key_groups: KeyGroupRange,
                  location: SnapshotLocation, savepoint: bool = False,

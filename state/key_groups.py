@@ -359,7 +359,7 @@ def _validity(arr: pa.Array) -> npt.NDArray[np.bool_] | None:
 def _integers_as_int64(arr: pa.Array) -> npt.NDArray[np.int64] | None:
     """The values as int64 (nulls as 0), or None if a uint64 value needs the bigint encoding."""
     filled = arr.fill_null(0) if arr.null_count else arr
-    values = filled.to_numpy(zero_copy_only=False)
+    values: npt.NDArray[Any] = filled.to_numpy(zero_copy_only=False)
     if values.dtype == np.uint64 and values.size and values.max() > _INT64_MAX:
         return None
     return values.astype(np.int64, copy=False)
@@ -465,7 +465,8 @@ def _hash_chunk(arr: pa.Array) -> _U32Array | None:
         # The extra last entry serves null indices (the key None).
         lookup = np.append(dictionary_hashes, _U32(_EMPTY_HASH))
         indices = arr.indices.fill_null(len(lookup) - 1) if arr.null_count else arr.indices
-        return lookup[indices.to_numpy(zero_copy_only=False)]
+        hashes: npt.NDArray[np.uint32] = lookup[indices.to_numpy(zero_copy_only=False)]
+        return hashes
     if pa.types.is_integer(t):
         ints = _integers_as_int64(arr)
         return None if ints is None else _hash_int64(ints, _validity(arr))
@@ -724,7 +725,8 @@ def operator_indexes(
     """
     # A lookup in the owner table of all key groups: one gather instead of a multiply and
     # an integer division per record.
-    return _owner_table(max_parallelism, parallelism)[key_groups]
+    owners: npt.NDArray[np.int32] = _owner_table(max_parallelism, parallelism)[key_groups]
+    return owners
 
 
 @functools.lru_cache(maxsize=256)

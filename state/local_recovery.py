@@ -45,6 +45,7 @@ from weir.checkpoint.storage import (
 )
 from weir.core.config import Configuration
 from weir.core.errors import StorageError
+from weir.core.ids import CheckpointId, JobId
 from weir.state.handles import LocalCopy
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ def local_state_dir(config: Configuration, working_dir: str | Path | None) -> Pa
     return Path(working_dir) / LOCAL_STATE_DIR
 
 
-def local_checkpoint_dir(root: Path, job_id: str, owner: str, checkpoint_id: int) -> Path:
+def local_checkpoint_dir(root: Path, job_id: JobId, owner: str,
+                         checkpoint_id: CheckpointId) -> Path:
     """``<root>/<job>/<owner>/chk-<n>``: one directory per checkpoint of one state owner."""
     return root / job_id / owner / f"chk-{checkpoint_id}"
 
@@ -183,7 +185,7 @@ class LocalCopyTracker:
         self._owner_dirs: set[Path] = set()
         self._latest_confirmed = -1
 
-    def add(self, checkpoint_id: int, directory: Path) -> None:
+    def add(self, checkpoint_id: CheckpointId, directory: Path) -> None:
         stale = False
         with self._lock:
             self._owner_dirs.add(directory.parent)
@@ -194,7 +196,7 @@ class LocalCopyTracker:
         if stale:
             shutil.rmtree(directory, ignore_errors=True)
 
-    def confirm(self, checkpoint_id: int) -> None:
+    def confirm(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` completed: older copies of the owners seen so far
         (including ones a previous backend instance left) are removed."""
         with self._lock:
@@ -211,7 +213,7 @@ class LocalCopyTracker:
                 if match and int(match.group(1)) < checkpoint_id:
                     shutil.rmtree(entry, ignore_errors=True)
 
-    def abort(self, checkpoint_id: int) -> None:
+    def abort(self, checkpoint_id: CheckpointId) -> None:
         with self._lock:
             directory = self._copies.pop(checkpoint_id, None)
         if directory is not None:
@@ -371,7 +373,7 @@ def local_state_inventory(root: Path | None) -> list[tuple[str, str, int]]:
     return sorted(found)
 
 
-def remove_job_state(root: Path | None, job_id: str) -> None:
+def remove_job_state(root: Path | None, job_id: JobId) -> None:
     """The job ended: its local copies go (they can never be restored)."""
     if root is not None and job_id and "/" not in job_id and job_id not in (".", ".."):
         shutil.rmtree(root / job_id, ignore_errors=True)

@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 
 from weir.core.errors import StateError
 from weir.core.generics import MapAccess, TypeParameters
+from weir.core.ids import CheckpointId
 from weir.state.descriptors import ListStateDescriptor
 from weir.state.serializers import deserialize_value, serialize_value
 
@@ -505,7 +506,7 @@ class FunctionSnapshotContext:
         7
     """
 
-    def __init__(self, checkpoint_id: int, checkpoint_timestamp: int = 0) -> None:
+    def __init__(self, checkpoint_id: CheckpointId, checkpoint_timestamp: int = 0) -> None:
         self._checkpoint_id = checkpoint_id
         self._checkpoint_timestamp = checkpoint_timestamp
 
@@ -593,8 +594,8 @@ class CheckpointListener(ABC):  # noqa: B024 - both notifications are optional
     pre-committed for checkpoints up to ``n``.
     """
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # noqa: B027
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:  # noqa: B027
         """Checkpoint ``checkpoint_id`` is complete and durable."""
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:  # noqa: B027
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:  # noqa: B027
         """Checkpoint ``checkpoint_id`` will never complete."""

@@ -48,6 +48,7 @@ from rocksdict import (
 )
 
 from weir.core.errors import StateError
+from weir.core.ids import CheckpointId
 from weir.state.backend import MISSING, Entry, KeyedStateBackend
 from weir.state.canonical import Segment, segments_of
 from weir.state.key_groups import KeyGroupRange
@@ -387,7 +388,7 @@ class RocksDBStateBackend(KeyedStateBackend):
             self._local_copies = LocalCopyTracker()
         return self._local_copies
 
-    def snapshot_to(self, checkpoint_id: int, location: SnapshotLocation, *,
+    def snapshot_to(self, checkpoint_id: CheckpointId, location: SnapshotLocation, *,
                     canonical: bool = False) -> AsyncSnapshot:
         """As the base class; a native savepoint is always a RocksDB checkpoint (also with
         ``state.backend.incremental`` off)."""

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from weir.checkpoint.storage import CheckpointStorage, check_relative
 from weir.core.errors import StateError, StorageError
+from weir.core.ids import CheckpointId, JobId
 from weir.proto.checkpoint_pb2 import SAVEPOINT_CANONICAL
 from weir.state.canonical import write_segments
 from weir.state.handles import CanonicalStateHandle, KeyedStateHandle, LocalCopy
@@ -96,7 +97,7 @@ class SnapshotLocation:
         return cls(storage, owner, SHARED_DIR, None, savepoint_format)
 
     @classmethod
-    def for_checkpoint(cls, storage: CheckpointStorage, job_id: str, checkpoint_id: int,
+    def for_checkpoint(cls, storage: CheckpointStorage, job_id: JobId, checkpoint_id: CheckpointId,
                        owner: str, local_root: Path | None = None) -> SnapshotLocation:
         """The layout of DESIGN §6: ``<job>/chk-<n>/<owner>`` and ``<job>/shared``; local
         copies (if ``local_root``) in ``<local_root>/<job>/<owner>/chk-<n>``."""
@@ -115,7 +116,7 @@ class AsyncSnapshot(ABC):
     ``run()`` it releases the frozen state; during ``run()`` it makes ``run()`` stop at the
     next file and raise StateError."""
 
-    def __init__(self, checkpoint_id: int) -> None:
+    def __init__(self, checkpoint_id: CheckpointId) -> None:
         self.checkpoint_id = checkpoint_id
         self._cancelled = threading.Event()
         self._started = False
@@ -157,14 +158,14 @@ class SnapshotStrategy(ABC):
     """How a backend takes snapshots of one kind, and what it remembers between them."""
 
     @abstractmethod
-    def snapshot(self, checkpoint_id: int, location: SnapshotLocation) -> AsyncSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId, location: SnapshotLocation) -> AsyncSnapshot:
         """The synchronous part (task thread)."""
 
     @abstractmethod
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None: ...
 
     @abstractmethod
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None: ...
 
 
 class FrozenState(Protocol):
@@ -185,16 +186,16 @@ class CanonicalSnapshotStrategy(SnapshotStrategy):
         self._backend = backend
         self.local_copies = local_copies or LocalCopyTracker()
 
-    def snapshot(self, checkpoint_id: int, location: SnapshotLocation) -> AsyncSnapshot:
+    def snapshot(self, checkpoint_id: CheckpointId, location: SnapshotLocation) -> AsyncSnapshot:
         frozen = self._backend.snapshot()
         return CanonicalAsyncSnapshot(checkpoint_id, frozen, self._backend.key_group_range,
                                       location, self.local_copies,
                                       self._backend.state_kinds())
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         self.local_copies.confirm(checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
         self.local_copies.abort(checkpoint_id)
 
 
@@ -205,7 +206,7 @@ class CanonicalAsyncSnapshot(AsyncSnapshot):
     #: Name of the object under the checkpoint's private prefix.
     OBJECT_NAME = "keyed-state.canonical"
 
-    def __init__(self, checkpoint_id: int, frozen: FrozenState, key_groups: KeyGroupRange,
+    def __init__(self, checkpoint_id: CheckpointId, frozen: FrozenState, key_groups: KeyGroupRange,
                  location: SnapshotLocation, local_copies: LocalCopyTracker,
                  state_kinds: dict[str, str] | None = None) -> None:
         super().__init__(checkpoint_id)

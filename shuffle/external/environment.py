@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from weir.core import options
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.ids import JobId, PartitionId
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, keep_until_done
 from weir.core.secrets import auth_token
@@ -123,7 +124,7 @@ def decode_chunk(chunk: bytes) -> list[Elements]:
         return [Elements.from_wire(batch) for batch in reader]
 
 
-def _rpc_status(err: BaseException) -> str:
+def _rpc_status(err: BaseException | None) -> str:
     if isinstance(err, grpc.RpcError) and hasattr(err, "code"):
         return f"{err.code().name}: {err.details()}"
     return f"{type(err).__name__}: {err}"
@@ -147,7 +148,7 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
     """
 
     def __init__(self, stub: shuffle_service_pb2_grpc.ShuffleServiceStub, service_address: str,
-                 job_id: str, partition_id: str, num_subpartitions: int, chunk_bytes: int,
+                 job_id: JobId, partition_id: PartitionId, num_subpartitions: int, chunk_bytes: int,
                  queue_bytes: int, wakeup: Callable[[], None],
                  commit_timeout: float = COMMIT_TIMEOUT_S,
                  on_closed: Callable[[ExternalResultPartitionWriter], None] | None = None
@@ -219,7 +220,8 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
             if freed:
                 self._wakeup()
 
-    def _on_call_done(self, future: grpc.Future) -> None:
+    def _on_call_done(
+            self, future: grpc.Future[pb.WritePartitionResponse]) -> None:
         """Runs on a gRPC thread when the call ends, however it ends."""
         with self._cond:
             self._stream_ended = True
@@ -467,7 +469,8 @@ class ExternalInputChannel:
                 if self._closed.is_set():
                     raise _ClosedError from None
                 code = err.code()
-                metadata = dict(err.trailing_metadata() or ())
+                # grpc-stubs declare the metadata items as objects; they are (key, value) pairs.
+                metadata = dict(err.trailing_metadata() or ())  # type: ignore[arg-type,var-annotated]
                 if code == grpc.StatusCode.NOT_FOUND and self._position == 0:
                     if metadata.get(PARTITION_STATE_KEY) == IN_PROGRESS:
                         # Its producer is writing it: wait for the commit, however long.
@@ -661,7 +664,7 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
             deployment: jobgraph_pb2.ResultPartitionDeployment) -> ResultPartitionWriter:
         writer = ExternalResultPartitionWriter(
             self._stub(self.service_address), self.service_address, task.job_id,
-            deployment.partition_id, deployment.num_subpartitions, self._chunk_bytes,
+            PartitionId(deployment.partition_id), deployment.num_subpartitions, self._chunk_bytes,
             self._queue_bytes, task.wakeup, self._commit_timeout, self._writer_closed)
         with self._lock:
             self._writers.add(writer)
@@ -681,7 +684,7 @@ class ExternalShuffleEnvironment(ShuffleEnvironment):
                 self._fetch_bytes, *self._backoff, wakeup=task.wakeup))
         return ExternalInputGate(channels)
 
-    def release_partitions_of_job(self, job_id: str) -> None:
+    def release_partitions_of_job(self, job_id: JobId) -> None:
         with self._lock:
             writers = [w for w in self._writers if w.job_id == job_id]
         for writer in writers:

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from weir.core.ids import JobId, PartitionId, ResourceId
 from weir.core.rpc import create_channel, keep_until_done
 from weir.core.tls import TlsFiles
 from weir.proto import shuffle_service_pb2 as pb
@@ -43,7 +44,7 @@ class ExternalShuffleMaster(ShuffleMaster):
         self.service_address = service_address
         self._token = token
         self._tls = tls
-        self._jobs: dict[str, set[str]] = {}
+        self._jobs: dict[JobId, set[PartitionId]] = {}
         self._channels: dict[str, tuple[grpc.Channel,
                                         shuffle_service_pb2_grpc.ShuffleServiceStub]] = {}
         self._in_flight = 0
@@ -59,11 +60,12 @@ class ExternalShuffleMaster(ShuffleMaster):
 
     def release_partition_externally(self, descriptor: bytes) -> None:
         parsed = pb.ExternalShuffleDescriptor.FromString(descriptor)
-        job = self._jobs.get(parsed.job_id)
+        job_id = JobId(parsed.job_id)
+        job = self._jobs.get(job_id)
         if job is not None:
-            job.discard(parsed.partition_id)
+            job.discard(PartitionId(parsed.partition_id))
             if not job:
-                del self._jobs[parsed.job_id]
+                del self._jobs[job_id]
                 self._release(parsed.service_address,
                               pb.ReleasePartitionsRequest(job_id=parsed.job_id, all_of_job=True))
                 return
@@ -100,10 +102,10 @@ class ExternalShuffleMaster(ShuffleMaster):
         with self._done:
             return self._done.wait_for(lambda: self._in_flight == 0, timeout)
 
-    def is_partition_available(self, partition_id: str) -> bool:
+    def is_partition_available(self, partition_id: PartitionId) -> bool:
         return any(partition_id in ids for ids in self._jobs.values())
 
-    def on_producer_lost(self, resource_id: str) -> list[str]:
+    def on_producer_lost(self, resource_id: ResourceId) -> list[PartitionId]:
         return []  # the service holds the data: nothing is lost with a TaskExecutor
 
     def close(self) -> None:

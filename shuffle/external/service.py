@@ -23,6 +23,7 @@ from weir.core.errors import UserError
 
 # The generic create_server does not expose its thread pool, and stop() must end every
 # thread it started: build the server here with the same options and auth interceptor.
+from weir.core.ids import JobId, PartitionId
 from weir.core.rpc import create_server
 from weir.core.tls import TlsFiles
 from weir.proto import shuffle_service_pb2 as pb
@@ -95,7 +96,8 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
                 if write is None:
                     # A release from another call interrupts this one (the stream may
                     # otherwise wait for its producer for a long time).
-                    write = self._store.begin_write(request.job_id, request.partition_id,
+                    write = self._store.begin_write(JobId(request.job_id),
+                                                    PartitionId(request.partition_id),
                                                     request.num_subpartitions,
                                                     on_release=context.cancel)
                 elif request.job_id and (request.job_id, request.partition_id) != \
@@ -129,7 +131,8 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
     def ReadSubpartition(self, request: pb.ReadSubpartitionRequest,  # noqa: N802
                          context: grpc.ServicerContext) -> Iterator[pb.ReadSubpartitionResponse]:
         try:
-            reader = self._store.open_subpartition(request.job_id, request.partition_id,
+            reader = self._store.open_subpartition(JobId(request.job_id),
+                                                   PartitionId(request.partition_id),
                                                    request.subpartition)
         except StorageError as err:
             _abort(context, err)
@@ -167,9 +170,9 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
 
     def ReleasePartitions(self, request: pb.ReleasePartitionsRequest,  # noqa: N802
                           context: grpc.ServicerContext) -> pb.ReleasePartitionsResponse:
-        ids = None if request.all_of_job else list(request.partition_ids)
+        ids = None if request.all_of_job else [PartitionId(p) for p in request.partition_ids]
         try:
-            released = self._store.release(request.job_id, ids)
+            released = self._store.release(JobId(request.job_id), ids)
         except StorageError as err:
             _abort(context, err)
         if request.all_of_job:
@@ -179,7 +182,7 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
     def ListPartitions(self, request: pb.ListPartitionsRequest,  # noqa: N802
                        context: grpc.ServicerContext) -> pb.ListPartitionsResponse:
         try:
-            infos = self._store.list(request.job_id or None)
+            infos = self._store.list(JobId(request.job_id) if request.job_id else None)
         except StorageError as err:
             _abort(context, err)
         return pb.ListPartitionsResponse(partitions=[_info_message(i) for i in infos])

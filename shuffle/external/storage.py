@@ -64,6 +64,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from weir.core.files import PRIVATE_DIRECTORY_MODE, open_private, private_directory
+from weir.core.ids import JobId, PartitionId
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +124,8 @@ class CorruptPartitionError(StorageError):
 class PartitionInfo:
     """A partition the store holds, committed or being written."""
 
-    job_id: str
-    partition_id: str
+    job_id: JobId
+    partition_id: PartitionId
     num_subpartitions: int
     committed: bool
     chunks: int
@@ -255,7 +256,7 @@ class PartitionWrite:
     after a failed commit, so callers abort in a ``finally``.
     """
 
-    def __init__(self, store: PartitionStore, job_id: str, partition_id: str,
+    def __init__(self, store: PartitionStore, job_id: JobId, partition_id: PartitionId,
                  num_subpartitions: int, directory: Path, spill_threshold: int) -> None:
         self.store = store
         self.job_id = job_id
@@ -401,14 +402,14 @@ class PartitionStore:
                 if entry.name.startswith((INPROGRESS_PREFIX, DELETING_PREFIX)):
                     log.info("deleting %s, left over by an earlier shuffle service", entry)
                     shutil.rmtree(entry, ignore_errors=True)
-            self._remove_job_dir_if_empty(job_dir.name)
+            self._remove_job_dir_if_empty(JobId(job_dir.name))
 
     def _job_dirs(self) -> list[Path]:
         return [p for p in self.data_dir.iterdir() if p.is_dir() and _ID.fullmatch(p.name)]
 
     # -- writing ----------------------------------------------------------------------------
 
-    def begin_write(self, job_id: str, partition_id: str, num_subpartitions: int,
+    def begin_write(self, job_id: JobId, partition_id: PartitionId, num_subpartitions: int,
                     on_release: Callable[[], None] | None = None) -> PartitionWrite:
         """Start writing a partition; ``on_release`` becomes its ``on_release``.
 
@@ -471,7 +472,7 @@ class PartitionStore:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def open_subpartition(self, job_id: str, partition_id: str,
+    def open_subpartition(self, job_id: JobId, partition_id: PartitionId,
                           subpartition: int) -> SubpartitionReader:
         """A reader of one subpartition of a committed partition.
 
@@ -500,7 +501,7 @@ class PartitionStore:
             raise CorruptPartitionError(msg)
         return SubpartitionReader(data, index, subpartition, path)
 
-    def _index(self, job_id: str, partition_id: str) -> _Index:
+    def _index(self, job_id: JobId, partition_id: PartitionId) -> _Index:
         key = (job_id, partition_id)
         with self._lock:
             index = self._indexes.get(key)
@@ -526,7 +527,7 @@ class PartitionStore:
 
     # -- releasing and listing --------------------------------------------------------------
 
-    def release(self, job_id: str, partition_ids: list[str] | None = None) -> int:
+    def release(self, job_id: JobId, partition_ids: list[PartitionId] | None = None) -> int:
         """Delete partitions of a job (``None``: all of them), committed or being written;
         returns how many existed. Deletes the job directory once it is empty.
 
@@ -563,12 +564,12 @@ class PartitionStore:
                             RELEASE_WAIT_S)
         return released + len(writes)
 
-    def _remove_job_dir_if_empty(self, job_id: str) -> None:
+    def _remove_job_dir_if_empty(self, job_id: JobId) -> None:
         # rmdir fails unless the directory is empty: a concurrent write keeps it.
         with contextlib.suppress(OSError):
             (self.data_dir / job_id).rmdir()
 
-    def list(self, job_id: str | None = None) -> list[PartitionInfo]:
+    def list(self, job_id: JobId | None = None) -> list[PartitionInfo]:
         """The partitions held, committed and being written (of ``job_id``, or all)."""
         if job_id is not None:
             check_id("job id", job_id)
@@ -580,14 +581,15 @@ class PartitionStore:
             for entry in sorted(job_dir.iterdir()):
                 if not _ID.fullmatch(entry.name):
                     continue
+                job, partition = JobId(job_dir.name), PartitionId(entry.name)
                 try:
-                    index = self._index(job_dir.name, entry.name)
+                    index = self._index(job, partition)
                 except (UnknownPartitionError, CorruptPartitionError) as err:
                     # Released meanwhile, or unreadable: list it empty rather than fail.
                     log.warning("listing %s: %s", entry, err)
-                    infos.append(PartitionInfo(job_dir.name, entry.name, 0, True, 0, 0, 0))
+                    infos.append(PartitionInfo(job, partition, 0, True, 0, 0, 0))
                     continue
-                infos.append(PartitionInfo(job_dir.name, entry.name, index.num_subpartitions,
+                infos.append(PartitionInfo(job, partition, index.num_subpartitions,
                                            True, index.chunks, index.chunk_bytes,
                                            index.num_runs))
         with self._lock:

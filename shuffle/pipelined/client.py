@@ -26,11 +26,13 @@ import ssl
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import cast
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.ids import PartitionId
 from weir.core.records import Elements
 from weir.core.timers import TimerThread
 from weir.proto import dataplane_pb2
@@ -323,7 +325,7 @@ class RemoteInputChannel:
 
     finished = False
 
-    def __init__(self, manager: ConnectionManager, address: str, partition_id: str,
+    def __init__(self, manager: ConnectionManager, address: str, partition_id: PartitionId,
                  subpartition: int, consumer: str, exclusive: int, pool: FloatingBufferPool,
                  initial_backoff: float, max_backoff: float, wakeup: Callable[[], None]) -> None:
         self.receiver_id = next(_receiver_ids)
@@ -493,23 +495,25 @@ class RemoteInputChannel:
 
     def _assemble(self, header: dataplane_pb2.BufferHeader, body: memoryview) -> _Piece:
         """Copy a data piece into its message (allocated, Arrow-aligned, by its first piece)."""
-        if self._message is None:
-            self._message = pa.allocate_buffer(max(header.message_size, len(body)))
-            self._message_view = memoryview(self._message).cast("B")
+        message, view = self._message, self._message_view
+        if message is None or view is None:  # both or neither
+            message = self._message = pa.allocate_buffer(max(header.message_size, len(body)))
+            view = self._message_view = memoryview(message).cast("B")
             self._filled = 0
         end = self._filled + len(body)
-        if end > self._message.size:
+        if end > message.size:
             msg = (f"a piece of a record batch of partition {self.partition_id} overruns its "
-                   f"message ({end} > {self._message.size} bytes)")
+                   f"message ({end} > {message.size} bytes)")
             raise ConnectionError(msg)
-        self._message_view[self._filled:end] = body
+        view[self._filled:end] = body
         self._filled = end
         buffers = max(1, header.buffers)
         self.largest_buffer = max(self.largest_buffer,
                                   min(len(body), header.buffer_size or len(body)))
         if not header.message_end:
             return _Piece(_Kind.DATA, len(body), None, buffers)
-        message = self._message if end == self._message.size else self._message.slice(0, end)
+        if end != message.size:
+            message = message.slice(0, end)
         self._message = None
         self._message_view = None
         return _Piece(_Kind.DATA, len(body), message, buffers)
@@ -616,7 +620,7 @@ class RemoteInputChannel:
                           and not item.priority and item.event == event), None)
             if index is None:
                 return False
-            buffer = queue[index]
+            buffer = cast(Buffer, queue[index])  # what the search above found
             del queue[index]
             position = _priority_position(queue)
             buffer.priority = True

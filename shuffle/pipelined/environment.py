@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from weir.core import options
+from weir.core.ids import JobId, PartitionId
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
 from weir.proto import dataplane_pb2, jobgraph_pb2
@@ -76,7 +77,7 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
         # producer back (its size is bounded by the bounded job's output).
         capacity = sys.maxsize if deployment.blocking else self._capacity
         partition = PipelinedResultPartition(
-            deployment.partition_id, task.job_id, deployment.num_subpartitions,
+            PartitionId(deployment.partition_id), task.job_id, deployment.num_subpartitions,
             capacity, self._segment_size, task.wakeup)
         self.partitions.register(partition)
         return partition
@@ -88,14 +89,15 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
         for channel in deployment.channels:
             descriptor = dataplane_pb2.PipelinedShuffleDescriptor.FromString(
                 channel.shuffle_descriptor)
+            partition_id = PartitionId(descriptor.partition_id)
             if descriptor.producer_resource_id == self._context.resource_id:
                 channels.append(LocalInputChannel(
-                    self.partitions, descriptor.partition_id, channel.subpartition,
+                    self.partitions, partition_id, channel.subpartition,
                     task.wakeup, *self._backoff))
             else:
                 channels.append(RemoteInputChannel(
                     self.connections, descriptor.producer_data_address,
-                    descriptor.partition_id, channel.subpartition, task.task_name,
+                    partition_id, channel.subpartition, task.task_name,
                     self._exclusive, pool, *self._backoff, wakeup=task.wakeup))
         debloater = None
         conf = self._context.configuration
@@ -111,7 +113,7 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                 buffers_in_flight=remote * self._exclusive + self._floating)
         return PipelinedInputGate(channels, pool, self._exclusive, debloater)
 
-    def release_partitions_of_job(self, job_id: str) -> None:
+    def release_partitions_of_job(self, job_id: JobId) -> None:
         self.partitions.release_job(job_id)
 
     def metrics(self) -> dict[str, Any]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.ids import PartitionId
 from weir.shuffle.api import BufferOrEvent, Event, InputGate, poll_round_robin
 from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.debloat import BufferDebloater
@@ -43,7 +45,7 @@ class InputChannel(ABC):
 class LocalInputChannel(InputChannel):
     """Reads a subpartition of a producer on the same TaskExecutor."""
 
-    def __init__(self, partitions: PartitionManager, partition_id: str, index: int,
+    def __init__(self, partitions: PartitionManager, partition_id: PartitionId, index: int,
                  listener: object, initial_backoff: float, max_backoff: float) -> None:
         self._partitions = partitions
         self._partition_id = partition_id
@@ -118,7 +120,7 @@ class LocalInputChannel(InputChannel):
 class PipelinedInputGate(InputGate):
     """Round-robin over channels that have data; finished when all sent end-of-partition."""
 
-    def __init__(self, channels: list[InputChannel | RemoteInputChannel],
+    def __init__(self, channels: Sequence[InputChannel | RemoteInputChannel],
                  pool: FloatingBufferPool | None = None, exclusive_per_channel: int = 0,
                  debloater: BufferDebloater | None = None) -> None:
         self.channels = channels
@@ -187,8 +189,8 @@ class PipelinedInputGate(InputGate):
     def next_retry(self) -> float | None:
         """When a local channel next retries its request (the task sleeps until then)."""
         due = [c.retry_due() for c in self.channels if isinstance(c, LocalInputChannel)]
-        due = [d for d in due if d is not None]
-        return min(due) if due else None
+        pending = [d for d in due if d is not None]
+        return min(pending) if pending else None
 
     def is_finished(self) -> bool:
         return self._finished_count == len(self.channels)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from weir.core.errors import PartitionNotFoundError
+from weir.core.ids import JobId, PartitionId
 from weir.core.records import Elements
 from weir.shuffle.api import Event, OvertakenData, ResultPartitionWriter
 
@@ -210,8 +211,8 @@ class Subpartition:
 class PipelinedResultPartition(ResultPartitionWriter):
     """Writer side: buffers batches per subpartition until full or flushed."""
 
-    def __init__(self, partition_id: str, job_id: str, num_subpartitions: int, capacity: int,
-                 segment_size: int, wakeup: Callable[[], None]) -> None:
+    def __init__(self, partition_id: PartitionId, job_id: JobId, num_subpartitions: int,
+                 capacity: int, segment_size: int, wakeup: Callable[[], None]) -> None:
         self.partition_id = partition_id
         self.job_id = job_id
         self.num_subpartitions = num_subpartitions
@@ -322,8 +323,8 @@ class PartitionManager:
     """The partitions a TaskExecutor serves, by id. Thread-safe."""
 
     def __init__(self) -> None:
-        self._partitions: dict[str, PipelinedResultPartition] = {}
-        self._waiters: dict[str, list[Callable[[], None]]] = {}
+        self._partitions: dict[PartitionId, PipelinedResultPartition] = {}
+        self._waiters: dict[PartitionId, list[Callable[[], None]]] = {}
         self._lock = threading.Lock()
 
     def register(self, partition: PipelinedResultPartition) -> None:
@@ -333,7 +334,7 @@ class PartitionManager:
         for waiter in waiters:
             waiter()
 
-    def when_registered(self, partition_id: str, callback: Callable[[], None]) -> bool:
+    def when_registered(self, partition_id: PartitionId, callback: Callable[[], None]) -> bool:
         """Call ``callback`` (on the registering thread) once ``partition_id`` is registered;
         False, without calling it, if it is registered already. A consumer that asked too
         early hears of the partition at once instead of at its next retry."""
@@ -343,7 +344,7 @@ class PartitionManager:
             self._waiters.setdefault(partition_id, []).append(callback)
             return True
 
-    def forget_waiter(self, partition_id: str, callback: Callable[[], None]) -> None:
+    def forget_waiter(self, partition_id: PartitionId, callback: Callable[[], None]) -> None:
         with self._lock:
             waiters = self._waiters.get(partition_id)
             if waiters and callback in waiters:
@@ -351,7 +352,7 @@ class PartitionManager:
                 if not waiters:
                     del self._waiters[partition_id]
 
-    def subpartition(self, partition_id: str, index: int) -> Subpartition:
+    def subpartition(self, partition_id: PartitionId, index: int) -> Subpartition:
         with self._lock:
             partition = self._partitions.get(partition_id)
         if partition is None:
@@ -362,19 +363,19 @@ class PartitionManager:
             raise PartitionNotFoundError(msg)
         return partition.subpartitions[index]
 
-    def release(self, partition_id: str) -> None:
+    def release(self, partition_id: PartitionId) -> None:
         with self._lock:
             partition = self._partitions.pop(partition_id, None)
         if partition is not None:
             partition.release()
 
-    def release_job(self, job_id: str) -> None:
+    def release_job(self, job_id: JobId) -> None:
         with self._lock:
             ids = [pid for pid, p in self._partitions.items() if p.job_id == job_id]
         for pid in ids:
             self.release(pid)
 
-    def release_consumed(self, partition_id: str) -> None:
+    def release_consumed(self, partition_id: PartitionId) -> None:
         """Drop a partition once every subpartition delivered end-of-partition."""
         with self._lock:
             partition = self._partitions.get(partition_id)

@@ -24,6 +24,8 @@ import hashlib
 import hmac
 import socket
 import struct
+from collections.abc import Sequence
+from typing import Protocol
 
 from weir.proto import dataplane_pb2
 
@@ -106,21 +108,35 @@ def frame(kind: int, payload: bytes = b"") -> bytes:
     return _HEADER.pack(len(payload) + 1, kind) + payload
 
 
-def buffer_frame(header: dataplane_pb2.BufferHeader, body: bytes | memoryview) -> list[bytes]:
+def buffer_frame(header: dataplane_pb2.BufferHeader,
+                 body: bytes | memoryview) -> list[bytes | memoryview]:
     """The pieces of a BUFFER frame (sent with one sendmsg, without joining the body)."""
     encoded = header.SerializeToString()
     prefix = _HEADER.pack(1 + _U16.size + len(encoded) + len(body), BUFFER)
-    return [prefix + _U16.pack(len(encoded)) + encoded, body]  # type: ignore[list-item]
+    return [prefix + _U16.pack(len(encoded)) + encoded, body]
 
 
-def parse_buffer(payload: bytes | bytearray) -> tuple[dataplane_pb2.BufferHeader, memoryview]:
+def parse_buffer(payload: bytes | bytearray | memoryview
+                 ) -> tuple[dataplane_pb2.BufferHeader, memoryview]:
     (n,) = _U16.unpack_from(payload, 0)
     view = memoryview(payload)
-    header = dataplane_pb2.BufferHeader.FromString(view[_U16.size:_U16.size + n])
+    # FromString parses any buffer without a copy; the protobuf stubs only name bytes.
+    header = dataplane_pb2.BufferHeader.FromString(
+        view[_U16.size:_U16.size + n])  # type: ignore[arg-type]
     return header, view[_U16.size + n:]
 
 
-def send_all(sock: socket.socket, pieces: list[bytes]) -> None:
+class DataSocket(Protocol):
+    """What the data plane calls on a connection: a plain socket or a ``tls.TlsSocket``."""
+
+    def recv_into(self, buffer: memoryview, /) -> int: ...
+
+    def sendall(self, data: bytes | memoryview, /) -> None: ...
+
+    def sendmsg(self, pieces: Sequence[bytes | memoryview], /) -> int: ...
+
+
+def send_all(sock: DataSocket, pieces: Sequence[bytes | memoryview]) -> None:
     """Send the pieces in order, without concatenating them."""
     total = sum(len(p) for p in pieces)
     sent = sock.sendmsg(pieces)
@@ -134,7 +150,7 @@ class FrameReader:
     """Reads frames from a socket through one reusable buffer: a single ``recv_into`` serves
     every frame that arrived, with no copy until a frame's owner takes its payload."""
 
-    def __init__(self, sock: socket.socket, size: int, max_frame: int) -> None:
+    def __init__(self, sock: DataSocket, size: int, max_frame: int) -> None:
         self._sock = sock
         self._max_frame = max_frame
         self._buffer = bytearray(size)

@@ -28,11 +28,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TypeVar, cast
 
 import pyarrow as pa
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from weir.core.errors import PartitionNotFoundError
+from weir.core.ids import PartitionId
 from weir.core.timers import Timer, TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol, tls
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 _POLL_S = 0.2
 _Kind = dataplane_pb2.BufferHeader
 _Error = dataplane_pb2.ErrorResponse
+_M = TypeVar("_M", bound=Message)
 
 
 class ProtocolError(ConnectionError):
@@ -62,7 +65,8 @@ class _Frame:
     __slots__ = ("body", "buffer_size", "buffers", "event_type", "kind", "message_end",
                  "message_size", "overtaken", "overtaken_buffers", "priority")
 
-    def __init__(self, kind: int, body: bytes | memoryview = b"", priority: bool = False,
+    def __init__(self, kind: dataplane_pb2.BufferHeader.Kind, body: bytes | memoryview = b"",
+                 priority: bool = False,
                  event_type: str = "", overtaken: int = 0, overtaken_buffers: int = 0) -> None:
         self.kind = kind
         self.body = body
@@ -93,7 +97,7 @@ class SubpartitionView:
     """What the writer thread knows of one requested subpartition. Guarded by the
     connection's lock, except ``subpartition``, which has its own."""
 
-    def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: str,
+    def __init__(self, receiver_id: int, subpartition: Subpartition, partition_id: PartitionId,
                  credit: int, segment_size: int) -> None:
         self.receiver_id = receiver_id
         self.subpartition = subpartition
@@ -139,12 +143,12 @@ class SubpartitionView:
         if not self._pending:
             # Take a buffer out of the subpartition only when it can go out now: a buffer
             # waiting for credit must stay there, where a priority event can overtake it.
-            head = self.subpartition.peek()
-            if head is None:
+            queued = self.subpartition.peek()
+            if queued is None:
                 if self.subpartition.failure is not None or self.subpartition.released:
                     self.subpartition.poll()  # raises ProducerFailedError
                 return None
-            if head.elements is not None and self.credit <= 0:
+            if queued.elements is not None and self.credit <= 0:
                 return None
             buffer = self.subpartition.poll()
             if buffer is None:
@@ -154,7 +158,8 @@ class SubpartitionView:
             return None
         head = self._pending[0]
         if isinstance(head, _Frame):
-            return self._pending.popleft()
+            self._pending.popleft()
+            return head
         if self.credit <= 0:
             return None
         # As many whole buffers of the message as there is credit for, in one frame.
@@ -230,7 +235,7 @@ class ServerConnection:
         self.peer = _address(sock)
         self._views: dict[int, SubpartitionView] = {}
         # Requests waiting for their partition: the timer and the registration callback.
-        self._held: dict[int, tuple[Timer, Callable[[], None], str]] = {}
+        self._held: dict[int, tuple[Timer, Callable[[], None], PartitionId]] = {}
         self._available: deque[SubpartitionView] = deque()
         self._queued: set[int] = set()
         self._cond = threading.Condition()
@@ -355,26 +360,27 @@ class ServerConnection:
         if kind == protocol.PARTITION_REQUEST:
             self._on_request(_parse(dataplane_pb2.PartitionRequest, payload))
         elif kind == protocol.ADD_CREDIT:
-            message = _parse(dataplane_pb2.AddCredit, payload)
+            credit = _parse(dataplane_pb2.AddCredit, payload)
             with self._cond:
-                view = self._views.get(message.receiver_id)
+                view = self._views.get(credit.receiver_id)
                 if view is not None:
-                    view.credit += message.credit
+                    view.credit += credit.credit
                     self._enqueue_locked(view)
         elif kind == protocol.NEW_BUFFER_SIZE:
-            message = _parse(dataplane_pb2.NewBufferSize, payload)
+            resize = _parse(dataplane_pb2.NewBufferSize, payload)
             with self._cond:
-                view = self._views.get(message.receiver_id)
-                if view is not None and message.buffer_size > 0:
-                    view.buffer_size = message.buffer_size
-                    view.subpartition.flush_size = message.buffer_size
+                view = self._views.get(resize.receiver_id)
+                if view is not None and resize.buffer_size > 0:
+                    view.buffer_size = resize.buffer_size
+                    view.subpartition.flush_size = resize.buffer_size
         elif kind == protocol.CANCEL_PARTITION:
-            message = _parse(dataplane_pb2.CancelPartition, payload)
-            self._drop(message.receiver_id)
+            cancel = _parse(dataplane_pb2.CancelPartition, payload)
+            self._drop(cancel.receiver_id)
         else:
             raise ProtocolError(_Error.PROTOCOL_ERROR, f"unexpected frame type {kind}")
 
     def _on_request(self, request: dataplane_pb2.PartitionRequest, held: bool = False) -> None:
+        partition_id = PartitionId(request.partition_id)
         with self._cond:
             taken = request.receiver_id in self._views or (
                 not held and request.receiver_id in self._held)
@@ -383,14 +389,14 @@ class ServerConnection:
                              f"receiver {request.receiver_id} is in use on this connection")
             return
         try:
-            sub = self._partitions.subpartition(request.partition_id, request.subpartition)
+            sub = self._partitions.subpartition(partition_id, request.subpartition)
         except PartitionNotFoundError as err:
             if not held and request.wait_ms and not self._closed.is_set() and self._hold(
                     request):
                 return
             self._send_error(request.receiver_id, _Error.PARTITION_NOT_FOUND, str(err))
             return
-        view = SubpartitionView(request.receiver_id, sub, request.partition_id,
+        view = SubpartitionView(request.receiver_id, sub, partition_id,
                                 request.initial_credit, self._segment_size)
         with self._cond:
             self._views[request.receiver_id] = view
@@ -412,6 +418,7 @@ class ServerConnection:
         task may still be deploying: answering at once would cost the consumer a whole
         back-off). False when this connection holds too many requests already."""
         receiver_id = request.receiver_id
+        partition_id = PartitionId(request.partition_id)
 
         def answer() -> None:
             with self._cond:
@@ -419,7 +426,7 @@ class ServerConnection:
             if entry is None:
                 return  # answered already
             entry[0].cancel()
-            self._partitions.forget_waiter(request.partition_id, answer)
+            self._partitions.forget_waiter(partition_id, answer)
             if not self._closed.is_set():
                 self._on_request(request, held=True)
 
@@ -428,8 +435,8 @@ class ServerConnection:
             if len(self._held) >= protocol.MAX_HELD_PER_CONNECTION:
                 return False
             timer = self._timers.schedule(wait_s, answer)
-            self._held[receiver_id] = (timer, answer, request.partition_id)
-        if not self._partitions.when_registered(request.partition_id, answer):
+            self._held[receiver_id] = (timer, answer, partition_id)
+        if not self._partitions.when_registered(partition_id, answer):
             answer()  # registered in the meantime
         return True
 
@@ -470,7 +477,7 @@ class ServerConnection:
                         continue
                     frames, failure = self._take_frames(view)
                 if frames:
-                    pieces: list[bytes] = []
+                    pieces: list[bytes | memoryview] = []
                     for frame, header in frames:
                         pieces.extend(protocol.buffer_frame(header, frame.body))
                     protocol.send_all(self._sock, pieces)
@@ -514,7 +521,8 @@ class ServerConnection:
         return frames, None
 
     def _send_error(self, receiver_id: int, kind: int, message: str) -> None:
-        error = _Error(receiver_id=receiver_id, kind=kind, message=message)
+        # ``kind`` is an ErrorResponse.Kind, as ProtocolError carries it: a plain int.
+        error = _Error(receiver_id=receiver_id, kind=cast("_Error.Kind", kind), message=message)
         with contextlib.suppress(OSError):
             self._sock.sendall(protocol.frame(protocol.ERROR, error.SerializeToString()))
 
@@ -555,9 +563,9 @@ def _address(sock: socket.socket) -> str:
     return f"{host}:{port}"
 
 
-def _parse(message_type: type, payload: bytes | memoryview) -> object:
+def _parse(message_type: type[_M], payload: bytes | memoryview) -> _M:
     try:
-        return message_type.FromString(bytes(payload))  # type: ignore[attr-defined]
+        return message_type.FromString(bytes(payload))
     except DecodeError as err:
         raise ProtocolError(_Error.PROTOCOL_ERROR,
                             f"malformed {message_type.__name__} message") from err

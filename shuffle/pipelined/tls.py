@@ -64,7 +64,9 @@ class TlsSocket:
         self._sock.setsockopt(*args)
 
     def getpeername(self) -> tuple[str, int]:
-        return self._sock.getpeername()
+        # An IP socket's peer: (host, port); the stubs type it Any for every family.
+        peer: tuple[str, int] = self._sock.getpeername()
+        return peer
 
     def pending(self) -> int:
         """Decrypted bytes already read from the network (a poll of the socket misses them)."""

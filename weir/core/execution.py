@@ -21,7 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
@@ -103,7 +103,8 @@ class CompletableFuture(Generic[T]):
                  is_done: Callable[[], bool] | None = None) -> None:
         self._compute = compute
         self._is_done = is_done
-        self._outcome: tuple[bool, Any] | None = None
+        #: (True, value) once computed, (False, error) once the computation raised.
+        self._outcome: tuple[Literal[True], T] | tuple[Literal[False], Exception] | None = None
 
     @staticmethod
     def completed(value: T) -> CompletableFuture[T]:
@@ -115,16 +116,20 @@ class CompletableFuture(Generic[T]):
         """The value, computed now if it was not (``timeout`` seconds at most, where the
         computation waits); raises what the computation raised."""
         if self._outcome is None:
-            try:
-                self._outcome = (True, self._compute(timeout))
-            except TimeoutError:
-                raise  # not an outcome: a later call may wait longer
-            except Exception as err:
-                self._outcome = (False, err)
-        ok, value = self._outcome
-        if not ok:
-            raise value
-        return value  # type: ignore[no-any-return]
+            self._outcome = self._run(timeout)
+        outcome = self._outcome
+        if outcome[0]:
+            return outcome[1]
+        raise outcome[1]
+
+    def _run(self, timeout: float | None
+             ) -> tuple[Literal[True], T] | tuple[Literal[False], Exception]:
+        try:
+            return (True, self._compute(timeout))
+        except TimeoutError:
+            raise  # not an outcome: a later call may wait longer
+        except Exception as err:
+            return (False, err)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         try:

@@ -15,10 +15,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Literal
 
 from weir.core.errors import UserError
 
@@ -45,7 +46,8 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def open_private(path: str | os.PathLike[str], mode: str = "ab") -> BinaryIO:
+def open_private(path: str | os.PathLike[str],
+                 mode: Literal["ab", "wb"] = "ab") -> io.BufferedWriter:
     """Open a file for writing (binary ``"ab"`` or ``"wb"``) readable by its owner only: a new
     file is created 0600, an existing one is restricted to 0600 first."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "ab" else os.O_TRUNC)

@@ -1,4 +1,8 @@
-"""Typed ids (never bare strings in signatures): JobId, ExecutionAttemptId, ResourceId, ...
+"""Typed ids (never bare strings or ints in signatures): JobId, CheckpointId, ResourceId, ...
+
+Each is a ``NewType``: free at run time (the value is the str or int itself), distinct for
+the type checker. Wrap a value where it enters as a plain str or int (a proto message, a
+path, a command line): ``JobId(request.job_id)``.
 
 Example:
     >>> from weir.core.ids import JobId
@@ -17,6 +21,8 @@ ExecutionAttemptId = NewType("ExecutionAttemptId", str)
 ResourceId = NewType("ResourceId", str)
 AllocationId = NewType("AllocationId", str)
 PartitionId = NewType("PartitionId", str)
+#: A checkpoint's number within its job: 1, 2, ... in the order they were triggered.
+CheckpointId = NewType("CheckpointId", int)
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 

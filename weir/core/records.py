@@ -108,7 +108,8 @@ class Elements:
         if self._records is not None:
             return len(self._records)
         assert self._batch is not None
-        return self._batch.num_rows
+        rows: int = self._batch.num_rows
+        return rows
 
     @property
     def is_arrow(self) -> bool:
@@ -276,7 +277,8 @@ def arrow_to_records(batch: pa.RecordBatch) -> list[Any]:
         loads = pickle.loads
         return [loads(b) for b in batch.column(0).to_pylist()]
     if kind == KIND_DICT:
-        return batch.to_pylist()
+        dicts: list[Any] = batch.to_pylist()
+        return dicts
     fields = tuple(batch.schema.names)
     index = {name: i for i, name in enumerate(fields)}
     make = Row.from_values
@@ -288,7 +290,7 @@ def arrow_to_records(batch: pa.RecordBatch) -> list[Any]:
 
 def _pylist(column: pa.Array) -> list[Any]:
     """A column's Python values; a map column's as dicts (Arrow gives key-value lists)."""
-    values = column.to_pylist()
+    values: list[Any] = column.to_pylist()
     if pa.types.is_map(column.type):
         return [None if v is None else dict(v) for v in values]
     return values
@@ -322,10 +324,12 @@ def _value_kind(t: type) -> type | None:
 
 
 def _is_nested(t: pa.DataType) -> bool:
-    return pa.types.is_nested(t) or pa.types.is_null(t)
+    nested: bool = pa.types.is_nested(t) or pa.types.is_null(t)
+    return nested
 
 
-def _columns_batch(columns: list[Sequence[Any]], names: list[str], kind: bytes) -> pa.RecordBatch:
+def _columns_batch(columns: Sequence[Sequence[Any]], names: list[str],
+                   kind: bytes) -> pa.RecordBatch:
     for col in columns:
         types = set(map(type, col))
         types.discard(type(None))

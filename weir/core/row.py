@@ -71,7 +71,7 @@ _SHORT_STRINGS = ("+I", "-U", "+U", "-D")
 _KINDS = tuple(RowKind)
 
 
-class Row(tuple):
+class Row(tuple[Any, ...]):
     """An immutable record. Positional rows have no names; named rows have ``_fields``.
 
     >>> Row(name="Alice", age=11)
@@ -121,7 +121,7 @@ class Row(tuple):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def __getitem__(self, item: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, item: Any) -> Any:
         if isinstance(item, str):
             try:
                 return tuple.__getitem__(self, self._index[item])

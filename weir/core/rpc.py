@@ -12,7 +12,7 @@ import hmac
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -25,6 +25,21 @@ from weir.core.errors import (
     UserError,
 )
 from weir.core.tls import TlsFiles
+
+if TYPE_CHECKING:
+    # grpc-stubs makes the interceptors generic in the request and response messages;
+    # grpc's own classes are not subscriptable. These interceptors pass any message on.
+    _UnaryUnaryClientInterceptor = grpc.UnaryUnaryClientInterceptor[Any, Any]
+    _StreamStreamClientInterceptor = grpc.StreamStreamClientInterceptor[Any, Any]
+    _UnaryStreamClientInterceptor = grpc.UnaryStreamClientInterceptor[Any, Any]
+    _StreamUnaryClientInterceptor = grpc.StreamUnaryClientInterceptor[Any, Any]
+    _ServerInterceptor = grpc.ServerInterceptor[Any, Any]
+else:
+    _UnaryUnaryClientInterceptor = grpc.UnaryUnaryClientInterceptor
+    _StreamStreamClientInterceptor = grpc.StreamStreamClientInterceptor
+    _UnaryStreamClientInterceptor = grpc.UnaryStreamClientInterceptor
+    _StreamUnaryClientInterceptor = grpc.StreamUnaryClientInterceptor
+    _ServerInterceptor = grpc.ServerInterceptor
 
 #: The largest message a client may send, and the most any server accepts (a submitted job's
 #: pickled JobGraph, a TaskExecutor's deployment, a collect batch). Code that must fit a
@@ -70,8 +85,8 @@ def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
-class _ClientAuth(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor,
-                  grpc.UnaryStreamClientInterceptor, grpc.StreamUnaryClientInterceptor):
+class _ClientAuth(_UnaryUnaryClientInterceptor, _StreamStreamClientInterceptor,
+                  _UnaryStreamClientInterceptor, _StreamUnaryClientInterceptor):
     def __init__(self, token: str) -> None:
         self._metadata = auth_metadata(token)
 
@@ -117,7 +132,7 @@ def create_channel(address: str, token: str | None = None,
     return channel
 
 
-class _ServerAuth(grpc.ServerInterceptor):
+class _ServerAuth(_ServerInterceptor):
     """Refuses calls without the cluster's token, before reading their request.
 
     The refusal is a stream-request handler for every kind of method, because gRPC reads a
@@ -160,7 +175,7 @@ def _mib(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
 
 
-class _MessageLimits(grpc.ServerInterceptor):
+class _MessageLimits(_ServerInterceptor):
     """Refuses a request message larger than its method's limit, before parsing it.
 
     gRPC has one receive limit per server; methods that only ever receive small messages
@@ -203,6 +218,7 @@ def _bounded_handler(handler: Any, method: str, limit: int) -> Any:
     kind = ("stream_" if handler.request_streaming else "unary_") + \
         ("stream" if handler.response_streaming else "unary")
     behavior = getattr(handler, kind)
+    checked: Callable[[Any, grpc.ServicerContext], Any]
     if handler.request_streaming:
         def checked_messages(requests: Iterator[Any],
                              context: grpc.ServicerContext) -> Iterator[Any]:
@@ -211,13 +227,17 @@ def _bounded_handler(handler: Any, method: str, limit: int) -> Any:
                     refuse(request.size, context)
                 yield request
 
-        def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        def checked_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
             return behavior(checked_messages(requests, context), context)
+
+        checked = checked_stream
     else:
-        def checked(request: Any, context: grpc.ServicerContext) -> Any:
+        def checked_unary(request: Any, context: grpc.ServicerContext) -> Any:
             if isinstance(request, _Oversized):
                 refuse(request.size, context)
             return behavior(request, context)
+
+        checked = checked_unary
 
     return handler._replace(request_deserializer=deserialize, **{kind: checked})
 
@@ -276,7 +296,7 @@ def create_server(bind_host: str, port: int, token: str | None,
         True
     """
     receive = MAX_MESSAGE_BYTES if max_receive_bytes is None else max_receive_bytes
-    interceptors: list[grpc.ServerInterceptor] = [_ServerAuth(token)] if token else []
+    interceptors: list[_ServerInterceptor] = [_ServerAuth(token)] if token else []
     if limits:
         interceptors.append(_MessageLimits(limits))
     pool = executor or futures.ThreadPoolExecutor(max_workers=max_workers,
@@ -303,8 +323,9 @@ def translate_rpc_error(err: grpc.RpcError, address: str) -> Exception:
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     if code == grpc.StatusCode.UNAVAILABLE and "handshake failed" in (details or "").lower():
+        reason = (details or "").rsplit(": ", 2)[-2]
         return ClusterUnreachableError(
-            f"TLS with the JobMaster at {address} failed ({details.rsplit(': ', 2)[-2]}): "
+            f"TLS with the JobMaster at {address} failed ({reason}): "
             "the client needs a certificate from the cluster's CA and must trust it "
             "(security.ssl.internal.*; for a cluster started with --tls, use --dir DIR)")
     if code == grpc.StatusCode.UNAVAILABLE and "socket closed" in (details or "").lower():

@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 
 
@@ -43,7 +44,7 @@ class SplitEnumerator(ABC):
     def add_splits_back(self, splits: list[Any], subtask_index: int) -> None:  # noqa: B027
         """Splits of a failed reader, to hand out again."""
 
-    def snapshot_state(self, checkpoint_id: int) -> Any:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> Any:
         """The enumerator's state for checkpoint ``checkpoint_id``: a picklable value that
         :meth:`Source.restore_enumerator` turns back into an equivalent enumerator.
 
@@ -85,7 +86,7 @@ class SourceReader(ABC):
         """(split id, records read from it) of the split being read, for replay."""
         return None
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         """The reader's unfinished splits, each at its current offset, in reading order.
 
         Called on the task thread between two ``poll`` calls, when checkpoint
@@ -142,7 +143,7 @@ class StaticSplitEnumerator(SplitEnumerator):
     def __init__(self, splits: list[Any]) -> None:
         self._pending = list(splits)
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         return list(self._pending)
 
     def request_splits(self, subtask_index: int) -> SplitAssignment:

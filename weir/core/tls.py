@@ -29,11 +29,16 @@ import ssl
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import grpc
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 
 #: What the generated certificates are valid for.
 VALIDITY = datetime.timedelta(days=365)
@@ -105,14 +110,14 @@ class TlsFiles:
         context.check_hostname = True
         return context
 
-    def grpc_server_credentials(self) -> Any:
+    def grpc_server_credentials(self) -> grpc.ServerCredentials:
         import grpc
 
         return grpc.ssl_server_credentials(
             [(self.key.read_bytes(), self.cert.read_bytes())],
             root_certificates=self.truststore.read_bytes(), require_client_auth=True)
 
-    def grpc_channel_credentials(self) -> Any:
+    def grpc_channel_credentials(self) -> grpc.ChannelCredentials:
         import grpc
 
         return grpc.ssl_channel_credentials(
@@ -150,8 +155,9 @@ def write_self_signed(cert: Path, key: Path, hosts: list[str], name: str) -> Non
     _write(key, _pem_key(private), 0o600)
 
 
-def _certificate(subject: str, key: Any, signing_key: Any, issuer: str, hosts: list[str],
-                 ca: bool) -> Any:
+def _certificate(subject: str, key: EllipticCurvePrivateKey,
+                 signing_key: EllipticCurvePrivateKey, issuer: str, hosts: list[str],
+                 ca: bool) -> x509.Certificate:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -184,13 +190,13 @@ def _certificate(subject: str, key: Any, signing_key: Any, issuer: str, hosts: l
     return builder.sign(signing_key, hashes.SHA256())
 
 
-def _pem(cert: Any) -> bytes:
+def _pem(cert: x509.Certificate) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _pem_key(key: Any) -> bytes:
+def _pem_key(key: EllipticCurvePrivateKey) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
