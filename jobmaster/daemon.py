@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 import cloudpickle
 import grpc
@@ -45,7 +45,7 @@ from weir.core.errors import (
     UserError,
     WeirError,
 )
-from weir.core.metrics import CallbackCollector, MetricsServer, gauge
+from weir.core.metrics import CallbackCollector, MetricsServer
 from weir.core.rpc import create_server
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -69,6 +69,7 @@ from weir.jobmaster.job_change import JobChangeRefusedError, rescaled_graph, upd
 from weir.jobmaster.job_recovery import JobRecovery
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.metrics import JobMasterMetrics
 from weir.jobmaster.resource_manager import (
     DuplicateTaskExecutorError,
     ResourceManager,
@@ -91,7 +92,6 @@ from weir.proto import (
 from weir.shuffle.loader import load_shuffle_service_factory
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: How long a submission waits for its graph to be stored (high availability).
 STORE_TIMEOUT_S = 120.0
@@ -143,7 +143,8 @@ class JobMaster:
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
         self._metrics: MetricsServer | None = None
-        self._started = time.monotonic()
+        #: When this JobMaster was created (time.monotonic()).
+        self.started = time.monotonic()
         self.address = ""
         self.metrics_url = ""
 
@@ -157,7 +158,7 @@ class JobMaster:
             self._add_servicers, max_workers=64, limits=request_limits(), tls=self._tls)
         self.address = f"{host}:{port}"
         registry = CollectorRegistry()
-        registry.register(CallbackCollector(self._collect_metrics))
+        registry.register(CallbackCollector(JobMasterMetrics(self).collect))
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
                                       self.configuration.get(options.METRICS_PORT), registry)
         self.metrics_url = self._metrics.url
@@ -753,94 +754,3 @@ class JobMaster:
             msg = f"no job with id {job_id!r} (`weir list` shows the known jobs)"
             raise JobNotFoundError(msg)
         return job
-
-    def _collect_metrics(self) -> list[Any]:
-        def snapshot() -> tuple[int, int, int, dict[str, int]]:
-            by_state: dict[str, int] = {}
-            for job in self.jobs.values():
-                name = common_pb2.JobStatus.Name(job.graph.status).removeprefix("JOB_")
-                by_state[name] = by_state.get(name, 0) + 1
-            return (len(self.resources.task_executors), self.resources.total_slots(),
-                    self.resources.free_slots(), by_state)
-
-        registered, total, free, by_state = self.main.call(snapshot, timeout=5)
-        job_families = self.main.call(self._job_metrics, timeout=5)
-        tes = gauge("jobmaster_taskexecutors_registered", "Registered TaskExecutors.")
-        tes.add_metric([], registered)
-        slots_total = gauge("jobmaster_slots_total", "Slots offered by all TaskExecutors.")
-        slots_total.add_metric([], total)
-        slots_free = gauge("jobmaster_slots_free", "Slots not allocated to a job.")
-        slots_free.add_metric([], free)
-        jobs = gauge("jobmaster_jobs", "Jobs known to the JobMaster, by status.", ["status"])
-        for name in ("RUNNING", "FINISHED", "FAILED", "CANCELED", "FAILING", "CANCELLING"):
-            jobs.add_metric([name], by_state.get(name, 0))
-        uptime = gauge("jobmaster_uptime_seconds", "Seconds since start.")
-        uptime.add_metric([], time.monotonic() - self._started)
-        return [tes, slots_total, slots_free, jobs, uptime, *job_families]
-
-    #: Per-job metrics with Flink's names: (name, description).
-    JOB_METRICS = (
-        ("lastCheckpointDuration", "Duration of the last completed checkpoint (ms)."),
-        ("lastCheckpointSize", "Bytes the last completed checkpoint uploaded (incremental "
-                               "checkpoints upload only what is new)."),
-        ("lastCheckpointFullSize", "Full state size of the last completed checkpoint."),
-        ("lastCheckpointProcessedData", "Bytes processed during the last checkpoint's "
-                                        "alignment."),
-        ("lastCheckpointPersistedData", "In-flight bytes the last checkpoint persisted "
-                                        "(unaligned)."),
-        ("lastCompletedCheckpointId", "Id of the last completed checkpoint (-1: none)."),
-        ("numberOfInProgressCheckpoints", "Checkpoints in progress."),
-        ("numberOfCompletedCheckpoints", "Checkpoints completed since the job started."),
-        ("numberOfFailedCheckpoints", "Checkpoints failed since the job started."),
-        ("totalNumberOfCheckpoints", "Checkpoints triggered since the job started."),
-        ("lastCheckpointRestoreTimestamp", "When the job last restored a checkpoint (epoch ms; "
-                                           "-1: never)."),
-        ("numRestarts", "Restarts of the job."),
-        ("restartingTime", "Time the current (or last) restart has taken (ms)."),
-        ("uptime", "Time the job has been running since its last (re)start (ms)."),
-        ("downtime", "Time the job has been failing or restarting (ms)."),
-        ("lastChangeDowntime", "Time the last rescale or update stopped processing: from "
-                               "cancelling the old tasks to every new one running (ms; -1: "
-                               "none)."),
-    )
-
-    def _job_metrics(self) -> list[Any]:
-        """Main thread: per-job metric families, labelled by job id and name."""
-        labels = ["job_id", "job_name"]
-        families = {name: gauge(f"job_{name}", doc, labels) for name, doc in self.JOB_METRICS}
-        path = gauge("job_lastCheckpointExternalPath", "The last completed checkpoint's "
-                     "directory, as the path label (value 1).", [*labels, "path"])
-        for job in self.jobs.values():
-            values = [job.job_id, job.graph.job_graph.name]
-            times = job.times_ms()
-            numbers: dict[str, float] = {
-                "numRestarts": job.restarts, "restartingTime": times["restartingTime"],
-                "uptime": times["uptime"], "downtime": times["downtime"],
-                "lastCheckpointRestoreTimestamp": job.restore_timestamp_ms or -1,
-                "lastChangeDowntime": job.last_change.downtime_ms
-                if job.last_change is not None else -1}
-            if job.checkpointing is not None:
-                coordinator = job.checkpointing.coordinator
-                completed = [r for r in coordinator.stats()
-                             if r.status == checkpoint_pb2.CheckpointStats.COMPLETED]
-                numbers.update({
-                    "numberOfInProgressCheckpoints": len(coordinator.pending_ids()),
-                    "numberOfCompletedCheckpoints": coordinator.counts["completed"],
-                    "numberOfFailedCheckpoints": coordinator.counts["failed"],
-                    "totalNumberOfCheckpoints": coordinator.counts["completed"]
-                    + coordinator.counts["failed"] + len(coordinator.pending_ids())})
-                if completed:
-                    last = completed[-1]
-                    numbers.update({
-                        "lastCheckpointDuration": last.duration_ms,
-                        "lastCheckpointSize": last.incremental_size,
-                        "lastCheckpointFullSize": last.state_size,
-                        "lastCheckpointProcessedData": last.processed_bytes,
-                        "lastCheckpointPersistedData": last.persisted_bytes,
-                        "lastCompletedCheckpointId": last.checkpoint_id})
-                    path.add_metric([*values, last.external_path], 1)
-                else:
-                    numbers["lastCompletedCheckpointId"] = -1
-            for name, value in numbers.items():
-                families[name].add_metric(values, value)
-        return [*families.values(), path]
