@@ -466,7 +466,7 @@ class JobMaster:
     def heartbeats_ended(self, resource_id: str, stream_id: int) -> None:
         """A heartbeat stream ended (closed, broken, or its process exited): the
         TaskExecutor is lost, unless a newer stream of it is attached meanwhile. Any thread
-        (a gRPC callback); never blocks."""
+        (a gRPC callback); waits only for room in the main thread's queue."""
         def check() -> None:
             record = self.resources.get(resource_id)
             if record is not None and record.stream_id == stream_id:
