@@ -1,10 +1,17 @@
-"""The JobMaster daemon: gRPC service, dispatcher of jobs, resource manager, heartbeats,
-and, with high availability, the job store its jobs are recovered from after a restart
+"""The JobMaster daemon: dispatcher of jobs, resource manager, heartbeats, and, with high
+availability, the job store its jobs are recovered from after a restart
 (``high_availability``, ``job_recovery``).
 
-Every piece of coordination state lives on the main thread (see ``main_thread``); RPC
-handlers only hand work to it, except the collect path, whose buffer is thread-safe so
-that a slow client never blocks the main thread.
+One gRPC server serves two services on one port, each by its own servicer: the
+JobMasterGateway that TaskExecutors call (``gateway_servicer``) and the Dispatcher that
+clients call (``dispatcher_servicer``). They translate gRPC to the operations of
+:class:`JobMaster` and back; what those raise (``errors``) becomes a status code in one
+place (``status_codes``). This module keeps the process's lifecycle, the wiring, and the
+operations themselves.
+
+Every piece of coordination state lives on the main thread (see ``main_thread``); the
+operations called from RPC threads only hand work to it, except the collect path, whose
+buffer is thread-safe so that a slow client never blocks the main thread.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -28,21 +35,46 @@ from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core import options
 from weir.core.config import Configuration
-from weir.core.errors import ConfigError, StateError, StorageError, UserError
-from weir.core.metric_names import JOB_METRICS, JOBMASTER_METRICS, families
+from weir.core.errors import (
+    ConfigError,
+    InternalError,
+    InvalidJobError,
+    JobNotFoundError,
+    StateError,
+    StorageError,
+    UserError,
+    WeirError,
+)
 from weir.core.metrics import CallbackCollector, MetricsServer
-from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
+from weir.core.rpc import create_server
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
+from weir.jobmaster import dispatcher_servicer, gateway_servicer
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import FETCH_ENVELOPE_BYTES, fetch_budget
+from weir.jobmaster.errors import (
+    JobChangeFailedError,
+    JobExistsError,
+    JobNotStoredError,
+    OperationTimeoutError,
+    SavepointFailedError,
+    SavepointNotDisposedError,
+    SnapshotUnreadableError,
+    SplitEnumeratorError,
+    TaskExecutorNotRegisteredError,
+)
 from weir.jobmaster.high_availability import POINTER_NAME, JobStore, create_job_store
 from weir.jobmaster.job_change import JobChangeRefusedError, rescaled_graph, updated_graph
 from weir.jobmaster.job_recovery import JobRecovery
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
-from weir.jobmaster.resource_manager import DuplicateTaskExecutorError, ResourceManager
+from weir.jobmaster.metrics import JobMasterMetrics
+from weir.jobmaster.resource_manager import (
+    DuplicateTaskExecutorError,
+    ResourceManager,
+    TaskExecutorRecord,
+)
 from weir.jobmaster.savepoints import (
     SnapshotMismatchError,
     check_state_matches,
@@ -50,44 +82,25 @@ from weir.jobmaster.savepoints import (
     load_snapshot,
 )
 from weir.jobmaster.scheduler import JobScheduler
-from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import (
+    checkpoint_pb2,
+    common_pb2,
+    dispatcher_pb2,
+    jobgraph_pb2,
+    jobmaster_pb2,
+)
 from weir.shuffle.loader import load_shuffle_service_factory
 
 log = logging.getLogger(__name__)
-
-
-class JobExistsError(UserError):
-    """A job was submitted with the id of a job the JobMaster knows."""
-
-
-class JobNotStoredError(UserError):
-    """High availability is on and a submitted job's graph could not be stored: the job
-    was not submitted."""
-
 
 #: How long a submission waits for its graph to be stored (high availability).
 STORE_TIMEOUT_S = 120.0
 
 
-#: Largest checkpoint acknowledgement: one subtask's keyed state handles travel as JSON (a
-#: few hundred bytes a state file and key-group range), so an incremental RocksDB backend
-#: with tens of thousands of files stays well inside.
-ACKNOWLEDGE_MESSAGE_BYTES = 64 * 1024 * 1024
-
-
 def request_limits() -> dict[str, int]:
-    """What each JobMaster RPC may receive (see weir.core.rpc.create_server).
-
-    Only two carry bulk data, and they keep the server's limit (MAX_MESSAGE_BYTES): a
-    submitted job's pickled JobGraph (functions may capture data), and collect batches
-    (the collect path splits results under that limit). Checkpoint acknowledgements carry
-    state handles, not state. Everything else (registration, heartbeats, task state
-    updates, split requests, client queries) is control traffic.
-    """
-    service = jobmaster_pb2.DESCRIPTOR.services_by_name["JobMasterService"]
-    return method_limits(service, SMALL_MESSAGE_BYTES, SubmitJob=None, UpdateJob=None,
-                         PushCollectBatch=None,
-                         AcknowledgeCheckpoint=ACKNOWLEDGE_MESSAGE_BYTES)
+    """What each RPC of the JobMaster's server may receive (see
+    weir.core.rpc.create_server): those of the JobMasterGateway and of the Dispatcher."""
+    return {**gateway_servicer.request_limits(), **dispatcher_servicer.request_limits()}
 
 
 class JobMaster:
@@ -109,14 +122,15 @@ class JobMaster:
         self.jobmaster_id = secrets.token_hex(8)
         self._token = auth_token(configuration)
         self._tls = TlsFiles.from_conf(configuration)
-        self._interval = configuration.get(options.HEARTBEAT_INTERVAL)
-        self._timeout = configuration.get(options.HEARTBEAT_TIMEOUT)
+        #: Seconds between heartbeats, and of silence after which a TaskExecutor is lost.
+        self.heartbeat_interval: float = configuration.get(options.HEARTBEAT_INTERVAL)
+        self.heartbeat_timeout: float = configuration.get(options.HEARTBEAT_TIMEOUT)
         self.main = MainThreadExecutor("jobmaster-main")
         self.resources = ResourceManager(
-            self._token, self._timeout, self._on_te_lost, self._on_slots_available,
+            self._token, self.heartbeat_timeout, self._on_te_lost, self._on_slots_available,
             tls=self._tls,
             rpc_failure_threshold=configuration.get(options.HEARTBEAT_RPC_FAILURE_THRESHOLD),
-            heartbeat_interval=self._interval,
+            heartbeat_interval=self.heartbeat_interval,
             # Outcomes arrive on gRPC callback threads, which must not wait for room in a
             # full main queue: a dropped outcome only delays a verdict.
             dispatch=lambda fn: self.main.submit(fn, timeout=0))
@@ -129,7 +143,8 @@ class JobMaster:
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
         self._metrics: MetricsServer | None = None
-        self._started = time.monotonic()
+        #: When this JobMaster was created (time.monotonic()).
+        self.started = time.monotonic()
         self.address = ""
         self.metrics_url = ""
 
@@ -140,11 +155,10 @@ class JobMaster:
         host = self.configuration.get(jm_options.RPC_BIND_HOST)
         self._server, port = create_server(
             host, self.configuration.get(jm_options.RPC_PORT), self._token,
-            lambda s: jobmaster_pb2_grpc.add_JobMasterServiceServicer_to_server(
-                _Servicer(self), s), max_workers=64, limits=request_limits(), tls=self._tls)
+            self._add_servicers, max_workers=64, limits=request_limits(), tls=self._tls)
         self.address = f"{host}:{port}"
         registry = CollectorRegistry()
-        registry.register(CallbackCollector(self._collect_metrics))
+        registry.register(CallbackCollector(JobMasterMetrics(self).collect))
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
                                       self.configuration.get(options.METRICS_PORT), registry)
         self.metrics_url = self._metrics.url
@@ -156,13 +170,19 @@ class JobMaster:
             JobRecovery(self.job_store, self.main, self.io, self.create_job,
                         self.add_recovered, self._stopped.is_set).start()
 
+    def _add_servicers(self, server: grpc.Server) -> None:
+        """Both services on the one server: its authentication, TLS and message limits
+        apply to either alike."""
+        gateway_servicer.add_to_server(gateway_servicer.JobMasterGatewayServicer(self), server)
+        dispatcher_servicer.add_to_server(dispatcher_servicer.DispatcherServicer(self), server)
+
     def _schedule_heartbeat_check(self) -> None:
         def check() -> None:
             if not self._stopped.is_set():
                 self.resources.check_heartbeats()
-                self.main.schedule(self._interval / 2, check)
+                self.main.schedule(self.heartbeat_interval / 2, check)
 
-        self.main.schedule(self._interval / 2, check)
+        self.main.schedule(self.heartbeat_interval / 2, check)
 
     def expect_taskexecutors_to_stop(self) -> None:
         """Its TaskExecutors are being stopped with it (an in-process cluster): their
@@ -224,7 +244,8 @@ class JobMaster:
 
     # -- jobs (main thread) -----------------------------------------------------------------
 
-    def submit(self, graph: Any, snapshot: CompletedCheckpoint | None = None) -> str:
+    def submit(self, graph: jobgraph_pb2.JobGraph,
+               snapshot: CompletedCheckpoint | None = None) -> str:
         """Register and start a job whose graph passed validate_job_graph (main thread),
         from ``snapshot`` (a savepoint or retained checkpoint, see ``load_start_snapshot``)
         if given.
@@ -257,7 +278,7 @@ class JobMaster:
             raise
         return graph.job_id
 
-    def create_job(self, graph: Any) -> JobScheduler:
+    def create_job(self, graph: jobgraph_pb2.JobGraph) -> JobScheduler:
         """A scheduler for ``graph``, neither registered nor started (main thread); raises
         ConfigError for a configuration that cannot work."""
         return JobScheduler(graph, self.resources, self.shuffle_master, self.main,
@@ -269,7 +290,7 @@ class JobMaster:
 
     # -- high availability ------------------------------------------------------------------
 
-    def load_start_snapshot(self, graph: Any) -> CompletedCheckpoint | None:
+    def load_start_snapshot(self, graph: jobgraph_pb2.JobGraph) -> CompletedCheckpoint | None:
         """RPC thread: the savepoint or retained checkpoint ``graph`` starts from
         (execution.state-recovery.path), read and checked against the job; None when it
         starts empty. Raises SnapshotMismatchError, ConfigError and the storage errors,
@@ -288,7 +309,7 @@ class JobMaster:
                  "claimed" if snapshot.claimed else "not claimed")
         return snapshot
 
-    def submit_durably(self, graph: Any) -> str:
+    def submit_durably(self, graph: jobgraph_pb2.JobGraph) -> str:
         """Submit from an RPC thread: with high availability, the graph is stored before
         the job is registered and the submission acknowledged, and removed again if the job
         does not start. Raises what ``submit`` and ``load_start_snapshot`` raise, and
@@ -350,12 +371,15 @@ class JobMaster:
 
         job.checkpointing.on_metadata_written = store_pointer
 
-        def store_graph(graph: Any) -> None:
+        def stored(future: Future[None]) -> None:
+            if future.exception() is not None:
+                log.error("high availability: storing the changed graph of job %s failed "
+                          "(%s): a restarted JobMaster recovers its previous graph", job_id,
+                          future.exception())
+
+        def store_graph(graph: jobgraph_pb2.JobGraph) -> None:
             data = graph.SerializeToString(deterministic=True)
-            future = self.io.submit(store.put_job, data, job_id)
-            future.add_done_callback(lambda f: f.exception() and log.error(
-                "high availability: storing the changed graph of job %s failed (%s): a "
-                "restarted JobMaster recovers its previous graph", job_id, f.exception()))
+            self.io.submit(store.put_job, data, job_id).add_done_callback(stored)
 
         job.on_graph_changed = store_graph
 
@@ -383,182 +407,99 @@ class JobMaster:
                       "%s: delete that directory, or the next JobMaster recovers it", job_id,
                       store.location(job_id))
 
-    def overview(self) -> jobmaster_pb2.ClusterOverview:
-        overview = jobmaster_pb2.ClusterOverview(
-            slots_total=self.resources.total_slots(), slots_free=self.resources.free_slots(),
-            metrics_url=self.metrics_url, pid=os.getpid())
-        for record in self.resources.task_executors.values():
-            overview.task_executors.append(record.to_info())
-        return overview
+    # -- operations for TaskExecutors (RPC threads; see gateway_servicer) -------------------
 
-    def _collect_metrics(self) -> list[Any]:
-        def snapshot() -> tuple[int, int, int, dict[str, int]]:
-            by_state: dict[str, int] = {}
-            for job in self.jobs.values():
-                name = common_pb2.JobStatus.Name(job.graph.status).removeprefix("JOB_")
-                by_state[name] = by_state.get(name, 0) + 1
-            return (len(self.resources.task_executors), self.resources.total_slots(),
-                    self.resources.free_slots(), by_state)
+    def register_task_executor(self, request: jobmaster_pb2.RegisterTaskExecutorRequest
+                               ) -> TaskExecutorRecord:
+        """Register a TaskExecutor and offer its slots (waits for the main thread).
 
-        registered, total, free, by_state = self.main.call(snapshot, timeout=5)
-        job_families = self.main.call(self._job_metrics, timeout=5)
-        jm = families(JOBMASTER_METRICS)
-        jm["taskexecutors_registered"].add_metric([], registered)
-        jm["slots_total"].add_metric([], total)
-        jm["slots_free"].add_metric([], free)
-        for name in ("RUNNING", "FINISHED", "FAILED", "CANCELED", "FAILING", "CANCELLING"):
-            jm["jobs"].add_metric([name], by_state.get(name, 0))
-        jm["uptime_seconds"].add_metric([], time.monotonic() - self._started)
-        return [*jm.values(), *job_families]
-
-    def _job_metrics(self) -> list[Any]:
-        """Main thread: per-job metric families, labelled by job id and name."""
-        per_job = families(JOB_METRICS)
-        path = per_job["lastCheckpointExternalPath"]
-        for job in self.jobs.values():
-            values = [job.job_id, job.graph.job_graph.name]
-            times = job.times_ms()
-            numbers: dict[str, float] = {
-                "numRestarts": job.restarts, "restartingTime": times["restartingTime"],
-                "uptime": times["uptime"], "downtime": times["downtime"],
-                "lastCheckpointRestoreTimestamp": job.restore_timestamp_ms or -1,
-                "lastChangeDowntime": job.last_change.downtime_ms
-                if job.last_change is not None else -1}
-            if job.checkpointing is not None:
-                coordinator = job.checkpointing.coordinator
-                completed = [r for r in coordinator.stats()
-                             if r.status == checkpoint_pb2.CheckpointStats.COMPLETED]
-                numbers.update({
-                    "numberOfInProgressCheckpoints": len(coordinator.pending_ids()),
-                    "numberOfCompletedCheckpoints": coordinator.counts["completed"],
-                    "numberOfFailedCheckpoints": coordinator.counts["failed"],
-                    "totalNumberOfCheckpoints": coordinator.counts["completed"]
-                    + coordinator.counts["failed"] + len(coordinator.pending_ids())})
-                if completed:
-                    last = completed[-1]
-                    numbers.update({
-                        "lastCheckpointDuration": last.duration_ms,
-                        "lastCheckpointSize": last.incremental_size,
-                        "lastCheckpointFullSize": last.state_size,
-                        "lastCheckpointProcessedData": last.processed_bytes,
-                        "lastCheckpointPersistedData": last.persisted_bytes,
-                        "lastCompletedCheckpointId": last.checkpoint_id})
-                    path.add_metric([*values, last.external_path], 1)
-                else:
-                    numbers["lastCompletedCheckpointId"] = -1
-            for name, value in numbers.items():
-                per_job[name].add_metric(values, value)
-        return list(per_job.values())
-
-
-class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
-    """Thin RPC layer: validates, hands over to the main thread, translates errors."""
-
-    def __init__(self, jm: JobMaster) -> None:
-        self._jm = jm
-        self._main = jm.main
-
-    def _job(self, job_id: str, context: grpc.ServicerContext) -> JobScheduler:
-        job = self._main.call(lambda: self._jm.job(job_id))
-        if job is None:
-            context.abort(grpc.StatusCode.NOT_FOUND,
-                          f"no job with id {job_id!r} (`weir list` shows the known jobs)")
-        return job
-
-    # -- TaskExecutors ----------------------------------------------------------------------
-
-    def RegisterTaskExecutor(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        Raises DuplicateTaskExecutorError, changing nothing, when another live process
+        holds its resource id.
+        """
         try:
-            record = self._main.call(lambda: self._jm.resources.register(request))
+            return self.main.call(lambda: self.resources.register(request))
         except DuplicateTaskExecutorError as err:
             log.warning("refused a TaskExecutor at %s (pid %d): %s", request.rpc_address,
                         request.pid, err)
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
-        return jobmaster_pb2.RegisterTaskExecutorResponse(
-            jobmaster_id=self._jm.jobmaster_id,
-            heartbeat_interval_ms=int(self._jm._interval * 1000),
-            heartbeat_timeout_ms=int(self._jm._timeout * 1000),
-            registration_id=record.registration_id)
+            raise
 
-    def Heartbeat(self, request_iterator: Iterator[Any],  # noqa: N802
-                  context: grpc.ServicerContext) -> Iterator[Any]:
-        jm = self._jm
-        try:
-            first = next(request_iterator)
-        except (StopIteration, grpc.RpcError):
-            return
+    def attach_heartbeats(self, first: jobmaster_pb2.TaskExecutorHeartbeat) -> int:
+        """A TaskExecutor opened its heartbeat stream with ``first``: note that heartbeat
+        and make the stream its current one; returns the stream's id, for
+        :meth:`heartbeats_ended`. Waits for the main thread.
+
+        Raises TaskExecutorNotRegisteredError when ``first`` is not of its current
+        registration (it never registered, or registered again since).
+        """
         resource_id = first.resource_id
-        stream_id = next(jm._stream_ids)
+        stream_id = next(self._stream_ids)
 
         def attach() -> bool:
-            if not jm.resources.heartbeat(resource_id, first):
+            if not self.resources.heartbeat(resource_id, first):
                 return False
-            jm.resources.task_executors[resource_id].stream_id = stream_id
+            self.resources.task_executors[resource_id].stream_id = stream_id
             return True
 
-        if not self._main.call(attach):
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"TaskExecutor {resource_id} is not registered under registration "
-                          f"{first.registration_id!r} (never, or replaced since): register")
+        if not self.main.call(attach):
+            msg = (f"TaskExecutor {resource_id} is not registered under registration "
+                   f"{first.registration_id!r} (never, or replaced since): register")
+            raise TaskExecutorNotRegisteredError(msg)
+        return stream_id
 
-        def ended() -> None:
-            def check() -> None:
-                record = jm.resources.get(resource_id)
-                if record is not None and record.stream_id == stream_id:
-                    jm.resources.remove(resource_id, common_pb2.TASK_EXECUTOR_LOST,
-                                        "its connection closed (process exited or network "
-                                        "failure)")
-            if not jm.stopped.is_set():
-                try:
-                    self._main.submit(check)
-                except Exception:  # the JobMaster is stopping
-                    log.debug("ignoring the end of a heartbeat stream during shutdown")
+    def heartbeat(self, resource_id: str, message: jobmaster_pb2.TaskExecutorHeartbeat
+                  ) -> list[str] | None:
+        """Note a heartbeat that arrived on the attached stream of ``resource_id`` (the
+        stream's reader thread; waits for the main thread, at most 10 s). Returns the
+        attempts it reports running that the JobMaster does not know (tasks of ended jobs
+        too), which the TaskExecutor is to cancel; None when a newer registration replaced
+        the stream's, which then ends.
+        """
+        def handle() -> list[str] | None:
+            if not self.resources.heartbeat(resource_id, message):
+                return None  # fenced: a newer registration replaced this one
+            known = {a for job in self.jobs.values() if not job.graph.is_terminal()
+                     for a in job.graph.by_attempt}
+            return [a for a in message.running_attempts if a not in known]
 
-        context.add_callback(ended)
-        done = threading.Event()
-        unknown: list[list[str]] = [[]]
+        return self.main.call(handle, timeout=10)
 
-        def read() -> None:
+    def heartbeats_ended(self, resource_id: str, stream_id: int) -> None:
+        """A heartbeat stream ended (closed, broken, or its process exited): the
+        TaskExecutor is lost, unless a newer stream of it is attached meanwhile. Any thread
+        (a gRPC callback); waits only for room in the main thread's queue."""
+        def check() -> None:
+            record = self.resources.get(resource_id)
+            if record is not None and record.stream_id == stream_id:
+                self.resources.remove(resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                                      "its connection closed (process exited or network "
+                                      "failure)")
+
+        if not self._stopped.is_set():
             try:
-                for message in request_iterator:
-                    def handle(m: Any = message) -> list[str] | None:
-                        if not jm.resources.heartbeat(resource_id, m):
-                            return None  # fenced: a newer registration replaced this one
-                        # Tasks of ended jobs count as unknown: the TaskExecutor cancels them.
-                        known = {a for job in jm.jobs.values() if not job.graph.is_terminal()
-                                 for a in job.graph.by_attempt}
-                        return [a for a in m.running_attempts if a not in known]
-                    attempts = self._main.call(handle, timeout=10)
-                    if attempts is None:
-                        log.info("ending a replaced heartbeat stream of %s", resource_id)
-                        break
-                    unknown[0] = attempts
-            except Exception:  # the stream ended or broke: ended() handles it
-                log.debug("heartbeat stream of %s ended", resource_id)
-            finally:
-                done.set()
+                self.main.submit(check)
+            except Exception:  # the JobMaster is stopping
+                log.debug("ignoring the end of a heartbeat stream during shutdown")
 
-        reader = threading.Thread(target=read, name=f"heartbeat-{resource_id}", daemon=True)
-        reader.start()
-        while context.is_active() and not done.is_set() and not jm.stopped.is_set():
-            attempts, unknown[0] = unknown[0], []
-            yield jobmaster_pb2.JobMasterHeartbeat(jobmaster_id=jm.jobmaster_id,
-                                                   unknown_attempts=attempts)
-            done.wait(jm._interval)
-
-    def UpdateTaskExecutionState(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        def update() -> None:
-            job = self._jm.job(request.job_id)
+    def update_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
+        """A task's state changed (waits for the main thread); an unknown job ignores it."""
+        def update_job() -> None:
+            job = self.job(update.job_id)
             if job is not None:
-                job.on_task_state(request)
+                job.on_task_state(update)
 
-        self._main.call(update)
-        return jobmaster_pb2.Ack()
+        self.main.call(update_job)
 
-    def RequestSplits(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
+    def request_splits(self, request: jobmaster_pb2.SplitRequest
+                       ) -> jobmaster_pb2.SplitResponse:
+        """The splits the job's enumerator hands a source reader now (waits for the main
+        thread). A stale attempt is told to ask again later.
 
-        def answer() -> Any:
+        Raises JobNotFoundError, and SplitEnumeratorError when the enumerator raised (the
+        job then fails over).
+        """
+        job = self._known_job(request.job_id)
+
+        def answer() -> jobmaster_pb2.SplitResponse | None:
             if job.graph.by_attempt.get(request.attempt_id) is None:
                 return jobmaster_pb2.SplitResponse(retry_after_ms=1000)  # a stale attempt
             try:
@@ -570,101 +511,106 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
                     message=f"the split enumerator failed: {type(err).__name__}: {err}"))
                 return None
 
-        response = self._main.call(answer)
+        response = self.main.call(answer)
         if response is None:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "the split enumerator failed")
+            msg = "the split enumerator failed"
+            raise SplitEnumeratorError(msg)
         return response
 
-    def PushCollectBatch(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._jm.jobs.get(request.job_id)  # read-only dict lookups off the main thread
+    def push_collect(self, batch: jobmaster_pb2.CollectBatch) -> bool:
+        """Add a collect sink's batch to its job's results; False when the buffer stayed
+        full for 5 s (the client is slow: the sink sends it again). Blocks for that long at
+        most, never on the main thread: a slow client must not stall it.
+
+        A failed attempt's late batch is dropped (True): the restarted attempt sends its
+        own. Raises JobNotFoundError.
+        """
+        job = self.jobs.get(batch.job_id)  # read-only dict lookups off the main thread
         if job is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id}")
-        if request.attempt_id and request.attempt_id not in job.graph.by_attempt:
-            # A failed attempt's late results: the restarted attempt sends its own.
-            return jobmaster_pb2.CollectAck(accepted=True)
-        # A full buffer is an answer, not an error: RESOURCE_EXHAUSTED is what gRPC itself
-        # reports for a message over the size limit, which retrying can never cure.
-        return jobmaster_pb2.CollectAck(accepted=job.collect.push(request.arrow_ipc, wait=5.0))
+            msg = f"no job {batch.job_id}"
+            raise JobNotFoundError(msg)
+        if batch.attempt_id and batch.attempt_id not in job.graph.by_attempt:
+            return True
+        return job.collect.push(batch.arrow_ipc, wait=5.0)
 
-    def AcknowledgeCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self._checkpoint_call(request.job_id, lambda c: c.on_acknowledge(request))
-        return jobmaster_pb2.Ack()
+    def acknowledge_checkpoint(self, request: jobmaster_pb2.AcknowledgeCheckpointRequest
+                               ) -> None:
+        """A task's part of a checkpoint (handed to the main thread; returns at once)."""
+        self._to_checkpointing(request.job_id, lambda c: c.on_acknowledge(request))
 
-    def DeclineCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self._checkpoint_call(request.job_id, lambda c: c.on_decline(request))
-        return jobmaster_pb2.Ack()
+    def decline_checkpoint(self, request: jobmaster_pb2.DeclineCheckpointRequest) -> None:
+        """A task declined a checkpoint (handed to the main thread; returns at once)."""
+        self._to_checkpointing(request.job_id, lambda c: c.on_decline(request))
 
-    def ReportEndOfData(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self._checkpoint_call(request.job_id, lambda c: c.on_end_of_data(request.attempt_id))
-        return jobmaster_pb2.Ack()
+    def report_end_of_data(self, job_id: str, attempt_id: str) -> None:
+        """A source task read all its input (handed to the main thread; returns at once)."""
+        self._to_checkpointing(job_id, lambda c: c.on_end_of_data(attempt_id))
 
-    def _checkpoint_call(self, job_id: str, fn: Callable[[JobCheckpointing], None]) -> None:
+    def _to_checkpointing(self, job_id: str, fn: Callable[[JobCheckpointing], None]) -> None:
         """Hand a task's checkpoint report to the main thread (unknown jobs and jobs
         without checkpointing ignore it: they ended, or never asked)."""
         def run() -> None:
-            job = self._jm.job(job_id)
+            job = self.job(job_id)
             if job is not None and job.checkpointing is not None and \
                     job.graph.status == common_pb2.JOB_RUNNING:
                 fn(job.checkpointing)
 
-        self._main.submit(run)
+        self.main.submit(run)
 
-    # -- clients ----------------------------------------------------------------------------
+    # -- operations for clients (RPC threads; see dispatcher_servicer) ----------------------
 
-    def SubmitJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        graph = request.job_graph
-        try:
-            validate_job_graph(graph)
-        except JobGraphValidationError as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+    def submit_job(self, graph: jobgraph_pb2.JobGraph) -> str:
+        """Check and submit a client's job (see :meth:`submit_durably`); returns its id.
+
+        Raises InvalidJobError (JobGraphValidationError among them) for a graph that is
+        malformed or whose sources cannot be loaded here, ConfigError, JobExistsError,
+        JobNotStoredError, SnapshotMismatchError, SnapshotUnreadableError for a snapshot to
+        start from that cannot be read, and InternalError for anything else (our bug: the
+        traceback is logged).
+        """
+        validate_job_graph(graph)
         for vertex in graph.vertices:
             if vertex.source:
                 try:
                     cloudpickle.loads(vertex.source)
                 except Exception as err:  # whatever unpickling user objects raises
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                  f"the source of '{vertex.name}' cannot be loaded on the "
-                                  f"JobMaster: {type(err).__name__}: {err}")
+                    msg = (f"the source of '{vertex.name}' cannot be loaded on the "
+                           f"JobMaster: {type(err).__name__}: {err}")
+                    raise InvalidJobError(msg) from err
         try:
-            job_id = self._jm.submit_durably(graph)
-        except ConfigError as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        except JobExistsError as err:
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(err))
-        except JobNotStoredError as err:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-        except SnapshotMismatchError as err:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+            return self.submit_durably(graph)
+        except (ConfigError, JobExistsError, JobNotStoredError, SnapshotMismatchError):
+            raise
         except (StateError, StorageError) as err:  # the snapshot to start from
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"the job cannot start from its savepoint: {err}")
-        except Exception as err:  # our bug: one line to the client, the traceback in the log
+            msg = f"the job cannot start from its savepoint: {err}"
+            raise SnapshotUnreadableError(msg) from err
+        except Exception as err:
             log.exception("submitting job %s failed", graph.job_id)
-            context.abort(grpc.StatusCode.INTERNAL,
-                          f"the JobMaster failed to schedule the job ({type(err).__name__}: "
-                          f"{err}); this is a bug in weir, see the JobMaster log")
-        return jobmaster_pb2.SubmitJobResponse(job_id=job_id)
+            msg = (f"the JobMaster failed to schedule the job ({type(err).__name__}: {err}); "
+                   "this is a bug in weir, see the JobMaster log")
+            raise InternalError(msg) from err
 
-    def ListJobs(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._main.call(lambda: jobmaster_pb2.ListJobsResponse(
-            jobs=[j.graph.summary() for j in self._jm.jobs.values()]))
+    def list_jobs(self) -> list[jobmaster_pb2.JobSummary]:
+        """Every known job, oldest first (waits for the main thread)."""
+        return self.main.call(lambda: [j.graph.summary() for j in self.jobs.values()])
 
-    def GetJobDetails(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-        return self._main.call(job.details)
+    def job_details(self, job_id: str) -> jobmaster_pb2.JobDetails:
+        """Raises JobNotFoundError."""
+        return self.main.call(self._known_job(job_id).details)
 
-    def CancelJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-        self._main.call(job.cancel)
-        return jobmaster_pb2.Ack()
+    def cancel_job(self, job_id: str) -> None:
+        """Cancel a job (waits for the main thread to start it). Raises JobNotFoundError."""
+        self.main.call(self._known_job(job_id).cancel)
 
-    def FetchCollectResults(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-        wait = min(max(request.wait_ms, 0), 30_000) / 1000
-        batches, end = job.collect.fetch(request.max_batches or 16, wait,
-                                         max_bytes=fetch_budget())
-        response = jobmaster_pb2.FetchCollectResponse(arrow_ipc=batches, end_of_results=end,
-                                                      status=job.graph.status)
+    def fetch_collect(self, job_id: str, max_batches: int, wait_s: float
+                      ) -> dispatcher_pb2.FetchCollectResponse:
+        """Up to ``max_batches`` of a job's results, waiting up to ``wait_s`` for the first
+        (never on the main thread), with the job's status and failure, all within one
+        message. Raises JobNotFoundError."""
+        job = self._known_job(job_id)
+        batches, end = job.collect.fetch(max_batches, wait_s, max_bytes=fetch_budget())
+        response = dispatcher_pb2.FetchCollectResponse(arrow_ipc=batches, end_of_results=end,
+                                                       status=job.graph.status)
         if job.graph.failure is not None:
             response.failure.CopyFrom(job.graph.failure)
             if response.failure.ByteSize() > FETCH_ENVELOPE_BYTES // 2:
@@ -674,86 +620,26 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
                 response.failure.message = response.failure.message[:4000]
         return response
 
-    def GetClusterOverview(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._main.call(self._jm.overview)
+    def cluster_overview(self) -> dispatcher_pb2.ClusterOverview:
+        """The TaskExecutors and slots (waits for the main thread)."""
+        return self.main.call(self.overview)
 
-    def TriggerSavepoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-        # A savepoint waits for a checkpoint in progress, then takes at most its timeout.
-        path = self._outcome(lambda done: job.savepoint(request, done), "savepoint",
-                             2 * job.checkpoint_timeout_s() + 60, context)
-        return jobmaster_pb2.SavepointResponse(path=path)
+    def overview(self) -> dispatcher_pb2.ClusterOverview:
+        """Main thread: the TaskExecutors and slots."""
+        overview = dispatcher_pb2.ClusterOverview(
+            slots_total=self.resources.total_slots(), slots_free=self.resources.free_slots(),
+            metrics_url=self.metrics_url, pid=os.getpid())
+        for record in self.resources.task_executors.values():
+            overview.task_executors.append(record.to_info())
+        return overview
 
-    def RescaleJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-        try:
-            graph = self._main.call(lambda: rescaled_graph(
-                job.graph.job_graph, request.parallelism, dict(request.operator_parallelism)))
-        except JobChangeRefusedError as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        changed = sorted(u for new, old in zip(graph.vertices, job.graph.job_graph.vertices,
-                                               strict=True)
-                         if new.parallelism != old.parallelism for u in new.operator_uids if u)
-        return self._change(job, "rescale", graph, changed, None, context)
+    def checkpoint_history(self, job_id: str) -> dispatcher_pb2.CheckpointHistory:
+        """A job's checkpoints and its last restore (waits for the main thread). Raises
+        JobNotFoundError."""
+        job = self._known_job(job_id)
 
-    def UpdateJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-        try:
-            validate_job_graph(request.job_graph)
-            graph, changed = self._main.call(lambda: updated_graph(job.graph.job_graph,
-                                                                   request.job_graph))
-        except (JobGraphValidationError, JobChangeRefusedError) as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        except Exception as err:  # unpickling the new program's sources
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"the new program cannot be loaded on the JobMaster: "
-                          f"{type(err).__name__}: {err}")
-
-        def check(metadata: Any) -> None:
-            for warning in check_state_matches(metadata, f"checkpoint "
-                                               f"{metadata.checkpoint_id}", graph,
-                                               request.allow_non_restored_state):
-                log.warning("job %s update: %s", job.job_id, warning)
-
-        return self._change(job, "update", graph, changed, check, context)
-
-    def _change(self, job: JobScheduler, kind: str, graph: Any, changed: list[str],
-                check: Any, context: grpc.ServicerContext) -> Any:
-        # A checkpoint (at most its timeout, after one in progress), then a redeployment
-        # that waits for slots at most slot.request.timeout.
-        return self._outcome(lambda done: job.change(kind, graph, changed, done, check), kind,
-                             2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120,
-                             context)
-
-    def _outcome(self, start: Callable[[Callable[[Any, str | None], None]], None], what: str,
-                 wait: float, context: grpc.ServicerContext) -> Any:
-        """Start a savepoint or change on the main thread and wait (up to ``wait`` s) for
-        the ``done(result, error)`` it promises; an error ends the call with
-        FAILED_PRECONDITION and its message."""
-        outcome: Future[tuple[Any, str | None]] = Future()
-        self._main.call(lambda: start(lambda result, error: outcome.set_result(
-            (result, error))))
-        try:
-            result, error = outcome.result(timeout=wait)
-        except TimeoutError:
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                          f"the {what} did not end within {wait:.0f} s")
-        if error is not None:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, error)
-        return result
-
-    def DisposeSavepoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        try:
-            dispose_savepoint(request.path, self._jm.configuration)
-        except (UserError, StorageError, StateError) as err:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-        return jobmaster_pb2.Ack()
-
-    def GetCheckpoints(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        job = self._job(request.job_id, context)
-
-        def history() -> Any:
-            response = jobmaster_pb2.CheckpointHistory()
+        def history() -> dispatcher_pb2.CheckpointHistory:
+            response = dispatcher_pb2.CheckpointHistory()
             if job.checkpointing is not None:
                 response.checkpoints.extend(job.checkpointing.coordinator.stats())
             if job.restored is not None:
@@ -761,4 +647,110 @@ class _Servicer(jobmaster_pb2_grpc.JobMasterServiceServicer):
                 response.restore_timestamp_ms = job.restore_timestamp_ms
             return response
 
-        return self._main.call(history)
+        return self.main.call(history)
+
+    def trigger_savepoint(self, request: jobmaster_pb2.SavepointRequest) -> str:
+        """Take a savepoint (``request.terminate``: stop the job with it) and wait for it;
+        returns its directory. A savepoint waits for a checkpoint in progress, then takes
+        at most the checkpoint timeout.
+
+        Raises JobNotFoundError, SavepointFailedError (the job keeps running) and
+        OperationTimeoutError.
+        """
+        job = self._known_job(request.job_id)
+        path: str = self._await_outcome(
+            lambda done: job.savepoint(request, done), "savepoint",
+            2 * job.checkpoint_timeout_s() + 60, SavepointFailedError)
+        return path
+
+    def rescale_job(self, job_id: str, parallelism: int,
+                    operator_parallelism: dict[str, int]) -> jobmaster_pb2.JobChange:
+        """Deploy a running job again at another parallelism (``parallelism``, or 0 for
+        only the operators of ``operator_parallelism``, by uid) from a checkpoint taken
+        now, and wait until it runs again.
+
+        Raises JobNotFoundError, JobChangeRefusedError (nothing to do, or not possible),
+        JobChangeFailedError (refused by the job or rolled back: it runs as before) and
+        OperationTimeoutError.
+        """
+        job = self._known_job(job_id)
+        graph = self.main.call(lambda: rescaled_graph(job.graph.job_graph, parallelism,
+                                                      operator_parallelism))
+        changed = sorted(u for new, old in zip(graph.vertices, job.graph.job_graph.vertices,
+                                               strict=True)
+                         if new.parallelism != old.parallelism for u in new.operator_uids if u)
+        return self._change(job, "rescale", graph, changed, None)
+
+    def update_job(self, job_id: str, new_graph: jobgraph_pb2.JobGraph,
+                   allow_non_restored_state: bool) -> jobmaster_pb2.JobChange:
+        """Replace a running job's program by ``new_graph`` (hot update), its state kept by
+        operator uid, and wait until it runs again.
+
+        Raises JobNotFoundError, InvalidJobError (JobGraphValidationError among them: the
+        new program is malformed or cannot be loaded here), JobChangeRefusedError,
+        JobChangeFailedError (its state does not fit the new program, or the job refused
+        or rolled back the change: it runs as before) and OperationTimeoutError.
+        """
+        job = self._known_job(job_id)
+        try:
+            validate_job_graph(new_graph)
+            graph, changed = self.main.call(lambda: updated_graph(job.graph.job_graph,
+                                                                  new_graph))
+        except (JobGraphValidationError, JobChangeRefusedError):
+            raise
+        except Exception as err:  # unpickling the new program's sources
+            msg = (f"the new program cannot be loaded on the JobMaster: "
+                   f"{type(err).__name__}: {err}")
+            raise InvalidJobError(msg) from err
+
+        def check(metadata: checkpoint_pb2.CheckpointMetadata) -> None:
+            for warning in check_state_matches(metadata, f"checkpoint "
+                                               f"{metadata.checkpoint_id}", graph,
+                                               allow_non_restored_state):
+                log.warning("job %s update: %s", job.job_id, warning)
+
+        return self._change(job, "update", graph, changed, check)
+
+    def _change(self, job: JobScheduler, kind: str, graph: jobgraph_pb2.JobGraph,
+                changed: list[str],
+                check: Callable[[checkpoint_pb2.CheckpointMetadata], None] | None
+                ) -> jobmaster_pb2.JobChange:
+        # A checkpoint (at most its timeout, after one in progress), then a redeployment
+        # that waits for slots at most slot.request.timeout.
+        change: jobmaster_pb2.JobChange = self._await_outcome(
+            lambda done: job.change(kind, graph, changed, done, check), kind,
+            2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120, JobChangeFailedError)
+        return change
+
+    def _await_outcome(self, start: Callable[[Callable[[Any, str | None], None]], None],
+                       what: str, wait: float, failed: type[WeirError]) -> Any:
+        """Start a savepoint or change on the main thread and wait (up to ``wait`` s) for
+        the ``done(result, error)`` it promises; returns the result. Raises ``failed`` with
+        the error, or OperationTimeoutError."""
+        outcome: Future[tuple[Any, str | None]] = Future()
+        self.main.call(lambda: start(lambda result, error: outcome.set_result(
+            (result, error))))
+        try:
+            result, error = outcome.result(timeout=wait)
+        except TimeoutError:
+            msg = f"the {what} did not end within {wait:.0f} s"
+            raise OperationTimeoutError(msg) from None
+        if error is not None:
+            raise failed(error)
+        return result
+
+    def dispose_savepoint(self, path: str) -> None:
+        """Delete the savepoint at ``path`` after checking that it is one (storage I/O on
+        the calling thread). Raises SavepointNotDisposedError."""
+        try:
+            dispose_savepoint(path, self.configuration)
+        except (UserError, StorageError, StateError) as err:
+            raise SavepointNotDisposedError(str(err)) from err
+
+    def _known_job(self, job_id: str) -> JobScheduler:
+        """The job ``job_id`` (looked up on the main thread); raises JobNotFoundError."""
+        job = self.main.call(lambda: self.job(job_id))
+        if job is None:
+            msg = f"no job with id {job_id!r} (`weir list` shows the known jobs)"
+            raise JobNotFoundError(msg)
+        return job

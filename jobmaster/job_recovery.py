@@ -32,7 +32,13 @@ from typing import Any
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.checkpoint.metadata import missing_files, read_metadata
 from weir.checkpoint.storage import reader_for
-from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, StorageError
+from weir.core.errors import (
+    ConfigError,
+    CorruptStateError,
+    MissingStateError,
+    StorageError,
+    WeirError,
+)
 from weir.jobmaster.high_availability import JOB_GRAPH_NAME, CheckpointPointer, JobStore
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
@@ -47,8 +53,11 @@ FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 30.0
 
 
-class UnrecoverableJobError(Exception):
-    """A stored job cannot be recovered; the message names the file and the cause."""
+class UnrecoverableJobError(WeirError):
+    """A stored job cannot be recovered (its graph, pointer or checkpoint is missing,
+    damaged or does not match): it is skipped, its data left for repair. The message names
+    the file and the cause. Not a StorageError: a storage that fails is retried, this is
+    not."""
 
 
 @dataclass

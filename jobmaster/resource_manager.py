@@ -26,10 +26,11 @@ from typing import Any
 
 import grpc
 
+from weir.core.errors import UserError
 from weir.core.heartbeat import DISABLED, RpcFailureThreshold, classify
 from weir.core.rpc import create_channel
 from weir.core.tls import TlsFiles
-from weir.proto import jobmaster_pb2, taskexecutor_pb2_grpc
+from weir.proto import dispatcher_pb2, jobmaster_pb2, taskexecutor_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +76,16 @@ class TaskExecutorRecord:
     def free_slots(self) -> int:
         return sum(1 for s in self.slots if s.job_id is None)
 
-    def to_info(self) -> jobmaster_pb2.TaskExecutorInfo:
-        return jobmaster_pb2.TaskExecutorInfo(
+    def to_info(self) -> dispatcher_pb2.TaskExecutorInfo:
+        return dispatcher_pb2.TaskExecutorInfo(
             resource_id=self.resource_id, rpc_address=self.rpc_address,
             data_address=self.data_address, slots_total=len(self.slots),
             slots_free=self.free_slots, metrics_url=self.metrics_url, pid=self.pid)
 
 
-class DuplicateTaskExecutorError(Exception):
-    """A TaskExecutor registered with the resource id of another one that is alive."""
+class DuplicateTaskExecutorError(UserError):
+    """A TaskExecutor registered with the resource id of another one that is alive; the
+    message names both and the fix (a resource id of its own, or waiting for the other)."""
 
 
 def _connect(address: str, token: str | None,

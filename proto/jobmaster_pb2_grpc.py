@@ -25,8 +25,9 @@ if _version_not_supported:
     )
 
 
-class JobMasterServiceStub:
-    """The JobMaster's RPCs, called by clients and by TaskExecutors.
+class JobMasterGatewayStub:
+    """The JobMaster's gateway: what TaskExecutors call (Flink's JobMasterGateway). Clients call
+    the Dispatcher (dispatcher.proto), which the JobMaster serves on the same port.
     """
 
     def __init__(self, channel):
@@ -36,109 +37,54 @@ class JobMasterServiceStub:
             channel: A grpc.Channel.
         """
         self.RegisterTaskExecutor = channel.unary_unary(
-                '/weir.JobMasterService/RegisterTaskExecutor',
+                '/weir.JobMasterGateway/RegisterTaskExecutor',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.stream_stream(
-                '/weir.JobMasterService/Heartbeat',
+                '/weir.JobMasterGateway/Heartbeat',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobMasterHeartbeat.FromString,
                 _registered_method=True)
         self.UpdateTaskExecutionState = channel.unary_unary(
-                '/weir.JobMasterService/UpdateTaskExecutionState',
+                '/weir.JobMasterGateway/UpdateTaskExecutionState',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
         self.RequestSplits = channel.unary_unary(
-                '/weir.JobMasterService/RequestSplits',
+                '/weir.JobMasterGateway/RequestSplits',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.SplitRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.SplitResponse.FromString,
                 _registered_method=True)
         self.PushCollectBatch = channel.unary_unary(
-                '/weir.JobMasterService/PushCollectBatch',
+                '/weir.JobMasterGateway/PushCollectBatch',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.CollectAck.FromString,
                 _registered_method=True)
         self.AcknowledgeCheckpoint = channel.unary_unary(
-                '/weir.JobMasterService/AcknowledgeCheckpoint',
+                '/weir.JobMasterGateway/AcknowledgeCheckpoint',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.AcknowledgeCheckpointRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
         self.DeclineCheckpoint = channel.unary_unary(
-                '/weir.JobMasterService/DeclineCheckpoint',
+                '/weir.JobMasterGateway/DeclineCheckpoint',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.DeclineCheckpointRequest.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
         self.ReportEndOfData = channel.unary_unary(
-                '/weir.JobMasterService/ReportEndOfData',
+                '/weir.JobMasterGateway/ReportEndOfData',
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
-        self.SubmitJob = channel.unary_unary(
-                '/weir.JobMasterService/SubmitJob',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobResponse.FromString,
-                _registered_method=True)
-        self.ListJobs = channel.unary_unary(
-                '/weir.JobMasterService/ListJobs',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsResponse.FromString,
-                _registered_method=True)
-        self.GetJobDetails = channel.unary_unary(
-                '/weir.JobMasterService/GetJobDetails',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobDetails.FromString,
-                _registered_method=True)
-        self.CancelJob = channel.unary_unary(
-                '/weir.JobMasterService/CancelJob',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
-                _registered_method=True)
-        self.FetchCollectResults = channel.unary_unary(
-                '/weir.JobMasterService/FetchCollectResults',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectResponse.FromString,
-                _registered_method=True)
-        self.GetClusterOverview = channel.unary_unary(
-                '/weir.JobMasterService/GetClusterOverview',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.FromString,
-                _registered_method=True)
-        self.GetCheckpoints = channel.unary_unary(
-                '/weir.JobMasterService/GetCheckpoints',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.FromString,
-                _registered_method=True)
-        self.TriggerSavepoint = channel.unary_unary(
-                '/weir.JobMasterService/TriggerSavepoint',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.SavepointRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.SavepointResponse.FromString,
-                _registered_method=True)
-        self.DisposeSavepoint = channel.unary_unary(
-                '/weir.JobMasterService/DisposeSavepoint',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
-                _registered_method=True)
-        self.RescaleJob = channel.unary_unary(
-                '/weir.JobMasterService/RescaleJob',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.RescaleRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
-                _registered_method=True)
-        self.UpdateJob = channel.unary_unary(
-                '/weir.JobMasterService/UpdateJob',
-                request_serializer=weir_dot_proto_dot_jobmaster__pb2.UpdateJobRequest.SerializeToString,
-                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
-                _registered_method=True)
 
 
-class JobMasterServiceServicer:
-    """The JobMaster's RPCs, called by clients and by TaskExecutors.
+class JobMasterGatewayServicer:
+    """The JobMaster's gateway: what TaskExecutors call (Flink's JobMasterGateway). Clients call
+    the Dispatcher (dispatcher.proto), which the JobMaster serves on the same port.
     """
 
     def RegisterTaskExecutor(self, request, context):
-        """-- TaskExecutors
-        """
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -189,81 +135,8 @@ class JobMasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def SubmitJob(self, request, context):
-        """-- clients
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
 
-    def ListJobs(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetJobDetails(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CancelJob(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def FetchCollectResults(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetClusterOverview(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetCheckpoints(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def TriggerSavepoint(self, request, context):
-        """Take a savepoint (with `terminate`: stop the job with it); answers once it completed
-        or failed (FAILED_PRECONDITION, naming why; the job keeps running).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def DisposeSavepoint(self, request, context):
-        """Delete a savepoint (its directory), after checking that it is one.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RescaleJob(self, request, context):
-        """Change a running job: a checkpoint is taken and the job is deployed again from it, at
-        other parallelism or with another program; answers once it runs again (or the change
-        was refused or rolled back, FAILED_PRECONDITION, the job running as before).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def UpdateJob(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-
-def add_JobMasterServiceServicer_to_server(servicer, server):
+def add_JobMasterGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'RegisterTaskExecutor': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterTaskExecutor,
@@ -305,71 +178,17 @@ def add_JobMasterServiceServicer_to_server(servicer, server):
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.FromString,
                     response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
-            'SubmitJob': grpc.unary_unary_rpc_method_handler(
-                    servicer.SubmitJob,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.SubmitJobResponse.SerializeToString,
-            ),
-            'ListJobs': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListJobs,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.ListJobsResponse.SerializeToString,
-            ),
-            'GetJobDetails': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetJobDetails,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobDetails.SerializeToString,
-            ),
-            'CancelJob': grpc.unary_unary_rpc_method_handler(
-                    servicer.CancelJob,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
-            ),
-            'FetchCollectResults': grpc.unary_unary_rpc_method_handler(
-                    servicer.FetchCollectResults,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.FetchCollectResponse.SerializeToString,
-            ),
-            'GetClusterOverview': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetClusterOverview,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.SerializeToString,
-            ),
-            'GetCheckpoints': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetCheckpoints,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.SerializeToString,
-            ),
-            'TriggerSavepoint': grpc.unary_unary_rpc_method_handler(
-                    servicer.TriggerSavepoint,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.SavepointRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.SavepointResponse.SerializeToString,
-            ),
-            'DisposeSavepoint': grpc.unary_unary_rpc_method_handler(
-                    servicer.DisposeSavepoint,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
-            ),
-            'RescaleJob': grpc.unary_unary_rpc_method_handler(
-                    servicer.RescaleJob,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.RescaleRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.SerializeToString,
-            ),
-            'UpdateJob': grpc.unary_unary_rpc_method_handler(
-                    servicer.UpdateJob,
-                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.UpdateJobRequest.FromString,
-                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.JobChange.SerializeToString,
-            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'weir.JobMasterService', rpc_method_handlers)
+            'weir.JobMasterGateway', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('weir.JobMasterService', rpc_method_handlers)
+    server.add_registered_method_handlers('weir.JobMasterGateway', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class JobMasterService:
-    """The JobMaster's RPCs, called by clients and by TaskExecutors.
+class JobMasterGateway:
+    """The JobMaster's gateway: what TaskExecutors call (Flink's JobMasterGateway). Clients call
+    the Dispatcher (dispatcher.proto), which the JobMaster serves on the same port.
     """
 
     @staticmethod
@@ -386,7 +205,7 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/RegisterTaskExecutor',
+            '/weir.JobMasterGateway/RegisterTaskExecutor',
             weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.RegisterTaskExecutorResponse.FromString,
             options,
@@ -413,7 +232,7 @@ class JobMasterService:
         return grpc.experimental.stream_stream(
             request_iterator,
             target,
-            '/weir.JobMasterService/Heartbeat',
+            '/weir.JobMasterGateway/Heartbeat',
             weir_dot_proto_dot_jobmaster__pb2.TaskExecutorHeartbeat.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.JobMasterHeartbeat.FromString,
             options,
@@ -440,7 +259,7 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/UpdateTaskExecutionState',
+            '/weir.JobMasterGateway/UpdateTaskExecutionState',
             weir_dot_proto_dot_jobmaster__pb2.TaskExecutionStateUpdate.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
@@ -467,7 +286,7 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/RequestSplits',
+            '/weir.JobMasterGateway/RequestSplits',
             weir_dot_proto_dot_jobmaster__pb2.SplitRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.SplitResponse.FromString,
             options,
@@ -494,7 +313,7 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/PushCollectBatch',
+            '/weir.JobMasterGateway/PushCollectBatch',
             weir_dot_proto_dot_jobmaster__pb2.CollectBatch.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.CollectAck.FromString,
             options,
@@ -521,7 +340,7 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/AcknowledgeCheckpoint',
+            '/weir.JobMasterGateway/AcknowledgeCheckpoint',
             weir_dot_proto_dot_jobmaster__pb2.AcknowledgeCheckpointRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
@@ -548,7 +367,7 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/DeclineCheckpoint',
+            '/weir.JobMasterGateway/DeclineCheckpoint',
             weir_dot_proto_dot_jobmaster__pb2.DeclineCheckpointRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
@@ -575,306 +394,9 @@ class JobMasterService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/weir.JobMasterService/ReportEndOfData',
+            '/weir.JobMasterGateway/ReportEndOfData',
             weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SubmitJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/SubmitJob',
-            weir_dot_proto_dot_jobmaster__pb2.SubmitJobRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.SubmitJobResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListJobs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/ListJobs',
-            weir_dot_proto_dot_jobmaster__pb2.ListJobsRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.ListJobsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetJobDetails(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/GetJobDetails',
-            weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.JobDetails.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CancelJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/CancelJob',
-            weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def FetchCollectResults(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/FetchCollectResults',
-            weir_dot_proto_dot_jobmaster__pb2.FetchCollectRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.FetchCollectResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetClusterOverview(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/GetClusterOverview',
-            weir_dot_proto_dot_jobmaster__pb2.ClusterOverviewRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.ClusterOverview.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetCheckpoints(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/GetCheckpoints',
-            weir_dot_proto_dot_jobmaster__pb2.JobIdRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.CheckpointHistory.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def TriggerSavepoint(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/TriggerSavepoint',
-            weir_dot_proto_dot_jobmaster__pb2.SavepointRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.SavepointResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def DisposeSavepoint(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/DisposeSavepoint',
-            weir_dot_proto_dot_jobmaster__pb2.DisposeSavepointRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RescaleJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/RescaleJob',
-            weir_dot_proto_dot_jobmaster__pb2.RescaleRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def UpdateJob(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/weir.JobMasterService/UpdateJob',
-            weir_dot_proto_dot_jobmaster__pb2.UpdateJobRequest.SerializeToString,
-            weir_dot_proto_dot_jobmaster__pb2.JobChange.FromString,
             options,
             channel_credentials,
             insecure,

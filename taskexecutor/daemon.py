@@ -3,6 +3,10 @@
 Threads: the gRPC server's pool (SubmitTask/CancelTask/ReleaseJob only start, flag or
 release things), one heartbeat thread (registration and the heartbeat stream), one mailbox
 thread per task, and the shuffle environment's network threads.
+
+The TaskExecutorService servicer only translates: requests become calls of
+:class:`TaskExecutor`, whose domain errors become status codes in one place
+(:data:`STATUS_CODES`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from prometheus_client import CollectorRegistry
@@ -26,17 +30,17 @@ from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core import options
 from weir.core.config import Configuration
+from weir.core.errors import WeirError
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
 from weir.core.metrics import CallbackCollector, MetricsServer
-from weir.core.rpc import SMALL_MESSAGE_BYTES, create_channel, create_server, method_limits
+from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
 from weir.proto import (
     common_pb2,
     jobgraph_pb2,
     jobmaster_pb2,
-    jobmaster_pb2_grpc,
     taskexecutor_pb2,
     taskexecutor_pb2_grpc,
 )
@@ -57,6 +61,24 @@ from weir.taskexecutor.user_metrics import MetricRegistry
 log = logging.getLogger(__name__)
 
 TERMINAL = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
+
+
+class SlotNotFoundError(WeirError):
+    """A deployment names a slot this TaskExecutor does not offer (its allocation is of
+    another TaskExecutor, or of a registration with more slots)."""
+
+
+class TaskNotFoundError(WeirError):
+    """A request names a task attempt this TaskExecutor does not run (it ended, or was
+    never deployed here)."""
+
+
+#: The status each domain error of the TaskExecutor answers with (its message is the
+#: details); other exceptions end the call as gRPC ends one whose handler raised.
+STATUS_CODES: dict[type[WeirError], grpc.StatusCode] = {
+    SlotNotFoundError: grpc.StatusCode.FAILED_PRECONDITION,
+    TaskNotFoundError: grpc.StatusCode.NOT_FOUND,
+}
 
 
 def request_limits() -> dict[str, int]:
@@ -134,8 +156,7 @@ class TaskExecutor:
         self.data_address = self.shuffle.start()
         self._server, port = create_server(
             self.host, self.configuration.get(te_options.RPC_PORT), self._token,
-            lambda s: taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
-                _Servicer(self), s), limits=request_limits(), tls=self._tls)
+            self._add_servicer, limits=request_limits(), tls=self._tls)
         self.rpc_address = f"{self.host}:{port}"
         registry = CollectorRegistry()
         registry.register(CallbackCollector(self._collect_metrics))
@@ -150,6 +171,11 @@ class TaskExecutor:
         log.info("TaskExecutor %s started: rpc %s, data %s, %d slots, metrics %s",
                  self.resource_id, self.rpc_address, self.data_address, self.num_slots,
                  self.metrics_url)
+
+    def _add_servicer(self, server: grpc.Server) -> None:
+        # The generated registration function carries no annotations.
+        taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            TaskExecutorServicer(self), server)
 
     def wait_registered(self, timeout: float) -> bool:
         return self._registered.wait(timeout)
@@ -188,12 +214,14 @@ class TaskExecutor:
 
     # -- tasks ------------------------------------------------------------------------------
 
-    def submit_task(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor,
-                    context: grpc.ServicerContext) -> None:
+    def submit_task(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor) -> None:
+        """Start the task ``tdd`` deploys in its slot (an RPC thread; returns once its
+        thread started). A deployment of an attempt that runs here already is ignored.
+        Raises SlotNotFoundError."""
         slot = int(tdd.allocation_id.rsplit(":", 1)[-1]) if ":" in tdd.allocation_id else -1
         if not 0 <= slot < self.num_slots:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"{self.resource_id} has no slot {slot}")
+            msg = f"{self.resource_id} has no slot {slot}"
+            raise SlotNotFoundError(msg)
         config = self.configuration.merged(dict(tdd.config))
         task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state,
                     self._upload_pool, local_state_root(config, self.working_dir),
@@ -211,15 +239,15 @@ class TaskExecutor:
         if task is not None:
             task.cancel()
 
-    def trigger_checkpoint(self, request: taskexecutor_pb2.TriggerCheckpointRequest,
-                           context: grpc.ServicerContext) -> None:
+    def trigger_checkpoint(self, attempt_id: str, barrier: CheckpointBarrier) -> None:
+        """Start a checkpoint at the source task ``attempt_id`` (an RPC thread; the task
+        snapshots and emits ``barrier`` on its own thread). Raises TaskNotFoundError."""
         with self._lock:
-            task = self._tasks.get(request.attempt_id)
+            task = self._tasks.get(attempt_id)
         if task is None:
-            context.abort(grpc.StatusCode.NOT_FOUND,
-                          f"no task {request.attempt_id} on {self.resource_id}")
-        task.trigger_checkpoint(CheckpointBarrier(request.checkpoint_id, request.timestamp_ms,
-                                                  request.options))
+            msg = f"no task {attempt_id} on {self.resource_id}"
+            raise TaskNotFoundError(msg)
+        task.trigger_checkpoint(barrier)
 
     def notify_checkpoint(self, request: taskexecutor_pb2.CheckpointNotification) -> None:
         with self._lock:
@@ -243,7 +271,8 @@ class TaskExecutor:
     def _on_task_state(self, task: Task, state: int, error: common_pb2.ErrorInfo | None) -> None:
         """Called on the task's thread."""
         update = jobmaster_pb2.TaskExecutionStateUpdate(
-            job_id=task.job_id, attempt_id=task.attempt_id, state=state,
+            job_id=task.job_id, attempt_id=task.attempt_id,
+            state=cast("common_pb2.ExecutionState", state),
             metrics=self._task_metrics(task))
         if state == common_pb2.RUNNING and task.restore_stats is not None:
             update.restore.CopyFrom(task.restore_stats)
@@ -372,7 +401,8 @@ class TaskExecutor:
     def _run_heartbeats(self, interval: float, timeout: float) -> None:
         """Keep the heartbeat stream of the current registration until it ends: closed by
         either side, silent for ``timeout``, or the JobMaster unreachable (below)."""
-        assert self._gateway is not None
+        gateway = self._gateway
+        assert gateway is not None
         ended = threading.Event()
         last_seen = [time.monotonic()]
         # A silent JobMaster is asked again over a new connection every interval; when that
@@ -390,7 +420,7 @@ class TaskExecutor:
                     task_metrics=[self._task_metrics(t, sample=True) for t in tasks])
                 ended.wait(interval)
 
-        call = self._gateway.stub.Heartbeat(outgoing())
+        call = gateway.heartbeats(outgoing())
 
         def watchdog() -> None:
             probed_at = 0.0
@@ -408,7 +438,7 @@ class TaskExecutor:
                 if not unreachable.enabled or silent < 2 * interval:
                     continue  # no heartbeat overdue by a whole interval yet
                 probed_at = time.monotonic()
-                code = self._probe_jobmaster(interval)
+                code = gateway.probe(interval)
                 if ended.is_set():
                     return
                 if unreachable.record(classify(code)):
@@ -434,28 +464,6 @@ class TaskExecutor:
             ended.set()
             call.cancel()
             watcher.join(timeout=5)
-
-    def _probe_jobmaster(self, deadline: float) -> grpc.StatusCode:
-        """Ask the JobMaster something harmless, over a connection of its own, within
-        ``deadline`` seconds; returns the call's status.
-
-        Its heartbeat stream went silent, and the stream's connection may be the dead part
-        (half-open after the JobMaster's host went away, or cut by a middlebox) while the
-        address itself refuses at once. gRPC shares one connection among channels with
-        equal arguments, so this channel's smaller send limit (a query is all it sends)
-        also keeps it off the heartbeat's connection; closing it after each probe makes the
-        next one connect afresh instead of inheriting a reconnect back-off.
-        """
-        channel = create_channel(self.jobmaster_address, self._token,
-                                 max_send_bytes=SMALL_MESSAGE_BYTES, tls=self._tls)
-        try:
-            jobmaster_pb2_grpc.JobMasterServiceStub(channel).GetClusterOverview(
-                jobmaster_pb2.ClusterOverviewRequest(), timeout=deadline)
-        except grpc.RpcError as err:
-            return err.code()  # type: ignore[no-any-return]
-        finally:
-            channel.close()
-        return grpc.StatusCode.OK
 
     # -- metrics ----------------------------------------------------------------------------
 
@@ -486,27 +494,55 @@ class TaskExecutor:
         return [*te.values(), *per_task.values()]
 
 
-class _Servicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
+class TaskExecutorServicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
+    """The TaskExecutorService RPCs (called by the JobMaster) of one TaskExecutor."""
+
     def __init__(self, te: TaskExecutor) -> None:
         self._te = te
 
-    def SubmitTask(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self._te.submit_task(request, context)
+    @contextlib.contextmanager
+    def _domain_errors(self, context: grpc.ServicerContext) -> Iterator[None]:
+        """Ends the call with the status of a domain error raised inside (see
+        :data:`STATUS_CODES`), its message as details; other exceptions pass."""
+        try:
+            yield
+        except WeirError as err:
+            code = next((STATUS_CODES[c] for c in type(err).__mro__ if c in STATUS_CODES),
+                        None)
+            if code is None:
+                raise
+            context.abort(code, str(err))
+
+    def SubmitTask(  # noqa: N802
+            self, request: jobgraph_pb2.TaskDeploymentDescriptor,
+            context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
+        with self._domain_errors(context):
+            self._te.submit_task(request)
         return taskexecutor_pb2.TaskAck()
 
-    def CancelTask(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def CancelTask(  # noqa: N802
+            self, request: taskexecutor_pb2.CancelTaskRequest,
+            context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
         self._te.cancel_task(request.attempt_id)
         return taskexecutor_pb2.TaskAck()
 
-    def ReleaseJob(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def ReleaseJob(  # noqa: N802
+            self, request: taskexecutor_pb2.ReleaseJobRequest,
+            context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
         self._te.release_job(request.job_id)
         return taskexecutor_pb2.TaskAck()
 
-    def TriggerCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self._te.trigger_checkpoint(request, context)
+    def TriggerCheckpoint(  # noqa: N802
+            self, request: taskexecutor_pb2.TriggerCheckpointRequest,
+            context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
+        barrier = CheckpointBarrier(request.checkpoint_id, request.timestamp_ms,
+                                    request.options)
+        with self._domain_errors(context):
+            self._te.trigger_checkpoint(request.attempt_id, barrier)
         return taskexecutor_pb2.TaskAck()
 
-    def NotifyCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def NotifyCheckpoint(  # noqa: N802
+            self, request: taskexecutor_pb2.CheckpointNotification,
+            context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
         self._te.notify_checkpoint(request)
         return taskexecutor_pb2.TaskAck()
-

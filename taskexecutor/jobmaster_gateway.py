@@ -1,20 +1,29 @@
-"""The TaskExecutor's calls to the JobMaster. Every call has a timeout."""
+"""The TaskExecutor's calls to the JobMaster's JobMasterGateway service (and its one call
+to the Dispatcher, the liveness probe). Every unary call has a timeout."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
 
 from weir.core import rpc
 from weir.core.errors import InternalError
-from weir.core.rpc import create_channel, keep_until_done
+from weir.core.rpc import SMALL_MESSAGE_BYTES, create_channel, keep_until_done
 from weir.core.tls import TlsFiles
-from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import (
+    checkpoint_pb2,
+    common_pb2,
+    dispatcher_pb2,
+    dispatcher_pb2_grpc,
+    jobgraph_pb2,
+    jobmaster_pb2,
+    jobmaster_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,16 +43,53 @@ def collect_payload_limit() -> int:
 
 
 class JobMasterGateway:
-    """Thread-safe wrapper of the JobMaster stub used by the TaskExecutor and its tasks."""
+    """Thread-safe wrapper of the JobMasterGateway stub used by the TaskExecutor and its
+    tasks."""
 
     def __init__(self, address: str, token: str | None, tls: TlsFiles | None = None) -> None:
         self.address = address
+        self._token = token
+        self._tls = tls
         self.channel = create_channel(address, token, tls=tls)
-        self.stub = jobmaster_pb2_grpc.JobMasterServiceStub(self.channel)
+        # The generated stubs carry no annotations: their calls answer Any.
+        self.stub = jobmaster_pb2_grpc.JobMasterGatewayStub(  # type: ignore[no-untyped-call]
+            self.channel)
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest,
                  timeout: float = RPC_TIMEOUT_S) -> jobmaster_pb2.RegisterTaskExecutorResponse:
-        return self.stub.RegisterTaskExecutor(request, timeout=timeout)
+        response: jobmaster_pb2.RegisterTaskExecutorResponse = self.stub.RegisterTaskExecutor(
+            request, timeout=timeout)
+        return response
+
+    def heartbeats(self, outgoing: Iterator[jobmaster_pb2.TaskExecutorHeartbeat]) -> Any:
+        """Open the heartbeat stream of the current registration (heartbeat thread): sends
+        ``outgoing``; the call iterates over the JobMaster's heartbeats, ends with
+        grpc.RpcError when the stream breaks, and ``cancel()`` closes it."""
+        return self.stub.Heartbeat(outgoing)
+
+    def probe(self, deadline: float) -> grpc.StatusCode:
+        """Ask the JobMaster something harmless, over a connection of its own, within
+        ``deadline`` seconds; returns the call's status.
+
+        The heartbeat stream went silent, and the stream's connection may be the dead part
+        (half-open after the JobMaster's host went away, or cut by a middlebox) while the
+        address itself refuses at once. gRPC shares one connection among channels with
+        equal arguments, so this channel's smaller send limit (a query is all it sends)
+        also keeps it off the heartbeat's connection; closing it after each probe makes the
+        next one connect afresh instead of inheriting a reconnect back-off. The question is
+        the Dispatcher's cluster overview: served on the same port, answered by the
+        JobMaster's main thread.
+        """
+        channel = create_channel(self.address, self._token, max_send_bytes=SMALL_MESSAGE_BYTES,
+                                 tls=self._tls)
+        try:
+            stub = dispatcher_pb2_grpc.DispatcherStub(channel)  # type: ignore[no-untyped-call]
+            stub.GetClusterOverview(dispatcher_pb2.ClusterOverviewRequest(), timeout=deadline)
+        except grpc.RpcError as err:
+            return err.code()
+        finally:
+            channel.close()
+        return grpc.StatusCode.OK
 
     def update_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate,
                           attempts: int = 5) -> bool:

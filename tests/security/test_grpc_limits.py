@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.cluster import LocalCluster
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_channel, create_server
-from weir.proto import jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import dispatcher_pb2, dispatcher_pb2_grpc
 
 TOKEN = "tok-limits-5d1e"
 MiB = 1024 * 1024
@@ -70,11 +70,13 @@ def test_an_unauthenticated_200_mib_request_is_refused_before_it_is_read(guarded
     channel = grpc.insecure_channel(guarded.address,
                                     options=[("grpc.max_send_message_length", 256 * MiB)])
     try:
-        for method in ("SubmitJob", "ListJobs"):
+        # Both services of the JobMaster's server: the clients' and the TaskExecutors'.
+        for method in ("Dispatcher/SubmitJob", "Dispatcher/ListJobs",
+                       "JobMasterGateway/PushCollectBatch"):
             reset_peak(pid)
             before = memory_mib(pid)
             started = time.monotonic()
-            refused = raw_call(channel, f"/weir.JobMasterService/{method}", body)
+            refused = raw_call(channel, f"/weir.{method}", body)
             elapsed = time.monotonic() - started
             after = memory_mib(pid)
             growth = after["VmHWM"] - before["VmRSS"]
@@ -92,14 +94,14 @@ def test_an_unauthenticated_200_mib_request_is_refused_before_it_is_read(guarded
 def test_a_large_message_to_a_small_message_method_is_refused(guarded):
     channel = create_channel(guarded.address, TOKEN)
     try:
-        refused = raw_call(channel, "/weir.JobMasterService/ListJobs",
+        refused = raw_call(channel, "/weir.Dispatcher/ListJobs",
                            unknown_field(SMALL_MESSAGE_BYTES + MiB))
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
         details = refused.details()
-        assert "/weir.JobMasterService/ListJobs" in details and "4.0 MiB" in details, details
+        assert "/weir.Dispatcher/ListJobs" in details and "4.0 MiB" in details, details
         assert "\n" not in details
         # A heartbeat stream is held to the same limit, message by message.
-        heartbeat = channel.stream_stream("/weir.JobMasterService/Heartbeat",
+        heartbeat = channel.stream_stream("/weir.JobMasterGateway/Heartbeat",
                                           request_serializer=lambda b: b,
                                           response_deserializer=lambda b: b)
         with pytest.raises(grpc.RpcError) as raised:
@@ -112,18 +114,18 @@ def test_a_large_message_to_a_small_message_method_is_refused(guarded):
     assert listing.returncode == 0, listing.stderr
     channel = create_channel(guarded.address, TOKEN)
     try:
-        stub = jobmaster_pb2_grpc.JobMasterServiceStub(channel)
-        overview = stub.GetClusterOverview(jobmaster_pb2.ClusterOverviewRequest(), timeout=10)
+        stub = dispatcher_pb2_grpc.DispatcherStub(channel)
+        overview = stub.GetClusterOverview(dispatcher_pb2.ClusterOverviewRequest(), timeout=10)
         assert overview.slots_total == 1
     finally:
         channel.close()
 
 
 def serve(max_receive_bytes: int | None = None) -> tuple[grpc.Server, str]:
-    """A JobMaster service without behaviour: every call that gets through is UNIMPLEMENTED."""
+    """A Dispatcher service without behaviour: every call that gets through is UNIMPLEMENTED."""
     server, port = create_server(
-        "127.0.0.1", 0, None, lambda s: jobmaster_pb2_grpc.add_JobMasterServiceServicer_to_server(
-            jobmaster_pb2_grpc.JobMasterServiceServicer(), s),
+        "127.0.0.1", 0, None, lambda s: dispatcher_pb2_grpc.add_DispatcherServicer_to_server(
+            dispatcher_pb2_grpc.DispatcherServicer(), s),
         max_receive_bytes=max_receive_bytes)
     return server, f"127.0.0.1:{port}"
 
@@ -132,9 +134,9 @@ def test_a_server_reads_no_message_above_its_receive_limit():
     server, address = serve(max_receive_bytes=MiB)
     channel = create_channel(address)
     try:
-        refused = raw_call(channel, "/weir.JobMasterService/SubmitJob", unknown_field(2 * MiB))
+        refused = raw_call(channel, "/weir.Dispatcher/SubmitJob", unknown_field(2 * MiB))
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
-        below = raw_call(channel, "/weir.JobMasterService/SubmitJob", unknown_field(MiB // 2))
+        below = raw_call(channel, "/weir.Dispatcher/SubmitJob", unknown_field(MiB // 2))
         assert below.code() == grpc.StatusCode.UNIMPLEMENTED, below
     finally:
         channel.close()
@@ -145,7 +147,7 @@ def test_a_channel_refuses_to_send_above_its_send_limit():
     server, address = serve()
     channel = create_channel(address, max_send_bytes=MiB)
     try:
-        refused = raw_call(channel, "/weir.JobMasterService/SubmitJob", unknown_field(2 * MiB))
+        refused = raw_call(channel, "/weir.Dispatcher/SubmitJob", unknown_field(2 * MiB))
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
         assert "Sent message larger than max" in refused.details()
     finally:

@@ -19,7 +19,7 @@ from tests.support.cluster import LocalCluster, poll, write_job
 from weir import StreamExecutionEnvironment
 from weir.core.rpc import create_channel
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
-from weir.proto import jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import dispatcher_pb2, dispatcher_pb2_grpc, jobgraph_pb2
 
 INT32 = (-(2**31), 2**31 - 1)
 CONFIG_KEYS = ["execution.checkpointing.interval", "parallelism.default",
@@ -169,14 +169,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="module")
-def stub(cluster: LocalCluster) -> Iterator[jobmaster_pb2_grpc.JobMasterServiceStub]:
+def stub(cluster: LocalCluster) -> Iterator[dispatcher_pb2_grpc.DispatcherStub]:
     channel = create_channel(cluster.address)
-    yield jobmaster_pb2_grpc.JobMasterServiceStub(channel)
+    yield dispatcher_pb2_grpc.DispatcherStub(channel)
     channel.close()
 
 
-def free_slots(stub: jobmaster_pb2_grpc.JobMasterServiceStub) -> tuple[int, int]:
-    overview = stub.GetClusterOverview(jobmaster_pb2.ClusterOverviewRequest(), timeout=10)
+def free_slots(stub: dispatcher_pb2_grpc.DispatcherStub) -> tuple[int, int]:
+    overview = stub.GetClusterOverview(dispatcher_pb2.ClusterOverviewRequest(), timeout=10)
     return overview.slots_free, overview.slots_total
 
 
@@ -189,7 +189,7 @@ def test_a_jobmaster_answers_every_fuzzed_submission_and_leaks_no_slot(cluster, 
     @given(fuzzed_graphs())
     def submit(graph: jobgraph_pb2.JobGraph) -> None:
         try:
-            response = stub.SubmitJob(jobmaster_pb2.SubmitJobRequest(job_graph=graph),
+            response = stub.SubmitJob(dispatcher_pb2.SubmitJobRequest(job_graph=graph),
                                       timeout=30)
         except grpc.RpcError as err:
             assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, \
@@ -198,7 +198,7 @@ def test_a_jobmaster_answers_every_fuzzed_submission_and_leaks_no_slot(cluster, 
             outcomes["refused"] = outcomes.get("refused", 0) + 1
         else:
             outcomes["accepted"] = outcomes.get("accepted", 0) + 1
-            stub.CancelJob(jobmaster_pb2.JobIdRequest(job_id=response.job_id), timeout=10)
+            stub.CancelJob(dispatcher_pb2.JobIdRequest(job_id=response.job_id), timeout=10)
         _, total = poll(lambda: (s := free_slots(stub))[0] == s[1] and s, timeout=30,
                         what="every slot to be free again")
         assert total == 2

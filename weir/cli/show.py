@@ -2,8 +2,8 @@
 tables for people and as JSON (``--json``) for scripts, whose keys are kept stable.
 
 Example:
-    >>> from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2
-    >>> history = jobmaster_pb2.CheckpointHistory()
+    >>> from weir.proto import checkpoint_pb2, common_pb2, dispatcher_pb2
+    >>> history = dispatcher_pb2.CheckpointHistory()
     >>> completed = checkpoint_pb2.CheckpointStats.COMPLETED
     >>> _ = history.checkpoints.add(checkpoint_id=3, status=completed, duration_ms=120,
     ...                             external_path="file:///c/job/chk-3")
@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from weir.client.cluster_client import failure_text, job_status_name, state_name
-from weir.proto import checkpoint_pb2, common_pb2, jobmaster_pb2
+from weir.proto import checkpoint_pb2, common_pb2, dispatcher_pb2, jobmaster_pb2
 
 
 def print_jobs(jobs: list[Any]) -> None:
@@ -127,7 +127,7 @@ def _subtasks(row: checkpoint_pb2.CheckpointStats) -> list[dict[str, Any]]:
             for s in row.subtasks]
 
 
-def checkpoints_json(history: jobmaster_pb2.CheckpointHistory,
+def checkpoints_json(history: dispatcher_pb2.CheckpointHistory,
                      tasks: bool = False) -> list[dict[str, Any]]:
     """``weir checkpoints --json``: one object per checkpoint, newest last."""
     rows = []
@@ -156,7 +156,7 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def print_checkpoints(history: jobmaster_pb2.CheckpointHistory, tasks: bool = False) -> None:
+def print_checkpoints(history: dispatcher_pb2.CheckpointHistory, tasks: bool = False) -> None:
     if not history.checkpoints:
         print("no checkpoints (is execution.checkpointing.interval set?)")
         return

@@ -1,4 +1,4 @@
-"""Client side of the JobMaster's gRPC API: submit, watch, cancel, collect results.
+"""Client side of the JobMaster's Dispatcher service: submit, watch, cancel, collect results.
 
 Example:
     >>> from weir.client.cluster_client import JobMasterClient
@@ -23,7 +23,7 @@ from weir.core.records import Elements
 from weir.core.rpc import create_channel, translate_rpc_error
 from weir.core.tls import TlsFiles
 from weir.operators.sinks import from_ipc
-from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2, jobmaster_pb2_grpc
+from weir.proto import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc, jobgraph_pb2, jobmaster_pb2
 
 TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}
 
@@ -52,13 +52,15 @@ class JobMasterClient:
         self._tls = tls
         self._timeout = timeout
         self._channel: grpc.Channel | None = None
-        self._stub: jobmaster_pb2_grpc.JobMasterServiceStub | None = None
+        self._stub: dispatcher_pb2_grpc.DispatcherStub | None = None
 
     @property
-    def stub(self) -> jobmaster_pb2_grpc.JobMasterServiceStub:
+    def stub(self) -> dispatcher_pb2_grpc.DispatcherStub:
         if self._stub is None:
             self._channel = create_channel(self.address, self._token, tls=self._tls)
-            self._stub = jobmaster_pb2_grpc.JobMasterServiceStub(self._channel)
+            # The generated stubs carry no annotations: their calls answer Any.
+            self._stub = dispatcher_pb2_grpc.DispatcherStub(  # type: ignore[no-untyped-call]
+                self._channel)
         return self._stub
 
     def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
@@ -69,19 +71,19 @@ class JobMasterClient:
             raise translate_rpc_error(err, self.address) from None
 
     def submit_job(self, graph: jobgraph_pb2.JobGraph) -> str:
-        return self._call("SubmitJob", jobmaster_pb2.SubmitJobRequest(job_graph=graph)).job_id
+        return self._call("SubmitJob", dispatcher_pb2.SubmitJobRequest(job_graph=graph)).job_id
 
     def list_jobs(self) -> list[jobmaster_pb2.JobSummary]:
-        return list(self._call("ListJobs", jobmaster_pb2.ListJobsRequest()).jobs)
+        return list(self._call("ListJobs", dispatcher_pb2.ListJobsRequest()).jobs)
 
     def job_details(self, job_id: str) -> jobmaster_pb2.JobDetails:
-        return self._call("GetJobDetails", jobmaster_pb2.JobIdRequest(job_id=job_id))
+        return self._call("GetJobDetails", dispatcher_pb2.JobIdRequest(job_id=job_id))
 
-    def checkpoints(self, job_id: str) -> jobmaster_pb2.CheckpointHistory:
-        return self._call("GetCheckpoints", jobmaster_pb2.JobIdRequest(job_id=job_id))
+    def checkpoints(self, job_id: str) -> dispatcher_pb2.CheckpointHistory:
+        return self._call("GetCheckpoints", dispatcher_pb2.JobIdRequest(job_id=job_id))
 
     def cancel_job(self, job_id: str) -> None:
-        self._call("CancelJob", jobmaster_pb2.JobIdRequest(job_id=job_id))
+        self._call("CancelJob", dispatcher_pb2.JobIdRequest(job_id=job_id))
 
     def trigger_savepoint(self, job_id: str, target_directory: str = "",
                           savepoint_format: int = 0, terminate: bool = False,
@@ -97,7 +99,7 @@ class JobMasterClient:
     def rescale_job(self, job_id: str, parallelism: int,
                     per_operator: dict[str, int] | None = None) -> jobmaster_pb2.JobChange:
         """Redeploy the job at another parallelism from a checkpoint taken now."""
-        request = jobmaster_pb2.RescaleRequest(job_id=job_id, parallelism=parallelism,
+        request = dispatcher_pb2.RescaleRequest(job_id=job_id, parallelism=parallelism,
                                                operator_parallelism=per_operator or {})
         return self._call("RescaleJob", request, timeout=SAVEPOINT_TIMEOUT_S)
 
@@ -105,21 +107,21 @@ class JobMasterClient:
                    allow_non_restored_state: bool = False) -> jobmaster_pb2.JobChange:
         """Replace the running job's program by ``graph`` (hot update), keeping its state
         (matched by operator uid)."""
-        request = jobmaster_pb2.UpdateJobRequest(
+        request = dispatcher_pb2.UpdateJobRequest(
             job_id=job_id, job_graph=graph, allow_non_restored_state=allow_non_restored_state)
         return self._call("UpdateJob", request, timeout=SAVEPOINT_TIMEOUT_S)
 
     def dispose_savepoint(self, path: str) -> None:
-        self._call("DisposeSavepoint", jobmaster_pb2.DisposeSavepointRequest(path=path),
+        self._call("DisposeSavepoint", dispatcher_pb2.DisposeSavepointRequest(path=path),
                    timeout=SAVEPOINT_TIMEOUT_S)
 
-    def cluster_overview(self, timeout: float | None = None) -> jobmaster_pb2.ClusterOverview:
-        return self._call("GetClusterOverview", jobmaster_pb2.ClusterOverviewRequest(),
+    def cluster_overview(self, timeout: float | None = None) -> dispatcher_pb2.ClusterOverview:
+        return self._call("GetClusterOverview", dispatcher_pb2.ClusterOverviewRequest(),
                           timeout=timeout)
 
     def fetch_collect(self, job_id: str, wait_ms: int = 1000,
-                      max_batches: int = 16) -> jobmaster_pb2.FetchCollectResponse:
-        request = jobmaster_pb2.FetchCollectRequest(job_id=job_id, wait_ms=wait_ms,
+                      max_batches: int = 16) -> dispatcher_pb2.FetchCollectResponse:
+        request = dispatcher_pb2.FetchCollectRequest(job_id=job_id, wait_ms=wait_ms,
                                                     max_batches=max_batches)
         return self._call("FetchCollectResults", request, timeout=self._timeout + wait_ms / 1e3)
 
