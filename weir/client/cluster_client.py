@@ -58,9 +58,7 @@ class JobMasterClient:
     def stub(self) -> dispatcher_pb2_grpc.DispatcherStub:
         if self._stub is None:
             self._channel = create_channel(self.address, self._token, tls=self._tls)
-            # The generated stubs carry no annotations: their calls answer Any.
-            self._stub = dispatcher_pb2_grpc.DispatcherStub(  # type: ignore[no-untyped-call]
-                self._channel)
+            self._stub = dispatcher_pb2_grpc.DispatcherStub(self._channel)
         return self._stub
 
     def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
