@@ -54,7 +54,7 @@ from weir.checkpoint.storage import (
     reader_for,
     target_uri,
 )
-from weir.core.clock import wall_clock_ms
+from weir.core.clock import Clock, wall_clock_ms
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, StorageUnreachableError, WeirError
 from weir.core.rpc import keep_until_done
@@ -109,7 +109,8 @@ class JobCheckpointing:
     def __init__(self, job_id: str, config: Configuration, graph: ExecutionGraph,
                  sources: SourceCoordinator, resources: ResourceManager,
                  main: MainThreadExecutor, io: Executor,
-                 fail_job: Callable[[common_pb2.ErrorInfo], None]) -> None:
+                 fail_job: Callable[[common_pb2.ErrorInfo], None],
+                 clock: Clock = wall_clock_ms) -> None:
         directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
         if not directory:
             msg = ("checkpointing is on (execution.checkpointing.interval) but "
@@ -125,8 +126,8 @@ class JobCheckpointing:
         #: Who waits for the savepoint in progress: ``(path, None)`` or ``(None, error)``.
         self._request_waiter: Callable[[str | None, str | None], None] | None = None
         self._requested_kind = "savepoint"
-        self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config),
-                                                 wall_clock_ms)
+        self._clock = clock
+        self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config), clock)
         self.registry = SharedStateRegistry(self.storage, delete=self._delete_file)
         self.retention = config.get(checkpoint_options.EXTERNALIZED_RETENTION)
         self.recover_without_channel_state = config.get(
@@ -432,7 +433,7 @@ class JobCheckpointing:
             if generation == self._timer_generation and not self._stopped:
                 self.tick()
 
-        self._main.schedule(max(0.0, (wakeup - wall_clock_ms()) / 1000), tick)
+        self._main.schedule(max(0.0, (wakeup - self._clock()) / 1000), tick)
 
     def _trigger(self, action: TriggerCheckpoint) -> None:
         checkpoint_id = action.checkpoint_id
