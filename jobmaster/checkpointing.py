@@ -10,13 +10,14 @@ checkpoint.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -81,7 +82,8 @@ def checkpoint_config(config: Configuration) -> CheckpointCoordinatorConfigurati
     """The coordinator's settings from the execution.checkpointing.* options; ConfigError
     for a combination Flink refuses too."""
     def ms(option: Any) -> int:
-        return round(config.get(option) * 1000)
+        seconds: float = config.get(option)
+        return round(seconds * 1000)
 
     interval = config.get(checkpoint_options.CHECKPOINTING_INTERVAL)
     unaligned = config.get(checkpoint_options.UNALIGNED)
@@ -450,8 +452,8 @@ class JobCheckpointing:
             ev = self._graph.by_attempt.get(attempt_id)
             record = self._resources.get(ev.resource_id) if ev is not None else None
             if record is None:
-                self._feed(lambda a=attempt_id: self.coordinator.on_trigger_failed(
-                    checkpoint_id, f"task {a} has no TaskExecutor"))
+                self._feed(functools.partial(self.coordinator.on_trigger_failed, checkpoint_id,
+                                             f"task {attempt_id} has no TaskExecutor"))
                 return
             future = record.stub.TriggerCheckpoint.future(
                 taskexecutor_pb2.TriggerCheckpointRequest(
@@ -556,7 +558,9 @@ class JobCheckpointing:
                 keep_until_done(record.stub.NotifyCheckpoint.future(
                     taskexecutor_pb2.CheckpointNotification(
                         job_id=self.job_id, checkpoint_id=checkpoint_id, complete=complete,
-                        attempt_ids=attempt_ids, reason=reason), timeout=RPC_TIMEOUT_S))
+                        attempt_ids=attempt_ids,
+                        reason=cast("checkpoint_pb2.CheckpointFailureReason", reason)),
+                    timeout=RPC_TIMEOUT_S))
 
     def _discard(self, action: DiscardCheckpoint) -> None:
         storage, registry = self.storage, self.registry

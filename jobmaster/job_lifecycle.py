@@ -27,7 +27,7 @@ from weir.jobmaster.failover import TaskId
 from weir.proto import common_pb2, jobmaster_pb2
 
 
-def final_status(status: int, task_states: Collection[int]) -> int | None:
+def final_status(status: int, task_states: Collection[int]) -> common_pb2.JobStatus | None:
     """The status a job with ``status`` ends with now that its tasks are in
     ``task_states`` (None: it does not end yet): FINISHED when it runs and every task
     finished, FAILED or CANCELED when it is failing or cancelling and every task ended."""

@@ -26,7 +26,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import cast
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
@@ -34,38 +34,53 @@ from weir.checkpoint.options import checkpointing_enabled
 from weir.core import options
 from weir.core.clock import Clock, wall_clock_ms
 from weir.core.config import Configuration
-from weir.core.rpc import keep_until_done
-from weir.jobmaster import change_process as changes
 from weir.jobmaster import options as jm_options
-from weir.jobmaster import region_restarter as restarts
-from weir.jobmaster.change_process import ChangeKind, ChangePhase, ChangeProcess, JobFacts
+from weir.jobmaster.change_process import Action as ChangeAction
+from weir.jobmaster.change_process import (
+    CancelTasks,
+    ChangeCompleted,
+    ChangeFailed,
+    ChangeKind,
+    ChangePhase,
+    ChangeProcess,
+    ChangeRefused,
+    DeployChange,
+    JobFacts,
+    TakeCheckpoint,
+)
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import CollectBuffer
-from weir.jobmaster.deployment import (
-    PartitionTable,
-    RetryAllocation,
-    SlotWaits,
-    deployment_descriptor,
-    local_preferences,
-)
+from weir.jobmaster.deployment import RetryAllocation, SlotWaits
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
 from weir.jobmaster.failover import FailoverStrategy, TaskId, create_failover_strategy
 from weir.jobmaster.job_lifecycle import JobTimes, final_status
 from weir.jobmaster.main_thread import MainThreadExecutor
-from weir.jobmaster.region_restarter import RegionRestarter, RestartPhase, RestartScope
+from weir.jobmaster.region_restarter import Action as RestartAction
+from weir.jobmaster.region_restarter import (
+    FailAttempt,
+    FailJob,
+    FindCheckpoint,
+    RegionRestarter,
+    RestartJob,
+    RestartPhase,
+    RestartRegion,
+    RestartScope,
+    Resume,
+    StartAttempts,
+)
 from weir.jobmaster.resource_manager import ResourceManager, Slot
 from weir.jobmaster.restart_strategy import RestartStrategy, create_restart_strategy
 from weir.jobmaster.source_coordinator import SourceCoordinator
+from weir.jobmaster.task_deployer import TaskDeployer, task_id
 from weir.jobmaster.task_restore import master_states_for
-from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2, taskexecutor_pb2
-from weir.shuffle.api import PartitionDescriptor, ProducerDescriptor, ShuffleMaster
+from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
+from weir.shuffle.api import ShuffleMaster
 from weir.state import options as state_options
 
 __all__ = ["JobScheduler", "master_states_for"]
 
 log = logging.getLogger(__name__)
 
-RPC_TIMEOUT_S = 30.0
 RUNNING_OR_FINISHED = (common_pb2.RUNNING, common_pb2.FINISHED)
 
 
@@ -85,16 +100,10 @@ class JobScheduler:
         self.sources = SourceCoordinator(job_graph)
         self.collect = CollectBuffer(configuration.get(jm_options.COLLECT_BUFFER_BATCHES))
         self._resources = resources
-        self._shuffle_master = shuffle_master
         self._main = main
         self._config = configuration
         self._on_terminal = on_terminal
-        self.slots: list[Slot] = []
         self.batch = configuration.get(options.RUNTIME_MODE).upper() == "BATCH"
-        #: BATCH: the slot of each deployed subtask, until it finishes or restarts.
-        self._task_slots: dict[TaskId, Slot] = {}
-        self._partitions = PartitionTable()
-        self._used_task_executors: set[str] = set()
         self.checkpointing: JobCheckpointing | None = None
         if checkpointing_enabled(configuration):
             assert io is not None, "checkpointing needs the JobMaster's I/O pool"
@@ -114,8 +123,12 @@ class JobScheduler:
             self.job_id, clock, slot_timeout_ms=slot_timeout_ms,
             local_wait_ms=round(configuration.get(state_options.LOCAL_RECOVERY_WAIT) * 1000))
         self.times = JobTimes(clock)
-        #: The checkpoint the current attempts restored from.
-        self.restored: CompletedCheckpoint | None = None
+        self.deployer = TaskDeployer(
+            self.job_id, self.graph, resources, shuffle_master, main, configuration,
+            self.slot_waits, batch=self.batch, topology=lambda: self.failover.topology,
+            on_deploy_failed=self._task_failed, on_cancel_timeout=self._check_progress,
+            recover_without_channel_state=self.checkpointing.recover_without_channel_state
+            if self.checkpointing is not None else None)
         #: The last rescale or update made.
         self.last_change: jobmaster_pb2.JobChange | None = None
         #: Called with the job graph after a change (high availability stores it).
@@ -124,6 +137,20 @@ class JobScheduler:
         self._timer_at: int | None = None
 
     # -- what the state machines know -------------------------------------------------------
+
+    @property
+    def restored(self) -> CompletedCheckpoint | None:
+        """The checkpoint the current attempts restored from (None: none)."""
+        return self.deployer.restored
+
+    @restored.setter
+    def restored(self, checkpoint: CompletedCheckpoint | None) -> None:
+        self.deployer.restored = checkpoint
+
+    @property
+    def slots(self) -> list[Slot]:
+        """STREAMING: the job's slot of each pipeline (empty: it has none yet)."""
+        return self.deployer.slots
 
     @property
     def restart_strategy(self) -> RestartStrategy:
@@ -227,133 +254,12 @@ class JobScheduler:
     def _allocate(self) -> None:
         if self.graph.status != common_pb2.JOB_RUNNING:
             return
-        spread = self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS)
-        if not self.batch:
-            if self.slots:
-                if self.restarter.phase is RestartPhase.DEPLOYING:
-                    self._deploy_region()
-                return
-            preferred = self._local_preferences()
-            if self._wait_for_local_state(preferred):
-                return
-            slots = self._resources.allocate(self.job_id, self.required_slots, spread,
-                                             preferred)
-            if slots is None:
-                self.slot_waits.on_waiting(self.required_slots, self._resources.free_slots())
-                return
-            self.slots = slots
-            self.slot_waits.on_allocated()
-            self._deploy(self.graph.all(), lambda ev: slots[ev.subtask_index])
-            return
-        for vertex in self.graph.job_graph.vertices:
-            waiting = [ev for ev in self.graph.vertices[vertex.id]
-                       if ev.state == common_pb2.CREATED]
-            if not waiting or not all(ev.state == common_pb2.FINISHED for edge in vertex.inputs
-                                      for ev in self.graph.vertices[edge.source_vertex]):
-                continue
-            slots = self._resources.allocate(self.job_id, len(waiting), spread)
-            if slots is None:
-                self.slot_waits.on_waiting(len(waiting), self._resources.free_slots())
-                return
-            self.slot_waits.on_allocated()
-            for ev, slot in zip(waiting, slots, strict=True):
-                self._task_slots[_task_id(ev)] = slot
-            self._deploy(waiting, lambda ev: self._task_slots[_task_id(ev)])
-
-    def _local_preferences(self) -> list[str | None]:
-        if self.restored is None:
-            return []
-        return local_preferences(
-            self.graph.job_graph, self.restored.checkpoint_id, self.graph.local_state,
-            lambda owner, checkpoint_id: self._resources.holders(self.job_id, owner,
-                                                                 checkpoint_id))
-
-    def _wait_for_local_state(self, preferred: Iterable[str | None]) -> bool:
-        absent = {r for r in preferred if r and self._resources.get(r) is None}
-        return self.slot_waits.wait_for_local_state(absent)
-
-    def _deploy(self, deploying: list[ExecutionVertex],
-                slot_of: Callable[[ExecutionVertex], Slot]) -> None:
-        """Deploy the subtasks ``deploying`` (every subtask of some vertices, or a restarted
-        region's), each into ``slot_of(ev)``.
-
-        Output partitions are registered with the shuffle master first; input gates use the
-        descriptors of the producers' partitions, registered when those were deployed (or
-        now: a region's producers are in the region).
-        """
-        graph = self.graph
-        for ev in deploying:
-            slot = slot_of(ev)
-            ev.resource_id = slot.resource_id
-            ev.allocation_id = slot.allocation_id
-            ev.state = common_pb2.SCHEDULED
-            self._used_task_executors.add(slot.resource_id)
-        for ev in deploying:
-            for consumer, edge in graph.consumers_of(ev.job_vertex.id):
-                subpartitions = 1 if edge.partitioner == common_pb2.FORWARD else \
-                    consumer.parallelism
-                partition_id = f"{ev.attempt_id}.{consumer.id}"
-                record = self._resources.get(ev.resource_id)
-                assert record is not None
-                self._partitions.add(
-                    ev.attempt_id, consumer.id, partition_id,
-                    self._shuffle_master.register_partition_with_producer(
-                        PartitionDescriptor(self.job_id, partition_id, subpartitions,
-                                            ev.attempt_id),
-                        ProducerDescriptor(ev.resource_id, record.data_address)))
-        restored = self.restored
-        if restored is not None:
-            assert self.checkpointing is not None
-        without_channel_state = restored is not None and self.checkpointing is not None and \
-            restored.checkpoint_id == self.checkpointing.recover_without_channel_state
-        for ev in deploying:
-            if ev.state != common_pb2.SCHEDULED:
-                continue  # cancelled by the failover of a deployment before it
-            tdd = deployment_descriptor(self.job_id, graph, ev, self._partitions,
-                                        batch=self.batch, restored=restored,
-                                        without_channel_state=without_channel_state)
-            if self.batch:
-                self._partitions.read.update(
-                    self._partitions.ids[(producer.attempt_id, ev.job_vertex.id)]
-                    for producer in self._task_attempts(
-                        self.failover.topology.inputs_of(_task_id(ev))))
-            record = self._resources.get(ev.resource_id)
-            if record is None:
-                self._task_failed(ev, common_pb2.ErrorInfo(
-                    reason=common_pb2.DEPLOYMENT_FAILED, task=ev.name,
-                    message=f"TaskExecutor {ev.resource_id} went away before deployment"))
-                continue
-            ev.state = common_pb2.DEPLOYING
-            future = record.stub.SubmitTask.future(tdd, timeout=RPC_TIMEOUT_S)
-            attempt_id = ev.attempt_id
-            keep_until_done(future, lambda f, a=attempt_id: self._main.submit(
-                lambda: self._deployed(a, f)))
-
-    def _deployed(self, attempt_id: str, future: Any) -> None:
-        ev = self.graph.by_attempt.get(attempt_id)
-        if ev is None or ev.is_terminal:
-            return
-        try:
-            future.result()
-        except Exception as err:  # gRPC errors and anything else the call raised
-            details = err.details() if hasattr(err, "details") else str(err)
-            self._task_failed(ev, common_pb2.ErrorInfo(
-                reason=common_pb2.DEPLOYMENT_FAILED, task=ev.name,
-                message=f"deploying to {ev.resource_id} failed: {details}"))
-
-    def _release_deployment(self) -> None:
-        """Give back the partitions and slots of the attempts that ended."""
-        for descriptor in self._partitions.clear():
-            self._shuffle_master.release_partition_externally(descriptor)
-        self._resources.release(self.job_id)
-        self.slots = []
-        self._task_slots = {}
-
-    def _release_outputs(self, evs: Iterable[ExecutionVertex]) -> None:
-        for ev in evs:
-            consumers = [c.id for c, _ in self.graph.consumers_of(ev.job_vertex.id)]
-            for descriptor in self._partitions.pop_outputs(ev.attempt_id, consumers):
-                self._shuffle_master.release_partition_externally(descriptor)
+        if self.batch:
+            self.deployer.deploy_ready_stages()
+        elif not self.slots:
+            self.deployer.deploy_pipelines()
+        elif self.restarter.phase is RestartPhase.DEPLOYING:
+            self._deploy_region()
 
     # -- rescale and update -----------------------------------------------------------------
 
@@ -376,7 +282,7 @@ class JobScheduler:
         actions = self.changes.request(ChangeKind(kind), job_graph, self.graph.job_graph,
                                        restarted, job, check)
         for action in actions:
-            if isinstance(action, changes.ChangeRefused):
+            if isinstance(action, ChangeRefused):
                 done(None, action.message)
                 return
         self._change_done = done
@@ -391,25 +297,25 @@ class JobScheduler:
             assert latest is not None and latest.external_path == path
         self._run_change(self.changes.on_checkpointed(latest, error))
 
-    def _run_change(self, actions: Iterable[changes.Action]) -> None:
+    def _run_change(self, actions: Iterable[ChangeAction]) -> None:
         for action in actions:
-            if isinstance(action, changes.TakeCheckpoint):
+            if isinstance(action, TakeCheckpoint):
                 assert self.checkpointing is not None
                 self.checkpointing.request_checkpoint(self._change_checkpointed)
-            elif isinstance(action, changes.CancelTasks):
+            elif isinstance(action, CancelTasks):
                 if self.checkpointing is not None:
                     self.checkpointing.job_not_running()
-                self._cancel_tasks(None if action.every_task else
+                self.deployer.cancel(None if action.every_task else
                                    self._outside(self.changes.keep))
                 self._check_progress()
-            elif isinstance(action, changes.DeployChange):
+            elif isinstance(action, DeployChange):
                 self._deploy_change(action)
-            elif isinstance(action, changes.ChangeCompleted):
+            elif isinstance(action, ChangeCompleted):
                 self.last_change = action.record
                 if self.on_graph_changed is not None:
                     self.on_graph_changed(action.graph)
                 self._report_change(action.record, None)
-            elif isinstance(action, changes.ChangeFailed):
+            elif isinstance(action, ChangeFailed):
                 self._report_change(None, action.message)
 
     def _report_change(self, record: jobmaster_pb2.JobChange | None, error: str | None
@@ -423,17 +329,17 @@ class JobScheduler:
         update leaves running)."""
         return [ev for ev in self.graph.all() if ev.job_vertex.id not in keep]
 
-    def _deploy_change(self, action: changes.DeployChange) -> None:
+    def _deploy_change(self, action: DeployChange) -> None:
         """Every old task ended: deploy the changed graph from the change's checkpoint.
         An update that leaves some regions running deploys only the other regions' tasks
         anew (into the job's slots, as a region restart does); their readers continue
         from the change's checkpoint."""
         checkpoint, graph = action.checkpoint, action.graph
         if action.keep:
-            self._release_outputs(self._outside(action.keep))
+            self.deployer.release_outputs(self._outside(action.keep))
             self.graph.replace(graph, keep=action.keep)
         else:
-            self._release_deployment()
+            self.deployer.release_all()
             self.graph.replace(graph)
             self.sources.replace_graph(graph)
         self.restarter.set_failover(self._failover_strategy(graph))
@@ -448,10 +354,10 @@ class JobScheduler:
             self.times.restore_counts_from(action.down_since)
             return
         restarted = self._outside(action.keep)
-        tasks = frozenset(_task_id(ev) for ev in restarted)
+        tasks = frozenset(task_id(ev) for ev in restarted)
         self.sources.reset_subtasks(tasks, checkpoint.checkpoint_id)
         self.times.restore_counts_from(action.down_since, tasks)
-        self._deploy(restarted, lambda ev: self.slots[ev.subtask_index])
+        self.deployer.deploy(restarted, lambda ev: self.slots[ev.subtask_index])
         if self.checkpointing is not None:
             self.checkpointing.job_running()
 
@@ -472,12 +378,12 @@ class JobScheduler:
             self.checkpointing.job_not_running()
         self.times.went_down()
         self._restart(self.restarter.on_job_failure(
-            error, [_task_id(ev) for ev in self.graph.all()]))
+            error, [task_id(ev) for ev in self.graph.all()]))
 
     def fail_terminal(self, error: common_pb2.ErrorInfo) -> None:
         """End the job FAILED with ``error``, whatever the restart strategy says."""
         self.restarter.on_job_stopped()
-        self._restart([restarts.FailJob(error, recoverable=False)])
+        self._restart([FailJob(error, recoverable=False)])
 
     def cancel(self) -> None:
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED,
@@ -490,32 +396,33 @@ class JobScheduler:
         self.graph.status = common_pb2.JOB_CANCELLING
         self.graph.failure = common_pb2.ErrorInfo(reason=common_pb2.JOB_CANCELLED,
                                                   message="the job was cancelled")
-        self._cancel_tasks()
+        self.deployer.cancel()
         self._check_progress()
 
     def on_task_executor_lost(self, resource_id: str, reason: int, message: str) -> None:
         lost = [ev for ev in self.graph.all()
                 if ev.resource_id == resource_id and not ev.is_terminal]
+        why = cast("common_pb2.FailureReason", reason)
         for ev in lost:
             ev.state = common_pb2.FAILED
-            ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
+            ev.failure = common_pb2.ErrorInfo(reason=why, message=message, task=ev.name)
         # The result partitions the shuffle master says went with it restart their
         # producers (Flink's rule; an external shuffle service keeps them). In BATCH a
         # finished producer whose lost output is still to be read restarts now, rather
         # than when its consumers fail to read it.
-        gone = self._lost_outputs()
+        gone = self.deployer.lost_outputs()
         needed = [ev for ev in self.graph.all() if self.batch
                   and ev.state == common_pb2.FINISHED and ev.resource_id == resource_id
-                  and _task_id(ev) in gone and self._feeds_unfinished(ev)]
+                  and task_id(ev) in gone and self._feeds_unfinished(ev)]
         if lost or needed:
             self._failover(lost + needed, common_pb2.ErrorInfo(
-                reason=reason, message=message, task=(lost or needed)[0].name))
+                reason=why, message=message, task=(lost or needed)[0].name))
         self._check_progress()
 
     def _feeds_unfinished(self, ev: ExecutionVertex) -> bool:
         """Some task that reads ``ev``'s output has not finished."""
-        task = _task_id(ev)
-        return any(task in self.failover.topology.inputs_of(_task_id(consumer))
+        task = task_id(ev)
+        return any(task in self.failover.topology.inputs_of(task_id(consumer))
                    and consumer.state != common_pb2.FINISHED
                    for vertex, _ in self.graph.consumers_of(ev.job_vertex.id)
                    for consumer in self.graph.vertices[vertex.id])
@@ -539,56 +446,42 @@ class JobScheduler:
             return
         evs = self.graph.all()
         self._restart(self.restarter.on_task_failure(
-            [_task_id(ev) for ev in failed], error, tasks=[_task_id(ev) for ev in evs],
+            [task_id(ev) for ev in failed], error, tasks=[task_id(ev) for ev in evs],
             slots_held=bool(self.slots),
             running=self.graph.status == common_pb2.JOB_RUNNING,
-            lost=lost | self._lost_outputs(),
-            finished=[_task_id(ev) for ev in evs if ev.state == common_pb2.FINISHED]))
-
-    def _lost_outputs(self) -> frozenset[TaskId]:
-        """Tasks whose current result partitions cannot be read (again): gone with their
-        TaskExecutor (the shuffle master says), reported missing by a consumer, or — when
-        partitions are read once (not reconsumable) — read by a deployed consumer."""
-        gone = self._partitions.lost
-        if self.batch and not self._shuffle_master.reconsumable:
-            gone = gone | self._partitions.read
-        return frozenset(
-            _task_id(ev) for ev in self.graph.all()
-            for consumer, _ in self.graph.consumers_of(ev.job_vertex.id)
-            if (partition_id := self._partitions.ids.get((ev.attempt_id, consumer.id)))
-            and (partition_id in gone
-                 or not self._shuffle_master.is_partition_available(partition_id)))
+            lost=lost | self.deployer.lost_outputs(),
+            finished=[task_id(ev) for ev in evs if ev.state == common_pb2.FINISHED]))
 
     # -- restarts ---------------------------------------------------------------------------
 
-    def _restart(self, actions: Iterable[restarts.Action]) -> None:
+    def _restart(self, actions: Iterable[RestartAction]) -> None:
         """Perform the region restarter's ``actions``."""
         for action in actions:
-            if isinstance(action, restarts.RestartRegion):
+            if isinstance(action, RestartRegion):
                 if self.checkpointing is not None:
                     self.checkpointing.job_not_running()
                 self.times.went_down(keep_earlier=True)
                 self.graph.failure = action.error
-                self._cancel_tasks(self._region(action.tasks))
+                self.deployer.cancel(self._region(action.tasks))
                 self._check_progress()
-            elif isinstance(action, restarts.FailAttempt):
+            elif isinstance(action, FailAttempt):
                 self.fail(action.error)
-            elif isinstance(action, restarts.RestartJob):
+            elif isinstance(action, RestartJob):
                 self.graph.failure = action.error
                 self.graph.status = common_pb2.JOB_RESTARTING
-                self._cancel_tasks()
+                self.deployer.cancel()
                 self._check_progress()
-            elif isinstance(action, restarts.FailJob):
+            elif isinstance(action, FailJob):
                 self._fail_job(action)
-            elif isinstance(action, restarts.StartAttempts):
+            elif isinstance(action, StartAttempts):
                 self._start_attempts(action)
-            elif isinstance(action, restarts.FindCheckpoint):
+            elif isinstance(action, FindCheckpoint):
                 self._find_checkpoint()
-            elif isinstance(action, restarts.Resume):
+            elif isinstance(action, Resume):
                 self._resume(action)
         self._arm_timer()
 
-    def _fail_job(self, action: restarts.FailJob) -> None:
+    def _fail_job(self, action: FailJob) -> None:
         if not action.recoverable:
             self._run_change(self.changes.abandon(action.error.message))
         elif self.checkpointing is not None:
@@ -596,23 +489,20 @@ class JobScheduler:
         log.warning("job %s fails: %s", self.job_id, action.error.message)
         self.graph.failure = action.error
         self.graph.status = common_pb2.JOB_FAILING
-        self._cancel_tasks()
+        self.deployer.cancel()
         self._check_progress()
 
-    def _start_attempts(self, action: restarts.StartAttempts) -> None:
+    def _start_attempts(self, action: StartAttempts) -> None:
         """The cancelled tasks start over as new attempts (their slots and partitions go
         back: a whole job's all of them)."""
         if action.scope is RestartScope.JOB:
-            self._release_deployment()
+            self.deployer.release_all()
             self.graph.new_attempts()
             return
-        slots = []
-        for ev in self._region(action.tasks):
-            if (slot := self._task_slots.pop(_task_id(ev), None)) is not None:
-                slots.append(slot)
-            self._release_outputs([ev])
+        region = self._region(action.tasks)
+        self.deployer.release_tasks(region)
+        for ev in region:
             self.graph.new_attempt(ev)
-        self._resources.release_slots(slots)
 
     def _find_checkpoint(self) -> None:
         checkpointing = self.checkpointing
@@ -631,7 +521,7 @@ class JobScheduler:
 
         checkpointing.find_restorable(found)
 
-    def _resume(self, action: restarts.Resume) -> None:
+    def _resume(self, action: Resume) -> None:
         checkpoint = self.restored = action.checkpoint
         if action.scope is RestartScope.JOB:
             if checkpoint is not None:
@@ -659,42 +549,16 @@ class JobScheduler:
             self._allocate()
             return
         evs = self._region(self.restarter.tasks)
-        gone = sorted({ev.subtask_index for ev in evs
-                       if not self._slot_alive(self.slots[ev.subtask_index])})
-        if gone:
-            preferred = self._local_preferences()
-            wanted = [preferred[i] for i in gone] if preferred else None
-            if self._wait_for_local_state(wanted or []):
-                return
-            spread = self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS)
-            replacements = self._resources.allocate(self.job_id, len(gone), spread, wanted)
-            if replacements is None:
-                # The restarter's own deadline (slot.request.timeout) applies.
-                self.slot_waits.on_waiting(len(gone), self._resources.free_slots(),
-                                           timed=False)
-                return
-            for index, slot in zip(gone, replacements, strict=True):
-                self.slots[index] = slot
-        self.slot_waits.on_allocated()
-        self.slot_waits.on_local_state_done()
+        if not self.deployer.region_slots(evs):
+            return
         self.restarter.on_region_deployed()
-        self._deploy(evs, lambda ev: self.slots[ev.subtask_index])
+        self.deployer.deploy(evs, lambda ev: self.slots[ev.subtask_index])
         if self.checkpointing is not None:
             self.checkpointing.job_running()
 
-    def _slot_alive(self, slot: Slot) -> bool:
-        """The slot still belongs to a registered TaskExecutor (one that came back under
-        the same resource id offers new slots)."""
-        record = self._resources.get(slot.resource_id)
-        return record is not None and slot.index < len(record.slots) and \
-            record.slots[slot.index] is slot
-
     def _region(self, tasks: frozenset[TaskId]) -> list[ExecutionVertex]:
         """The current attempts of ``tasks``, in the job's order."""
-        return [ev for ev in self.graph.all() if _task_id(ev) in tasks]
-
-    def _task_attempts(self, tasks: Iterable[TaskId]) -> list[ExecutionVertex]:
-        return [self.graph.vertices[vertex_id][index] for vertex_id, index in sorted(tasks)]
+        return [ev for ev in self.graph.all() if task_id(ev) in tasks]
 
     # -- timers -----------------------------------------------------------------------------
 
@@ -731,35 +595,6 @@ class JobScheduler:
 
     # -- task states and the job's end ------------------------------------------------------
 
-    def _cancel_tasks(self, evs: list[ExecutionVertex] | None = None) -> None:
-        """Cancel ``evs`` (default: every task) that have not ended."""
-        evs = self.graph.all() if evs is None else evs
-        cancelling = [ev.attempt_id for ev in evs if not ev.is_terminal]
-        for ev in evs:
-            if ev.is_terminal:
-                continue
-            if ev.state in (common_pb2.CREATED, common_pb2.SCHEDULED):
-                ev.state = common_pb2.CANCELED
-                continue
-            ev.state = common_pb2.CANCELING
-            record = self._resources.get(ev.resource_id)
-            if record is None:
-                ev.state = common_pb2.CANCELED
-                continue
-            keep_until_done(record.stub.CancelTask.future(
-                taskexecutor_pb2.CancelTaskRequest(attempt_id=ev.attempt_id),
-                timeout=RPC_TIMEOUT_S))
-        timeout = self._config.get(options.CANCELLATION_TIMEOUT)
-        self._main.schedule(timeout + 5, lambda: self._cancellation_watchdog(cancelling))
-
-    def _cancellation_watchdog(self, attempts: list[str]) -> None:
-        stuck = [ev for a in attempts if (ev := self.graph.by_attempt.get(a)) is not None
-                 and not ev.is_terminal]
-        for ev in stuck:
-            log.warning("task %s did not confirm cancellation; giving up on it", ev.name)
-            ev.state = common_pb2.CANCELED
-        self._check_progress()
-
     def on_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
         ev = self.graph.by_attempt.get(update.attempt_id)
         if ev is None or ev.is_terminal:
@@ -782,9 +617,7 @@ class JobScheduler:
         if self.checkpointing is not None and self.graph.status == common_pb2.JOB_RUNNING:
             self.checkpointing.on_task_state(ev.attempt_id, update.state)
         if self.batch and update.state == common_pb2.FINISHED:
-            slot = self._task_slots.pop(_task_id(ev), None)
-            if slot is not None:
-                self._resources.release_slots([slot])
+            self.deployer.finished(ev)
             self.try_allocate()
         self._check_progress()
 
@@ -814,14 +647,14 @@ class JobScheduler:
             return
         if error.reason == common_pb2.PARTITION_NOT_FOUND and error.partition_id:
             # Its producer must produce it again (the region rule's lost input).
-            self._partitions.lost.add(error.partition_id)
+            self.deployer.partitions.lost.add(error.partition_id)
         self._task_failed(ev, error)
 
     def _restored(self, checkpoint: CompletedCheckpoint, evs: list[ExecutionVertex]) -> None:
         """Every task of a restored attempt runs (or already finished): note what the
         restore cost, from the failure on (``weir status --json`` ``last_restore``)."""
         stats = self.times.restored(checkpoint.checkpoint_id,
-                                    [(_task_id(ev), ev.restore) for ev in evs])
+                                    [(task_id(ev), ev.restore) for ev in evs])
         if stats is None:
             return
         self.graph.last_restore = stats
@@ -847,9 +680,9 @@ class JobScheduler:
             self._end(status)
         elif graph.status in (common_pb2.JOB_RUNNING, common_pb2.JOB_RESTARTING):
             self._restart(self.restarter.on_tasks_ended(
-                {_task_id(ev) for ev in evs if ev.is_terminal}))
+                {task_id(ev) for ev in evs if ev.is_terminal}))
 
-    def _end(self, status: int) -> None:
+    def _end(self, status: common_pb2.JobStatus) -> None:
         graph = self.graph
         graph.status = status
         graph.end_time = self._clock() / 1000
@@ -859,15 +692,7 @@ class JobScheduler:
             self.checkpointing.job_terminal(status)
         self.collect.close()
         self.sources.close()
-        for descriptor in self._partitions.descriptors.values():
-            self._shuffle_master.release_partition_externally(descriptor)
-        self._resources.release(self.job_id)
-        for resource_id in self._used_task_executors:
-            record = self._resources.get(resource_id)
-            if record is not None:
-                keep_until_done(record.stub.ReleaseJob.future(
-                    taskexecutor_pb2.ReleaseJobRequest(job_id=self.job_id),
-                    timeout=RPC_TIMEOUT_S))
+        self.deployer.release_job()
         self._on_terminal(self)
 
     # -- queries ----------------------------------------------------------------------------
@@ -896,5 +721,3 @@ class JobScheduler:
                                    terminal=self.graph.is_terminal())
 
 
-def _task_id(ev: ExecutionVertex) -> TaskId:
-    return (ev.job_vertex.id, ev.subtask_index)

@@ -93,15 +93,15 @@ def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_p
     # Rescaled: every subtask filters every old subtask's input records; old subtask j's
     # output records go out again from subtask j % parallelism, through its partitioners.
     old = subtasks.get(vertex.id, {})
-    states = [old[j].state.channel_state if j in old and old[j].state.HasField(
+    channels = [old[j].state.channel_state if j in old and old[j].state.HasField(
         "channel_state") else None for j in range(old_parallelism)]
-    if any(states):
-        for state in states:
+    if any(channels):
+        for channel in channels:
             restore.rescaled_inputs.add().CopyFrom(
-                state or checkpoint_pb2.ChannelStateHandle())
-        for j, state in enumerate(states):
-            if state is not None and j % vertex.parallelism == subtask_index:
-                restore.rescaled_outputs.add().CopyFrom(state)
+                channel or checkpoint_pb2.ChannelStateHandle())
+        for j, channel in enumerate(channels):
+            if channel is not None and j % vertex.parallelism == subtask_index:
+                restore.rescaled_outputs.add().CopyFrom(channel)
     return restore
 
 
