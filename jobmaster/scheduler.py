@@ -14,10 +14,12 @@ The decisions live elsewhere, each fed events on an injected clock and returning
   the job waits for slots, and what each subtask is deployed with;
 * :mod:`~weir.jobmaster.job_lifecycle`: when the job ends and its time metrics.
 
-This adapter allocates slots, sends ``SubmitTask``/``CancelTask``/``ReleaseJob`` RPCs,
-registers and releases partitions with the shuffle master, drives the split enumerators
-and the job's checkpointing, and schedules the state machines' wake-ups on the main
-thread. Reports of earlier attempts are ignored (attempt ids fence them).
+This adapter performs their actions: it has :class:`~weir.jobmaster.task_deployer.
+TaskDeployer` allocate slots, register partitions with the shuffle master and send the
+``SubmitTask``/``CancelTask``/``ReleaseJob`` RPCs; it drives the split enumerators and the
+job's checkpointing, feeds task reports to the state machines and schedules their
+wake-ups on the main thread (one timer, at the earliest deadline any of them has).
+Reports of earlier attempts are ignored (attempt ids fence them).
 """
 
 from __future__ import annotations
