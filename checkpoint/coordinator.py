@@ -27,7 +27,8 @@ Semantics are Flink's ``CheckpointCoordinator``:
 Example:
     >>> from weir.core.clock import ManualClock
     >>> clock = ManualClock(0)
-    >>> c = CheckpointCoordinator("job", CheckpointConfig(interval_ms=1000), clock)
+    >>> settings = CheckpointCoordinatorConfiguration(interval_ms=1000)
+    >>> c = CheckpointCoordinator("job", settings, clock)
     >>> c.on_job_running([TaskInfo("a1", vertex_id=1, subtask_index=0, name="src")],
     ...                  upstream={1: []})
     []
@@ -92,8 +93,10 @@ def reason_name(reason: Reason) -> str:
 
 
 @dataclass(frozen=True)
-class CheckpointConfig:
-    """The coordinator's settings (from the execution.checkpointing.* options)."""
+class CheckpointCoordinatorConfiguration:
+    """The coordinator's settings (from the execution.checkpointing.* options); Flink's
+    ``CheckpointCoordinatorConfiguration``. Not the user's PyFlink ``CheckpointConfig``
+    (``weir.checkpoint_config``), which sets those options."""
 
     interval_ms: int | None = None
     timeout_ms: int = 600_000
@@ -244,7 +247,7 @@ class CheckpointCoordinator:
     """Coordinates the checkpoints of one job. Not thread-safe: the JobMaster's main thread
     alone feeds it. Every ``on_*`` method returns the actions to perform, in order."""
 
-    def __init__(self, job_id: str, config: CheckpointConfig, clock: Clock,
+    def __init__(self, job_id: str, config: CheckpointCoordinatorConfiguration, clock: Clock,
                  first_checkpoint_id: int = 1) -> None:
         self.job_id = job_id
         self.config = config

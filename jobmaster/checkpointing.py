@@ -10,21 +10,22 @@ checkpoint.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import (
     Action,
-    CheckpointConfig,
     CheckpointCoordinator,
+    CheckpointCoordinatorConfiguration,
     CompletedCheckpoint,
     DiscardCheckpoint,
     FailJob,
@@ -54,7 +55,7 @@ from weir.checkpoint.storage import (
     reader_for,
     target_uri,
 )
-from weir.core.clock import wall_clock_ms
+from weir.core.clock import Clock, wall_clock_ms
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, StorageUnreachableError, WeirError
 from weir.core.rpc import keep_until_done
@@ -77,11 +78,12 @@ log = logging.getLogger(__name__)
 RPC_TIMEOUT_S = 30.0
 
 
-def checkpoint_config(config: Configuration) -> CheckpointConfig:
+def checkpoint_config(config: Configuration) -> CheckpointCoordinatorConfiguration:
     """The coordinator's settings from the execution.checkpointing.* options; ConfigError
     for a combination Flink refuses too."""
     def ms(option: Any) -> int:
-        return round(config.get(option) * 1000)
+        seconds: float = config.get(option)
+        return round(seconds * 1000)
 
     interval = config.get(checkpoint_options.CHECKPOINTING_INTERVAL)
     unaligned = config.get(checkpoint_options.UNALIGNED)
@@ -91,7 +93,7 @@ def checkpoint_config(config: Configuration) -> CheckpointConfig:
         msg = ("unaligned checkpoints need execution.checkpointing.max-concurrent-checkpoints "
                f"= 1 (it is {max_concurrent})")
         raise ConfigError(msg)
-    return CheckpointConfig(
+    return CheckpointCoordinatorConfiguration(
         interval_ms=round(interval * 1000) if interval is not None else None,
         timeout_ms=ms(checkpoint_options.CHECKPOINTING_TIMEOUT),
         min_pause_ms=ms(checkpoint_options.MIN_PAUSE), max_concurrent=max_concurrent,
@@ -109,7 +111,8 @@ class JobCheckpointing:
     def __init__(self, job_id: str, config: Configuration, graph: ExecutionGraph,
                  sources: SourceCoordinator, resources: ResourceManager,
                  main: MainThreadExecutor, io: Executor,
-                 fail_job: Callable[[common_pb2.ErrorInfo], None]) -> None:
+                 fail_job: Callable[[common_pb2.ErrorInfo], None],
+                 clock: Clock = wall_clock_ms) -> None:
         directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
         if not directory:
             msg = ("checkpointing is on (execution.checkpointing.interval) but "
@@ -125,8 +128,8 @@ class JobCheckpointing:
         #: Who waits for the savepoint in progress: ``(path, None)`` or ``(None, error)``.
         self._request_waiter: Callable[[str | None, str | None], None] | None = None
         self._requested_kind = "savepoint"
-        self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config),
-                                                 wall_clock_ms)
+        self._clock = clock
+        self.coordinator = CheckpointCoordinator(job_id, checkpoint_config(config), clock)
         self.registry = SharedStateRegistry(self.storage, delete=self._delete_file)
         self.retention = config.get(checkpoint_options.EXTERNALIZED_RETENTION)
         self.recover_without_channel_state = config.get(
@@ -144,6 +147,10 @@ class JobCheckpointing:
         self._savepoints: dict[str, CheckpointStorage] = {}
         self._timer_generation = 0
         self._stopped = False
+        #: Coordinator events not handled yet, each a function feeding one and returning
+        #: its actions; drained by the one running ``_run``.
+        self._queued: deque[Callable[[], Iterable[Action]]] = deque()
+        self._draining = False
         #: High availability: ``(checkpoint_id, external_path)`` is called on the I/O pool
         #: once ``_metadata`` is written and before the checkpoint counts as complete, so
         #: no task commits a checkpoint a recovering JobMaster would not restore; if it
@@ -364,34 +371,56 @@ class JobCheckpointing:
         self._run(self.coordinator.on_tick())
 
     def _run(self, actions: Iterable[Action]) -> None:
-        for action in actions:
-            if isinstance(action, TriggerCheckpoint):
-                self._trigger(action)
-            elif isinstance(action, FinalizeCheckpoint):
-                self._finalize(action)
-            elif isinstance(action, NotifyCheckpointComplete):
-                self._note_local_state(action.checkpoint_id, action.tasks)
-                self._notify(action.checkpoint_id, action.tasks, complete=True)
-                self._sources.checkpoint_done(action.checkpoint_id, completed=True)
-            elif isinstance(action, NotifyCheckpointAborted):
-                self._notify(action.checkpoint_id, action.tasks, complete=False,
-                             reason=action.reason)
-                self._sources.checkpoint_done(action.checkpoint_id)
-            elif isinstance(action, DiscardCheckpoint):
-                self._discard(action)
-            elif isinstance(action, FailJob):
-                self._fail_job(common_pb2.ErrorInfo(reason=common_pb2.CHECKPOINT_FAILURE,
-                                                    message=action.message))
-            elif isinstance(action, SnapshotRequestCompleted):
-                log.info("job %s: %s %d completed at %s", self.job_id, self._requested_kind,
-                         action.checkpoint_id, action.path)
-                self._request_done(action.path, None)
-            elif isinstance(action, SnapshotRequestFailed):
-                log.warning("job %s: %s failed (%s): %s", self.job_id, self._requested_kind,
-                            reason_name(action.reason), action.message)
-                self._request_done(None, f"the {self._requested_kind} failed "
-                                         f"({reason_name(action.reason)}): {action.message}")
+        """Perform ``actions`` in order, then the actions of the coordinator events they
+        raise (queued by :meth:`_feed`), one at a time: no action runs inside another's
+        execution, so each sees the coordinator after the previous one finished. Called
+        again while it runs (an action's callback on the main thread), it queues."""
+        self._queued.append(lambda: actions)
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._queued:
+                for action in self._queued.popleft()():
+                    self._perform(action)
+        finally:
+            self._draining = False
         self._schedule_tick()
+
+    def _feed(self, event: Callable[[], Iterable[Action]]) -> None:
+        """Queue a coordinator event (``event()`` feeds it and returns its actions) to be
+        handled once the action being performed finished."""
+        self._queued.append(event)
+
+    def _perform(self, action: Action) -> None:
+        """Carry out one coordinator action (main thread; RPCs and storage I/O are
+        asynchronous: their results come back as queued events)."""
+        if isinstance(action, TriggerCheckpoint):
+            self._trigger(action)
+        elif isinstance(action, FinalizeCheckpoint):
+            self._finalize(action)
+        elif isinstance(action, NotifyCheckpointComplete):
+            self._note_local_state(action.checkpoint_id, action.tasks)
+            self._notify(action.checkpoint_id, action.tasks, complete=True)
+            self._sources.checkpoint_done(action.checkpoint_id, completed=True)
+        elif isinstance(action, NotifyCheckpointAborted):
+            self._notify(action.checkpoint_id, action.tasks, complete=False,
+                         reason=action.reason)
+            self._sources.checkpoint_done(action.checkpoint_id)
+        elif isinstance(action, DiscardCheckpoint):
+            self._discard(action)
+        elif isinstance(action, FailJob):
+            self._fail_job(common_pb2.ErrorInfo(reason=common_pb2.CHECKPOINT_FAILURE,
+                                                message=action.message))
+        elif isinstance(action, SnapshotRequestCompleted):
+            log.info("job %s: %s %d completed at %s", self.job_id, self._requested_kind,
+                     action.checkpoint_id, action.path)
+            self._request_done(action.path, None)
+        elif isinstance(action, SnapshotRequestFailed):
+            log.warning("job %s: %s failed (%s): %s", self.job_id, self._requested_kind,
+                        reason_name(action.reason), action.message)
+            self._request_done(None, f"the {self._requested_kind} failed "
+                                     f"({reason_name(action.reason)}): {action.message}")
 
     def _schedule_tick(self) -> None:
         if self._stopped:
@@ -406,24 +435,25 @@ class JobCheckpointing:
             if generation == self._timer_generation and not self._stopped:
                 self.tick()
 
-        self._main.schedule(max(0.0, (wakeup - wall_clock_ms()) / 1000), tick)
+        self._main.schedule(max(0.0, (wakeup - self._clock()) / 1000), tick)
 
     def _trigger(self, action: TriggerCheckpoint) -> None:
         checkpoint_id = action.checkpoint_id
         try:
             states = self._sources.snapshot(checkpoint_id)
         except Exception as err:  # an enumerator that cannot be checkpointed, or user code
-            self._run(self.coordinator.on_trigger_failed(
-                checkpoint_id, f"snapshotting a split enumerator failed: "
-                               f"{type(err).__name__}: {err}", checkpoint_pb2.CHECKPOINT_DECLINED))
+            message = (f"snapshotting a split enumerator failed: {type(err).__name__}: "
+                       f"{err}")
+            self._feed(lambda: self.coordinator.on_trigger_failed(
+                checkpoint_id, message, checkpoint_pb2.CHECKPOINT_DECLINED))
             return
-        self._run(self.coordinator.on_master_states(checkpoint_id, states))
+        self._feed(lambda: self.coordinator.on_master_states(checkpoint_id, states))
         for attempt_id in action.tasks:
             ev = self._graph.by_attempt.get(attempt_id)
             record = self._resources.get(ev.resource_id) if ev is not None else None
             if record is None:
-                self._run(self.coordinator.on_trigger_failed(
-                    checkpoint_id, f"task {attempt_id} has no TaskExecutor"))
+                self._feed(functools.partial(self.coordinator.on_trigger_failed, checkpoint_id,
+                                             f"task {attempt_id} has no TaskExecutor"))
                 return
             future = record.stub.TriggerCheckpoint.future(
                 taskexecutor_pb2.TriggerCheckpointRequest(
@@ -528,7 +558,9 @@ class JobCheckpointing:
                 keep_until_done(record.stub.NotifyCheckpoint.future(
                     taskexecutor_pb2.CheckpointNotification(
                         job_id=self.job_id, checkpoint_id=checkpoint_id, complete=complete,
-                        attempt_ids=attempt_ids, reason=reason), timeout=RPC_TIMEOUT_S))
+                        attempt_ids=attempt_ids,
+                        reason=cast("checkpoint_pb2.CheckpointFailureReason", reason)),
+                    timeout=RPC_TIMEOUT_S))
 
     def _discard(self, action: DiscardCheckpoint) -> None:
         storage, registry = self.storage, self.registry

@@ -5,9 +5,9 @@ Pure data with Flink's job and task states; the scheduler drives the transitions
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
+from weir.core.clock import Clock, wall_clock_ms
 from weir.core.ids import new_attempt_id
 from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2
 
@@ -60,7 +60,8 @@ class ExecutionVertex:
 class ExecutionGraph:
     """All subtasks of a job and the job's status."""
 
-    def __init__(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+    def __init__(self, job_graph: jobgraph_pb2.JobGraph, clock: Clock = wall_clock_ms
+                 ) -> None:
         self.job_graph = job_graph
         self.job_id = job_graph.job_id
         self.status = common_pb2.JOB_CREATED
@@ -74,7 +75,8 @@ class ExecutionGraph:
         self.local_state: dict[str, tuple[int, str]] = {}
         #: The last restore, summed over tasks (None: never restored).
         self.last_restore: jobmaster_pb2.RestoreStats | None = None
-        self.start_time = time.time()
+        #: When the job was submitted and when it ended (epoch seconds).
+        self.start_time = clock() / 1000
         self.end_time: float | None = None
 
     def replace(self, job_graph: jobgraph_pb2.JobGraph,

@@ -1,4 +1,5 @@
-"""Which state of a completed checkpoint each subtask of a restarted job gets.
+"""Which state of a completed checkpoint each subtask of a restarted job gets, and which
+split enumerator state each source vertex gets (:func:`master_states_for`).
 
 Matching is by operator uid. Keyed state goes to the subtasks whose key groups overlap the
 old handles' (at the same parallelism: each its own); operator state is handed over for
@@ -92,15 +93,15 @@ def task_restore(metadata: checkpoint_pb2.CheckpointMetadata, vertex: jobgraph_p
     # Rescaled: every subtask filters every old subtask's input records; old subtask j's
     # output records go out again from subtask j % parallelism, through its partitioners.
     old = subtasks.get(vertex.id, {})
-    states = [old[j].state.channel_state if j in old and old[j].state.HasField(
+    channels = [old[j].state.channel_state if j in old and old[j].state.HasField(
         "channel_state") else None for j in range(old_parallelism)]
-    if any(states):
-        for state in states:
+    if any(channels):
+        for channel in channels:
             restore.rescaled_inputs.add().CopyFrom(
-                state or checkpoint_pb2.ChannelStateHandle())
-        for j, state in enumerate(states):
-            if state is not None and j % vertex.parallelism == subtask_index:
-                restore.rescaled_outputs.add().CopyFrom(state)
+                channel or checkpoint_pb2.ChannelStateHandle())
+        for j, channel in enumerate(channels):
+            if channel is not None and j % vertex.parallelism == subtask_index:
+                restore.rescaled_outputs.add().CopyFrom(channel)
     return restore
 
 
@@ -116,3 +117,19 @@ def _operator_state(subtask: checkpoint_pb2.SubtaskCheckpointState | None, uid: 
     if subtask is None:
         return None
     return next((o for o in subtask.state.operators if o.operator_uid == uid), None)
+
+
+def master_states_for(metadata: checkpoint_pb2.CheckpointMetadata,
+                      job_graph: jobgraph_pb2.JobGraph) -> list[checkpoint_pb2.MasterState]:
+    """The checkpoint's split enumerator states, each for the vertex of ``job_graph``
+    whose source has the uid it had (an updated program may number vertices anew)."""
+    uids = {v.vertex_id: v.operator_uids[0] for v in metadata.vertices if v.operator_uids}
+    vertices = {v.operator_uids[0]: v.id for v in job_graph.vertices
+                if v.source and v.operator_uids}
+    states = []
+    for state in metadata.master_states:
+        uid = uids.get(state.vertex_id)
+        vertex_id = vertices.get(uid, state.vertex_id) if uid else state.vertex_id
+        states.append(checkpoint_pb2.MasterState(vertex_id=vertex_id,
+                                                 enumerator=state.enumerator))
+    return states

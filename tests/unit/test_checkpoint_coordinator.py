@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from weir.checkpoint.coordinator import (
-    CheckpointConfig,
     CheckpointCoordinator,
+    CheckpointCoordinatorConfiguration,
     CompletedCheckpoint,
     DiscardCheckpoint,
     FailJob,
@@ -28,7 +28,8 @@ UPSTREAM = {1: [], 2: [1]}
 
 def coordinator(clock: ManualClock, **config: object) -> CheckpointCoordinator:
     settings: dict[str, object] = {"interval_ms": 1000, **config}
-    c = CheckpointCoordinator("job", CheckpointConfig(**settings), clock)  # type: ignore[arg-type]
+    c = CheckpointCoordinator(
+        "job", CheckpointCoordinatorConfiguration(**settings), clock)  # type: ignore[arg-type]
     c.on_job_running(TASKS, UPSTREAM)
     for task in TASKS:
         c.on_task_running(task.attempt_id)
@@ -73,7 +74,7 @@ def test_triggers_only_sources_after_one_interval() -> None:
 
 def test_no_trigger_until_every_task_runs() -> None:
     clock = ManualClock(0)
-    c = CheckpointCoordinator("job", CheckpointConfig(interval_ms=1000), clock)
+    c = CheckpointCoordinator("job", CheckpointCoordinatorConfiguration(interval_ms=1000), clock)
     c.on_job_running(TASKS, UPSTREAM)
     c.on_task_running("s0")
     clock.advance(5000)

@@ -133,7 +133,8 @@ class Cluster:
             "restart-strategy.fixed-delay.delay": "100 ms", **(config or {})})
         self.scheduler = JobScheduler(graph, self.resources, self.shuffle,
                                       self.main, config,  # type: ignore[arg-type]
-                                      lambda s: self.ended.append(s.graph.status))
+                                      lambda s: self.ended.append(s.graph.status),
+                                      clock=lambda: round(self.main.now * 1000))
         for i in range(taskexecutors):
             self.resources.register(jobmaster_pb2.RegisterTaskExecutorRequest(
                 resource_id=f"te-{i}", rpc_address=f"te-{i}:1", data_address=f"te-{i}:2",
