@@ -16,6 +16,7 @@ from typing import Any
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core import options
 from weir.core.config import Configuration
+from weir.core.ids import ExecutionAttemptId, JobId, PartitionId, ResourceId
 from weir.core.rpc import keep_until_done
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.deployment import (
@@ -180,9 +181,9 @@ class TaskDeployer:
                 self.partitions.add(
                     ev.attempt_id, consumer.id, partition_id,
                     self._shuffle_master.register_partition_with_producer(
-                        PartitionDescriptor(self.job_id, partition_id, subpartitions,
-                                            ev.attempt_id),
-                        ProducerDescriptor(ev.resource_id, record.data_address)))
+                        PartitionDescriptor(JobId(self.job_id), PartitionId(partition_id),
+                                            subpartitions, ExecutionAttemptId(ev.attempt_id)),
+                        ProducerDescriptor(ResourceId(ev.resource_id), record.data_address)))
         restored = self.restored
         without_channel_state = restored is not None and \
             restored.checkpoint_id == self._recover_without_channel_state
@@ -283,7 +284,7 @@ class TaskDeployer:
             for consumer, _ in graph.consumers_of(ev.job_vertex.id)
             if (partition_id := self.partitions.ids.get((ev.attempt_id, consumer.id)))
             and (partition_id in gone
-                 or not self._shuffle_master.is_partition_available(partition_id)))
+                 or not self._shuffle_master.is_partition_available(PartitionId(partition_id))))
 
     # -- cancellation ---------------------------------------------------------------------
 
