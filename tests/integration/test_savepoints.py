@@ -100,7 +100,10 @@ def test_savepoint_of_a_running_job_and_dispose(cluster_factory: Any, tmp_path: 
 
     cluster = cluster_factory(2, 2)
     out, gate = tmp_path / "out", tmp_path / "gate"
-    job_id = submit(cluster, tmp_path, out, N, config=_config(tmp_path), gate=gate, **HELD)
+    # Checkpoints every 300 ms would subsume (and delete) the one the refused dispose
+    # names before the CLI reads it: keep them all for this job.
+    config = _config(tmp_path, **{"state.checkpoints.num-retained": "1000"})
+    job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, **HELD)
     _running_with_checkpoint(cluster, job_id)
     path = _last_line(cluster.weir("savepoint", job_id, str(tmp_path / "sp"), "--type",
                                    "native"))
