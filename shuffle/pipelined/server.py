@@ -32,7 +32,7 @@ from collections.abc import Callable
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from weir.core.errors import PartitionNotFoundError
+from weir.core.errors import PartitionNotFoundError, WeirError
 from weir.core.timers import Timer, TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol, tls
@@ -50,8 +50,9 @@ _Kind = dataplane_pb2.BufferHeader
 _Error = dataplane_pb2.ErrorResponse
 
 
-class ProtocolError(ConnectionError):
-    """The peer broke the protocol (or failed to authenticate): refused and disconnected."""
+class ProtocolError(WeirError):
+    """The peer broke the protocol (or failed to authenticate): refused and disconnected.
+    ``kind``: the ErrorResponse kind the peer is told before the connection closes."""
 
     def __init__(self, kind: int, message: str) -> None:
         super().__init__(message)
