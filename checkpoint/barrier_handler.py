@@ -325,8 +325,7 @@ class BarrierHandler:
                for c in range(self.num_channels)):
             return []
         if cp.wants_unaligned:  # every channel is in: nothing left to record
-            actions = self._switch_to_unaligned(cp)
-            return actions + self._maybe_complete(cp)
+            return self._switch_to_unaligned(cp) + self._maybe_complete(cp)
         actions: list[Action] = [self._snapshot(cp, unaligned=False)]
         if cp.blocked:
             actions.append(Resume(tuple(sorted(cp.blocked))))

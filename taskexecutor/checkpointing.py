@@ -30,7 +30,7 @@ from weir.checkpoint.barrier import CheckpointBarrier
 from weir.checkpoint.channel_state import ChannelStateWriter
 from weir.checkpoint.metadata import from_stream_handle
 from weir.checkpoint.storage import CheckpointStorage
-from weir.core.errors import StorageError
+from weir.core.errors import StorageError, WeirError
 from weir.core.records import Elements
 from weir.proto import checkpoint_pb2, common_pb2
 from weir.proto.checkpoint_pb2 import CheckpointTaskMetrics, TaskStateSnapshot
@@ -67,6 +67,16 @@ class CheckpointResponder(Protocol):
                            reason: int, message: str) -> None: ...
 
 
+class UploadPoolFullError(WeirError):
+    """The checkpoint upload pool stayed full for the whole timeout: the checkpoint is
+    declined, the task goes on."""
+
+
+class UploadPoolClosedError(WeirError):
+    """The checkpoint upload pool was shut down (its TaskExecutor stops): the checkpoint is
+    declined."""
+
+
 class UploadPool:
     """The TaskExecutor's threads for the asynchronous part of checkpoints. Bounded: a
     task that finds it full for ``timeout`` seconds declines its checkpoint."""
@@ -76,14 +86,24 @@ class UploadPool:
         self._slots = threading.BoundedSemaphore(capacity)
 
     def submit(self, fn: Callable[[], None], timeout: float = 10.0) -> Future[None]:
+        """Run ``fn`` on an upload thread. Any thread; blocks while the pool is full, for at
+        most ``timeout`` seconds. Raises UploadPoolFullError when it stays full,
+        UploadPoolClosedError after :meth:`shutdown`."""
         if not self._slots.acquire(timeout=timeout):
             msg = "the checkpoint upload pool is full"
-            raise RuntimeError(msg)
-        future = self._executor.submit(fn)
+            raise UploadPoolFullError(msg)
+        try:
+            future = self._executor.submit(fn)
+        except RuntimeError as err:  # the executor's word for "shut down"
+            self._slots.release()
+            msg = "the checkpoint upload pool is shut down (the TaskExecutor stops)"
+            raise UploadPoolClosedError(msg) from err
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
     def shutdown(self) -> None:
+        """The TaskExecutor stops: uploads not started are cancelled, running ones finished;
+        a later :meth:`submit` raises UploadPoolClosedError."""
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
@@ -283,7 +303,7 @@ class SubtaskCheckpointing:
         try:
             self._futures[checkpoint_id] = self._pool.submit(
                 lambda: self._finish(checkpoint_id, pending))
-        except RuntimeError as err:
+        except (UploadPoolFullError, UploadPoolClosedError) as err:
             _cancel(pending)
             self._decline(checkpoint_id, checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION, str(err))
 

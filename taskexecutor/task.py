@@ -5,7 +5,9 @@ network, timers) never touch them: they put a *mail* (a callable) in the bounded
 set the wake-up flag. The loop runs mails first, then — while output has room — processes
 one unit of input; when there is nothing to do it sleeps until woken or until the next
 buffer-timeout flush is due. Checkpoint triggers and notifications are mails; barriers
-arrive with the input and go through the task's :class:`BarrierHandler`.
+arrive with the input. The task forwards all of them to its
+:class:`~weir.taskexecutor.task_checkpoints.TaskCheckpoints`, which owns each checkpoint;
+its input gates are a :class:`~weir.taskexecutor.task_input.TaskInput`.
 
 With checkpointing on, a task that read all its input finishes its operators, tells its
 consumers (end of data), and keeps taking part in checkpoints until one taken after that
@@ -15,14 +17,13 @@ last data.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +36,7 @@ from weir.checkpoint.barrier import (
     CheckpointBarrier,
     end_of_data_event,
 )
-from weir.checkpoint.barrier_handler import (
-    AbortCheckpoint,
-    Action,
-    BarrierHandler,
-    Block,
-    InputStateComplete,
-    PersistData,
-    PrioritizeInputBarriers,
-    Resume,
-    TakeSnapshot,
-)
+from weir.checkpoint.barrier_handler import BarrierHandler
 from weir.checkpoint.storage import CheckpointStorage, create_storage
 from weir.core import options
 from weir.core.clock import wall_clock_ms
@@ -54,10 +45,12 @@ from weir.core.errors import (
     ConfigError,
     CorruptStateError,
     IncompatibleStateError,
+    MailboxFullError,
     MissingStateError,
     PartitionNotFoundError,
     RemoteTransportError,
     UserError,
+    WeirError,
 )
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import Elements
@@ -68,7 +61,6 @@ from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.shuffle.api import (
     BufferOrEvent,
     InputGate,
-    OvertakenData,
     ResultPartitionWriter,
     ShuffleEnvironment,
     TaskShuffleContext,
@@ -76,7 +68,8 @@ from weir.shuffle.api import (
 from weir.state.key_groups import operator_indexes
 from weir.state.local_recovery import RestoreStorage
 from weir.state.snapshot import SnapshotLocation
-from weir.taskexecutor.checkpointing import ALIGNED_PARTITIONERS, SubtaskCheckpointing, UploadPool
+from weir.taskexecutor.checkpointing import SnapshotParticipant, SubtaskCheckpointing, UploadPool
+from weir.taskexecutor.mailbox import Mailbox
 from weir.taskexecutor.operator import (
     COLLECT_SERVICE,
     MAILBOX_SERVICE,
@@ -93,49 +86,18 @@ from weir.taskexecutor.record_writer import (
 )
 from weir.taskexecutor.restore import TaskStateRestore
 from weir.taskexecutor.source_reader_state import SourceReaderState
+from weir.taskexecutor.task_checkpoints import TaskCheckpoints
+from weir.taskexecutor.task_input import ChannelNumbering, TaskInput
 from weir.taskexecutor.user_metrics import MetricRegistry, MetricScope
 from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 
 log = logging.getLogger(__name__)
 
-MAILBOX_CAPACITY = 1024
 _MAX_IDLE_WAIT_S = 0.5
-#: How often a task checks whether its aligned barriers left its outputs.
-_OUTPUT_CHECK_S = 0.01
 
 
-class TaskCancelledError(Exception):
-    """Raised inside the task thread to unwind after cancellation."""
-
-
-class Mailbox:
-    """Bounded queue of mails plus the flag that wakes the task thread."""
-
-    def __init__(self, capacity: int = MAILBOX_CAPACITY) -> None:
-        self._mails: deque[Callable[[], None]] = deque()
-        self._capacity = capacity
-        self._lock = threading.Lock()
-        self.wakeup = threading.Event()
-
-    def put(self, mail: Callable[[], None], timeout: float = 10.0) -> None:
-        """Enqueue a mail from any thread; raises if the mailbox stays full for ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                if len(self._mails) < self._capacity:
-                    self._mails.append(mail)
-                    break
-            if time.monotonic() > deadline:
-                msg = "task mailbox is full"
-                raise RuntimeError(msg)
-            time.sleep(0.01)
-        self.wakeup.set()
-
-    def drain(self) -> list[Callable[[], None]]:
-        with self._lock:
-            mails = list(self._mails)
-            self._mails.clear()
-        return mails
+class TaskCancelledError(WeirError):
+    """Raised inside the task thread to unwind after cancellation; the task ends CANCELED."""
 
 
 class _ReaderParticipant:
@@ -178,16 +140,13 @@ class Task:
         self.metrics: MetricScope | None = None
         #: What restoring state cost (reported with RUNNING; None: nothing restored).
         self.restore_stats: jobmaster_pb2.RestoreStats | None = None
-        self.state = common_pb2.CREATED
+        self.state: int = common_pb2.CREATED
         self.counters = TaskCounters()
         self.mailbox = Mailbox()
         self._cancelled = threading.Event()
         self._writers: list[ResultPartitionWriter] = []
-        self._gates: list[InputGate] = []
-        #: Per gate, which input of the head operator it feeds (two-input operators).
-        self._gate_inputs: list[int] = []
-        #: Index of each gate's first channel in the task-wide channel numbering.
-        self._channel_offsets: list[int] = []
+        #: The input gates and their task-wide channel numbering (empty until set up).
+        self._input = TaskInput([], [])
         self._valve = StatusWatermarkValve(0)
         self.processing_time = ProcessingTimeService()
         self._chain: OperatorChain | None = None
@@ -199,25 +158,14 @@ class Task:
         self._no_more_splits = False
         self._split_request_in_flight = False
         self._next_split_request = 0.0
-        # Checkpointing (None when it is off).
-        self.checkpointing: SubtaskCheckpointing | None = None
-        self._handler: BarrierHandler | None = None
+        #: The owner of this task's checkpoints (None while checkpointing is off).
+        self._checkpoints: TaskCheckpoints | None = None
         self._storage: CheckpointStorage | None = None
-        self._deferred_triggers: list[CheckpointBarrier] = []
-        #: Overtaken data channels are still capturing: (checkpoint id, channel, data).
-        self._captures: list[tuple[int, int, OvertakenData]] = []
-        # End of input: channels that delivered end of data, and the final checkpoint.
+        # End of input: channels that delivered end of data.
         self._data_ended: set[int] = set()
         self._data_finished = False
-        self._finish_checkpoints: set[int] = set()
-        self._final_checkpoint_done = False
         self._replay: deque[tuple[int, Elements]] = deque()
         self._finished_on_restore = tdd.restore.finished if tdd.HasField("restore") else False
-        #: Stop-with-savepoint without drain: the savepoint this task took its part of; no
-        #: input is processed and no timer fires after it. Once it completed the task ends
-        #: without finishing its operators; if it is aborted, the task goes on.
-        self._stop_savepoint: int | None = None
-        self._stopped = False
         self._savepoint_storages: dict[str, CheckpointStorage] = {}
         self._record_writers: list[RecordWriter] = []
 
@@ -237,13 +185,25 @@ class Task:
     def wake(self) -> None:
         self.mailbox.wakeup.set()
 
+    @property
+    def _gates(self) -> list[InputGate]:
+        """The input gates (read by the TaskExecutor's metric collectors, any thread)."""
+        return self._input.gates
+
     def trigger_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """Take checkpoint ``barrier`` now (a source, or a task whose inputs all ended)."""
+        """Take checkpoint ``barrier`` now (a source, or a task whose inputs all ended).
+        Any thread; raises MailboxFullError when the task takes no mails for 10 s."""
         self.mailbox.put(lambda: self._on_trigger(barrier))
 
     def notify_checkpoint(self, checkpoint_id: int, complete: bool) -> None:
-        """The coordinator completed (or aborted) ``checkpoint_id``."""
-        self.mailbox.put(lambda: self._on_notify(checkpoint_id, complete))
+        """The coordinator completed (or aborted) ``checkpoint_id``. Any thread; a task
+        whose mailbox stays full for 10 s is stuck, and the notification is dropped (a
+        later one covers it: completion of n completes every older checkpoint)."""
+        try:
+            self.mailbox.put(lambda: self._on_notify(checkpoint_id, complete))
+        except MailboxFullError:
+            log.warning("task %s takes no mails: notification of checkpoint %d dropped",
+                        self.name, checkpoint_id)
 
     # -- the task thread --------------------------------------------------------------------
 
@@ -261,7 +221,8 @@ class Task:
             self._set_state(common_pb2.RUNNING)
             self._loop()
             self._check_cancelled()
-            if not self._data_finished and not self._stopped:
+            stopped = self._checkpoints is not None and self._checkpoints.stopped
+            if not self._data_finished and not stopped:
                 self._finish_operators()
             for writer in self._writers:
                 writer.finish()
@@ -322,15 +283,8 @@ class Task:
                                         deployment.max_parallelism, tdd.subtask_index,
                                         deployment.side_output))
         self._record_writers = writers
-        channels = 0
-        for deployment in tdd.input_gates:
-            gate = self._shuffle.create_input_gate(shuffle_ctx, deployment)
-            self._gates.append(gate)
-            self._gate_inputs.append(deployment.input_index)
-            self._channel_offsets.append(channels)
-            channels += len(deployment.channels)
-            gate.request_partitions()
-        self._valve = StatusWatermarkValve(channels)
+        self._input = TaskInput.open(self._shuffle, shuffle_ctx, tdd.input_gates)
+        self._valve = StatusWatermarkValve(self._input.num_channels)
         operators = cloudpickle.loads(tdd.chain)
         job_config = self.configuration.merged(dict(tdd.config))
         self.metrics = (self._user_metrics or MetricRegistry()).scope(
@@ -349,7 +303,7 @@ class Task:
         for operator, uid in zip(operators, uids, strict=False):
             operator.uid = operator.uid or uid or None
         if checkpoint_options.checkpointing_enabled(job_config):
-            self._setup_checkpointing(job_config, channels)
+            self._setup_checkpointing(job_config)
         restore_started = time.monotonic()
         restore = TaskStateRestore(tdd.restore, RestoreStorage(
             self._checkpoint_storage(), self._local_state_root, job_config)) \
@@ -374,24 +328,27 @@ class Task:
             self.restore_stats = restore.stats(round((time.monotonic() - restore_started)
                                                      * 1000))
 
-    def _setup_checkpointing(self, config: Configuration, channels: int) -> None:
+    def _setup_checkpointing(self, config: Configuration) -> None:
         if self._upload_pool is None:
             msg = "checkpointing needs the TaskExecutor's upload pool"
             raise ConfigError(msg)
-        self.checkpointing = SubtaskCheckpointing(
+        checkpointing = SubtaskCheckpointing(
             job_id=self.job_id, attempt_id=self.attempt_id,
             owner=f"{self.tdd.vertex_id}-{self.tdd.subtask_index}", writers=self._writers,
             partitioners=[p.partitioner for p in self.tdd.partitions],
             storage=self._checkpoint_storage, pool=self._upload_pool,
             responder=self._gateway, clock_ms=wall_clock_ms,
             local_root=self._local_state_root, savepoint_storage=self._savepoint_storage,
-            gate_channels=[len(d.channels) for d in self.tdd.input_gates])
-        if channels:
+            gate_channels=self._input.gate_channels)
+        handler = None
+        if self._input.num_channels:
             at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"
-            aligned = [offset + c for offset, d in zip(self._channel_offsets,
-                                                       self.tdd.input_gates, strict=True)
-                       if d.partitioner in ALIGNED_PARTITIONERS for c in range(len(d.channels))]
-            self._handler = BarrierHandler(channels, wall_clock_ms, at_least_once, aligned)
+            handler = BarrierHandler(self._input.num_channels, wall_clock_ms, at_least_once,
+                                     self._input.aligned_channels())
+        self._checkpoints = TaskCheckpoints(
+            checkpointing, _CheckpointedTask(self), self.counters, wall_clock_ms,
+            handler=handler, inputs=self._input if handler is not None else None,
+            name=self.name)
 
     def _checkpoint_storage(self) -> CheckpointStorage:
         if self._storage is None:
@@ -445,8 +402,9 @@ class Task:
         selectors: dict[int, Any] = {}
         replayed = 0
         for old_index, state, gate_channels in inputs:
+            numbering = ChannelNumbering(gate_channels)
             for channel, batches in sorted(state.inputs.items()):
-                gate = _gate_of(channel, gate_channels)
+                gate = numbering.gate_of(channel)
                 for elements in batches:
                     mine = self._my_share(elements, gate, old_index, selectors)
                     if mine is not None and len(mine):
@@ -487,17 +445,12 @@ class Task:
             for mail in self.mailbox.drain():
                 mail()
             self._check_cancelled()
-            if self._stop_savepoint is None:
+            if not self._input_suspended():
                 self.processing_time.fire_due()
             self._flush_if_due()
-            for gate in self._gates:
-                gate.maintain()
-            if self._handler is not None:
-                self._execute(self._handler.on_tick())
-                if self._captures:
-                    self._check_captures()
-            if self.checkpointing is not None and self.checkpointing.has_pending_outputs:
-                self.checkpointing.maintain()
+            self._input.maintain()
+            if self._checkpoints is not None:
+                self._checkpoints.on_tick()
             if not all(w.is_available() for w in self._writers):
                 started = time.monotonic()
                 wakeup.wait(self._wait_timeout())
@@ -514,6 +467,10 @@ class Task:
             wakeup.wait(self._wait_timeout())
             counters.idle_s += time.monotonic() - waited
 
+    def _input_suspended(self) -> bool:
+        """A stop-with-savepoint was taken here: no input, no timers."""
+        return self._checkpoints is not None and self._checkpoints.input_suspended
+
     def _wait_timeout(self) -> float:
         timeout = _MAX_IDLE_WAIT_S
         next_timer = self.processing_time.seconds_until_next()
@@ -527,17 +484,13 @@ class Task:
             due = self._next_split_request - time.monotonic()
             if due > 0:  # a past due time must not turn the wait into a busy loop
                 timeout = min(timeout, due)
-        for gate in self._gates:
-            next_retry = getattr(gate, "next_retry", lambda: None)()
-            if next_retry is not None:
-                timeout = min(timeout, max(0.001, next_retry - time.monotonic()))
-        if self._handler is not None:
-            due_ms = self._handler.next_timeout_ms()
-            if due_ms is not None:
-                timeout = min(timeout, max(0.001, (due_ms - wall_clock_ms()) / 1000))
-        if (self.checkpointing is not None and self.checkpointing.has_pending_outputs) \
-                or self._captures:
-            timeout = min(timeout, _OUTPUT_CHECK_S)
+        retry = self._input.seconds_until_retry()
+        if retry is not None:
+            timeout = min(timeout, retry)
+        if self._checkpoints is not None:
+            due_s = self._checkpoints.seconds_until_due()
+            if due_s is not None:
+                timeout = min(timeout, due_s)
         return timeout
 
     def _flush_if_due(self) -> None:
@@ -549,63 +502,38 @@ class Task:
     def _process_input(self) -> str:
         """One unit of work: 'more' if something was processed, 'nothing', or 'end'."""
         assert self._chain is not None
-        if self._stop_savepoint is not None:
-            return "end" if self._stopped else "nothing"
+        if self._checkpoints is not None and self._checkpoints.input_suspended:
+            return "end" if self._checkpoints.stopped else "nothing"
         if self._replay:
             channel, elements = self._replay.popleft()
-            self._chain.process(elements, self._input_of(channel))
+            self._chain.process(elements, self._input.input_of(channel))
             return "more"
         if self._reader is not None:
             return self._process_source()
-        if not self._gates:
-            return self._end_or_wait()
-        all_finished = True
-        for index, gate in enumerate(self._gates):
-            if gate.is_finished():
-                continue
-            all_finished = False
-            event = gate.poll_next()
-            if event is None:
-                continue
-            channel = self._channel_offsets[index] + event.channel
-            if event.elements:
-                if self._handler is not None:
-                    self._on_data(channel, event.elements, event.size)
-                input_index = self._gate_inputs[index]
-                for elements in event.elements:
-                    self._chain.process(elements, input_index)
-            elif event.event is not None:
-                self._on_event(channel, event)
-            elif event.end_of_partition:
-                self._on_end_of_data(channel)
-                if self._handler is not None:
-                    self._execute(self._handler.on_end_of_partition(channel))
-            return "more"
-        if all_finished:
-            return self._end_or_wait()
-        return "nothing"
-
-    def _input_of(self, channel: int) -> int:
-        """The head operator's input that task-wide ``channel`` feeds."""
-        gate = bisect.bisect_right(self._channel_offsets, channel) - 1
-        return self._gate_inputs[gate] if gate >= 0 else 0
+        polled = self._input.poll()
+        if polled is None:
+            return self._end_or_wait() if self._input.is_finished() else "nothing"
+        channel, item = polled.channel, polled.item
+        if item.elements:
+            if self._checkpoints is not None:
+                self._checkpoints.on_data(channel, item.elements, item.size)
+            for elements in item.elements:
+                self._chain.process(elements, polled.input_index)
+        elif item.event is not None:
+            self._on_event(channel, item)
+        elif item.end_of_partition:
+            self._on_end_of_data(channel)
+            if self._checkpoints is not None:
+                self._checkpoints.on_end_of_partition(channel)
+        return "more"
 
     def _end_or_wait(self) -> str:
         """Every input ended: end now, or once the final checkpoint completed."""
         if not self._data_finished:
             self._finish_operators()
-        if self.checkpointing is None or self._final_checkpoint_done:
+        if self._checkpoints is None or self._checkpoints.final_checkpoint_done:
             return "end"
         return "nothing"
-
-    def _on_data(self, channel: int, batches: list[Elements], size: int) -> None:
-        assert self._handler is not None and self.checkpointing is not None
-        for action in self._handler.on_data(channel, size):
-            if isinstance(action, PersistData):
-                for elements in batches:
-                    self.checkpointing.persist_input(action.checkpoint_id, channel, elements)
-            else:
-                self._execute((action,))
 
     def _on_event(self, channel: int, item: BufferOrEvent) -> None:
         event = item.event
@@ -622,13 +550,9 @@ class Task:
             if idle is True:
                 self._chain.process_watermark_status(True)
         elif event.type == BARRIER_EVENT:
-            if self._handler is not None:
-                barrier = CheckpointBarrier.from_event(event)
-                self._execute(self._handler.on_barrier(channel, barrier, item.priority,
-                                                       item.overtaken is not None))
-                if item.overtaken is not None:
-                    self._captures.append((barrier.checkpoint_id, channel, item.overtaken))
-                    self._check_captures()
+            if self._checkpoints is not None:
+                self._checkpoints.on_barrier(channel, CheckpointBarrier.from_event(event),
+                                             item.priority, item.overtaken)
         elif event.type == END_OF_DATA_EVENT:
             self._on_end_of_data(channel)
 
@@ -639,7 +563,7 @@ class Task:
         self._data_ended.add(channel)
         self._advance_watermark(self._valve.channel_finished(channel))
         if len(self._data_ended) == self._valve.num_channels and not self._data_finished \
-                and self.checkpointing is not None:
+                and self._checkpoints is not None:
             self._finish_operators()
 
     def _finish_operators(self, report: bool = True) -> None:
@@ -652,7 +576,7 @@ class Task:
         # (through the writers) downstream, before operators flush what they hold.
         self._advance_watermark(MAX_WATERMARK)
         self._chain.finish()
-        if self.checkpointing is not None:
+        if self._checkpoints is not None:
             for writer in self._writers:
                 writer.broadcast_event(end_of_data_event())
             if self._reader is not None and report:
@@ -679,7 +603,7 @@ class Task:
             return self._end_or_wait()
         if not self._split_request_in_flight and time.monotonic() >= self._next_split_request:
             self._split_request_in_flight = True
-            passed = self.checkpointing.last_checkpoint_id if self.checkpointing else 0
+            passed = self._checkpoints.last_checkpoint_id if self._checkpoints else 0
             self._gateway.request_splits(self.tdd, self._on_split_response, passed)
         return "nothing"
 
@@ -697,131 +621,32 @@ class Task:
                 self._no_more_splits = True
             if response.retry_after_ms:
                 self._next_split_request = time.monotonic() + response.retry_after_ms / 1000
-            # Triggers that came while the answer was on its way: the splits it brought
-            # were assigned before the enumerator's snapshot, so they belong to the reader.
-            deferred, self._deferred_triggers = self._deferred_triggers, []
-            for barrier in deferred:
-                self._on_trigger(barrier)
+            if self._checkpoints is not None:
+                self._checkpoints.on_splits_arrived()
 
-        with contextlib.suppress(RuntimeError):
+        with contextlib.suppress(MailboxFullError):  # stuck: the request is not repeated
             self.mailbox.put(mail)
 
-    # -- checkpoints (task thread) ----------------------------------------------------------
+    # -- checkpoints: forwarded to their owner (task thread) --------------------------------
 
     def _on_trigger(self, barrier: CheckpointBarrier) -> None:
-        if self.checkpointing is None:
+        if self._checkpoints is None:
             self._gateway.decline_checkpoint(
                 self.job_id, self.attempt_id, barrier.checkpoint_id,
                 checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
                 "checkpointing is off for this task")
             return
-        if self._reader is not None and self._split_request_in_flight:
-            self._deferred_triggers.append(barrier)
-            return
-        if barrier.options.drain and not self._data_finished:
-            # stop --drain: the source ends here; event time advances to the end and the
-            # operators flush, before the savepoint's barrier (the final checkpoint).
-            self._finish_operators(report=False)
-        # A source's start delay: from the trigger to its mail running on this thread.
-        delay_ms = max(0, wall_clock_ms() - barrier.timestamp_ms)
-        if self._take_snapshot(barrier, unaligned=barrier.options.unaligned,
-                               start_delay_ms=delay_ms):
-            self.checkpointing.input_complete(barrier.checkpoint_id)
-
-    def _take_snapshot(self, barrier: CheckpointBarrier, unaligned: bool,
-                       alignment_ms: int = 0, start_delay_ms: int = 0,
-                       processed_bytes: int = 0) -> bool:
-        assert self.checkpointing is not None and self._chain is not None
-        participants: dict[str, Any] = {}
-        if self._reader is not None:
-            participants[self._source_uid] = _ReaderParticipant(self._reader)
-        for operator in self._chain.operators:
-            participants[operator.uid or operator.name] = operator
-        taken = self.checkpointing.take_snapshot(
-            barrier, participants, unaligned=unaligned, ended=self._data_finished,
-            alignment_ms=alignment_ms, start_delay_ms=start_delay_ms,
-            processed_bytes=processed_bytes)
-        if taken and self._data_finished:
-            self._finish_checkpoints.add(barrier.checkpoint_id)
-        elif taken and barrier.options.terminate:
-            self._stop_savepoint = barrier.checkpoint_id
-        self.counters.checkpoint_alignment_ms = alignment_ms
-        self.counters.checkpoint_start_delay_ms = start_delay_ms
-        return taken
-
-    def _execute(self, actions: Sequence[Action]) -> None:
-        """Carry out what the barrier handler decided."""
-        assert self.checkpointing is not None
-        for action in actions:
-            if isinstance(action, Block):
-                gate, channel = self._gate_channel(action.channel)
-                gate.block_consumption(channel)
-            elif isinstance(action, Resume):
-                for task_channel in action.channels:
-                    gate, channel = self._gate_channel(task_channel)
-                    gate.resume_consumption(channel)
-            elif isinstance(action, TakeSnapshot):
-                self._take_snapshot(action.barrier, action.unaligned, action.alignment_ms,
-                                    action.start_delay_ms, action.processed_bytes)
-            elif isinstance(action, PrioritizeInputBarriers):
-                event = action.barrier.to_event()
-                for gate, deployment in zip(self._gates, self.tdd.input_gates, strict=True):
-                    if deployment.partitioner not in ALIGNED_PARTITIONERS:
-                        gate.prioritize_event(event)
-            elif isinstance(action, InputStateComplete):
-                self.checkpointing.input_complete(action.checkpoint_id)
-            elif isinstance(action, AbortCheckpoint):
-                self.checkpointing.abort(action.checkpoint_id, action.reason, action.message)
-
-    def _check_captures(self) -> None:
-        """Persist the overtaken data channels finished capturing (unaligned)."""
-        assert self._handler is not None and self.checkpointing is not None
-        waiting = []
-        for checkpoint_id, channel, data in self._captures:
-            # Persisted only once the snapshot is taken: before, the checkpoint waits for
-            # its forced-aligned channels and nothing of it is recorded yet.
-            if not data.complete or not self._handler.snapshot_taken(checkpoint_id):
-                if self._handler.current_checkpoint_id == checkpoint_id:
-                    waiting.append((checkpoint_id, channel, data))
-                continue
-            for elements in data.batches():
-                self.checkpointing.persist_input(checkpoint_id, channel, elements)
-            self._execute(self._handler.on_overtaken_captured(checkpoint_id, channel))
-        self._captures = waiting
-
-    def _gate_channel(self, task_channel: int) -> tuple[InputGate, int]:
-        index = max(i for i, offset in enumerate(self._channel_offsets)
-                    if offset <= task_channel)
-        return self._gates[index], task_channel - self._channel_offsets[index]
+        self._checkpoints.on_trigger(barrier)
 
     def _on_notify(self, checkpoint_id: int, complete: bool) -> None:
-        if self._chain is None or self.checkpointing is None:
-            return
-        if complete:
-            self.checkpointing.completed(checkpoint_id)
-            for operator in self._chain.operators:
-                operator.notify_checkpoint_complete(checkpoint_id)
-            if any(n <= checkpoint_id for n in self._finish_checkpoints):
-                self._final_checkpoint_done = True
-                self.wake()
-            if self._stop_savepoint is not None and self._stop_savepoint <= checkpoint_id:
-                self._stopped = True
-                log.info("task %s stops with savepoint %d", self.name, self._stop_savepoint)
-        else:
-            for operator in self._chain.operators:
-                operator.notify_checkpoint_aborted(checkpoint_id)
-            if self._handler is not None:
-                self._execute(self._handler.on_abort(checkpoint_id))
-            self.checkpointing.abort(checkpoint_id)
-            self._finish_checkpoints.discard(checkpoint_id)
-            if self._stop_savepoint == checkpoint_id:
-                self._stop_savepoint = None  # the stop failed: the job goes on
+        if self._chain is not None and self._checkpoints is not None:
+            self._checkpoints.on_notify(checkpoint_id, complete)
 
     # -- cleanup ----------------------------------------------------------------------------
 
     def _cleanup(self, final: int, error: common_pb2.ErrorInfo | None) -> None:
-        if self.checkpointing is not None:
-            self.checkpointing.close()
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         if self._chain is not None:
             for close_error in self._chain.close():
                 log.warning("task %s: closing an operator failed: %s", self.name, close_error)
@@ -830,9 +655,7 @@ class Task:
         if self._reader is not None:
             with contextlib.suppress(Exception):
                 self._reader.close()
-        for gate in self._gates:
-            with contextlib.suppress(Exception):
-                gate.close()
+        self._input.close()
         if final != common_pb2.FINISHED:
             cause = UserError(error.message if error else "task was cancelled")
             for writer in self._writers:
@@ -841,10 +664,42 @@ class Task:
                     writer.release()
 
 
-def _gate_of(channel: int, gate_channels: list[int]) -> int:
-    """The input gate of task-wide channel number ``channel`` (0 without gate sizes)."""
-    for gate, count in enumerate(gate_channels):
-        if channel < count:
-            return gate
-        channel -= count
-    return 0
+class _CheckpointedTask:
+    """What the task's checkpoints may do to it (the task thread's narrow interface to
+    :class:`TaskCheckpoints`)."""
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+
+    @property
+    def data_finished(self) -> bool:
+        return self._task._data_finished
+
+    @property
+    def awaiting_splits(self) -> bool:
+        return self._task._reader is not None and self._task._split_request_in_flight
+
+    def snapshot_participants(self) -> dict[str, SnapshotParticipant]:
+        task = self._task
+        assert task._chain is not None
+        participants: dict[str, SnapshotParticipant] = {}
+        if task._reader is not None:
+            participants[task._source_uid] = _ReaderParticipant(task._reader)
+        for operator in task._chain.operators:
+            participants[operator.uid or operator.name] = operator
+        return participants
+
+    def drain(self) -> None:
+        self._task._finish_operators(report=False)
+
+    def notify_operators(self, checkpoint_id: int, complete: bool) -> None:
+        chain = self._task._chain
+        assert chain is not None
+        for operator in chain.operators:
+            if complete:
+                operator.notify_checkpoint_complete(checkpoint_id)
+            else:
+                operator.notify_checkpoint_aborted(checkpoint_id)
+
+    def wake(self) -> None:
+        self._task.wake()

@@ -31,7 +31,7 @@ import grpc
 import pyarrow as pa
 
 from weir.core import options
-from weir.core.errors import PartitionNotFoundError, RemoteTransportError
+from weir.core.errors import PartitionNotFoundError, RemoteTransportError, WeirError
 from weir.core.ids import JobId, PartitionId
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, keep_until_done
@@ -365,7 +365,7 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
                 "buffersOut": float(self._chunks_sent), "bytesOut": float(self._bytes_sent)}
 
 
-class _ClosedError(Exception):
+class _ClosedError(WeirError):
     """The channel was closed: its thread ends quietly."""
 
 

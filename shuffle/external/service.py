@@ -36,7 +36,7 @@ from weir.shuffle.external.storage import (
     PartitionInfo,
     PartitionStore,
     PartitionWrite,
-    StorageError,
+    ShuffleStorageError,
     UnknownPartitionError,
     WriteAbortedError,
 )
@@ -55,7 +55,7 @@ DEFAULT_MAX_WORKERS = 64
 #: A read response message carries chunks up to about this many bytes.
 _MESSAGE_BYTES = 1024 * 1024
 
-_CODES: list[tuple[type[StorageError], grpc.StatusCode]] = [
+_CODES: list[tuple[type[ShuffleStorageError], grpc.StatusCode]] = [
     (UnknownPartitionError, grpc.StatusCode.NOT_FOUND),
     (PartitionExistsError, grpc.StatusCode.ALREADY_EXISTS),
     (WriteAbortedError, grpc.StatusCode.ABORTED),
@@ -64,7 +64,7 @@ _CODES: list[tuple[type[StorageError], grpc.StatusCode]] = [
 ]
 
 
-def _abort(context: grpc.ServicerContext, err: StorageError) -> None:
+def _abort(context: grpc.ServicerContext, err: ShuffleStorageError) -> None:
     """End the call with the status code of ``err`` (raises, as context.abort does)."""
     code = next((c for cls, c in _CODES if isinstance(err, cls)), grpc.StatusCode.INTERNAL)
     if isinstance(err, UnknownPartitionError) and err.in_progress:
@@ -117,7 +117,7 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
             what = "partition" if write is None else f"partition {write.partition_id}"
             context.abort(grpc.StatusCode.ABORTED,
                           f"the write stream of {what} ended without a commit: nothing stored")
-        except StorageError as err:
+        except ShuffleStorageError as err:
             _abort(context, err)
         except OSError as err:  # disk full, permissions, ...
             log.error("storing a partition failed: %s", err)
@@ -134,7 +134,7 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
             reader = self._store.open_subpartition(JobId(request.job_id),
                                                    PartitionId(request.partition_id),
                                                    request.subpartition)
-        except StorageError as err:
+        except ShuffleStorageError as err:
             _abort(context, err)
         with reader:
             position = request.start_chunk
@@ -173,7 +173,7 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
         ids = None if request.all_of_job else [PartitionId(p) for p in request.partition_ids]
         try:
             released = self._store.release(JobId(request.job_id), ids)
-        except StorageError as err:
+        except ShuffleStorageError as err:
             _abort(context, err)
         if request.all_of_job:
             log.info("released every partition of job %s (%d)", request.job_id, released)
@@ -183,7 +183,7 @@ class ShuffleServiceServicer(shuffle_service_pb2_grpc.ShuffleServiceServicer):
                        context: grpc.ServicerContext) -> pb.ListPartitionsResponse:
         try:
             infos = self._store.list(JobId(request.job_id) if request.job_id else None)
-        except StorageError as err:
+        except ShuffleStorageError as err:
             _abort(context, err)
         return pb.ListPartitionsResponse(partitions=[_info_message(i) for i in infos])
 
@@ -192,7 +192,7 @@ class ShuffleServiceDaemon:
     """The external shuffle service: a gRPC server storing partitions under ``data_dir``.
 
     ``start`` binds ``host:port`` (0: a free port) and sets ``address``; raises UserError
-    when it cannot listen, StorageError when another service uses ``data_dir``. ``stop``
+    when it cannot listen, ShuffleStorageError when another service uses ``data_dir``. ``stop``
     cancels the calls in flight (their unfinished writes are deleted), joins every thread
     the daemon started and unlocks ``data_dir``; idempotent. Both from any one thread.
     Memory: each partition being written buffers up to ``spill_threshold`` bytes.

@@ -63,6 +63,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from weir.core.errors import WeirError
 from weir.core.files import PRIVATE_DIRECTORY_MODE, open_private, private_directory
 from weir.core.ids import JobId, PartitionId
 
@@ -92,19 +93,20 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _INDEX_CACHE_SIZE = 256
 
 
-class StorageError(Exception):
-    """Base class of the store's errors."""
+class ShuffleStorageError(WeirError):
+    """Base class of the partition store's errors (not checkpoint storage's
+    :class:`~weir.core.errors.StorageError`)."""
 
 
-class InvalidRequestError(StorageError):
+class InvalidRequestError(ShuffleStorageError):
     """A malformed id or an out-of-range subpartition or position."""
 
 
-class PartitionExistsError(StorageError):
+class PartitionExistsError(ShuffleStorageError):
     """The partition is committed already, or being written by another stream."""
 
 
-class UnknownPartitionError(StorageError):
+class UnknownPartitionError(ShuffleStorageError):
     """The partition is not committed (``in_progress``: it is being written) or unknown."""
 
     def __init__(self, message: str, in_progress: bool = False) -> None:
@@ -112,11 +114,11 @@ class UnknownPartitionError(StorageError):
         self.in_progress = in_progress
 
 
-class WriteAbortedError(StorageError):
+class WriteAbortedError(ShuffleStorageError):
     """The partition was released while it was being written; nothing was stored."""
 
 
-class CorruptPartitionError(StorageError):
+class CorruptPartitionError(ShuffleStorageError):
     """A partition's files are truncated or fail their checksums (or a write lost data)."""
 
 
@@ -368,7 +370,7 @@ class PartitionStore:
 
     The directory tree is the registry of committed partitions (so a restarted service
     serves what it committed before); partitions being written are tracked in memory.
-    Locks ``data_dir`` for its lifetime; raises StorageError when another store holds it.
+    Locks ``data_dir`` for its lifetime; raises ShuffleStorageError when another store holds it.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str],
@@ -388,7 +390,7 @@ class PartitionStore:
             self._lock_file.close()
             msg = (f"the shuffle data directory {self.data_dir} is in use by another shuffle "
                    "service: give each service its own directory")
-            raise StorageError(msg) from err
+            raise ShuffleStorageError(msg) from err
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._writing: dict[tuple[str, str], PartitionWrite] = {}

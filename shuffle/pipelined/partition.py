@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from weir.core.errors import PartitionNotFoundError
+from weir.core.errors import PartitionNotFoundError, WeirError
 from weir.core.ids import JobId, PartitionId
 from weir.core.records import Elements
 from weir.shuffle.api import Event, OvertakenData, ResultPartitionWriter
@@ -41,7 +41,7 @@ class Buffer:
     wire: list[pa.RecordBatch] | None = None
 
 
-class ProducerFailedError(Exception):
+class ProducerFailedError(WeirError):
     """The producing task failed; its consumers must fail too."""
 
 

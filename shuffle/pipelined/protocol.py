@@ -27,6 +27,7 @@ import struct
 from collections.abc import Sequence
 from typing import Protocol
 
+from weir.core.errors import WeirError
 from weir.proto import dataplane_pb2
 
 PARTITION_REQUEST = 1
@@ -95,8 +96,9 @@ def max_data_frame(segment_size: int) -> int:
     return MAX_BUFFERS_PER_FRAME * segment_size + DATA_FRAME_OVERHEAD
 
 
-class CorruptFrameError(ConnectionError):
-    """The stream is not a sequence of frames: the peer is broken or hostile."""
+class CorruptFrameError(WeirError, ConnectionError):
+    """The stream is not a sequence of frames: the peer is broken or hostile. Also a
+    ConnectionError: the connection is unusable, and is closed like a broken one."""
 
 
 class FrameTooLargeError(CorruptFrameError):

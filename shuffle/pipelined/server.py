@@ -33,7 +33,7 @@ from typing import TypeVar, cast
 import pyarrow as pa
 from google.protobuf.message import DecodeError, Message
 
-from weir.core.errors import PartitionNotFoundError
+from weir.core.errors import PartitionNotFoundError, WeirError
 from weir.core.ids import PartitionId
 from weir.core.timers import Timer, TimerThread
 from weir.proto import dataplane_pb2
@@ -53,8 +53,9 @@ _Error = dataplane_pb2.ErrorResponse
 _M = TypeVar("_M", bound=Message)
 
 
-class ProtocolError(ConnectionError):
-    """The peer broke the protocol (or failed to authenticate): refused and disconnected."""
+class ProtocolError(WeirError):
+    """The peer broke the protocol (or failed to authenticate): refused and disconnected.
+    ``kind``: the ErrorResponse kind the peer is told before the connection closes."""
 
     def __init__(self, kind: int, message: str) -> None:
         super().__init__(message)

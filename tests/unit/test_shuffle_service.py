@@ -35,7 +35,7 @@ from weir.shuffle.external.environment import (
 )
 from weir.shuffle.external.factory import ExternalShuffleServiceFactory
 from weir.shuffle.external.service import ShuffleServiceDaemon
-from weir.shuffle.external.storage import StorageError
+from weir.shuffle.external.storage import ShuffleStorageError
 
 JOB = "0123456789abcdef0123456789abcdef"
 OTHER_JOB = "fedcba9876543210fedcba9876543210"
@@ -295,7 +295,7 @@ def test_restarted_service_serves_committed_partitions_and_drops_leftovers(start
     daemon = start_daemon()
     stub = stubs(daemon.address)
     write(stub, "p1", [(2, b"kept")])
-    with pytest.raises(StorageError, match="in use by another shuffle service"):
+    with pytest.raises(ShuffleStorageError, match="in use by another shuffle service"):
         ShuffleServiceDaemon(daemon.data_dir).start()
     hold = threading.Event()
 

@@ -93,3 +93,8 @@ class StorageAccessError(UserError, StorageError):
 
 class StorageUnreachableError(UserError, StorageError):
     """The checkpoint storage endpoint cannot be reached (connection refused or timed out)."""
+
+
+class MailboxFullError(WeirError):
+    """A task's mailbox stayed full for the whole timeout of a ``put``: its thread takes no
+    mails (stuck, or far behind), and the mail was not enqueued."""

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from weir.core.errors import MailboxFullError
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
 from weir.core.watermarks import NO_TIMESTAMP
@@ -140,7 +141,7 @@ class AsyncWaitOperator(StreamOperator):
             self._drain_posted.set()
             try:
                 self._mailbox(self._drain_from_mailbox)
-            except RuntimeError:
+            except MailboxFullError:
                 self._drain_posted.clear()  # full: the task drains at its next batch anyway
 
     def _drain_from_mailbox(self) -> None:
