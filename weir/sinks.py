@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from weir.core.config import MemorySize
+from weir.core.config import ByteSize
 from weir.core.errors import InvalidJobError
 from weir.operators.file_sink import FileSinkOperator, PartNames
 from weir.operators.sinks import DiscardingSinkOperator
@@ -69,7 +69,7 @@ class FileSink(Sink):
             raise ValueError(msg)
         self.path = path
         self.format = format
-        self.rolling_bytes = MemorySize.parse(rolling_size)
+        self.rolling_bytes = ByteSize.parse(rolling_size)
         self.part_prefix = part_prefix
         self.part_suffix = PartNames.for_format(format, suffix=part_suffix).suffix
         self.encoder = encoder
