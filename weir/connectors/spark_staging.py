@@ -67,6 +67,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from weir.core.errors import UserError
 from weir.core.files import fsync_directory, owned_private_directory
 
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
@@ -121,12 +122,16 @@ _LOG_LEVEL = "WARN"
 _MAX_MESSAGE = 300
 
 
-class StagingError(RuntimeError):
-    """The staging location cannot be used as asked (already committed, conflicting manifest)."""
+class StagingError(UserError):
+    """The staging location cannot take this result: it holds a committed one, another
+    mode's or another schema's, another writer committed there first, or it is no weir
+    staging location. The message names the location; use a fresh one."""
 
 
-class SparkQueryError(RuntimeError):
-    """The user's Spark query failed, or did not return the kind of DataFrame needed."""
+class SparkQueryError(UserError):
+    """The user's Spark query failed: it raised, returned no DataFrame or the wrong kind
+    (batch or streaming), or its Spark job failed, wrote nothing, or could not start or
+    stop. The message names the query and Spark's one-line cause."""
 
 
 @dataclass(frozen=True)
@@ -495,7 +500,7 @@ def _probe_schema(spark: SparkSession, schema: StructType, root: str) -> pa.Sche
         files = _parquet_files(tmp)
         if not files:
             msg = f"Spark wrote no Parquet file for an empty frame in {tmp}"
-            raise StagingError(msg)
+            raise SparkQueryError(msg)
         return _footer_schema(files[0])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -749,6 +754,7 @@ class StreamingStager:
 
         Raises:
             TimeoutError: the query, or its last callback, did not stop within ``timeout_s``.
+            SparkQueryError: stopping failed and the query still runs.
         """
         query = self._query
         if query is None:
