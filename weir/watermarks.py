@@ -39,7 +39,7 @@ class TimestampAssigner(ABC):
     @abstractmethod
     def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
         """The record's timestamp; ``record_timestamp`` is the one it already carries
-        (``weir.core.watermarks.NO_TIMESTAMP`` if none)."""
+        (``weir.core.records.NO_TIMESTAMP`` if none)."""
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.core.generics import TypeParameters
+from weir.core.records import MAX_WATERMARK
 from weir.core.time import Time, to_millis
-from weir.core.watermarks import MAX_WATERMARK
 from weir.functions import Function
 
 __all__ = [

@@ -40,8 +40,7 @@ from weir import (
 )
 from weir.async_io import AsyncRetryPredicate
 from weir.core.processing_time import ProcessingTimeService
-from weir.core.records import Elements
-from weir.core.watermarks import MIN_WATERMARK
+from weir.core.records import MIN_WATERMARK, Elements
 from weir.keys import key_spec
 from weir.operators.basic import ProcessOperator
 from weir.operators.broadcast import BroadcastProcessOperator

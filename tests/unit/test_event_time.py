@@ -31,8 +31,7 @@ from weir import (
 from weir.core.config import Configuration
 from weir.core.errors import UserError
 from weir.core.processing_time import ProcessingTimeService
-from weir.core.records import TIMESTAMP_COLUMN, Elements
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, TIMESTAMP_COLUMN, Elements
 from weir.keys import FunctionKeySpec
 from weir.operators.basic import (
     FilterBatchesOperator,

@@ -30,8 +30,7 @@ from weir import (
     TumblingProcessingTimeWindows,
 )
 from weir.core.errors import UserError
-from weir.core.records import Elements
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, Elements
 from weir.keys import FunctionKeySpec
 from weir.operators.vectorized_window import VectorizedWindowAggregateOperator
 from weir.operators.window import AGGREGATE, PROCESS, REDUCE, WindowOperator

@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from weir.core.records import Elements
+from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.types import TypeInformation
-from weir.core.watermarks import NO_TIMESTAMP
 from weir.operators.base import close_functions, open_functions
 from weir.state.descriptors import ListStateDescriptor
 from weir.taskexecutor.operator import MAILBOX_SERVICE, StateContext, StreamOperator

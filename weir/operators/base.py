@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from weir.core import options
-from weir.core.records import Elements
-from weir.core.watermarks import NO_TIMESTAMP
+from weir.core.records import NO_TIMESTAMP, Elements
 from weir.functions import (
     Function,
     OperatorClock,
@@ -178,7 +177,7 @@ class KeyedOperator(StreamOperator):
 
     def finish(self) -> None:
         if self.fire_processing_time_at_end and self.timers is not None:
-            from weir.core.watermarks import MAX_WATERMARK
+            from weir.core.records import MAX_WATERMARK
 
             self.timers.fire_processing_time(MAX_WATERMARK)
             self.after_timers()

@@ -20,8 +20,7 @@ import pyarrow.compute as pc
 from weir.core import options
 from weir.core.errors import UserError
 from weir.core.processing_time import ScheduledTimer
-from weir.core.records import Elements
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP, Elements
 from weir.operators.base import close_functions, open_functions
 from weir.taskexecutor.operator import StreamOperator
 from weir.watermarks import WatermarkStrategy

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.core.records import Elements
+from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.row import Row
 from weir.core.types import TypeInformation
-from weir.core.watermarks import NO_TIMESTAMP
 from weir.functions import KeyedProcessFunction, TimeDomain, TimerService, resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
 from weir.operators.base import (

@@ -24,8 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from weir.core.errors import UserError
-from weir.core.records import Elements
-from weir.core.watermarks import MAX_WATERMARK
+from weir.core.records import MAX_WATERMARK, Elements
 from weir.operators.base import KeyedOperator
 from weir.state.backend import MISSING
 from weir.state.key_groups import key_groups_of_array

@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from weir.core.errors import UserError
-from weir.core.records import Elements
+from weir.core.records import MAX_WATERMARK, NO_TIMESTAMP, Elements
 from weir.core.types import TypeInformation
-from weir.core.watermarks import MAX_WATERMARK, NO_TIMESTAMP
 from weir.functions import resolve_callable
 from weir.keys import KeySpec, key_groups_of_keys
 from weir.operators.base import PER_RECORD_SLICE, KeyedOperator, open_functions
