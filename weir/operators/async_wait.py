@@ -13,8 +13,8 @@ as Flink does. A call that fails, or times out without a ``timeout`` result, fai
 task.
 
 Example:
-    >>> from weir.async_io import NO_RETRY
-    >>> from weir.functions import AsyncFunction
+    >>> from weir.datastream.async_retry_strategies import NO_RETRY
+    >>> from weir.datastream.functions import AsyncFunction
     >>> class Double(AsyncFunction):
     ...     async def async_invoke(self, value):
     ...         return [2 * value]

@@ -11,15 +11,10 @@ import numpy as np
 
 from weir.core import options
 from weir.core.records import NO_TIMESTAMP, Elements
-from weir.functions import (
-    Function,
-    OperatorClock,
-    OutputTag,
-    RuntimeContext,
-    TimerService,
-    non_keyed_timer_service,
-)
-from weir.metric_group import task_metric_group
+from weir.datastream.functions import Function, RuntimeContext
+from weir.datastream.output_tag import OutputTag
+from weir.datastream.timerservice import OperatorClock, TimerService, non_keyed_timer_service
+from weir.metrics.metricbase import task_metric_group
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
