@@ -3,11 +3,12 @@ at once, while the job is built, with one line naming the feature and what to do
 rather than with an AttributeError or a ModuleNotFoundError.
 
 Each refusal is declared next to what it concerns: a module of PyFlink's paths lists the
-names it lacks in ``__unsupported__`` and gets its ``__getattr__`` from :func:`refusing`;
-a class refuses PyFlink's methods it lacks through :func:`refuse`; a package registers
-with :func:`refuse_modules` the modules below it that weir has no part of (Java
-connectors, the Table API), which then import, and refuse every name. The reasons several
-of them share are the constants below.
+names it lacks in ``__unsupported__`` and gets its ``__getattr__`` from :func:`refusing`
+(a package whose names load on first use, from :func:`lazy_names`); a class refuses
+PyFlink's methods it lacks through :func:`refuse`; a package registers with
+:func:`refuse_modules` the modules below it that weir has no part of (Java connectors,
+the Table API), which then import, and refuse every name. The reasons several of them
+share are the constants below.
 
 Example:
     >>> __getattr__ = refusing("weir.example", {"Gone": "use Here instead"})
