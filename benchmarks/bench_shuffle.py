@@ -669,7 +669,7 @@ def print_profile(summary: dict[str, Any]) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from weir.core import options
-    from weir.core.config import MemorySize
+    from weir.core.config import ByteSize
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -720,7 +720,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.bp_warmup = args.bp_warmup if args.bp_warmup is not None else (
         3.0 if args.quick else 5.0)
     try:
-        args.segment_bytes = int(MemorySize.parse(args.segment_size or
+        args.segment_bytes = int(ByteSize.parse(args.segment_size or
                                                   options.SEGMENT_SIZE.default))
     except ValueError as err:
         parser.error(str(err))

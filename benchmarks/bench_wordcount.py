@@ -122,7 +122,7 @@ from common import (
 )
 
 from weir import DiscardingSink
-from weir.sources.files import FileSource
+from weir.datastream.connectors.file_system import FileSource
 
 FULL_WORDS = 10_000_000
 QUICK_WORDS = 1_000_000

@@ -127,8 +127,7 @@ class LocalCluster:
         """A StreamExecutionEnvironment that submits to this cluster."""
         from weir import StreamExecutionEnvironment
         from weir.core.config import Configuration
-        from weir.core.execution import ExecutionContext
-        from weir.environment import set_execution_context
+        from weir.core.execution import ExecutionContext, set_execution_context
 
         assert self.address is not None, "start() the cluster first"
         # The cluster's options reach the client too (e.g. security.ssl.* for a TLS run).
@@ -155,7 +154,7 @@ class LocalCluster:
             self.stop()
         finally:
             signal.signal(signal.SIGTERM, self._saved_sigterm)
-            from weir.environment import set_execution_context
+            from weir.core.execution import set_execution_context
 
             set_execution_context(None)
 

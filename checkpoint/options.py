@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.core.config import Configuration, Duration, Option, non_negative, positive
+from weir.core.config import Configuration, Option, Seconds, non_negative, positive
 from weir.core.options import RUNTIME_MODE
 
 CHECKPOINTS_DIR = Option(
@@ -31,15 +31,15 @@ S3_PATH_STYLE = Option(
 # -- checkpointing (Flink's execution.checkpointing.* keys and defaults) ---------------------
 
 CHECKPOINTING_INTERVAL = Option(
-    "execution.checkpointing.interval", Duration, default=None, validator=positive,
+    "execution.checkpointing.interval", Seconds, default=None, validator=positive,
     doc="Time between the triggers of two periodic checkpoints; unset: checkpointing is "
         "off.")
 CHECKPOINTING_TIMEOUT = Option(
-    "execution.checkpointing.timeout", Duration, default="10 min", validator=positive,
+    "execution.checkpointing.timeout", Seconds, default="10 min", validator=positive,
     doc="A checkpoint not acknowledged by every task this long after its trigger expires "
         "(fails with CHECKPOINT_EXPIRED).")
 MIN_PAUSE = Option(
-    "execution.checkpointing.min-pause", Duration, default="0 ms", validator=non_negative,
+    "execution.checkpointing.min-pause", Seconds, default="0 ms", validator=non_negative,
     doc="Least time between the end of one checkpoint and the trigger of the next.")
 MAX_CONCURRENT_CHECKPOINTS = Option(
     "execution.checkpointing.max-concurrent-checkpoints", int, default=1, validator=positive,
@@ -61,7 +61,7 @@ UNALIGNED = Option(
     doc="Barriers overtake in-flight data, which becomes part of the checkpoint: "
         "checkpoints complete quickly under backpressure (EXACTLY_ONCE only).")
 ALIGNED_CHECKPOINT_TIMEOUT = Option(
-    "execution.checkpointing.aligned-checkpoint-timeout", Duration, default="0 ms",
+    "execution.checkpointing.aligned-checkpoint-timeout", Seconds, default="0 ms",
     validator=non_negative,
     doc="With unaligned checkpoints on and a value above 0, a checkpoint starts aligned and "
         "each subtask switches to unaligned once this much time passed since the trigger.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from weir.core.config import Duration, Option, non_negative, positive
+from weir.core.config import Option, Seconds, non_negative, positive
 
 RPC_BIND_HOST = Option(
     "jobmaster.rpc.bind-host", str, default="127.0.0.1",
@@ -13,7 +13,7 @@ RPC_PORT = Option(
     "jobmaster.rpc.port", int, default=6123, validator=non_negative,
     doc="Port of the JobMaster's gRPC server (0 picks a free port).")
 SLOT_REQUEST_TIMEOUT = Option(
-    "slot.request.timeout", Duration, default="5 min", validator=positive,
+    "slot.request.timeout", Seconds, default="5 min", validator=positive,
     doc="How long a job waits for enough free slots before it fails.")
 EVENLY_SPREAD_OUT_SLOTS = Option(
     "cluster.evenly-spread-out-slots", bool, default=True,
@@ -58,23 +58,23 @@ FIXED_DELAY_ATTEMPTS = Option(
     "restart-strategy.fixed-delay.attempts", int, default=1, validator=non_negative,
     doc="fixed-delay: restarts before the job fails.")
 FIXED_DELAY_DELAY = Option(
-    "restart-strategy.fixed-delay.delay", Duration, default="1 s", validator=non_negative,
+    "restart-strategy.fixed-delay.delay", Seconds, default="1 s", validator=non_negative,
     doc="fixed-delay: time between a failure and the restart.")
 FAILURE_RATE_MAX_FAILURES = Option(
     "restart-strategy.failure-rate.max-failures-per-interval", int, default=1,
     validator=positive,
     doc="failure-rate: failures within one interval that still restart the job.")
 FAILURE_RATE_INTERVAL = Option(
-    "restart-strategy.failure-rate.failure-rate-interval", Duration, default="1 min",
+    "restart-strategy.failure-rate.failure-rate-interval", Seconds, default="1 min",
     validator=positive, doc="failure-rate: the interval failures are counted in.")
 FAILURE_RATE_DELAY = Option(
-    "restart-strategy.failure-rate.delay", Duration, default="1 s", validator=non_negative,
+    "restart-strategy.failure-rate.delay", Seconds, default="1 s", validator=non_negative,
     doc="failure-rate: time between a failure and the restart.")
 EXPONENTIAL_INITIAL_BACKOFF = Option(
-    "restart-strategy.exponential-delay.initial-backoff", Duration, default="1 s",
+    "restart-strategy.exponential-delay.initial-backoff", Seconds, default="1 s",
     validator=non_negative, doc="exponential-delay: delay of the first restart.")
 EXPONENTIAL_MAX_BACKOFF = Option(
-    "restart-strategy.exponential-delay.max-backoff", Duration, default="5 min",
+    "restart-strategy.exponential-delay.max-backoff", Seconds, default="5 min",
     validator=non_negative, doc="exponential-delay: the longest delay.")
 EXPONENTIAL_MULTIPLIER = Option(
     "restart-strategy.exponential-delay.backoff-multiplier", float, default="2.0",
@@ -85,7 +85,7 @@ EXPONENTIAL_JITTER = Option(
     validator=lambda v: None if 0.0 <= v <= 1.0 else "must be between 0 and 1",
     doc="exponential-delay: a delay varies randomly by up to this fraction.")
 EXPONENTIAL_RESET_THRESHOLD = Option(
-    "restart-strategy.exponential-delay.reset-backoff-threshold", Duration, default="1 h",
+    "restart-strategy.exponential-delay.reset-backoff-threshold", Seconds, default="1 h",
     validator=positive,
     doc="exponential-delay: a job that ran this long without failing starts again at the "
         "initial backoff.")

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 
 from weir.core.clock import Clock, wall_clock_ms
-from weir.core.config import Configuration, Duration, Option
+from weir.core.config import Configuration, Option, Seconds
 from weir.jobmaster import options as jm_options
 
 
@@ -181,7 +181,7 @@ def create_restart_strategy(config: Configuration, checkpointing: bool,
         configured = "exponential-delay" if checkpointing else "none"
     kind = _ALIASES[configured]
 
-    def ms(option: Option[Duration]) -> int:
+    def ms(option: Option[Seconds]) -> int:
         return round(config.get(option) * 1000)
 
     if kind == "none":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.core.config import Duration, MemorySize, Option, non_negative, positive
+from weir.core.config import ByteSize, Option, Seconds, non_negative, positive
 
 SHUFFLE_SERVICE_FACTORY = Option(
     "shuffle-service-factory.class", str,
@@ -22,10 +22,10 @@ SUBPARTITION_QUEUE = Option(
     validator=positive,
     doc="Buffers a result subpartition holds before its producer is backpressured.")
 REQUEST_BACKOFF_INITIAL = Option(
-    "taskmanager.network.request-backoff.initial", Duration, default="100 ms",
+    "taskmanager.network.request-backoff.initial", Seconds, default="100 ms",
     validator=positive, doc="First back-off when a requested partition is not there yet.")
 REQUEST_BACKOFF_MAX = Option(
-    "taskmanager.network.request-backoff.max", Duration, default="10 s",
+    "taskmanager.network.request-backoff.max", Seconds, default="10 s",
     validator=positive,
     doc="Longest back-off between partition requests; past it the consumer fails.")
 DEBLOAT_ENABLED = Option(
@@ -33,10 +33,10 @@ DEBLOAT_ENABLED = Option(
     doc="Size network buffers to each input gate's throughput, so that the data buffered in "
         "front of a task takes about buffer-debloat.target to consume.")
 DEBLOAT_TARGET = Option(
-    "taskmanager.network.memory.buffer-debloat.target", Duration, default="1 s",
+    "taskmanager.network.memory.buffer-debloat.target", Seconds, default="1 s",
     validator=positive, doc="Time the buffered input of a task should take to consume.")
 DEBLOAT_PERIOD = Option(
-    "taskmanager.network.memory.buffer-debloat.period", Duration, default="200 ms",
+    "taskmanager.network.memory.buffer-debloat.period", Seconds, default="200 ms",
     validator=positive, doc="How often the throughput is measured and buffer sizes revised.")
 DEBLOAT_SAMPLES = Option(
     "taskmanager.network.memory.buffer-debloat.samples", int, default=20, validator=positive,
@@ -46,7 +46,7 @@ DEBLOAT_THRESHOLD = Option(
     validator=non_negative,
     doc="A new buffer size is announced only when it differs by more than this many percent.")
 MIN_SEGMENT_SIZE = Option(
-    "taskmanager.memory.min-segment-size", MemorySize, default="256b", validator=positive,
+    "taskmanager.memory.min-segment-size", ByteSize, default="256b", validator=positive,
     doc="Smallest buffer size debloating may choose.")
 SHUFFLE_SERVICE_ADDRESS = Option(
     "shuffle-service.address", str, default=None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.core.config import Duration, MemorySize, Option, non_negative, positive
+from weir.core.config import ByteSize, Option, Seconds, non_negative, positive
 
 BACKEND_TYPE = Option(
     "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),
@@ -19,7 +19,7 @@ ROCKSDB_LOCALDIR = Option(
     "state.backend.rocksdb.localdir", str, default=None,
     doc="Directory of the RocksDB instances (default: the TaskExecutor's working directory).")
 ROCKSDB_MEMORY = Option(
-    "state.backend.rocksdb.memory.managed-size", MemorySize, default="64mb",
+    "state.backend.rocksdb.memory.managed-size", ByteSize, default="64mb",
     validator=positive, doc="Block cache and write buffers of one RocksDB instance.")
 LAZY_RESTORE = Option(
     "state.backend.restore.lazy", bool, default=False,
@@ -41,7 +41,7 @@ LOCAL_ROOT_DIR = Option(
     doc="Where local copies of snapshots go when state.backend.local-recovery is on "
         "(default: <TaskExecutor working directory>/localState).")
 LOCAL_RECOVERY_WAIT = Option(
-    "state.backend.local-recovery.taskexecutor-wait", Duration, default="0 s",
+    "state.backend.local-recovery.taskexecutor-wait", Seconds, default="0 s",
     validator=non_negative,
     doc="How long a restart waits for a lost TaskExecutor that holds task-local state to "
         "come back (same taskmanager.resource-id, e.g. restarted by its supervisor) before "

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from weir.core.processing_time import ProcessingTimeService, ScheduledTimer
-from weir.core.watermarks import MIN_WATERMARK
+from weir.core.records import MIN_WATERMARK
 from weir.state.backend import KeyedStateBackend
 from weir.state.descriptors import ValueStateDescriptor
 

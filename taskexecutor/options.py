@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.core.config import Duration, Option, non_negative, positive
+from weir.core.config import Option, Seconds, non_negative, positive
 
 NUM_TASK_SLOTS = Option(
     "taskmanager.numberOfTaskSlots", int, default=1, validator=positive,
@@ -17,7 +17,7 @@ RESOURCE_ID = Option(
     "taskmanager.resource-id", str, default=None,
     doc="Stable id of the TaskExecutor (default: host-port-random).")
 REGISTRATION_TIMEOUT = Option(
-    "taskmanager.registration.timeout", Duration, default="5 min", validator=positive,
+    "taskmanager.registration.timeout", Seconds, default="5 min", validator=positive,
     doc="A TaskExecutor that cannot register with the JobMaster for this long exits.")
 WORKING_DIR = Option(
     "process.taskmanager.working-dir", str, default=None,

@@ -10,8 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from weir.core.records import Elements
-from weir.core.watermarks import encode_watermark
+from weir.core.records import Elements, encode_watermark
 from weir.proto import common_pb2
 from weir.shuffle.api import Event, ResultPartitionWriter
 from weir.state.key_groups import operator_indexes

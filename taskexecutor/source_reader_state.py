@@ -12,7 +12,7 @@ more splits), then ``reader.add_splits(splits)``.
 
 Example:
     >>> from weir.core.source import ReaderContext
-    >>> from weir.sources.collection import SequenceSource, SequenceSplit
+    >>> from weir.datastream.connectors.number_seq import SequenceSource, SequenceSplit
     >>> source = SequenceSource(0, 9)
     >>> old = [source.create_reader(ReaderContext(i, 2, batch_size=3)) for i in range(2)]
     >>> old[0].add_splits([SequenceSplit(0, 4)]); old[1].add_splits([SequenceSplit(5, 9)])

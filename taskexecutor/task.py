@@ -53,10 +53,9 @@ from weir.core.errors import (
     WeirError,
 )
 from weir.core.processing_time import ProcessingTimeService
-from weir.core.records import Elements
+from weir.core.records import MAX_WATERMARK, Elements, decode_watermark
 from weir.core.source import ReaderContext, SourceReader
 from weir.core.user_code import user_location, user_traceback
-from weir.core.watermarks import MAX_WATERMARK, decode_watermark
 from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.shuffle.api import (
     BufferOrEvent,

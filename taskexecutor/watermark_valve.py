@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK
 
 
 class StatusWatermarkValve:

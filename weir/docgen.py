@@ -162,25 +162,39 @@ class PyFlinkRecord:
 
 
 def pyflink_record() -> PyFlinkRecord:
-    """Read the record from where the code keeps it (today ``weir.core.pyflink_paths`` and
-    ``weir.unsupported``); point this function elsewhere when those move."""
-    from weir import unsupported
-    from weir.core import pyflink_paths as paths
+    """Read the record from the API modules themselves: every module under PyFlink's paths
+    (``weir.common``, ``weir.datastream``, ``weir.metrics``) names what it has in
+    ``__all__`` and what it refuses, with why, in ``__unsupported__``; the modules weir
+    has no part of are those registered with :func:`weir.unsupported.refuse_modules`; the
+    methods a class refuses are its ``__unsupported__`` table."""
+    import importlib
+    import pkgutil
 
-    refused_modules: dict[str, str] = {}
-    for module in (*paths.JAVA_MODULES, *paths.UNSUPPORTED_PACKAGES):
-        why = paths.refusal(module)
-        if why is not None:
-            refused_modules[module] = why
-    methods = {
-        "weir.datastream.StreamExecutionEnvironment": unsupported.ENVIRONMENT,
-        "weir.datastream.DataStream": unsupported.DATA_STREAM,
-        "weir.datastream.DataStreamSink": unsupported.DATA_STREAM_SINK,
-        "weir.common.ExecutionConfig": unsupported.EXECUTION_CONFIG,
-        "weir.common.WatermarkStrategy": unsupported.WATERMARK_STRATEGY,
-    }
-    return PyFlinkRecord(modules=dict(paths.MODULES), reasons=dict(paths.REASONS),
-                         aliases=dict(paths.ALIASES), refused_modules=refused_modules,
+    from weir import unsupported
+
+    modules: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
+    for package_name in ("weir.common", "weir.datastream", "weir.metrics"):
+        package = importlib.import_module(package_name)
+        found = [package_name, *(info.name for info in pkgutil.walk_packages(
+            package.__path__, package_name + "."))]
+        for module_name in found:
+            module = importlib.import_module(module_name)
+            refused: dict[str, str] = dict(getattr(module, "__unsupported__", {}))
+            names = [*getattr(module, "__all__", ()), *refused]
+            if names:
+                modules[module_name] = names
+            reasons.update(refused)
+    finder = unsupported._FINDER
+    refused_modules = {**finder.modules, **finder.packages}
+    from weir.common import ExecutionConfig, WatermarkStrategy
+    from weir.datastream import DataStream, DataStreamSink, StreamExecutionEnvironment
+
+    methods = {f"{cls.__module__.rpartition('.')[0]}.{cls.__name__}": cls.__unsupported__
+               for cls in (StreamExecutionEnvironment, DataStream, DataStreamSink,
+                           ExecutionConfig, WatermarkStrategy)}
+    return PyFlinkRecord(modules=modules, reasons=reasons, aliases={},
+                         refused_modules=refused_modules,
                          refused_methods={k: dict(v) for k, v in methods.items() if v})
 
 
@@ -212,7 +226,7 @@ def pyflink_name_rows(record: PyFlinkRecord | None = None) -> list[PyFlinkRow]:
     rows.extend((module, "*", REFUSED, why) for module, why in record.refused_modules.items())
     for owner, table in record.refused_methods.items():
         rows.extend((owner, f"{name}()", REFUSED, why) for name, why in table.items())
-    return sorted(rows, key=lambda r: (r[0], r[1].lower()))
+    return sorted(rows, key=lambda r: (r[0], r[1].lower(), r[1]))
 
 
 def pyflink_names_reference(rows: Iterable[PyFlinkRow] | None = None) -> str:

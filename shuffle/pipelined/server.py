@@ -35,7 +35,7 @@ from google.protobuf.message import DecodeError, Message
 
 from weir.core.errors import PartitionNotFoundError, WeirError
 from weir.core.ids import PartitionId
-from weir.core.timers import Timer, TimerThread
+from weir.core.timers import DelayedCall, TimerThread
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol, tls
 from weir.shuffle.pipelined.partition import (
@@ -236,7 +236,7 @@ class ServerConnection:
         self.peer = _address(sock)
         self._views: dict[int, SubpartitionView] = {}
         # Requests waiting for their partition: the timer and the registration callback.
-        self._held: dict[int, tuple[Timer, Callable[[], None], PartitionId]] = {}
+        self._held: dict[int, tuple[DelayedCall, Callable[[], None], PartitionId]] = {}
         self._available: deque[SubpartitionView] = deque()
         self._queued: set[int] = set()
         self._cond = threading.Condition()

@@ -18,8 +18,7 @@ def runs_on(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
         return
     from weir.core.config import Configuration
-    from weir.core.execution import ExecutionContext
-    from weir.environment import set_execution_context
+    from weir.core.execution import ExecutionContext, set_execution_context
 
     cluster = request.getfixturevalue("shared_cluster")
     set_execution_context(ExecutionContext(address=cluster.address, token=None,

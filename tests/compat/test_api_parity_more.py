@@ -38,14 +38,13 @@ from weir import (
     WatermarkStrategy,
     async_retry_predicates,
 )
-from weir.async_io import AsyncRetryPredicate
 from weir.core.processing_time import ProcessingTimeService
-from weir.core.records import Elements
-from weir.core.watermarks import MIN_WATERMARK
-from weir.keys import key_spec
+from weir.core.records import MIN_WATERMARK, Elements
+from weir.datastream.async_retry_strategies import AsyncRetryPredicate
 from weir.operators.basic import ProcessOperator
 from weir.operators.broadcast import BroadcastProcessOperator
 from weir.operators.co import CoOperator
+from weir.operators.keys import key_spec
 from weir.taskexecutor.operator import OperatorContext, StateContext
 
 

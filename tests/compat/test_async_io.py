@@ -19,8 +19,8 @@ from weir import (
     Time,
     async_retry_predicates,
 )
-from weir.async_io import NO_RETRY
 from weir.core.records import Elements
+from weir.datastream.async_retry_strategies import NO_RETRY
 from weir.operators.async_wait import AsyncWaitOperator
 from weir.taskexecutor.operator import OperatorContext, StateContext
 

@@ -22,8 +22,8 @@ from weir import (
     ValueStateDescriptor,
 )
 from weir.core.records import Elements
-from weir.keys import FunctionKeySpec
 from weir.operators.broadcast import BroadcastProcessOperator
+from weir.operators.keys import FunctionKeySpec
 from weir.state.descriptors import ListStateDescriptor
 from weir.state.operator_state import DistributionMode, OperatorStateBackend, redistribute
 from weir.taskexecutor.operator import OperatorContext, StateContext

@@ -281,9 +281,9 @@ def test_alignment_timeout_and_forced_unaligned_checkpoints() -> None:
 
 
 def test_metric_classes_import_from_pyflinks_paths() -> None:
-    from weir.metric_group import Counter as WeirCounter
     from weir.metrics import Counter, Distribution, Meter, MetricGroup
     from weir.metrics.metricbase import Counter as BaseCounter
+    from weir.metrics.metricbase import Counter as WeirCounter
     from weir.metrics.metricbase import Metric
 
     group = MetricGroup()

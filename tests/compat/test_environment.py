@@ -106,7 +106,7 @@ def test_batch_mode_keyed_aggregations_emit_only_final_values() -> None:
 def test_add_source_and_add_sink_take_weir_sources_and_sinks(tmp_path) -> None:
     from weir import DiscardingSink
     from weir.core.errors import InvalidJobError
-    from weir.sources.collection import SequenceSource
+    from weir.datastream.connectors.number_seq import SequenceSource
 
     env = StreamExecutionEnvironment.get_execution_environment()
     numbers = env.add_source(SequenceSource(0, 9), "numbers")

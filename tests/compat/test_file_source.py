@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from weir import StreamExecutionEnvironment
-from weir.sources.files import (
+from weir.datastream.connectors.file_system import (
     MIN_SPLIT_BYTES,
     FileReader,
     FileSource,

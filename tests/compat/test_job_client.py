@@ -15,7 +15,7 @@ from tests.support.cluster import poll
 from weir.common import JobClient, JobExecutionResult, JobStatus
 from weir.core.errors import InvalidJobError, JobExecutionError
 from weir.datastream import StreamExecutionEnvironment
-from weir.sinks import DiscardingSink
+from weir.datastream.connectors.base import DiscardingSink
 
 
 def test_a_finished_jobs_futures() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.cluster import REPO, write_job
 from weir import Row, RowKind, Types
-from weir.core.printing import flink_string, java_double
+from weir.operators.sinks.printing import flink_string, java_double
 
 JOB = '''
 from weir.common import Row, Types

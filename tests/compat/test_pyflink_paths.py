@@ -17,14 +17,8 @@ import pytest
 
 import weir
 from tests.support.cluster import REPO, write_job
-from weir.core.pyflink_paths import (
-    ALIASES,
-    JAVA_MODULES,
-    MODULES,
-    ORIGINS,
-    REASONS,
-    UnsupportedFeatureError,
-)
+from tests.support.pyflink_surface import ALIASES, JAVA_MODULES, MODULES, NOT_TOP_LEVEL, UNSUPPORTED
+from weir.unsupported import UnsupportedFeatureError
 
 PAIRS = [(module, name) for module, names in MODULES.items() for name in names]
 
@@ -32,7 +26,7 @@ PAIRS = [(module, name) for module, names in MODULES.items() for name in names]
 @pytest.mark.parametrize(("module", "name"), PAIRS, ids=[f"{m}.{n}" for m, n in PAIRS])
 def test_every_pyflink_name_is_weirs_object_or_one_clear_line(module: str, name: str) -> None:
     mod = importlib.import_module(module)
-    if name in REASONS:
+    if name in UNSUPPORTED:
         with pytest.raises(UnsupportedFeatureError) as err:
             getattr(mod, name)
         message = str(err.value)
@@ -40,11 +34,38 @@ def test_every_pyflink_name_is_weirs_object_or_one_clear_line(module: str, name:
         assert "\n" not in message and len(message) > len(name) + 40
         return
     value = getattr(mod, name)
-    if module in ORIGINS:
+    if module in NOT_TOP_LEVEL:
         assert callable(value)
     else:
         assert value is getattr(weir, ALIASES.get(name, name))
     assert name in dir(mod) and name in mod.__all__
+
+
+def _api_modules() -> list[str]:
+    """Every module of weir's PyFlink paths (the packages, and the modules below them)."""
+    found = []
+    for package in ("weir.common", "weir.datastream", "weir.metrics"):
+        root = Path(importlib.import_module(package).__file__).parent  # type: ignore[arg-type]
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found.append(".".join([package, *(p for p in parts if p != "__init__")]))
+    return found
+
+
+@pytest.mark.parametrize("module", _api_modules())
+def test_a_name_is_one_object_wherever_it_is_named(module: str) -> None:
+    mod = importlib.import_module(module)
+    for name in getattr(mod, "__all__", ()):  # modules without are the API's internals
+        value = getattr(mod, name)
+        if name in weir.__all__:
+            assert value is getattr(weir, name), f"{module}.{name} is not weir.{name}"
+
+
+def test_weirs_names_are_its_api_modules_names() -> None:
+    names = {name for module in weir.API_MODULES
+             for name in importlib.import_module(module).__all__}
+    assert set(weir.__all__) == names - {"Counter", "Distribution", "Meter", "Metric"}
+    assert len(weir.__all__) == len(set(weir.__all__))
 
 
 def test_from_import_and_star_import_work_as_in_pyflink() -> None:
@@ -76,12 +97,12 @@ def test_functions_pickle_by_their_defining_module() -> None:
             return value * 2
 
     copy = pickle.loads(cloudpickle.dumps(Double()))
-    assert copy.map(21) == 42 and MapFunction.__module__ == "weir.functions"
+    assert copy.map(21) == 42 and MapFunction.__module__ == "weir.datastream.functions"
 
 
 @pytest.mark.parametrize("module", sorted(JAVA_MODULES))
 def test_java_connector_modules_refuse_every_name(module: str) -> None:
-    feature, _ = JAVA_MODULES[module]
+    feature = JAVA_MODULES[module]
     mod = importlib.import_module(module)
     with pytest.raises(UnsupportedFeatureError, match=f"{feature} is a Java connector"):
         mod.SomeSource

@@ -15,8 +15,8 @@ from weir import (
     Time,
     TumblingEventTimeWindows,
 )
-from weir.keys import FunctionKeySpec
-from weir.operators.window import REDUCE, WindowOperator
+from weir.operators.keys import FunctionKeySpec
+from weir.operators.window.operator import REDUCE, WindowOperator
 
 pytestmark = pytest.mark.usefixtures("runs_on")
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import weir.metric_group as metric_group
+import weir.metrics.metricbase as metric_group
 from tests.support.cluster import (
     LocalCluster,
     poll,
@@ -23,8 +23,8 @@ from tests.support.cluster import (
     wait_job_status,
     write_job,
 )
-from weir.functions import RuntimeContext
-from weir.metric_group import Counter, Distribution, Meter, MetricGroup
+from weir.datastream.functions import RuntimeContext
+from weir.metrics.metricbase import Counter, Distribution, Meter, MetricGroup
 from weir.taskexecutor.user_metrics import MetricRegistry
 
 LABELS = {"job_id": "job-1", "task": "Map", "subtask_index": "1"}
@@ -270,8 +270,7 @@ def _check_counted(urls: list[str], job_id: str) -> None:
 def mini_cluster() -> Iterator[object]:
     from weir.client.minicluster import MiniCluster
     from weir.core.config import Configuration
-    from weir.core.execution import ExecutionContext
-    from weir.environment import set_execution_context
+    from weir.core.execution import ExecutionContext, set_execution_context
 
     cluster = MiniCluster(num_slots=2).start()
     set_execution_context(ExecutionContext(address=cluster.address, token=None,

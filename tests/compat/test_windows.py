@@ -26,9 +26,9 @@ from weir import (
     WatermarkStrategy,
     WindowFunction,
 )
-from weir.keys import FunctionKeySpec
-from weir.operators.window import REDUCE, WindowOperator
-from weir.window import CountTrigger
+from weir.datastream.window.triggers import CountTrigger
+from weir.operators.keys import FunctionKeySpec
+from weir.operators.window.operator import REDUCE, WindowOperator
 
 pytestmark = pytest.mark.usefixtures("runs_on")
 

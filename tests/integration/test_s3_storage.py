@@ -220,7 +220,7 @@ def test_a_rerun_s3_file_sink_replaces_the_earlier_attempts_objects(
     # Without checkpointing a sink commits when its input ends; a re-run (a BATCH region
     # restarted) replaces its earlier attempt's objects, and deletes those beyond them.
     from weir.core.records import Elements
-    from weir.operators.file_sink import FileSinkOperator
+    from weir.operators.sinks.file import FileSinkOperator
     from weir.taskexecutor.operator import OperatorContext, StateContext
 
     def run(attempt: int, subtask: int, *numbers: int) -> None:

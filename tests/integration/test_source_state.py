@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from weir.core.config import Configuration
 from weir.core.source import ReaderContext, Source, SourceReader, SplitEnumerator
-from weir.sources.collection import CollectionSource, SequenceSource
-from weir.sources.files import FileSource, FileSplit
+from weir.datastream.connectors.collection import CollectionSource
+from weir.datastream.connectors.file_system import FileSource, FileSplit
+from weir.datastream.connectors.number_seq import SequenceSource
 from weir.taskexecutor.source_reader_state import SourceReaderState
 
 PAIRS = [(p, q) for p in range(1, 5) for q in range(1, 5)]
@@ -257,7 +258,7 @@ def clicks(spark):
 
 @pytest.fixture(scope="module")
 def staged_spark_source(spark, tmp_path_factory: pytest.TempPathFactory) -> Source:
-    from weir.connectors.spark import SparkSource
+    from weir.datastream.connectors.spark import SparkSource
 
     staging = tmp_path_factory.mktemp("spark") / "clicks"
     source, cleanup = SparkSource(clicks, staging=str(staging)).prepare(Configuration())

@@ -58,7 +58,7 @@ def test_streaming_spark_source_delivers_each_micro_batch_exactly_once(
         return (session.readStream.format("rate").option("rowsPerSecond", 40)
                 .option("numPartitions", 2).load())
 
-    from weir.connectors.spark_staging import list_committed_splits
+    from weir.datastream.connectors.spark_staging import list_committed_splits
 
     def complete_batches(got: set[int]) -> int:
         """Non-empty committed micro-batches whose every row was received."""

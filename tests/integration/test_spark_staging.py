@@ -29,7 +29,7 @@ from examples.clickstream_data import (
     raw_click_events,
 )
 from tests.support.spark import spark  # noqa: F401  (session-scoped fixture)
-from weir.connectors.spark_staging import (
+from weir.datastream.connectors.spark_staging import (
     BATCH_COMMIT_DIR,
     CHECKPOINT_DIR_NAME,
     MANIFEST_NAME,

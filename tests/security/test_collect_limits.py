@@ -16,7 +16,7 @@ from tests.support.cluster import LocalCluster, write_job
 from weir.client.cluster_client import job_status_name
 from weir.core import rpc
 from weir.jobmaster.collect import CollectBuffer
-from weir.operators.sinks import RecordTooLargeError, collect_payloads, from_ipc
+from weir.operators.sinks.collect import RecordTooLargeError, collect_payloads, from_ipc
 from weir.taskexecutor.jobmaster_gateway import collect_payload_limit
 
 MiB = 1024 * 1024

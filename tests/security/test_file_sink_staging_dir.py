@@ -11,7 +11,7 @@ import pytest
 
 from weir.core.config import Configuration
 from weir.core.errors import UserError
-from weir.operators.file_sink import FileSinkOperator
+from weir.operators.sinks.file import FileSinkOperator
 from weir.taskexecutor.operator import OperatorContext, StateContext
 
 S3 = {"s3.endpoint": "http://127.0.0.1:9", "s3.access-key": "k", "s3.secret-key": "s",

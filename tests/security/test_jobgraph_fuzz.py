@@ -214,11 +214,11 @@ def test_weir_run_of_a_malformed_graph_prints_one_line(cluster, tmp_path: Path):
     # The client builds only well-formed graphs: break one after it is built, as a client
     # of another version (or a hand-made one) might send it.
     job = write_job(tmp_path, """
-        import weir.environment
+        import weir.datastream.stream_execution_environment
         from weir import StreamExecutionEnvironment
         from weir.proto import common_pb2
 
-        build = weir.environment.build_job_graph
+        build = weir.datastream.stream_execution_environment.build_job_graph
 
         def self_loop(*args, **kwargs):
             graph = build(*args, **kwargs)
@@ -226,7 +226,7 @@ def test_weir_run_of_a_malformed_graph_prints_one_line(cluster, tmp_path: Path):
             last.inputs.add(source_vertex=last.id, partitioner=common_pb2.REBALANCE)
             return graph
 
-        weir.environment.build_job_graph = self_loop
+        weir.datastream.stream_execution_environment.build_job_graph = self_loop
         env = StreamExecutionEnvironment.get_execution_environment()
         env.from_collection([1, 2, 3]).rebalance().map(lambda n: n * 2).print()
         env.execute("looped")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from weir.connectors.spark import default_staging_root
 from weir.core.config import Configuration
 from weir.core.errors import UserError
+from weir.datastream.connectors.spark import default_staging_root
 
 
 @pytest.fixture

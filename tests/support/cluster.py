@@ -150,13 +150,13 @@ class ClientEnvironment:
 
     def __enter__(self) -> Any:
         from weir import StreamExecutionEnvironment
-        from weir.environment import set_execution_context
+        from weir.core.execution import set_execution_context
 
         set_execution_context(self.context)
         return StreamExecutionEnvironment.get_execution_environment()
 
     def __exit__(self, *exc: object) -> None:
-        from weir.environment import set_execution_context
+        from weir.core.execution import set_execution_context
 
         set_execution_context(None)
 

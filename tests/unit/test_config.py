@@ -9,10 +9,10 @@ import pytest
 
 from weir.core import options
 from weir.core.config import (
+    ByteSize,
     Configuration,
-    Duration,
-    MemorySize,
     Option,
+    Seconds,
     all_options,
     non_negative,
     options_reference_markdown,
@@ -29,7 +29,7 @@ def _no_weir_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-# --- Duration and MemorySize ---------------------------------------------------------------
+# --- Seconds and ByteSize ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -51,15 +51,15 @@ def _no_weir_env(monkeypatch: pytest.MonkeyPatch) -> None:
     (2000, 2.0),  # YAML numbers are milliseconds too
 ])
 def test_duration_parse(text, seconds) -> None:
-    value = Duration.parse(text)
-    assert isinstance(value, Duration)
+    value = Seconds.parse(text)
+    assert isinstance(value, Seconds)
     assert value == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("text", ["", "fast", "-1 s", "10 weeks", "1..5 s", "s", "1 s 2"])
 def test_duration_rejects(text) -> None:
     with pytest.raises(ValueError, match=r"duration"):
-        Duration.parse(text)
+        Seconds.parse(text)
 
 
 @pytest.mark.parametrize(("text", "size"), [
@@ -73,15 +73,15 @@ def test_duration_rejects(text) -> None:
     (4096, 4096),
 ])
 def test_memory_size_parse(text, size) -> None:
-    value = MemorySize.parse(text)
-    assert isinstance(value, MemorySize)
+    value = ByteSize.parse(text)
+    assert isinstance(value, ByteSize)
     assert value == size
 
 
 @pytest.mark.parametrize("text", ["1.5mb", "lots", "-1kb", "10 pb", ""])
 def test_memory_size_rejects(text) -> None:
     with pytest.raises(ValueError, match=r"not a memory size"):
-        MemorySize.parse(text)
+        ByteSize.parse(text)
 
 
 # --- Option ------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 
 import tests.support.operators
+import weir.common.watermark_strategy
 import weir.core.processing_time
 import weir.state.timers
 import weir.taskexecutor.watermark_valve
-import weir.watermarks
 from tests.support.operators import OperatorHarness
 from weir import (
     Duration,
@@ -31,9 +31,7 @@ from weir import (
 from weir.core.config import Configuration
 from weir.core.errors import UserError
 from weir.core.processing_time import ProcessingTimeService
-from weir.core.records import TIMESTAMP_COLUMN, Elements
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from weir.keys import FunctionKeySpec
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, TIMESTAMP_COLUMN, Elements
 from weir.operators.basic import (
     FilterBatchesOperator,
     FilterOperator,
@@ -44,6 +42,7 @@ from weir.operators.basic import (
 )
 from weir.operators.event_time import TimestampsAndWatermarksOperator
 from weir.operators.keyed import KeyedProcessOperator, ReduceOperator
+from weir.operators.keys import FunctionKeySpec
 from weir.state.canonical import write_canonical
 from weir.state.factory import create_keyed_state_backend
 from weir.state.key_groups import KeyGroupRange
@@ -55,7 +54,7 @@ from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 
 @pytest.mark.parametrize("module", [
     weir.state.timers, weir.taskexecutor.watermark_valve, weir.core.processing_time,
-    weir.watermarks, tests.support.operators])
+    weir.common.watermark_strategy, tests.support.operators])
 def test_module_examples(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.attempted > 0 and result.failed == 0

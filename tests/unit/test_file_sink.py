@@ -14,7 +14,7 @@ from weir.checkpoint.storage import create_storage
 from weir.core.config import Configuration
 from weir.core.errors import StateError
 from weir.core.records import Elements
-from weir.operators.file_sink import FileSinkOperator, committed_parts
+from weir.operators.sinks.file import FileSinkOperator, committed_parts
 from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.operator import OperatorContext, StateContext
 

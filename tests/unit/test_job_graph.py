@@ -9,8 +9,9 @@ import cloudpickle
 import pytest
 
 from weir import InvalidJobError, StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import SequenceSource
 from weir.datastream.data_stream import DataStream
-from weir.graph import (
+from weir.datastream.graph import (
     BROADCAST,
     FORWARD,
     HASH,
@@ -18,10 +19,9 @@ from weir.graph import (
     REBALANCE,
     build_job_graph,
 )
-from weir.keys import FunctionKeySpec
 from weir.operators.basic import MapOperator
+from weir.operators.keys import FunctionKeySpec
 from weir.proto import jobgraph_pb2
-from weir.sources.collection import SequenceSource
 
 
 def env_with(parallelism: int = 2, max_parallelism: int = 128) -> StreamExecutionEnvironment:

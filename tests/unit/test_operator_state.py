@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import weir.checkpoint.seaweedfs
-import weir.connectors.spark
 import weir.core.source
-import weir.operators.file_sink
-import weir.sources.collection
-import weir.sources.files
+import weir.datastream.connectors.collection
+import weir.datastream.connectors.file_system
+import weir.datastream.connectors.number_seq
+import weir.datastream.connectors.spark
+import weir.operators.sinks.file
 import weir.state.operator_state
 import weir.taskexecutor.source_reader_state
 from weir.core.errors import StateError
@@ -37,9 +38,11 @@ UNION = ListStateDescriptor("seen")
 
 
 def test_module_examples_run():
-    for module in (weir.state.operator_state, weir.core.source, weir.sources.collection,
-                   weir.sources.files, weir.taskexecutor.source_reader_state,
-                   weir.operators.file_sink, weir.connectors.spark, weir.checkpoint.seaweedfs):
+    for module in (weir.state.operator_state, weir.core.source,
+                   weir.datastream.connectors.collection, weir.datastream.connectors.number_seq,
+                   weir.datastream.connectors.file_system, weir.taskexecutor.source_reader_state,
+                   weir.operators.sinks.file, weir.datastream.connectors.spark,
+                   weir.checkpoint.seaweedfs):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

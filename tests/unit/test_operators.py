@@ -12,7 +12,7 @@ from tests.support.operators import CollectingOutput
 from weir.core.records import Elements, records_to_arrow
 from weir.core.row import Row
 from weir.core.types import Types
-from weir.functions import (
+from weir.datastream.functions import (
     FilterFunction,
     FlatMapFunction,
     KeyedProcessFunction,
@@ -20,7 +20,7 @@ from weir.functions import (
     ProcessFunction,
     ReduceFunction,
 )
-from weir.keys import FieldKeySpec, FunctionKeySpec
+from weir.datastream.state import ValueStateDescriptor
 from weir.operators.basic import (
     FilterBatchesOperator,
     FilterOperator,
@@ -35,8 +35,8 @@ from weir.operators.keyed import (
     ReduceOperator,
     replace_field,
 )
+from weir.operators.keys import FieldKeySpec, FunctionKeySpec
 from weir.operators.vectorized import VectorizedAggregateOperator, running_aggregate
-from weir.state_api import ValueStateDescriptor
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
 
 FAST = settings(max_examples=50, deadline=None)

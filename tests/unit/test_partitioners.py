@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from weir.core.records import Elements, records_to_arrow
 from weir.core.row import Row
-from weir.keys import FieldKeySpec, FunctionKeySpec, key_spec
+from weir.operators.keys import FieldKeySpec, FunctionKeySpec, key_spec
 from weir.proto import common_pb2
 from weir.state.key_groups import (
     assign_to_key_group,

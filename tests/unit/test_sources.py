@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from weir.core.row import Row
 from weir.core.source import ReaderContext, SourceReader, SplitAssignment, SplitEnumerator
 from weir.core.types import Types
-from weir.sources.collection import CollectionSource, SequenceSource, SequenceSplit
-from weir.sources.files import FileSource, FileSplit, list_files
+from weir.datastream.connectors.collection import CollectionSource
+from weir.datastream.connectors.file_system import FileSource, FileSplit, list_files
+from weir.datastream.connectors.number_seq import SequenceSource, SequenceSplit
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -295,7 +296,7 @@ def test_sequence_reader_reads_dealt_splits_in_ascending_order():
     the reader takes them in ascending order (its watermark never passes unread ones),
     keeping the split it is reading first."""
     from weir.core.source import ReaderContext
-    from weir.sources.collection import SequenceSource, SequenceSplit
+    from weir.datastream.connectors.number_seq import SequenceSource, SequenceSplit
 
     reader = SequenceSource(0, 99).create_reader(ReaderContext(0, 1, batch_size=5))
     reader.add_splits([SequenceSplit(60, 69, offset=2), SequenceSplit(10, 19, offset=7)])

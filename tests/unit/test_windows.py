@@ -13,8 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.operators.vectorized_window
-import weir.window
+import weir.datastream.window
+import weir.datastream.window.assigners
+import weir.datastream.window.evictors
+import weir.datastream.window.functions
+import weir.datastream.window.triggers
+import weir.datastream.window.windows
+import weir.operators.window.vectorized
 from tests.support.operators import OperatorHarness
 from weir import (
     AggregateFunction,
@@ -30,17 +35,19 @@ from weir import (
     TumblingProcessingTimeWindows,
 )
 from weir.core.errors import UserError
-from weir.core.records import Elements
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from weir.keys import FunctionKeySpec
-from weir.operators.vectorized_window import VectorizedWindowAggregateOperator
-from weir.operators.window import AGGREGATE, PROCESS, REDUCE, WindowOperator
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, Elements
+from weir.operators.keys import FunctionKeySpec
+from weir.operators.window.operator import AGGREGATE, PROCESS, REDUCE, WindowOperator
+from weir.operators.window.vectorized import VectorizedWindowAggregateOperator
 
 FAST = settings(max_examples=25, deadline=None)
 BACKENDS = ({"state.backend.type": "hashmap"}, {"state.backend.type": "rocksdb"})
 
 
-@pytest.mark.parametrize("module", [weir.window, weir.operators.vectorized_window])
+@pytest.mark.parametrize("module", [
+    weir.datastream.window, weir.datastream.window.windows, weir.datastream.window.assigners,
+    weir.datastream.window.triggers, weir.datastream.window.evictors,
+    weir.datastream.window.functions, weir.operators.window.vectorized])
 def test_module_examples(module: object) -> None:
     result = doctest.testmod(module)  # type: ignore[arg-type]
     assert result.attempted > 0 and result.failed == 0

@@ -558,8 +558,7 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str,
              update: str | None = None) -> int:
     """Run a job program: it submits its job, or (``update``: a job id) replaces that
     running job's program."""
-    from weir.core.execution import ExecutionContext
-    from weir.environment import set_execution_context
+    from weir.core.execution import ExecutionContext, set_execution_context
 
     job_path = Path(args.job)
     if not job_path.is_file():

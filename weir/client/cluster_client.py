@@ -22,7 +22,7 @@ from weir.core.execution import JobClient
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, translate_rpc_error
 from weir.core.tls import TlsFiles
-from weir.operators.sinks import from_ipc
+from weir.operators.sinks.collect import from_ipc
 from weir.proto import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc, jobgraph_pb2, jobmaster_pb2
 
 TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}

@@ -42,8 +42,17 @@ OPTION_MODULES = (
 )
 
 
-class Duration(float):
-    """A duration in seconds, parsed from Flink-style strings such as ``100 ms`` or ``10s``."""
+class Seconds(float):
+    """An option's duration, in seconds, parsed from Flink-style strings such as ``100 ms``
+    or ``10s`` (the type of a Flink ``Duration`` option).
+
+    Not PyFlink's :class:`~weir.core.time.Duration`, which a program builds in milliseconds
+    (``Duration.of_seconds(5)``): this is the float the runtime reads from a configuration,
+    ``time.sleep(conf.get(HEARTBEAT_INTERVAL))``.
+
+    >>> Seconds.parse("100 ms"), Seconds.parse("1 min")
+    (0.1, 60.0)
+    """
 
     _UNITS = {
         "ms": 0.001, "milli": 0.001, "millis": 0.001, "milliseconds": 0.001,
@@ -54,7 +63,7 @@ class Duration(float):
     }
 
     @classmethod
-    def parse(cls, text: str | float | int) -> Duration:
+    def parse(cls, text: str | float | int) -> Seconds:
         if isinstance(text, int | float):
             # Bare numbers are milliseconds, as in Flink.
             return cls(float(text) / 1000.0)
@@ -69,14 +78,23 @@ class Duration(float):
         return cls(number * cls._UNITS[unit])
 
 
-class MemorySize(int):
-    """A byte count parsed from Flink-style strings such as ``32kb`` or ``64 mb``."""
+class ByteSize(int):
+    """An option's number of bytes, parsed from Flink-style strings such as ``32kb`` or
+    ``64 mb`` (the type of a Flink ``MemorySize`` option).
+
+    Not PyFlink's :class:`~weir.datastream.slot_sharing_group.MemorySize`, a value object of
+    the API (built with ``bytes_size=``, equal only to another MemorySize, printed as
+    ``2048 bytes``): this is the int the runtime computes with.
+
+    >>> ByteSize.parse("32kb") + 0
+    32768
+    """
 
     _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2,
               "g": 1024**3, "gb": 1024**3, "t": 1024**4, "tb": 1024**4}
 
     @classmethod
-    def parse(cls, text: str | int) -> MemorySize:
+    def parse(cls, text: str | int) -> ByteSize:
         if isinstance(text, int):
             return cls(text)
         m = re.fullmatch(r"\s*([0-9]+)\s*([a-zA-Z]*)\s*", str(text))
@@ -103,8 +121,8 @@ _PARSERS: dict[type, Callable[[Any], Any]] = {
     float: lambda v: float(str(v).strip()),
     str: str,
     bool: _parse_bool,
-    Duration: Duration.parse,
-    MemorySize: MemorySize.parse,
+    Seconds: Seconds.parse,
+    ByteSize: ByteSize.parse,
 }
 
 
@@ -118,7 +136,7 @@ class Option(Generic[T]):
     as the text a configuration file would hold (``"100 ms"``, ``"32kb"``).
 
     Example:
-        >>> INTERVAL = Option("heartbeat.interval", Duration, default="1 s",
+        >>> INTERVAL = Option("heartbeat.interval", Seconds, default="1 s",
         ...                   doc="Time between heartbeats.")
         >>> INTERVAL.parse("500 ms")
         0.5

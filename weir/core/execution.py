@@ -56,6 +56,21 @@ class ExecutionContext:
     change: Any = None
 
 
+_context: ExecutionContext | None = None
+
+
+def set_execution_context(context: ExecutionContext | None) -> None:
+    """Make ``context`` the cluster this process's environments submit to (None: each
+    job runs in process); ``weir run`` sets it before it runs the job program."""
+    global _context
+    _context = context
+
+
+def get_execution_context() -> ExecutionContext | None:
+    """The context ``weir run`` set, if any (what ``get_execution_environment()`` uses)."""
+    return _context
+
+
 class JobStatus(enum.StrEnum):
     """A job's status, as PyFlink names it; equal to the status names weir reports, so
     ``client.get_job_status().result() == "FINISHED"`` holds.

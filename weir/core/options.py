@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from weir.core.config import Configuration, Duration, MemorySize, Option, non_negative, positive
+from weir.core.config import ByteSize, Configuration, Option, Seconds, non_negative, positive
 
 
 def _bucket_name(name: str) -> str | None:
@@ -62,11 +62,11 @@ RUNTIME_MODE = Option(
         "only) runs stage after stage with blocking exchanges, freeing slots as stages "
         "end; AUTOMATIC is BATCH when every source is bounded, else STREAMING.")
 BUFFER_TIMEOUT = Option(
-    "execution.buffer-timeout", Duration, default="100 ms", validator=non_negative,
+    "execution.buffer-timeout", Seconds, default="100 ms", validator=non_negative,
     doc="Longest time output waits in a partly filled buffer before it is flushed "
         "(0 = flush after every record batch).")
 SEGMENT_SIZE = Option(
-    "taskmanager.memory.segment-size", MemorySize, default="32kb", validator=positive,
+    "taskmanager.memory.segment-size", ByteSize, default="32kb", validator=positive,
     doc="Size of a network buffer: output is flushed when this many bytes are pending.")
 BATCH_SIZE = Option(
     "pipeline.batch-size", int, default=262144, validator=positive,
@@ -79,7 +79,7 @@ PROGRAM_FILE = Option(
         "user function names this file and line (functions travel to the TaskExecutors "
         "without their file's name).")
 AUTO_WATERMARK_INTERVAL = Option(
-    "pipeline.auto-watermark-interval", Duration, default="200 ms",
+    "pipeline.auto-watermark-interval", Seconds, default="200 ms",
     validator=non_negative,
     doc="How often assign_timestamps_and_watermarks emits a watermark (and checks for "
         "idleness). 0, as in Flink, turns periodic watermarks off: only the end of input "
@@ -90,7 +90,7 @@ GLOBAL_JOB_PARAMETERS = Option(
         "runtime_context.get_job_parameter(key, default): a JSON object of strings. "
         "env.get_config().set_global_job_parameters({...}) sets it.")
 CLIENT_TIMEOUT = Option(
-    "client.timeout", Duration, default="60 s", validator=positive,
+    "client.timeout", Seconds, default="60 s", validator=positive,
     doc="Timeout of a single client RPC to the JobMaster.")
 AUTH_TOKEN = Option(
     "security.auth.token", str, default=None,
@@ -129,19 +129,19 @@ SPARK_MASTER = Option(
     "spark.master", str, default="local[*]",
     doc="Spark master used by from_spark() sources.")
 SPARK_TRIGGER_INTERVAL = Option(
-    "spark.streaming.trigger-interval", Duration, default="1 s", validator=positive,
+    "spark.streaming.trigger-interval", Seconds, default="1 s", validator=positive,
     doc="Micro-batch interval of Spark Structured Streaming sources.")
 SOURCE_DISCOVERY_INTERVAL = Option(
-    "source.monitor-interval", Duration, default="1 s", validator=positive,
+    "source.monitor-interval", Seconds, default="1 s", validator=positive,
     doc="How often continuous file and Spark streaming sources look for new splits.")
 CLUSTER_DIR = Option(
     "cluster.dir", str, default=None,
     doc="Working directory of the default local cluster (default ~/.weir/cluster).")
 HEARTBEAT_INTERVAL = Option(
-    "heartbeat.interval", Duration, default="1 s", validator=positive,
+    "heartbeat.interval", Seconds, default="1 s", validator=positive,
     doc="Time between heartbeats between the JobMaster and each TaskExecutor.")
 HEARTBEAT_TIMEOUT = Option(
-    "heartbeat.timeout", Duration, default="10 s", validator=positive,
+    "heartbeat.timeout", Seconds, default="10 s", validator=positive,
     doc="A peer that sent no heartbeat for this long is considered lost "
         "(a closed connection is noticed at once).")
 HEARTBEAT_RPC_FAILURE_THRESHOLD = Option(
@@ -154,7 +154,7 @@ HEARTBEAT_RPC_FAILURE_THRESHOLD = Option(
         "(deployments, cancellations, checkpoint triggers). Slow calls (DEADLINE_EXCEEDED) "
         "do not count: they are heartbeat.timeout's business. -1 turns it off.")
 CANCELLATION_TIMEOUT = Option(
-    "task.cancellation.timeout", Duration, default="30 s", validator=positive,
+    "task.cancellation.timeout", Seconds, default="30 s", validator=positive,
     doc="A task that does not stop this long after cancellation is reported as a fatal error.")
 SPARK_STAGING_DIR = Option(
     "spark.staging.dir", str, default=None,

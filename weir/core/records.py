@@ -1,4 +1,5 @@
-"""Micro-batches of records and their Arrow encoding.
+"""Micro-batches of records and their Arrow encoding, and the other stream elements that
+travel with them: record timestamps and watermarks.
 
 Records travel between tasks as Arrow RecordBatches. Inside an operator chain a batch may
 stay a plain Python list, so per-record operators chained together never pay for Arrow
@@ -10,6 +11,12 @@ the same Python values): scalars -> one column ``f0``; tuples -> ``f0..fn``; ``R
 named columns; dicts -> columns by key; anything Arrow cannot type (mixed types, nested
 containers, arbitrary objects) -> one binary column of pickles.
 
+A watermark ``w`` says that no record with timestamp ``<= w`` is expected any more. It
+travels between tasks as an in-band event whose payload :func:`encode_watermark` makes. The
+strategies that generate watermarks are user API
+(:mod:`weir.common.watermark_strategy`); this module is what the runtime needs to carry
+and compare them.
+
 Example:
     >>> from weir.core.records import Elements
     >>> e = Elements.from_records([("a", 1), ("b", 2)])
@@ -17,12 +24,17 @@ Example:
     ['f0', 'f1']
     >>> Elements.from_arrow(e.arrow()).records()
     [('a', 1), ('b', 2)]
+    >>> decode_watermark(encode_watermark(1_700_000_000_000))
+    1700000000000
+    >>> MIN_WATERMARK < 0 < MAX_WATERMARK
+    True
 """
 
 from __future__ import annotations
 
 import enum
 import pickle
+import struct
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
@@ -47,6 +59,25 @@ _SCALAR_TYPES = (int, float, str, bytes, bool)
 ESTIMATED_RECORD_BYTES = 24
 #: Name of the column that carries records' timestamps between tasks.
 TIMESTAMP_COLUMN = "__weir_timestamp"
+
+#: The smallest watermark: event time has not started.
+MIN_WATERMARK = -(1 << 63)
+#: The end of event time: every timer fires (sent when an input ends).
+MAX_WATERMARK = (1 << 63) - 1
+#: Marks a record without a timestamp inside a batch that otherwise has them.
+NO_TIMESTAMP = MIN_WATERMARK
+
+_WATERMARK = struct.Struct(">q")
+
+
+def encode_watermark(watermark: int) -> bytes:
+    """The payload of a watermark event: 8 bytes, big-endian, signed."""
+    return _WATERMARK.pack(watermark)
+
+
+def decode_watermark(payload: bytes) -> int:
+    """The watermark carried by a watermark event's payload."""
+    return int(_WATERMARK.unpack(payload)[0])
 
 
 class Elements:

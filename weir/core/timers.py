@@ -28,8 +28,9 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
-class Timer:
-    """A scheduled callback; ``cancel()`` keeps it from running (if it has not yet)."""
+class DelayedCall:
+    """A callback scheduled on a :class:`TimerThread`; ``cancel()`` keeps it from running
+    (if it has not yet). Not a keyed timer of an operator (``weir.state.timers.Timer``)."""
 
     __slots__ = ("callback", "cancelled", "deadline")
 
@@ -48,14 +49,14 @@ class TimerThread:
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._heap: list[tuple[float, int, Timer]] = []
+        self._heap: list[tuple[float, int, DelayedCall]] = []
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def schedule(self, delay_s: float, callback: Callable[[], None]) -> Timer:
-        timer = Timer(time.monotonic() + max(0.0, delay_s), callback)
+    def schedule(self, delay_s: float, callback: Callable[[], None]) -> DelayedCall:
+        timer = DelayedCall(time.monotonic() + max(0.0, delay_s), callback)
         with self._cond:
             if self._closed:
                 timer.cancel()

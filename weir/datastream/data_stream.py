@@ -1,4 +1,5 @@
-"""The DataStream API: ``DataStream`` and ``KeyedStream``, named as in PyFlink.
+"""The streams (PyFlink's ``pyflink.datastream.data_stream``): ``DataStream``,
+``KeyedStream`` and the windowed, connected and broadcast streams.
 
 Example:
     >>> from weir import StreamExecutionEnvironment
@@ -16,13 +17,30 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core.errors import InvalidJobError
 from weir.core.row import Row
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation, Types
-from weir.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag
-from weir.graph import BROADCAST, FORWARD, HASH, REBALANCE, Transformation
-from weir.keys import FieldKeySpec, KeySpec, key_spec
+from weir.datastream.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
+from weir.datastream.graph import BROADCAST, FORWARD, HASH, REBALANCE, Transformation
+from weir.datastream.output_tag import OutputTag
+from weir.datastream.slot_sharing_group import SlotSharingGroup, warn_no_effect
+from weir.datastream.window.assigners import (
+    CountSlidingWindowAssigner,
+    CountTumblingWindowAssigner,
+    GlobalWindows,
+    WindowAssigner,
+    _CountWindows,
+)
+from weir.datastream.window.evictors import CountEvictor, Evictor
+from weir.datastream.window.functions import WindowFunctionAdapter, as_window_function
+from weir.datastream.window.triggers import (
+    CountTrigger,
+    FullSlidingCountTrigger,
+    PurgingTrigger,
+    Trigger,
+)
 from weir.operators.basic import (
     FilterBatchesOperator,
     FilterOperator,
@@ -40,10 +58,11 @@ from weir.operators.keyed import (
     ReduceOperator,
     field_value,
 )
-from weir.operators.sinks import CollectSinkOperator, PrintSinkOperator
+from weir.operators.keys import FieldKeySpec, KeySpec, key_spec
+from weir.operators.sinks.collect import CollectSinkOperator
+from weir.operators.sinks.printing import PrintSinkOperator
 from weir.operators.vectorized import VectorizedAggregateOperator
-from weir.operators.vectorized_window import VectorizedWindowAggregateOperator
-from weir.operators.window import (
+from weir.operators.window.operator import (
     AGGREGATE,
     PROCESS,
     REDUCE,
@@ -51,36 +70,33 @@ from weir.operators.window import (
     FieldReducer,
     WindowOperator,
 )
-from weir.slot_sharing_group import SlotSharingGroup, warn_no_effect
-from weir.unsupported import DATA_STREAM, DATA_STREAM_SINK, refuse
-from weir.watermarks import WatermarkStrategy
-from weir.window import (
-    CountEvictor,
-    CountSlidingWindowAssigner,
-    CountTrigger,
-    CountTumblingWindowAssigner,
-    Evictor,
-    FullSlidingCountTrigger,
-    GlobalWindows,
-    PurgingTrigger,
-    Trigger,
-    WindowAssigner,
-    WindowFunctionAdapter,
-    _CountWindows,
-    as_window_function,
-)
+from weir.operators.window.vectorized import VectorizedWindowAggregateOperator
+from weir.unsupported import CUSTOM_PARTITIONERS, refuse
 
 if TYPE_CHECKING:
-    from weir.environment import StreamExecutionEnvironment
-    from weir.sinks import Sink
+    from weir.datastream.connectors.base import Sink
+    from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
 __all__ = ["AllWindowedStream", "BroadcastConnectedStream", "BroadcastStream", "CloseableIterator",
            "ConnectedStreams", "DataStream", "DataStreamSink", "KeyedStream", "WindowedStream"]
 
+#: PyFlink's methods of a stream weir has no such thing for -> why.
+_UNSUPPORTED_METHODS = {
+    "set_uid_hash": "set uids with uid()",
+    "partition_custom": f"{CUSTOM_PARTITIONERS}: key_by the partition you want instead",
+    "cache": "cached intermediate results are not supported",
+    "set_buffer_timeout": "the buffer timeout is per job: env.set_buffer_timeout(ms)",
+}
+#: The sink's share of them: what ``sink_to``/``add_sink``/``print`` return.
+_UNSUPPORTED_SINK_METHODS = {name: _UNSUPPORTED_METHODS[name] for name in ("set_uid_hash",)}
+
 
 class DataStream:
     """A stream of records produced by one transformation."""
+
+    #: PyFlink's methods this class refuses, with why (read by ``weir.docgen``).
+    __unsupported__ = _UNSUPPORTED_METHODS
 
     def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
         self._env = env
@@ -132,7 +148,7 @@ class DataStream:
         return self
 
     def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> DataStream:
-        """Accepted, without effect (see :mod:`weir.slot_sharing_group`)."""
+        """Accepted, without effect (see :mod:`weir.datastream.slot_sharing_group`)."""
         name = slot_sharing_group if isinstance(slot_sharing_group, str) \
             else slot_sharing_group.get_name()
         warn_no_effect(f"slot_sharing_group({name!r})")
@@ -164,7 +180,7 @@ class DataStream:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, DATA_STREAM)
+        return refuse(type(self).__name__, name, self.__unsupported__)
 
     def get_parallelism(self) -> int:
         return self._t.parallelism or self._env.get_parallelism()
@@ -196,7 +212,7 @@ class DataStream:
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy
                                          ) -> DataStream:
         """Stamp each record with its event-time timestamp and emit watermarks, as the
-        strategy says (see :class:`~weir.watermarks.WatermarkStrategy`)."""
+        strategy says (see :class:`~weir.common.watermark_strategy.WatermarkStrategy`)."""
         if not isinstance(watermark_strategy, WatermarkStrategy):
             msg = ("assign_timestamps_and_watermarks expects a WatermarkStrategy, got "
                    f"{type(watermark_strategy).__name__}")
@@ -856,6 +872,9 @@ class DataStreamSink:
         True
     """
 
+    #: PyFlink's methods this class refuses, with why (read by ``weir.docgen``).
+    __unsupported__ = _UNSUPPORTED_SINK_METHODS
+
     def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
         self._env = env
         self._t = transformation
@@ -863,7 +882,7 @@ class DataStreamSink:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, DATA_STREAM_SINK)
+        return refuse(type(self).__name__, name, self.__unsupported__)
 
     def name(self, name: str) -> DataStreamSink:
         self._t.name = name
@@ -889,7 +908,7 @@ class DataStreamSink:
 
     def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup
                            ) -> DataStreamSink:
-        """Accepted, without effect (see :mod:`weir.slot_sharing_group`)."""
+        """Accepted, without effect (see :mod:`weir.datastream.slot_sharing_group`)."""
         name = slot_sharing_group if isinstance(slot_sharing_group, str) \
             else slot_sharing_group.get_name()
         warn_no_effect(f"slot_sharing_group({name!r})")

@@ -13,8 +13,8 @@ as Flink does. A call that fails, or times out without a ``timeout`` result, fai
 task.
 
 Example:
-    >>> from weir.async_io import NO_RETRY
-    >>> from weir.functions import AsyncFunction
+    >>> from weir.datastream.async_retry_strategies import NO_RETRY
+    >>> from weir.datastream.functions import AsyncFunction
     >>> class Double(AsyncFunction):
     ...     async def async_invoke(self, value):
     ...         return [2 * value]
@@ -36,9 +36,8 @@ from typing import Any
 import numpy as np
 
 from weir.core.errors import MailboxFullError
-from weir.core.records import Elements
+from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.types import TypeInformation
-from weir.core.watermarks import NO_TIMESTAMP
 from weir.operators.base import close_functions, open_functions
 from weir.state.descriptors import ListStateDescriptor
 from weir.taskexecutor.operator import MAILBOX_SERVICE, StateContext, StreamOperator

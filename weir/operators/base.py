@@ -10,17 +10,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from weir.core import options
-from weir.core.records import Elements
-from weir.core.watermarks import NO_TIMESTAMP
-from weir.functions import (
-    Function,
-    OperatorClock,
-    OutputTag,
-    RuntimeContext,
-    TimerService,
-    non_keyed_timer_service,
-)
-from weir.metric_group import task_metric_group
+from weir.core.records import NO_TIMESTAMP, Elements
+from weir.datastream.functions import Function, RuntimeContext
+from weir.datastream.output_tag import OutputTag
+from weir.datastream.timerservice import OperatorClock, TimerService, non_keyed_timer_service
+from weir.metrics.metricbase import task_metric_group
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
 from weir.taskexecutor.operator import OperatorContext, StreamOperator
@@ -178,7 +172,7 @@ class KeyedOperator(StreamOperator):
 
     def finish(self) -> None:
         if self.fire_processing_time_at_end and self.timers is not None:
-            from weir.core.watermarks import MAX_WATERMARK
+            from weir.core.records import MAX_WATERMARK
 
             self.timers.fire_processing_time(MAX_WATERMARK)
             self.after_timers()

@@ -16,14 +16,14 @@ import pyarrow as pa
 
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
-from weir.functions import ProcessFunction, resolve_callable
-from weir.keys import KeySpec, key_groups_of_keys
+from weir.datastream.functions import ProcessFunction, resolve_callable
 from weir.operators.base import (
     PER_RECORD_SLICE,
     KeyedOperator,
     emit_with_side_outputs,
     open_functions,
 )
+from weir.operators.keys import KeySpec, key_groups_of_keys
 from weir.taskexecutor.operator import StreamOperator
 
 

@@ -9,7 +9,7 @@ broadcast state to every subtask). The keyed variant's keyed state and timers ar
 keyed snapshot as usual.
 
 Example:
-    >>> from weir.functions import BroadcastProcessFunction
+    >>> from weir.datastream.functions import BroadcastProcessFunction
     >>> from weir.state.descriptors import MapStateDescriptor
     >>> class Pass(BroadcastProcessFunction):
     ...     def process_element(self, value, ctx): yield value
@@ -24,14 +24,11 @@ from typing import Any
 
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
-from weir.functions import (
-    BroadcastProcessFunction,
-    KeyedBroadcastProcessFunction,
-    TimerService,
-)
-from weir.keys import KeySpec
+from weir.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
+from weir.datastream.timerservice import TimerService
 from weir.operators.base import KeyedOperator, open_functions
 from weir.operators.keyed import KeyedProcessOperator
+from weir.operators.keys import KeySpec
 from weir.taskexecutor.operator import StateContext
 
 

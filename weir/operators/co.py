@@ -7,7 +7,7 @@ operator's state (shared by both inputs' records of a key) and timers are in its
 snapshot like any keyed operator's.
 
 Example:
-    >>> from weir.functions import CoMapFunction
+    >>> from weir.datastream.functions import CoMapFunction
     >>> class Tag(CoMapFunction):
     ...     def map1(self, value): return ("left", value)
     ...     def map2(self, value): return ("right", value)
@@ -21,10 +21,11 @@ from typing import Any
 
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
-from weir.functions import CoProcessFunction, KeyedCoProcessFunction, TimerService
-from weir.keys import KeySpec
+from weir.datastream.functions import CoProcessFunction, KeyedCoProcessFunction
+from weir.datastream.timerservice import TimerService
 from weir.operators.base import KeyedOperator, open_functions
 from weir.operators.keyed import KeyedProcessOperator
+from weir.operators.keys import KeySpec
 
 #: Style -> (method for input 1, method for input 2, the function class to name).
 _STYLES = {

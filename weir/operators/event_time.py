@@ -1,4 +1,5 @@
-"""``assign_timestamps_and_watermarks``: stamps records and emits watermarks periodically.
+"""``assign_timestamps_and_watermarks``: stamps records and emits watermarks periodically
+(the runtime side of :mod:`weir.common.watermark_strategy`).
 
 Timestamps come from the strategy's assigner (one call per record) or, vectorised, from a
 column. Watermarks are generated on a processing-time callback every
@@ -17,14 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import options
 from weir.core.errors import UserError
 from weir.core.processing_time import ScheduledTimer
-from weir.core.records import Elements
-from weir.core.watermarks import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP
+from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, NO_TIMESTAMP, Elements
 from weir.operators.base import close_functions, open_functions
 from weir.taskexecutor.operator import StreamOperator
-from weir.watermarks import WatermarkStrategy
 
 log = logging.getLogger(__name__)
 

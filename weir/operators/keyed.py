@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.core.records import Elements
+from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.row import Row
 from weir.core.types import TypeInformation
-from weir.core.watermarks import NO_TIMESTAMP
-from weir.functions import KeyedProcessFunction, TimeDomain, TimerService, resolve_callable
-from weir.keys import KeySpec, key_groups_of_keys
+from weir.datastream.functions import KeyedProcessFunction, resolve_callable
+from weir.datastream.time_domain import TimeDomain
+from weir.datastream.timerservice import TimerService
 from weir.operators.base import (
     PER_RECORD_SLICE,
     KeyedOperator,
     emit_with_side_outputs,
     open_functions,
 )
+from weir.operators.keys import KeySpec, key_groups_of_keys
 from weir.state.descriptors import ValueStateDescriptor
 from weir.state.timers import Timer
 

@@ -1,0 +1,13 @@
+"""Durations and instants (PyFlink's ``pyflink.common.time``), defined in
+:mod:`weir.core.time`, where the runtime reads them too (state time-to-live).
+
+Example:
+    >>> Time.seconds(10).to_milliseconds(), Duration.of_minutes(1).to_milliseconds()
+    (10000, 60000)
+"""
+
+from __future__ import annotations
+
+from weir.core.time import Duration, Instant, Time
+
+__all__ = ["Duration", "Instant", "Time"]

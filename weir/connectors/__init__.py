@@ -1,1 +1,0 @@
-"""Connectors: Spark-fed sources (and, later, transactional sinks)."""
