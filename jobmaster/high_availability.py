@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from weir.checkpoint.storage import CheckpointStorage, create_storage, self_verifying
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, StorageError
-from weir.core.ids import CheckpointId, JobId
+from weir.core.ids import CheckpointId, JobId, is_valid_job_id
 from weir.jobmaster import options as jm_options
 
 JOBS_DIR = "jobs"
@@ -145,7 +145,7 @@ class StorageJobStore(JobStore):
     # -- paths ------------------------------------------------------------------------------
 
     def _relative(self, job_id: JobId, name: str = "") -> str:
-        if not JobId.is_valid(job_id):  # type: ignore[attr-defined]
+        if not is_valid_job_id(job_id):
             # Ids become paths: only the 32 hex digits every job id has may.
             msg = f"not a job id: {job_id!r} (32 hex digits)"
             raise ValueError(msg)
@@ -190,7 +190,7 @@ class StorageJobStore(JobStore):
         for uri in listed:
             parts = uri.removeprefix(base).split("/")
             if len(parts) == 2 and parts[1] == JOB_GRAPH_NAME and \
-                    JobId.is_valid(parts[0]):  # type: ignore[attr-defined]
+                    is_valid_job_id(parts[0]):
                 found.append(JobId(parts[0]))
         return sorted(found)
 
