@@ -306,9 +306,9 @@ class TaskExecutor:
             self._samples[task.attempt_id] = current
             if previous is not None and now - previous[0] > 0.05:
                 span = now - previous[0]
-                busy, idle, backpressured = (min(1000.0, (current[i] - previous[i]) / span
-                                                 * 1000) for i in (1, 2, 3))
-                self._rates[task.attempt_id] = (busy, idle, backpressured)
+                rates = [min(1000.0, (current[i] - previous[i]) / span * 1000)
+                         for i in (1, 2, 3)]
+                self._rates[task.attempt_id] = (rates[0], rates[1], rates[2])
         busy, idle, backpressured = self._rates.get(task.attempt_id, (0.0, 0.0, 0.0))
         return jobmaster_pb2.TaskMetrics(
             attempt_id=task.attempt_id, records_in=c.records_in, records_out=c.records_out,
