@@ -118,7 +118,7 @@ class RpcOutcomeInterceptor(_UnaryUnaryInterceptor):
             client_call_details: grpc.ClientCallDetails, request: Message
             ) -> grpc.CallFuture[Message]:
         call = continuation(client_call_details, request)
-        # The call is the future its callback gets: its status is the call's.
+        # The callback is handed the call itself (grpc's stubs type it as a plain Future).
         call.add_done_callback(lambda _: self._report(call.code()))
         return call
 
