@@ -19,6 +19,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from weir.core.ids import CheckpointId
 from weir.proto.checkpoint_pb2 import CheckpointOptions
 from weir.shuffle.api import Event
 
@@ -33,7 +34,7 @@ class CheckpointBarrier:
     """Barrier ``checkpoint_id``: everything before it on a channel belongs to the
     checkpoint, everything after it does not."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     timestamp_ms: int
     options: CheckpointOptions
 
@@ -45,7 +46,7 @@ class CheckpointBarrier:
     def from_event(event: Event) -> CheckpointBarrier:
         checkpoint_id, timestamp = _HEADER.unpack_from(event.payload)
         options = CheckpointOptions.FromString(event.payload[_HEADER.size:])
-        return CheckpointBarrier(checkpoint_id, timestamp, options)
+        return CheckpointBarrier(CheckpointId(checkpoint_id), timestamp, options)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, CheckpointBarrier)

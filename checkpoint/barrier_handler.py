@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core.clock import Clock
+from weir.core.ids import CheckpointId
 from weir.proto import checkpoint_pb2
 
 # -- actions ----------------------------------------------------------------------------------
@@ -97,22 +98,22 @@ class PersistData:
     """Persist the data buffer just taken as input channel state of ``checkpoint_id``
     (and process it as usual)."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)
 class InputStateComplete:
     """Every input channel delivered what belongs to ``checkpoint_id``."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
 
 
 @dataclass(frozen=True)
 class AbortCheckpoint:
     """Decline ``checkpoint_id`` (it cannot complete at this task)."""
 
-    checkpoint_id: int
-    reason: int
+    checkpoint_id: CheckpointId
+    reason: checkpoint_pb2.CheckpointFailureReason
     message: str
 
 
@@ -141,7 +142,7 @@ class _Checkpoint:
     processed_bytes: int = 0
 
     @property
-    def checkpoint_id(self) -> int:
+    def checkpoint_id(self) -> CheckpointId:
         return self.barrier.checkpoint_id
 
 
@@ -166,10 +167,10 @@ class BarrierHandler:
     # -- queries --------------------------------------------------------------------------
 
     @property
-    def current_checkpoint_id(self) -> int | None:
+    def current_checkpoint_id(self) -> CheckpointId | None:
         return self._current.checkpoint_id if self._current is not None else None
 
-    def snapshot_taken(self, checkpoint_id: int) -> bool:
+    def snapshot_taken(self, checkpoint_id: CheckpointId) -> bool:
         """Whether the current checkpoint ``checkpoint_id`` took its snapshot (its
         in-flight data can be persisted from now on)."""
         cp = self._current
@@ -236,7 +237,7 @@ class BarrierHandler:
             return (PersistData(cp.checkpoint_id),)
         return _NOTHING
 
-    def on_overtaken_captured(self, checkpoint_id: int, channel: int) -> list[Action]:
+    def on_overtaken_captured(self, checkpoint_id: CheckpointId, channel: int) -> list[Action]:
         """``channel`` captured every buffer barrier ``checkpoint_id`` overtook there (the
         task persisted them)."""
         cp = self._current
@@ -267,7 +268,7 @@ class BarrierHandler:
         return self._want_unaligned(cp) + (self._maybe_complete(cp) if cp.snapshot_taken
                                            else [])
 
-    def on_abort(self, checkpoint_id: int) -> list[Action]:
+    def on_abort(self, checkpoint_id: CheckpointId) -> list[Action]:
         """The coordinator aborted ``checkpoint_id``: stop aligning or recording for it;
         its barriers still to come are ignored."""
         actions: list[Action] = []
@@ -340,7 +341,8 @@ class BarrierHandler:
         self._current = None
         return [InputStateComplete(cp.checkpoint_id)]
 
-    def _abandon(self, reason: int, message: str) -> list[Action]:
+    def _abandon(self, reason: checkpoint_pb2.CheckpointFailureReason, message: str
+                 ) -> list[Action]:
         """Give up the current checkpoint (a newer barrier came)."""
         cp = self._current
         if cp is None:

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from weir.core.clock import Clock
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId
 from weir.proto import checkpoint_pb2
 from weir.proto.checkpoint_pb2 import (
     CheckpointMetadata,
@@ -67,7 +68,10 @@ log = logging.getLogger(__name__)
 #: Version of the ``_metadata`` layout this coordinator writes.
 METADATA_VERSION = 1
 
-Reason = int  # a checkpoint_pb2.CheckpointFailureReason value
+Reason = checkpoint_pb2.CheckpointFailureReason
+
+#: The ``checkpoint_id`` of a requested snapshot that failed before it was triggered.
+NOT_TRIGGERED = CheckpointId(0)
 
 #: Failures that count towards tolerable-failed-checkpoints. As in Flink, a trigger that
 #: cannot reach a task (TRIGGER_CHECKPOINT_FAILURE) is not counted: the task or its
@@ -123,7 +127,7 @@ class CheckpointCoordinatorConfiguration:
 class TaskInfo:
     """One subtask attempt the job runs."""
 
-    attempt_id: str
+    attempt_id: ExecutionAttemptId
     vertex_id: int
     subtask_index: int
     name: str = ""
@@ -137,10 +141,10 @@ class TriggerCheckpoint:
     """Snapshot the split enumerators (report them with ``on_master_states``), then send
     the trigger to ``tasks`` (report a failure with ``on_trigger_failed``)."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     timestamp_ms: int
     options: CheckpointOptions
-    tasks: tuple[str, ...]
+    tasks: tuple[ExecutionAttemptId, ...]
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ class FinalizeCheckpoint:
     """Write ``metadata`` to ``chk-<n>/_metadata`` (a savepoint: to ``_metadata`` in its
     ``metadata``'s target location); report ``on_finalized`` or ``on_finalize_failed``."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     metadata: CheckpointMetadata
     #: A savepoint's directory ("" for a checkpoint).
     target_location: str = ""
@@ -158,14 +162,14 @@ class FinalizeCheckpoint:
 
 @dataclass(frozen=True)
 class NotifyCheckpointComplete:
-    checkpoint_id: int
-    tasks: tuple[str, ...]
+    checkpoint_id: CheckpointId
+    tasks: tuple[ExecutionAttemptId, ...]
 
 
 @dataclass(frozen=True)
 class NotifyCheckpointAborted:
-    checkpoint_id: int
-    tasks: tuple[str, ...]
+    checkpoint_id: CheckpointId
+    tasks: tuple[ExecutionAttemptId, ...]
     reason: Reason
 
 
@@ -176,7 +180,7 @@ class DiscardCheckpoint:
     the job's checkpoint directory: a failed savepoint's directory (delete it whole), or a
     claimed snapshot (``metadata`` set: delete the files it names, and its ``_metadata``)."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     completed: bool
     location: str = ""
     metadata: CheckpointMetadata | None = None
@@ -186,7 +190,7 @@ class DiscardCheckpoint:
 class SnapshotRequestCompleted:
     """The requested savepoint (or checkpoint) is complete at ``path``."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     path: str
 
 
@@ -195,7 +199,7 @@ class SnapshotRequestFailed:
     """The requested savepoint (or checkpoint) failed (``checkpoint_id`` 0: it was never
     triggered)."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     reason: Reason
     message: str
 
@@ -216,15 +220,15 @@ Action = (TriggerCheckpoint | FinalizeCheckpoint | NotifyCheckpointComplete
 
 @dataclass
 class PendingCheckpoint:
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     timestamp_ms: int
     options: CheckpointOptions
     #: Attempts that must acknowledge, and those that already did.
-    waiting: set[str]
-    acknowledged: dict[str, tuple[TaskStateSnapshot, CheckpointTaskMetrics]] = field(
+    waiting: set[ExecutionAttemptId]
+    acknowledged: dict[ExecutionAttemptId, tuple[TaskStateSnapshot, CheckpointTaskMetrics]] = field(
         default_factory=dict)
     #: Attempts that had finished when it was triggered (recorded as finished).
-    finished: dict[str, TaskInfo] = field(default_factory=dict)
+    finished: dict[ExecutionAttemptId, TaskInfo] = field(default_factory=dict)
     master_states: list[checkpoint_pb2.MasterState] = field(default_factory=list)
     #: Set once every task acknowledged: what ``_metadata`` holds.
     metadata: CheckpointMetadata | None = None
@@ -236,7 +240,7 @@ class CompletedCheckpoint:
     mode, never deleted by the job. ``claimed``: a snapshot restored in CLAIM mode, owned
     but not in the job's checkpoint directory."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     metadata: CheckpointMetadata
     external_path: str
     owned: bool = True
@@ -247,20 +251,20 @@ class CheckpointCoordinator:
     """Coordinates the checkpoints of one job. Not thread-safe: the JobMaster's main thread
     alone feeds it. Every ``on_*`` method returns the actions to perform, in order."""
 
-    def __init__(self, job_id: str, config: CheckpointCoordinatorConfiguration, clock: Clock,
+    def __init__(self, job_id: JobId, config: CheckpointCoordinatorConfiguration, clock: Clock,
                  first_checkpoint_id: int = 1) -> None:
         self.job_id = job_id
         self.config = config
         self._clock = clock
         self._next_id = first_checkpoint_id
-        self._tasks: dict[str, TaskInfo] = {}
-        self._running: set[str] = set()
-        self._finished: set[str] = set()
-        self._end_of_data: set[str] = set()
+        self._tasks: dict[ExecutionAttemptId, TaskInfo] = {}
+        self._running: set[ExecutionAttemptId] = set()
+        self._finished: set[ExecutionAttemptId] = set()
+        self._end_of_data: set[ExecutionAttemptId] = set()
         self._upstream: dict[int, list[int]] = {}
         self._vertices: dict[int, checkpoint_pb2.VertexLayout] = {}
         self._job_running = False
-        self._pending: dict[int, PendingCheckpoint] = {}
+        self._pending: dict[CheckpointId, PendingCheckpoint] = {}
         self._completed: deque[CompletedCheckpoint] = deque()
         self._last_trigger_ms: int | None = None
         self._last_end_ms: int | None = None
@@ -268,7 +272,7 @@ class CheckpointCoordinator:
         #: A requested savepoint or checkpoint not triggered yet (a checkpoint was in
         #: progress), and the id of the one in progress.
         self._requested: CheckpointOptions | None = None
-        self._requested_id: int | None = None
+        self._requested_id: CheckpointId | None = None
         #: Periodic checkpoints stop for good (stop-with-savepoint succeeded).
         self._stopping = False
         self.consecutive_failures = 0
@@ -304,12 +308,12 @@ class CheckpointCoordinator:
         self._last_trigger_ms = self._clock()
         return []
 
-    def on_task_running(self, attempt_id: str) -> list[Action]:
+    def on_task_running(self, attempt_id: ExecutionAttemptId) -> list[Action]:
         if attempt_id in self._tasks:
             self._running.add(attempt_id)
         return []
 
-    def on_end_of_data(self, attempt_id: str) -> list[Action]:
+    def on_end_of_data(self, attempt_id: ExecutionAttemptId) -> list[Action]:
         """A source task read all its input; when every source did, checkpoint at once."""
         if attempt_id not in self._tasks:
             return []
@@ -320,7 +324,7 @@ class CheckpointCoordinator:
             return self.on_tick()
         return []
 
-    def on_task_finished(self, attempt_id: str) -> list[Action]:
+    def on_task_finished(self, attempt_id: ExecutionAttemptId) -> list[Action]:
         """A task ended normally: later checkpoints record it as finished instead of
         waiting for it. A pending checkpoint still waiting for it is declined."""
         if attempt_id not in self._tasks:
@@ -335,7 +339,7 @@ class CheckpointCoordinator:
                     f"task {self._name(attempt_id)} finished before acknowledging")
         return actions
 
-    def on_task_failed(self, attempt_id: str) -> list[Action]:
+    def on_task_failed(self, attempt_id: ExecutionAttemptId) -> list[Action]:
         """A task failed: every pending checkpoint fails (not counted: the job restarts)."""
         return self.on_job_not_running(checkpoint_pb2.TASK_FAILURE,
                                        f"a task failed ({self._name(attempt_id)})")
@@ -350,7 +354,7 @@ class CheckpointCoordinator:
         if self._requested is not None:
             self._requested = None
             self._stopping = False
-            actions.append(SnapshotRequestFailed(0, reason, message))
+            actions.append(SnapshotRequestFailed(NOT_TRIGGERED, reason, message))
         return actions
 
     def on_job_terminal(self, discard_completed: bool) -> list[Action]:
@@ -374,7 +378,8 @@ class CheckpointCoordinator:
         tolerable-failed-checkpoints); a stop that completes ends periodic checkpoints
         for good."""
         if self._requested is not None or self._requested_id is not None:
-            return [SnapshotRequestFailed(0, checkpoint_pb2.TOO_MANY_CHECKPOINT_REQUESTS,
+            return [SnapshotRequestFailed(NOT_TRIGGERED,
+                                          checkpoint_pb2.TOO_MANY_CHECKPOINT_REQUESTS,
                                           "another savepoint or change of the job is in "
                                           "progress")]
         self._requested = options
@@ -387,7 +392,8 @@ class CheckpointCoordinator:
         self._requested = None
         live = [a for a in self._tasks if a not in self._finished]
         if not self._job_running or not live or any(a not in self._running for a in live):
-            return [SnapshotRequestFailed(0, checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
+            return [SnapshotRequestFailed(NOT_TRIGGERED,
+                                          checkpoint_pb2.CHECKPOINT_DECLINED_TASK_NOT_READY,
                                     "not every task of the job is running (it is starting, "
                                     "restarting or ending); try again when it runs")]
         actions = self._trigger(now, options)
@@ -448,7 +454,7 @@ class CheckpointCoordinator:
     def _trigger(self, now: int, options: CheckpointOptions | None = None) -> list[Action]:
         live = [a for a in self._tasks if a not in self._finished]
         roots = [a for a in live if self._is_trigger_root(a)]
-        checkpoint_id = self._next_id
+        checkpoint_id = CheckpointId(self._next_id)
         self._next_id += 1
         self._last_trigger_ms = now
         if options is None:
@@ -460,7 +466,7 @@ class CheckpointCoordinator:
         self._record(pending, CheckpointStats.IN_PROGRESS)
         return [TriggerCheckpoint(checkpoint_id, now, options, tuple(sorted(roots)))]
 
-    def _is_trigger_root(self, attempt_id: str) -> bool:
+    def _is_trigger_root(self, attempt_id: ExecutionAttemptId) -> bool:
         """Sources, and tasks all of whose upstream tasks finished (FLIP-147)."""
         vertex = self._tasks[attempt_id].vertex_id
         upstream = set(self._upstream.get(vertex, ()))
@@ -469,7 +475,7 @@ class CheckpointCoordinator:
 
     # -- inputs: tasks and storage --------------------------------------------------------
 
-    def on_master_states(self, checkpoint_id: int,
+    def on_master_states(self, checkpoint_id: CheckpointId,
                          states: Iterable[checkpoint_pb2.MasterState]) -> list[Action]:
         """The split enumerators' snapshots taken for ``checkpoint_id`` at its trigger."""
         pending = self._pending.get(checkpoint_id)
@@ -477,7 +483,7 @@ class CheckpointCoordinator:
             pending.master_states = list(states)
         return []
 
-    def on_trigger_failed(self, checkpoint_id: int, message: str,
+    def on_trigger_failed(self, checkpoint_id: CheckpointId, message: str,
                           reason: Reason = checkpoint_pb2.TRIGGER_CHECKPOINT_FAILURE
                           ) -> list[Action]:
         """The trigger could not be delivered (not counted as a failure: the task is
@@ -489,8 +495,9 @@ class CheckpointCoordinator:
             return []
         return self._abort(pending, reason, message)
 
-    def on_acknowledge(self, attempt_id: str, checkpoint_id: int, state: TaskStateSnapshot,
-                       metrics: CheckpointTaskMetrics | None = None) -> list[Action]:
+    def on_acknowledge(self, attempt_id: ExecutionAttemptId, checkpoint_id: CheckpointId,
+                       state: TaskStateSnapshot, metrics: CheckpointTaskMetrics | None = None
+                       ) -> list[Action]:
         """A task wrote its part of ``checkpoint_id``. A late or unknown ack is ignored
         (its files are discarded with the checkpoint)."""
         pending = self._pending.get(checkpoint_id)
@@ -508,15 +515,15 @@ class CheckpointCoordinator:
                                    retained=not pending.options.savepoint
                                    or pending.options.terminate)]
 
-    def on_decline(self, attempt_id: str, checkpoint_id: int, reason: Reason,
-                   message: str) -> list[Action]:
+    def on_decline(self, attempt_id: ExecutionAttemptId, checkpoint_id: CheckpointId,
+                   reason: Reason, message: str) -> list[Action]:
         pending = self._pending.get(checkpoint_id)
         if pending is None or attempt_id not in pending.waiting:
             return []
         return self._abort(pending, reason,
                            f"declined by {self._name(attempt_id)}: {message}")
 
-    def on_finalized(self, checkpoint_id: int, external_path: str) -> list[Action]:
+    def on_finalized(self, checkpoint_id: CheckpointId, external_path: str) -> list[Action]:
         """``_metadata`` of ``checkpoint_id`` is written: the checkpoint is complete."""
         pending = self._pending.pop(checkpoint_id, None)
         if pending is None:
@@ -575,7 +582,7 @@ class CheckpointCoordinator:
                                       metadata=checkpoint.metadata)]
         return [DiscardCheckpoint(checkpoint.checkpoint_id, True)]
 
-    def on_finalize_failed(self, checkpoint_id: int, message: str) -> list[Action]:
+    def on_finalize_failed(self, checkpoint_id: CheckpointId, message: str) -> list[Action]:
         pending = self._pending.get(checkpoint_id)
         if pending is None:
             return []
@@ -592,11 +599,11 @@ class CheckpointCoordinator:
         """Retained completed checkpoints, oldest first."""
         return list(self._completed)
 
-    def forget_completed(self, checkpoint_id: int) -> None:
+    def forget_completed(self, checkpoint_id: CheckpointId) -> None:
         """A retained checkpoint turned out unusable (missing or corrupt files)."""
         self._completed = deque(c for c in self._completed if c.checkpoint_id != checkpoint_id)
 
-    def pending_ids(self) -> list[int]:
+    def pending_ids(self) -> list[CheckpointId]:
         return sorted(self._pending)
 
     def stats(self) -> list[CheckpointStats]:
@@ -655,11 +662,12 @@ class CheckpointCoordinator:
                                   finished=True)
         return metadata
 
-    def _order(self, attempt_id: str) -> tuple[int, int]:
+    def _order(self, attempt_id: ExecutionAttemptId) -> tuple[int, int]:
         task = self._tasks[attempt_id]
         return task.vertex_id, task.subtask_index
 
-    def _record(self, pending: PendingCheckpoint, status: int, *, reason: Reason = 0,
+    def _record(self, pending: PendingCheckpoint, status: CheckpointStats.Status, *,
+                reason: Reason | None = None,
                 message: str = "", path: str = "", end_ms: int | None = None) -> None:
         """Update ``pending``'s row of the history."""
         row = next((r for r in reversed(self.history)
@@ -669,7 +677,7 @@ class CheckpointCoordinator:
                                   trigger_timestamp_ms=pending.timestamp_ms,
                                   savepoint=pending.options.savepoint)
             self.history.append(row)
-        row.status = status  # type: ignore[assignment]
+        row.status = status
         row.acknowledged = len(pending.acknowledged)
         row.total = len(pending.acknowledged) + len(pending.waiting)
         metrics = [m for _, m in pending.acknowledged.values()]
@@ -683,7 +691,7 @@ class CheckpointCoordinator:
         row.duration_ms = max(0, (end_ms or last_ack or pending.timestamp_ms)
                               - pending.timestamp_ms)
         if reason:
-            row.failure_reason = reason  # type: ignore[assignment]
+            row.failure_reason = reason
             row.failure_message = message
         if path:
             row.external_path = path
@@ -694,10 +702,10 @@ class CheckpointCoordinator:
             row.subtasks.add(vertex_id=task.vertex_id, task_name=task.name,
                              subtask_index=task.subtask_index, metrics=m)
 
-    def _name(self, attempt_id: str) -> str:
+    def _name(self, attempt_id: ExecutionAttemptId) -> str:
         task = self._tasks.get(attempt_id)
         return task.name if task is not None and task.name else attempt_id
 
-    def _names(self, attempts: Iterable[str]) -> str:
+    def _names(self, attempts: Iterable[ExecutionAttemptId]) -> str:
         names = sorted(self._name(a) for a in attempts)
         return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

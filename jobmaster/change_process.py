@@ -47,6 +47,7 @@ from enum import Enum
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core.clock import Clock
 from weir.core.errors import UserError
+from weir.core.ids import JobId
 from weir.jobmaster.job_change import kept_vertices
 from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
 
@@ -162,7 +163,7 @@ class ChangeProcess:
     """The changes of one job. Not thread-safe: the JobMaster's main thread alone feeds
     it. Every method returns the actions to perform, in order."""
 
-    def __init__(self, job_id: str, clock: Clock, *, batch: bool) -> None:
+    def __init__(self, job_id: JobId, clock: Clock, *, batch: bool) -> None:
         self.job_id = job_id
         self._clock = clock
         self._batch = batch

@@ -16,8 +16,7 @@ import logging
 import secrets
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor
-from typing import Any, cast
+from concurrent.futures import Executor, Future
 
 import grpc
 
@@ -56,8 +55,9 @@ from weir.checkpoint.storage import (
     target_uri,
 )
 from weir.core.clock import Clock, wall_clock_ms
-from weir.core.config import Configuration
+from weir.core.config import Configuration, Option, Seconds
 from weir.core.errors import ConfigError, StorageUnreachableError, WeirError
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.rpc import keep_until_done
 from weir.jobmaster.execution_graph import ExecutionGraph
 from weir.jobmaster.main_thread import MainThreadExecutor
@@ -81,9 +81,8 @@ RPC_TIMEOUT_S = 30.0
 def checkpoint_config(config: Configuration) -> CheckpointCoordinatorConfiguration:
     """The coordinator's settings from the execution.checkpointing.* options; ConfigError
     for a combination Flink refuses too."""
-    def ms(option: Any) -> int:
-        seconds: float = config.get(option)
-        return round(seconds * 1000)
+    def ms(option: Option[Seconds]) -> int:
+        return round(config.get(option) * 1000)
 
     interval = config.get(checkpoint_options.CHECKPOINTING_INTERVAL)
     unaligned = config.get(checkpoint_options.UNALIGNED)
@@ -108,7 +107,7 @@ class JobCheckpointing:
     """Checkpoints of one job. Main thread only (I/O results come back as main-thread
     work)."""
 
-    def __init__(self, job_id: str, config: Configuration, graph: ExecutionGraph,
+    def __init__(self, job_id: JobId, config: Configuration, graph: ExecutionGraph,
                  sources: SourceCoordinator, resources: ResourceManager,
                  main: MainThreadExecutor, io: Executor,
                  fail_job: Callable[[common_pb2.ErrorInfo], None],
@@ -155,7 +154,7 @@ class JobCheckpointing:
         #: once ``_metadata`` is written and before the checkpoint counts as complete, so
         #: no task commits a checkpoint a recovering JobMaster would not restore; if it
         #: raises, the checkpoint fails instead.
-        self.on_metadata_written: Callable[[int, str], None] | None = None
+        self.on_metadata_written: Callable[[CheckpointId, str], None] | None = None
         self.set_job_graph(graph.job_graph)
 
     def set_job_graph(self, job_graph: jobgraph_pb2.JobGraph) -> None:
@@ -180,7 +179,8 @@ class JobCheckpointing:
             if ev.state in (common_pb2.RUNNING, common_pb2.FINISHED):
                 self.on_task_state(ev.attempt_id, ev.state)
 
-    def on_task_state(self, attempt_id: str, state: int) -> None:
+    def on_task_state(self, attempt_id: ExecutionAttemptId, state: common_pb2.ExecutionState
+                      ) -> None:
         if state == common_pb2.RUNNING:
             self._run(self.coordinator.on_task_running(attempt_id))
         elif state == common_pb2.FINISHED:
@@ -193,7 +193,7 @@ class JobCheckpointing:
         self._sources.clear_checkpoint_valve()
         self._run(self.coordinator.on_job_not_running())
 
-    def job_terminal(self, status: int) -> None:
+    def job_terminal(self, status: common_pb2.JobStatus) -> None:
         """The job ended: delete its checkpoints unless its retention keeps them."""
         discard = status == common_pb2.JOB_FINISHED or \
             self.retention == "NO_EXTERNALIZED_CHECKPOINTS" or \
@@ -209,7 +209,7 @@ class JobCheckpointing:
                   if not isinstance(a, DiscardCheckpoint) or a.metadata is not None)
         prefix = f"{self.job_id}/"
 
-        def logged(future: Any) -> None:
+        def logged(future: Future[None]) -> None:
             if future.exception() is not None:
                 log.warning("deleting the checkpoints of job %s failed: %s", self.job_id,
                             future.exception())
@@ -219,14 +219,16 @@ class JobCheckpointing:
     # -- task reports (main thread) -------------------------------------------------------
 
     def on_acknowledge(self, request: jobmaster_pb2.AcknowledgeCheckpointRequest) -> None:
-        self._run(self.coordinator.on_acknowledge(request.attempt_id, request.checkpoint_id,
-                                                  request.state, request.metrics))
+        self._run(self.coordinator.on_acknowledge(
+            ExecutionAttemptId(request.attempt_id), CheckpointId(request.checkpoint_id),
+            request.state, request.metrics))
 
     def on_decline(self, request: jobmaster_pb2.DeclineCheckpointRequest) -> None:
-        self._run(self.coordinator.on_decline(request.attempt_id, request.checkpoint_id,
-                                              request.reason, request.message))
+        self._run(self.coordinator.on_decline(
+            ExecutionAttemptId(request.attempt_id), CheckpointId(request.checkpoint_id),
+            request.reason, request.message))
 
-    def on_end_of_data(self, attempt_id: str) -> None:
+    def on_end_of_data(self, attempt_id: ExecutionAttemptId) -> None:
         self._run(self.coordinator.on_end_of_data(attempt_id))
 
     # -- restore ----------------------------------------------------------------------------
@@ -242,10 +244,10 @@ class JobCheckpointing:
         about them, and they must still be there when it ends."""
         candidates = list(reversed(self.coordinator.completed()))
 
-        def check() -> tuple[CompletedCheckpoint | None, list[str], list[int],
+        def check() -> tuple[CompletedCheckpoint | None, list[str], list[CheckpointId],
                              StorageUnreachableError | None]:
             warnings: list[str] = []
-            unusable: list[int] = []
+            unusable: list[CheckpointId] = []
             for candidate in candidates:
                 try:
                     problem = self._check(candidate)
@@ -261,7 +263,9 @@ class JobCheckpointing:
                                 f"({candidate.external_path}) cannot be restored: {problem}")
             return None, warnings, unusable, None
 
-        def finish(future: Any) -> None:
+        def finish(future: Future[tuple[CompletedCheckpoint | None, list[str],
+                                        list[CheckpointId],
+                                        StorageUnreachableError | None]]) -> None:
             def on_main() -> None:
                 unreachable: StorageUnreachableError | None = None
                 try:
@@ -298,7 +302,7 @@ class JobCheckpointing:
             return f"its file {missing[0]}{more} does not exist"
         return None
 
-    def forget(self, checkpoint_id: int) -> None:
+    def forget(self, checkpoint_id: CheckpointId) -> None:
         """A restore found ``checkpoint_id`` unusable: never restore it again."""
         self.coordinator.forget_completed(checkpoint_id)
 
@@ -461,7 +465,8 @@ class JobCheckpointing:
                     timestamp_ms=action.timestamp_ms, options=action.options),
                 timeout=RPC_TIMEOUT_S)
 
-            def delivered(f: Any, name: str = ev.name if ev else attempt_id) -> None:
+            def delivered(f: grpc.Future[taskexecutor_pb2.TaskAck],
+                          name: str = ev.name if ev else attempt_id) -> None:
                 error = f.exception()
                 if error is None:
                     return
@@ -480,7 +485,7 @@ class JobCheckpointing:
     def _finalize(self, action: FinalizeCheckpoint) -> None:
         checkpoint_id, metadata = action.checkpoint_id, action.metadata
 
-        def finished(future: Any) -> None:
+        def finished(future: Future[str]) -> None:
             def on_main() -> None:
                 error = future.exception()
                 if error is not None:
@@ -535,7 +540,8 @@ class JobCheckpointing:
         log.warning("not deleting %s: it is neither in the checkpoint directory nor in a "
                     "claimed snapshot", uri)
 
-    def _note_local_state(self, checkpoint_id: int, attempts: tuple[str, ...]) -> None:
+    def _note_local_state(self, checkpoint_id: CheckpointId,
+                          attempts: tuple[ExecutionAttemptId, ...]) -> None:
         """Task-local recovery: each acknowledging task's TaskExecutor now holds a local
         copy of that task's state in ``checkpoint_id`` (restarts prefer it)."""
         if not self.local_recovery:
@@ -545,9 +551,10 @@ class JobCheckpointing:
             if ev is not None and ev.resource_id:
                 self._graph.local_state[ev.owner] = (checkpoint_id, ev.resource_id)
 
-    def _notify(self, checkpoint_id: int, attempts: tuple[str, ...], complete: bool,
-                reason: int = 0) -> None:
-        by_executor: dict[str, list[str]] = defaultdict(list)
+    def _notify(self, checkpoint_id: CheckpointId, attempts: tuple[ExecutionAttemptId, ...],
+                complete: bool,
+                reason: checkpoint_pb2.CheckpointFailureReason | None = None) -> None:
+        by_executor: dict[ResourceId, list[ExecutionAttemptId]] = defaultdict(list)
         for attempt_id in attempts:
             ev = self._graph.by_attempt.get(attempt_id)
             if ev is not None and ev.resource_id:
@@ -558,8 +565,7 @@ class JobCheckpointing:
                 keep_until_done(record.stub.NotifyCheckpoint.future(
                     taskexecutor_pb2.CheckpointNotification(
                         job_id=self.job_id, checkpoint_id=checkpoint_id, complete=complete,
-                        attempt_ids=attempt_ids,
-                        reason=cast("checkpoint_pb2.CheckpointFailureReason", reason)),
+                        attempt_ids=attempt_ids, reason=reason),
                     timeout=RPC_TIMEOUT_S))
 
     def _discard(self, action: DiscardCheckpoint) -> None:
@@ -577,7 +583,7 @@ class JobCheckpointing:
             elif not location:
                 storage.delete_prefix(checkpoint_dir(self.job_id, action.checkpoint_id) + "/")
 
-        def logged(future: Any) -> None:
+        def logged(future: Future[None]) -> None:
             if future.exception() is not None:
                 log.warning("deleting checkpoint %d of job %s failed: %s",
                             action.checkpoint_id, self.job_id, future.exception())

@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 import cloudpickle
 import grpc
@@ -45,6 +45,7 @@ from weir.core.errors import (
     UserError,
     WeirError,
 )
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metrics import CallbackCollector, MetricsServer
 from weir.core.rpc import create_server
 from weir.core.secrets import auth_token
@@ -93,6 +94,8 @@ from weir.shuffle.loader import load_shuffle_service_factory
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: How long a submission waits for its graph to be stored (high availability).
 STORE_TIMEOUT_S = 120.0
 
@@ -118,7 +121,7 @@ class JobMaster:
         #: First: a bad high-availability.* setting fails before anything starts.
         self.job_store: JobStore | None = create_job_store(configuration)
         #: Ids of jobs whose graph is being stored, not registered yet (high availability).
-        self._reserved: set[str] = set()
+        self._reserved: set[JobId] = set()
         self.jobmaster_id = secrets.token_hex(8)
         self._token = auth_token(configuration)
         self._tls = TlsFiles.from_conf(configuration)
@@ -136,7 +139,7 @@ class JobMaster:
             dispatch=lambda fn: self.main.submit(fn, timeout=0))
         self.shuffle_master = load_shuffle_service_factory(configuration).create_shuffle_master(
             configuration)
-        self.jobs: OrderedDict[str, JobScheduler] = OrderedDict()
+        self.jobs: OrderedDict[JobId, JobScheduler] = OrderedDict()
         #: Storage I/O of checkpoints (metadata writes, deletions, restore checks).
         self.io = ThreadPoolExecutor(4, thread_name_prefix="jobmaster-io")
         self._stream_ids = iter(range(1, 1 << 62))
@@ -224,7 +227,8 @@ class JobMaster:
 
     # -- callbacks (main thread) ------------------------------------------------------------
 
-    def _on_te_lost(self, resource_id: str, reason: int, message: str) -> None:
+    def _on_te_lost(self, resource_id: ResourceId, reason: common_pb2.FailureReason,
+                    message: str) -> None:
         self.shuffle_master.on_producer_lost(resource_id)
         for job in list(self.jobs.values()):
             job.on_task_executor_lost(resource_id, reason, message)
@@ -245,7 +249,7 @@ class JobMaster:
     # -- jobs (main thread) -----------------------------------------------------------------
 
     def submit(self, graph: jobgraph_pb2.JobGraph,
-               snapshot: CompletedCheckpoint | None = None) -> str:
+               snapshot: CompletedCheckpoint | None = None) -> JobId:
         """Register and start a job whose graph passed validate_job_graph (main thread),
         from ``snapshot`` (a savepoint or retained checkpoint, see ``load_start_snapshot``)
         if given.
@@ -253,17 +257,18 @@ class JobMaster:
         Raises JobExistsError for a known job id and ConfigError for a configuration that
         cannot work; a job that fails to start is forgotten again, slots released.
         """
-        if graph.job_id in self.jobs:
-            msg = f"a job with id {graph.job_id} exists already"
+        job_id = JobId(graph.job_id)
+        if job_id in self.jobs:
+            msg = f"a job with id {job_id} exists already"
             raise JobExistsError(msg)
         job = self.create_job(graph)
         if snapshot is not None and job.checkpointing is None:
             msg = ("starting from a savepoint needs checkpointing: set "
                    "execution.checkpointing.interval (and state.checkpoints.dir)")
             raise ConfigError(msg)
-        self.jobs[graph.job_id] = job
+        self.jobs[job_id] = job
         self._attach_job_store(job)
-        log.info("job %s (%s) submitted: %d vertices, %d slots needed", graph.job_id,
+        log.info("job %s (%s) submitted: %d vertices, %d slots needed", job_id,
                  graph.name, len(graph.vertices), job.required_slots)
         try:
             if snapshot is not None:
@@ -273,10 +278,10 @@ class JobMaster:
             else:
                 job.start()
         except BaseException:
-            del self.jobs[graph.job_id]
-            self.resources.release(graph.job_id)
+            del self.jobs[job_id]
+            self.resources.release(job_id)
             raise
-        return graph.job_id
+        return job_id
 
     def create_job(self, graph: jobgraph_pb2.JobGraph) -> JobScheduler:
         """A scheduler for ``graph``, neither registered nor started (main thread); raises
@@ -285,7 +290,7 @@ class JobMaster:
                             self.configuration.merged(dict(graph.config)),
                             self._on_job_terminal, self.io)
 
-    def job(self, job_id: str) -> JobScheduler | None:
+    def job(self, job_id: JobId) -> JobScheduler | None:
         return self.jobs.get(job_id)
 
     # -- high availability ------------------------------------------------------------------
@@ -309,7 +314,7 @@ class JobMaster:
                  "claimed" if snapshot.claimed else "not claimed")
         return snapshot
 
-    def submit_durably(self, graph: jobgraph_pb2.JobGraph) -> str:
+    def submit_durably(self, graph: jobgraph_pb2.JobGraph) -> JobId:
         """Submit from an RPC thread: with high availability, the graph is stored before
         the job is registered and the submission acknowledged, and removed again if the job
         does not start. Raises what ``submit`` and ``load_start_snapshot`` raise, and
@@ -318,7 +323,7 @@ class JobMaster:
         store = self.job_store
         if store is None:
             return self.main.call(lambda: self.submit(graph, snapshot))
-        job_id = graph.job_id
+        job_id = JobId(graph.job_id)
 
         def reserve() -> None:
             if job_id in self.jobs or job_id in self._reserved:
@@ -361,7 +366,7 @@ class JobMaster:
             return
         job_id = job.job_id
 
-        def store_pointer(checkpoint_id: int, path: str) -> None:
+        def store_pointer(checkpoint_id: CheckpointId, path: str) -> None:
             try:
                 store.put_checkpoint_pointer(job_id, checkpoint_id, path)
             except StorageError as err:
@@ -383,13 +388,13 @@ class JobMaster:
 
         job.on_graph_changed = store_graph
 
-    def _forget_stored(self, job_id: str, wait: bool = False) -> None:
+    def _forget_stored(self, job_id: JobId, wait: bool = False) -> None:
         """Remove a job from the job store, on the I/O pool (``wait``: before returning,
         not on the main thread); a failure is logged."""
         store = self.job_store
         assert store is not None
 
-        def logged(future: Any) -> None:
+        def logged(future: Future[None]) -> None:
             if future.exception() is not None:
                 log.error("high availability: removing job %s from %s failed (%s): a "
                           "restarted JobMaster will recover it again; delete that directory "
@@ -431,7 +436,7 @@ class JobMaster:
         Raises TaskExecutorNotRegisteredError when ``first`` is not of its current
         registration (it never registered, or registered again since).
         """
-        resource_id = first.resource_id
+        resource_id = ResourceId(first.resource_id)
         stream_id = next(self._stream_ids)
 
         def attach() -> bool:
@@ -446,24 +451,25 @@ class JobMaster:
             raise TaskExecutorNotRegisteredError(msg)
         return stream_id
 
-    def heartbeat(self, resource_id: str, message: jobmaster_pb2.TaskExecutorHeartbeat
-                  ) -> list[str] | None:
+    def heartbeat(self, resource_id: ResourceId, message: jobmaster_pb2.TaskExecutorHeartbeat
+                  ) -> list[ExecutionAttemptId] | None:
         """Note a heartbeat that arrived on the attached stream of ``resource_id`` (the
         stream's reader thread; waits for the main thread, at most 10 s). Returns the
         attempts it reports running that the JobMaster does not know (tasks of ended jobs
         too), which the TaskExecutor is to cancel; None when a newer registration replaced
         the stream's, which then ends.
         """
-        def handle() -> list[str] | None:
+        def handle() -> list[ExecutionAttemptId] | None:
             if not self.resources.heartbeat(resource_id, message):
                 return None  # fenced: a newer registration replaced this one
             known = {a for job in self.jobs.values() if not job.graph.is_terminal()
                      for a in job.graph.by_attempt}
-            return [a for a in message.running_attempts if a not in known]
+            running = map(ExecutionAttemptId, message.running_attempts)
+            return [a for a in running if a not in known]
 
         return self.main.call(handle, timeout=10)
 
-    def heartbeats_ended(self, resource_id: str, stream_id: int) -> None:
+    def heartbeats_ended(self, resource_id: ResourceId, stream_id: int) -> None:
         """A heartbeat stream ended (closed, broken, or its process exited): the
         TaskExecutor is lost, unless a newer stream of it is attached meanwhile. Any thread
         (a gRPC callback); waits only for room in the main thread's queue."""
@@ -483,7 +489,7 @@ class JobMaster:
     def update_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
         """A task's state changed (waits for the main thread); an unknown job ignores it."""
         def update_job() -> None:
-            job = self.job(update.job_id)
+            job = self.job(JobId(update.job_id))
             if job is not None:
                 job.on_task_state(update)
 
@@ -497,10 +503,11 @@ class JobMaster:
         Raises JobNotFoundError, and SplitEnumeratorError when the enumerator raised (the
         job then fails over).
         """
-        job = self._known_job(request.job_id)
+        job = self._known_job(JobId(request.job_id))
+        attempt_id = ExecutionAttemptId(request.attempt_id)
 
         def answer() -> jobmaster_pb2.SplitResponse | None:
-            if job.graph.by_attempt.get(request.attempt_id) is None:
+            if job.graph.by_attempt.get(attempt_id) is None:
                 return jobmaster_pb2.SplitResponse(retry_after_ms=1000)  # a stale attempt
             try:
                 return job.sources.request_splits(request.vertex_id, request.subtask_index,
@@ -525,28 +532,28 @@ class JobMaster:
         A failed attempt's late batch is dropped (True): the restarted attempt sends its
         own. Raises JobNotFoundError.
         """
-        job = self.jobs.get(batch.job_id)  # read-only dict lookups off the main thread
+        job = self.jobs.get(JobId(batch.job_id))  # read-only dict lookups off the main thread
         if job is None:
             msg = f"no job {batch.job_id}"
             raise JobNotFoundError(msg)
-        if batch.attempt_id and batch.attempt_id not in job.graph.by_attempt:
+        if batch.attempt_id and ExecutionAttemptId(batch.attempt_id) not in job.graph.by_attempt:
             return True
         return job.collect.push(batch.arrow_ipc, wait=5.0)
 
     def acknowledge_checkpoint(self, request: jobmaster_pb2.AcknowledgeCheckpointRequest
                                ) -> None:
         """A task's part of a checkpoint (handed to the main thread; returns at once)."""
-        self._to_checkpointing(request.job_id, lambda c: c.on_acknowledge(request))
+        self._to_checkpointing(JobId(request.job_id), lambda c: c.on_acknowledge(request))
 
     def decline_checkpoint(self, request: jobmaster_pb2.DeclineCheckpointRequest) -> None:
         """A task declined a checkpoint (handed to the main thread; returns at once)."""
-        self._to_checkpointing(request.job_id, lambda c: c.on_decline(request))
+        self._to_checkpointing(JobId(request.job_id), lambda c: c.on_decline(request))
 
-    def report_end_of_data(self, job_id: str, attempt_id: str) -> None:
+    def report_end_of_data(self, job_id: JobId, attempt_id: ExecutionAttemptId) -> None:
         """A source task read all its input (handed to the main thread; returns at once)."""
         self._to_checkpointing(job_id, lambda c: c.on_end_of_data(attempt_id))
 
-    def _to_checkpointing(self, job_id: str, fn: Callable[[JobCheckpointing], None]) -> None:
+    def _to_checkpointing(self, job_id: JobId, fn: Callable[[JobCheckpointing], None]) -> None:
         """Hand a task's checkpoint report to the main thread (unknown jobs and jobs
         without checkpointing ignore it: they ended, or never asked)."""
         def run() -> None:
@@ -559,7 +566,7 @@ class JobMaster:
 
     # -- operations for clients (RPC threads; see dispatcher_servicer) ----------------------
 
-    def submit_job(self, graph: jobgraph_pb2.JobGraph) -> str:
+    def submit_job(self, graph: jobgraph_pb2.JobGraph) -> JobId:
         """Check and submit a client's job (see :meth:`submit_durably`); returns its id.
 
         Raises InvalidJobError (JobGraphValidationError among them) for a graph that is
@@ -594,15 +601,15 @@ class JobMaster:
         """Every known job, oldest first (waits for the main thread)."""
         return self.main.call(lambda: [j.graph.summary() for j in self.jobs.values()])
 
-    def job_details(self, job_id: str) -> jobmaster_pb2.JobDetails:
+    def job_details(self, job_id: JobId) -> jobmaster_pb2.JobDetails:
         """Raises JobNotFoundError."""
         return self.main.call(self._known_job(job_id).details)
 
-    def cancel_job(self, job_id: str) -> None:
+    def cancel_job(self, job_id: JobId) -> None:
         """Cancel a job (waits for the main thread to start it). Raises JobNotFoundError."""
         self.main.call(self._known_job(job_id).cancel)
 
-    def fetch_collect(self, job_id: str, max_batches: int, wait_s: float
+    def fetch_collect(self, job_id: JobId, max_batches: int, wait_s: float
                       ) -> dispatcher_pb2.FetchCollectResponse:
         """Up to ``max_batches`` of a job's results, waiting up to ``wait_s`` for the first
         (never on the main thread), with the job's status and failure, all within one
@@ -633,7 +640,7 @@ class JobMaster:
             overview.task_executors.append(record.to_info())
         return overview
 
-    def checkpoint_history(self, job_id: str) -> dispatcher_pb2.CheckpointHistory:
+    def checkpoint_history(self, job_id: JobId) -> dispatcher_pb2.CheckpointHistory:
         """A job's checkpoints and its last restore (waits for the main thread). Raises
         JobNotFoundError."""
         job = self._known_job(job_id)
@@ -657,13 +664,15 @@ class JobMaster:
         Raises JobNotFoundError, SavepointFailedError (the job keeps running) and
         OperationTimeoutError.
         """
-        job = self._known_job(request.job_id)
-        path: str = self._await_outcome(
-            lambda done: job.savepoint(request, done), "savepoint",
-            2 * job.checkpoint_timeout_s() + 60, SavepointFailedError)
-        return path
+        job = self._known_job(JobId(request.job_id))
 
-    def rescale_job(self, job_id: str, parallelism: int,
+        def start(done: Callable[[str | None, str | None], None]) -> None:
+            job.savepoint(request, done)
+
+        return self._await_outcome(start, "savepoint", 2 * job.checkpoint_timeout_s() + 60,
+                                   SavepointFailedError)
+
+    def rescale_job(self, job_id: JobId, parallelism: int,
                     operator_parallelism: dict[str, int]) -> jobmaster_pb2.JobChange:
         """Deploy a running job again at another parallelism (``parallelism``, or 0 for
         only the operators of ``operator_parallelism``, by uid) from a checkpoint taken
@@ -681,7 +690,7 @@ class JobMaster:
                          if new.parallelism != old.parallelism for u in new.operator_uids if u)
         return self._change(job, "rescale", graph, changed, None)
 
-    def update_job(self, job_id: str, new_graph: jobgraph_pb2.JobGraph,
+    def update_job(self, job_id: JobId, new_graph: jobgraph_pb2.JobGraph,
                    allow_non_restored_state: bool) -> jobmaster_pb2.JobChange:
         """Replace a running job's program by ``new_graph`` (hot update), its state kept by
         operator uid, and wait until it runs again.
@@ -715,19 +724,21 @@ class JobMaster:
                 changed: list[str],
                 check: Callable[[checkpoint_pb2.CheckpointMetadata], None] | None
                 ) -> jobmaster_pb2.JobChange:
+        def start(done: Callable[[jobmaster_pb2.JobChange | None, str | None], None]) -> None:
+            job.change(kind, graph, changed, done, check)
+
         # A checkpoint (at most its timeout, after one in progress), then a redeployment
         # that waits for slots at most slot.request.timeout.
-        change: jobmaster_pb2.JobChange = self._await_outcome(
-            lambda done: job.change(kind, graph, changed, done, check), kind,
-            2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120, JobChangeFailedError)
-        return change
+        return self._await_outcome(
+            start, kind, 2 * job.checkpoint_timeout_s() + job.slot_timeout_s() + 120,
+            JobChangeFailedError)
 
-    def _await_outcome(self, start: Callable[[Callable[[Any, str | None], None]], None],
-                       what: str, wait: float, failed: type[WeirError]) -> Any:
+    def _await_outcome(self, start: Callable[[Callable[[T | None, str | None], None]], None],
+                       what: str, wait: float, failed: type[WeirError]) -> T:
         """Start a savepoint or change on the main thread and wait (up to ``wait`` s) for
-        the ``done(result, error)`` it promises; returns the result. Raises ``failed`` with
-        the error, or OperationTimeoutError."""
-        outcome: Future[tuple[Any, str | None]] = Future()
+        the ``done(result, error)`` it promises (a result unless an error); returns the
+        result. Raises ``failed`` with the error, or OperationTimeoutError."""
+        outcome: Future[tuple[T | None, str | None]] = Future()
         self.main.call(lambda: start(lambda result, error: outcome.set_result(
             (result, error))))
         try:
@@ -737,6 +748,7 @@ class JobMaster:
             raise OperationTimeoutError(msg) from None
         if error is not None:
             raise failed(error)
+        assert result is not None, f"the {what} ended with neither a result nor an error"
         return result
 
     def dispose_savepoint(self, path: str) -> None:
@@ -747,7 +759,7 @@ class JobMaster:
         except (UserError, StorageError, StateError) as err:
             raise SavepointNotDisposedError(str(err)) from err
 
-    def _known_job(self, job_id: str) -> JobScheduler:
+    def _known_job(self, job_id: JobId) -> JobScheduler:
         """The job ``job_id`` (looked up on the main thread); raises JobNotFoundError."""
         job = self.main.call(lambda: self.job(job_id))
         if job is None:

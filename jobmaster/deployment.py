@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core.clock import Clock
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, PartitionId, ResourceId
 from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
 from weir.jobmaster.task_restore import task_restore
 from weir.proto import common_pb2, jobgraph_pb2
@@ -39,17 +40,18 @@ from weir.proto import common_pb2, jobgraph_pb2
 log = logging.getLogger(__name__)
 
 
-def local_preferences(graph: jobgraph_pb2.JobGraph, checkpoint_id: int,
-                      local_state: dict[str, tuple[int, str]],
-                      holders: Callable[[str, int], Iterable[str]]) -> list[str | None]:
+def local_preferences(graph: jobgraph_pb2.JobGraph, checkpoint_id: CheckpointId,
+                      local_state: dict[str, tuple[CheckpointId, ResourceId]],
+                      holders: Callable[[str, CheckpointId], Iterable[ResourceId]]
+                      ) -> list[ResourceId | None]:
     """Task-local recovery: per slot (pipeline) index, the TaskExecutor that holds local
     copies of that pipeline's state in checkpoint ``checkpoint_id`` (most owners wins;
     None: nobody). Known from completed checkpoints (``local_state``: owner ->
     (checkpoint id, resource id)), or offered at registration (``holders(owner,
     checkpoint_id)``)."""
-    preferred: list[str | None] = []
+    preferred: list[ResourceId | None] = []
     for index in range(max(v.parallelism for v in graph.vertices)):
-        votes: Counter[str] = Counter()
+        votes: Counter[ResourceId] = Counter()
         for vertex in graph.vertices:
             if index >= vertex.parallelism:
                 continue
@@ -85,7 +87,7 @@ class SlotWaits:
     """When a job waiting for slots gives up. Main thread only; I/O-free: fed the
     allocation outcomes, it returns what the clock makes due from :meth:`on_tick`."""
 
-    def __init__(self, job_id: str, clock: Clock, *, slot_timeout_ms: int,
+    def __init__(self, job_id: JobId, clock: Clock, *, slot_timeout_ms: int,
                  local_wait_ms: int) -> None:
         self.job_id = job_id
         self._clock = clock
@@ -120,7 +122,7 @@ class SlotWaits:
         """An allocation succeeded: the job no longer waits."""
         self.waiting_since = self._deadline = None
 
-    def wait_for_local_state(self, absent: Collection[str]) -> bool:
+    def wait_for_local_state(self, absent: Collection[ResourceId]) -> bool:
         """Whether to hold the (re)start back because TaskExecutors ``absent`` (that hold
         local state) are away: they may be restarting. The wait starts at the first call
         and lasts ``state.backend.local-recovery.taskexecutor-wait``."""
@@ -165,26 +167,29 @@ class PartitionTable:
 
     def __init__(self) -> None:
         #: (producer attempt id, consumer vertex id) -> partition id.
-        self.ids: dict[tuple[str, int], str] = {}
+        self.ids: dict[tuple[ExecutionAttemptId, int], PartitionId] = {}
         #: partition id -> shuffle descriptor (from the shuffle master).
-        self.descriptors: dict[str, bytes] = {}
+        self.descriptors: dict[PartitionId, bytes] = {}
         #: Partitions a consumer reported it could not read (PARTITION_NOT_FOUND).
-        self.lost: set[str] = set()
+        self.lost: set[PartitionId] = set()
         #: BATCH: partitions a deployed consumer reads (gone once read, unless the
         #: shuffle master's partitions are reconsumable).
-        self.read: set[str] = set()
+        self.read: set[PartitionId] = set()
 
-    def add(self, attempt_id: str, consumer: int, partition_id: str, descriptor: bytes
-            ) -> None:
+    def add(self, attempt_id: ExecutionAttemptId, consumer: int, partition_id: PartitionId,
+            descriptor: bytes) -> None:
         self.ids[(attempt_id, consumer)] = partition_id
         self.descriptors[partition_id] = descriptor
 
-    def pop_outputs(self, attempt_id: str, consumers: Iterable[int]) -> list[bytes]:
+    def pop_outputs(self, attempt_id: ExecutionAttemptId, consumers: Iterable[int]
+                    ) -> list[bytes]:
         """Forget the partitions attempt ``attempt_id`` produced for ``consumers``; returns
         their descriptors (to release)."""
         popped = []
         for consumer in consumers:
-            descriptor = self.descriptors.pop(self.ids.pop((attempt_id, consumer), ""), None)
+            partition_id = self.ids.pop((attempt_id, consumer), None)
+            descriptor = self.descriptors.pop(partition_id, None) \
+                if partition_id is not None else None
             if descriptor is not None:
                 popped.append(descriptor)
         return popped
@@ -199,7 +204,7 @@ class PartitionTable:
         return released
 
 
-def deployment_descriptor(job_id: str, graph: ExecutionGraph, ev: ExecutionVertex,
+def deployment_descriptor(job_id: JobId, graph: ExecutionGraph, ev: ExecutionVertex,
                           partitions: PartitionTable, *, batch: bool,
                           restored: CompletedCheckpoint | None = None,
                           without_channel_state: bool = False

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from weir.core.ids import JobId
 from weir.core.rpc import SMALL_MESSAGE_BYTES, method_limits
 from weir.jobmaster.status_codes import domain_errors
 from weir.proto import dispatcher_pb2, dispatcher_pb2_grpc, jobmaster_pb2
@@ -44,9 +45,7 @@ def request_limits() -> dict[str, int]:
 
 def add_to_server(servicer: DispatcherServicer, server: grpc.Server) -> None:
     """Serve ``servicer`` on ``server`` (before it starts)."""
-    # The generated registration function carries no annotations.
-    dispatcher_pb2_grpc.add_DispatcherServicer_to_server(  # type: ignore[no-untyped-call]
-        servicer, server)
+    dispatcher_pb2_grpc.add_DispatcherServicer_to_server(servicer, server)
 
 
 class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServicer):
@@ -76,13 +75,13 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServicer):
             self, request: dispatcher_pb2.JobIdRequest,
             context: grpc.ServicerContext) -> jobmaster_pb2.JobDetails:
         with domain_errors(context):
-            return self._jm.job_details(request.job_id)
+            return self._jm.job_details(JobId(request.job_id))
 
     def CancelJob(  # noqa: N802
             self, request: dispatcher_pb2.JobIdRequest,
             context: grpc.ServicerContext) -> jobmaster_pb2.Ack:
         with domain_errors(context):
-            self._jm.cancel_job(request.job_id)
+            self._jm.cancel_job(JobId(request.job_id))
         return jobmaster_pb2.Ack()
 
     def FetchCollectResults(  # noqa: N802
@@ -90,7 +89,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServicer):
             context: grpc.ServicerContext) -> dispatcher_pb2.FetchCollectResponse:
         wait_s = min(max(request.wait_ms, 0), MAX_FETCH_WAIT_MS) / 1000
         with domain_errors(context):
-            return self._jm.fetch_collect(request.job_id,
+            return self._jm.fetch_collect(JobId(request.job_id),
                                           request.max_batches or DEFAULT_FETCH_BATCHES, wait_s)
 
     def GetClusterOverview(  # noqa: N802
@@ -102,7 +101,7 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServicer):
             self, request: dispatcher_pb2.JobIdRequest,
             context: grpc.ServicerContext) -> dispatcher_pb2.CheckpointHistory:
         with domain_errors(context):
-            return self._jm.checkpoint_history(request.job_id)
+            return self._jm.checkpoint_history(JobId(request.job_id))
 
     def TriggerSavepoint(  # noqa: N802
             self, request: jobmaster_pb2.SavepointRequest,
@@ -121,12 +120,12 @@ class DispatcherServicer(dispatcher_pb2_grpc.DispatcherServicer):
             self, request: dispatcher_pb2.RescaleRequest,
             context: grpc.ServicerContext) -> jobmaster_pb2.JobChange:
         with domain_errors(context):
-            return self._jm.rescale_job(request.job_id, request.parallelism,
+            return self._jm.rescale_job(JobId(request.job_id), request.parallelism,
                                         dict(request.operator_parallelism))
 
     def UpdateJob(  # noqa: N802
             self, request: dispatcher_pb2.UpdateJobRequest,
             context: grpc.ServicerContext) -> jobmaster_pb2.JobChange:
         with domain_errors(context):
-            return self._jm.update_job(request.job_id, request.job_graph,
+            return self._jm.update_job(JobId(request.job_id), request.job_graph,
                                        request.allow_non_restored_state)

@@ -8,8 +8,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from weir.core.clock import Clock, wall_clock_ms
-from weir.core.ids import new_attempt_id
+from weir.core.ids import (
+    AllocationId,
+    CheckpointId,
+    ExecutionAttemptId,
+    JobId,
+    ResourceId,
+    new_attempt_id,
+)
 from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2
+
+#: The resource and allocation of an attempt that is not deployed.
+NOT_DEPLOYED = ResourceId("")
+NO_ALLOCATION = AllocationId("")
 
 TERMINAL_TASK_STATES = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
 TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}
@@ -21,11 +32,12 @@ class ExecutionVertex:
 
     job_vertex: jobgraph_pb2.JobVertex
     subtask_index: int
-    attempt_id: str = field(default_factory=new_attempt_id)
+    attempt_id: ExecutionAttemptId = field(default_factory=new_attempt_id)
     attempt_number: int = 0
-    state: int = common_pb2.CREATED
-    resource_id: str = ""
-    allocation_id: str = ""
+    state: common_pb2.ExecutionState = common_pb2.CREATED
+    #: Where the attempt is deployed (NOT_DEPLOYED and NO_ALLOCATION: nowhere yet).
+    resource_id: ResourceId = NOT_DEPLOYED
+    allocation_id: AllocationId = NO_ALLOCATION
     metrics: jobmaster_pb2.TaskMetrics = field(default_factory=jobmaster_pb2.TaskMetrics)
     failure: common_pb2.ErrorInfo | None = None
     #: What this attempt's restore cost (None: it restored nothing, or is not running yet).
@@ -50,8 +62,8 @@ class ExecutionVertex:
         self.attempt_id = new_attempt_id()
         self.attempt_number += 1
         self.state = common_pb2.CREATED
-        self.resource_id = ""
-        self.allocation_id = ""
+        self.resource_id = NOT_DEPLOYED
+        self.allocation_id = NO_ALLOCATION
         self.metrics = jobmaster_pb2.TaskMetrics()
         self.failure = None
         self.restore = None
@@ -63,16 +75,17 @@ class ExecutionGraph:
     def __init__(self, job_graph: jobgraph_pb2.JobGraph, clock: Clock = wall_clock_ms
                  ) -> None:
         self.job_graph = job_graph
-        self.job_id = job_graph.job_id
+        self.job_id = JobId(job_graph.job_id)
         self.status = common_pb2.JOB_CREATED
         self.vertices: dict[int, list[ExecutionVertex]] = {
             v.id: [ExecutionVertex(v, i) for i in range(v.parallelism)]
             for v in job_graph.vertices}
-        self.by_attempt = {ev.attempt_id: ev for evs in self.vertices.values() for ev in evs}
+        self.by_attempt: dict[ExecutionAttemptId, ExecutionVertex] = {
+            ev.attempt_id: ev for evs in self.vertices.values() for ev in evs}
         self.failure: common_pb2.ErrorInfo | None = None
         #: Task-local recovery: owner -> (checkpoint id, resource id of the TaskExecutor
         #: that kept a local copy of that owner's state in that checkpoint).
-        self.local_state: dict[str, tuple[int, str]] = {}
+        self.local_state: dict[str, tuple[CheckpointId, ResourceId]] = {}
         #: The last restore, summed over tasks (None: never restored).
         self.last_restore: jobmaster_pb2.RestoreStats | None = None
         #: When the job was submitted and when it ended (epoch seconds).

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from weir.core.ids import ExecutionAttemptId, JobId, ResourceId
 from weir.core.rpc import SMALL_MESSAGE_BYTES, method_limits
 from weir.jobmaster.status_codes import domain_errors
 from weir.proto import jobmaster_pb2, jobmaster_pb2_grpc
@@ -51,9 +52,7 @@ def request_limits() -> dict[str, int]:
 
 def add_to_server(servicer: JobMasterGatewayServicer, server: grpc.Server) -> None:
     """Serve ``servicer`` on ``server`` (before it starts)."""
-    # The generated registration function carries no annotations.
-    jobmaster_pb2_grpc.add_JobMasterGatewayServicer_to_server(  # type: ignore[no-untyped-call]
-        servicer, server)
+    jobmaster_pb2_grpc.add_JobMasterGatewayServicer_to_server(servicer, server)
 
 
 class JobMasterGatewayServicer(jobmaster_pb2_grpc.JobMasterGatewayServicer):
@@ -91,12 +90,12 @@ class JobMasterGatewayServicer(jobmaster_pb2_grpc.JobMasterGatewayServicer):
             first = next(request_iterator)
         except (StopIteration, grpc.RpcError):
             return
-        resource_id = first.resource_id
+        resource_id = ResourceId(first.resource_id)
         with domain_errors(context):
             stream_id = jm.attach_heartbeats(first)
         context.add_callback(lambda: jm.heartbeats_ended(resource_id, stream_id))
         done = threading.Event()
-        unknown: list[list[str]] = [[]]
+        unknown: list[list[ExecutionAttemptId]] = [[]]
 
         def read() -> None:
             try:
@@ -154,5 +153,6 @@ class JobMasterGatewayServicer(jobmaster_pb2_grpc.JobMasterGatewayServicer):
     def ReportEndOfData(  # noqa: N802
             self, request: jobmaster_pb2.EndOfDataReport,
             context: grpc.ServicerContext) -> jobmaster_pb2.Ack:
-        self._jm.report_end_of_data(request.job_id, request.attempt_id)
+        self._jm.report_end_of_data(JobId(request.job_id),
+                                    ExecutionAttemptId(request.attempt_id))
         return jobmaster_pb2.Ack()

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from weir.checkpoint.storage import CheckpointStorage, create_storage, self_verifying
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, StorageError
-from weir.core.ids import JobId
+from weir.core.ids import CheckpointId, JobId, is_valid_job_id
 from weir.jobmaster import options as jm_options
 
 JOBS_DIR = "jobs"
@@ -74,8 +74,8 @@ class CheckpointPointer:
     ``external_path`` of :class:`~weir.checkpoint.coordinator.CompletedCheckpoint`, which
     holds ``_metadata``)."""
 
-    job_id: str
-    checkpoint_id: int
+    job_id: JobId
+    checkpoint_id: CheckpointId
     metadata_uri: str
 
 
@@ -91,25 +91,25 @@ class JobStore(ABC):
     """
 
     @abstractmethod
-    def put_job(self, job_graph: bytes, job_id: str) -> None:
+    def put_job(self, job_graph: bytes, job_id: JobId) -> None:
         """Store a submitted job's serialized JobGraph (and drop a stale pointer of an
         earlier job with the same id). Returns once it is durable and read back intact."""
 
     @abstractmethod
-    def get_job(self, job_id: str) -> bytes:
+    def get_job(self, job_id: JobId) -> bytes:
         """The serialized JobGraph stored by :meth:`put_job`."""
 
     @abstractmethod
-    def remove_job(self, job_id: str) -> None:
+    def remove_job(self, job_id: JobId) -> None:
         """Forget a job that ended (graph first, so it is never recovered again, then its
         pointer). Removing an unknown job is not an error."""
 
     @abstractmethod
-    def job_ids(self) -> list[str]:
+    def job_ids(self) -> list[JobId]:
         """Ids of the stored jobs, sorted."""
 
     @abstractmethod
-    def put_checkpoint_pointer(self, job_id: str, checkpoint_id: int,
+    def put_checkpoint_pointer(self, job_id: JobId, checkpoint_id: CheckpointId,
                                metadata_uri: str) -> None:
         """Record ``checkpoint_id`` (its directory ``metadata_uri``) as the job's latest
         completed checkpoint; returns once it is durable and read back intact. A pointer
@@ -117,7 +117,7 @@ class JobStore(ABC):
         of that job is."""
 
     @abstractmethod
-    def checkpoint_pointer(self, job_id: str) -> CheckpointPointer | None:
+    def checkpoint_pointer(self, job_id: JobId) -> CheckpointPointer | None:
         """The job's latest checkpoint pointer; None when none was written yet."""
 
     @property
@@ -126,7 +126,7 @@ class JobStore(ABC):
         """Where the store keeps its files (``<storageDir>/<cluster-id>``)."""
 
     @abstractmethod
-    def location(self, job_id: str, name: str = "") -> str:
+    def location(self, job_id: JobId, name: str = "") -> str:
         """The URI of a job's directory, or of its ``name`` file (for messages)."""
 
 
@@ -138,14 +138,14 @@ class StorageJobStore(JobStore):
         self.storage = storage
         self._lock = threading.Lock()
         #: Per job: serialises its pointer writes (so that they never reorder).
-        self._job_locks: dict[str, threading.Lock] = {}
+        self._job_locks: dict[JobId, threading.Lock] = {}
         #: Per job, the newest pointer written by this process (-1 once removed).
-        self._latest: dict[str, int] = {}
+        self._latest: dict[JobId, int] = {}
 
     # -- paths ------------------------------------------------------------------------------
 
-    def _relative(self, job_id: str, name: str = "") -> str:
-        if not JobId.is_valid(job_id):  # type: ignore[attr-defined]
+    def _relative(self, job_id: JobId, name: str = "") -> str:
+        if not is_valid_job_id(job_id):
             # Ids become paths: only the 32 hex digits every job id has may.
             msg = f"not a job id: {job_id!r} (32 hex digits)"
             raise ValueError(msg)
@@ -155,26 +155,26 @@ class StorageJobStore(JobStore):
     def uri(self) -> str:
         return self.storage.base_uri.rstrip("/")
 
-    def location(self, job_id: str, name: str = "") -> str:
+    def location(self, job_id: JobId, name: str = "") -> str:
         return f"{self.uri}/{self._relative(job_id, name)}"
 
     # -- jobs -------------------------------------------------------------------------------
 
-    def _job_lock(self, job_id: str) -> threading.Lock:
+    def _job_lock(self, job_id: JobId) -> threading.Lock:
         with self._lock:
             return self._job_locks.setdefault(job_id, threading.Lock())
 
-    def put_job(self, job_graph: bytes, job_id: str) -> None:
+    def put_job(self, job_graph: bytes, job_id: JobId) -> None:
         with self._job_lock(job_id):
             self._latest.pop(job_id, None)
         with _storage_errors(self.location(job_id, POINTER_NAME)):
             self.storage.delete(self.location(job_id, POINTER_NAME))
         self._write(job_id, JOB_GRAPH_NAME, KIND_JOB_GRAPH, job_graph)
 
-    def get_job(self, job_id: str) -> bytes:
+    def get_job(self, job_id: JobId) -> bytes:
         return self._read(job_id, JOB_GRAPH_NAME, KIND_JOB_GRAPH)
 
-    def remove_job(self, job_id: str) -> None:
+    def remove_job(self, job_id: JobId) -> None:
         with self._job_lock(job_id):
             self._latest[job_id] = -1
         with _storage_errors(self.location(job_id)):
@@ -182,7 +182,7 @@ class StorageJobStore(JobStore):
             self.storage.delete(self.location(job_id, JOB_GRAPH_NAME))
             self.storage.delete_prefix(self._relative(job_id) + "/")
 
-    def job_ids(self) -> list[str]:
+    def job_ids(self) -> list[JobId]:
         base = f"{self.uri}/{JOBS_DIR}/"
         found = []
         with _storage_errors(base):
@@ -190,13 +190,13 @@ class StorageJobStore(JobStore):
         for uri in listed:
             parts = uri.removeprefix(base).split("/")
             if len(parts) == 2 and parts[1] == JOB_GRAPH_NAME and \
-                    JobId.is_valid(parts[0]):  # type: ignore[attr-defined]
-                found.append(parts[0])
+                    is_valid_job_id(parts[0]):
+                found.append(JobId(parts[0]))
         return sorted(found)
 
     # -- checkpoint pointers ----------------------------------------------------------------
 
-    def put_checkpoint_pointer(self, job_id: str, checkpoint_id: int,
+    def put_checkpoint_pointer(self, job_id: JobId, checkpoint_id: CheckpointId,
                                metadata_uri: str) -> None:
         payload = json.dumps({"job_id": job_id, "checkpoint_id": checkpoint_id,
                               "metadata_uri": metadata_uri}, sort_keys=True).encode()
@@ -208,7 +208,7 @@ class StorageJobStore(JobStore):
             self._write(job_id, POINTER_NAME, KIND_POINTER, payload)
             self._latest[job_id] = checkpoint_id
 
-    def checkpoint_pointer(self, job_id: str) -> CheckpointPointer | None:
+    def checkpoint_pointer(self, job_id: JobId) -> CheckpointPointer | None:
         try:
             payload = self._read(job_id, POINTER_NAME, KIND_POINTER)
         except MissingStateError:
@@ -216,7 +216,7 @@ class StorageJobStore(JobStore):
         where = self.location(job_id, POINTER_NAME)
         try:
             data = json.loads(payload)
-            pointer = CheckpointPointer(str(data["job_id"]), data["checkpoint_id"],
+            pointer = CheckpointPointer(JobId(str(data["job_id"])), data["checkpoint_id"],
                                         str(data["metadata_uri"]))
         except (ValueError, KeyError, TypeError) as err:
             msg = f"{where} is corrupt: not a checkpoint pointer ({err})"
@@ -231,7 +231,7 @@ class StorageJobStore(JobStore):
 
     # -- files ------------------------------------------------------------------------------
 
-    def _write(self, job_id: str, name: str, kind: int, payload: bytes) -> None:
+    def _write(self, job_id: JobId, name: str, kind: int, payload: bytes) -> None:
         with _storage_errors(self.location(job_id, name)):
             self.storage.write(self._relative(job_id, name), encode(kind, payload))
         # Read back before it counts: what recovery will read is what was meant.
@@ -239,7 +239,7 @@ class StorageJobStore(JobStore):
             msg = f"{self.location(job_id, name)} did not read back as written"
             raise CorruptStateError(msg)
 
-    def _read(self, job_id: str, name: str, kind: int) -> bytes:
+    def _read(self, job_id: JobId, name: str, kind: int) -> bytes:
         uri = self.location(job_id, name)
         handle = self_verifying(uri)
         with _storage_errors(uri):

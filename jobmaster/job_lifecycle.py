@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from weir.core.clock import Clock
+from weir.core.ids import CheckpointId
 from weir.jobmaster.failover import TaskId
 from weir.proto import common_pb2, jobmaster_pb2
 
@@ -92,7 +93,7 @@ class JobTimes:
         self._restoring_since = since_ms
         self._restore_scope = tasks
 
-    def restored(self, checkpoint_id: int,
+    def restored(self, checkpoint_id: CheckpointId,
                  restores: Iterable[tuple[TaskId, jobmaster_pb2.RestoreStats | None]]
                  ) -> jobmaster_pb2.RestoreStats | None:
         """Every task of the restored attempt runs (or finished), ``restores`` saying what

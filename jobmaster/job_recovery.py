@@ -27,11 +27,12 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.checkpoint.metadata import missing_files, read_metadata
-from weir.checkpoint.storage import reader_for
+from weir.checkpoint.storage import CheckpointStorage, reader_for
+from weir.core.config import Configuration
 from weir.core.errors import (
     ConfigError,
     CorruptStateError,
@@ -39,6 +40,7 @@ from weir.core.errors import (
     StorageError,
     WeirError,
 )
+from weir.core.ids import JobId
 from weir.jobmaster.high_availability import JOB_GRAPH_NAME, CheckpointPointer, JobStore
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
@@ -47,6 +49,8 @@ from weir.jobmaster.scheduler import JobScheduler
 from weir.proto import common_pb2, jobgraph_pb2
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Delays between attempts while the storage fails (seconds).
 FIRST_RETRY_S = 1.0
@@ -62,7 +66,7 @@ class UnrecoverableJobError(WeirError):
 
 @dataclass
 class _Loaded:
-    job_id: str
+    job_id: JobId
     graph: jobgraph_pb2.JobGraph | None = None
     pointer: CheckpointPointer | None = None
     #: Why the job cannot be recovered (UnrecoverableJobError), or a storage failure
@@ -93,7 +97,7 @@ class JobRecovery:
         self._stopped = stopped
         self._delay = FIRST_RETRY_S
         #: Ids being recovered or recovered, so that a retry never recovers one twice.
-        self._seen: set[str] = set()
+        self._seen: set[JobId] = set()
 
     def start(self) -> None:
         """Begin recovering (returns at once). Called once from any thread before jobs
@@ -103,12 +107,12 @@ class JobRecovery:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _load_all(self, seen: frozenset[str]) -> list[_Loaded]:
+    def _load_all(self, seen: frozenset[JobId]) -> list[_Loaded]:
         """I/O: the graph and pointer of every stored job not ``seen`` before (raises
         StorageError if listing fails)."""
         return [self._load(job_id) for job_id in self._store.job_ids() if job_id not in seen]
 
-    def _load(self, job_id: str) -> _Loaded:
+    def _load(self, job_id: JobId) -> _Loaded:
         loaded = _Loaded(job_id)
         where = self._store.location(job_id, JOB_GRAPH_NAME)
         try:
@@ -166,23 +170,24 @@ class JobRecovery:
             return
         self._seen.add(job_id)
         pointer = loaded.pointer
-        recovery_path = job.checkpointing.recovery_path if job.checkpointing else None
-        if pointer is None and recovery_path:
+        checkpointing = job.checkpointing
+        recovery_path = checkpointing.recovery_path if checkpointing is not None else None
+        if pointer is None and checkpointing is not None and recovery_path:
             # It completed no checkpoint: it starts from its savepoint again.
-            config = job.checkpointing.config  # type: ignore[union-attr]
+            config = checkpointing.config
             self._on_io(lambda: load_snapshot(recovery_path, config),
                         lambda f: self._snapshot_read(job, recovery_path, f))
             return
         if pointer is None:
             self._start(job, None)
             return
-        if job.checkpointing is None:
+        if checkpointing is None:
             self._skip(job_id, f"its latest checkpoint is {pointer.metadata_uri}, but "
                                "checkpointing is off in this JobMaster's configuration: "
                                "start the JobMaster with the configuration it had")
             return
-        storage = job.checkpointing.storage
-        self._on_io(lambda: self._read_checkpoint(storage, pointer, job.checkpointing.config),
+        storage, config = checkpointing.storage, checkpointing.config
+        self._on_io(lambda: self._read_checkpoint(storage, pointer, config),
                     lambda f: self._checkpoint_read(job, pointer, f))
 
     def _snapshot_read(self, job: JobScheduler, path: str,
@@ -197,8 +202,8 @@ class JobRecovery:
         job.checkpointing.add_restored(snapshot)
         self._start(job, snapshot)
 
-    def _read_checkpoint(self, storage: Any, pointer: CheckpointPointer,
-                         config: Any = None) -> CompletedCheckpoint:
+    def _read_checkpoint(self, storage: CheckpointStorage, pointer: CheckpointPointer,
+                         config: Configuration | None = None) -> CompletedCheckpoint:
         """I/O: the checkpoint a pointer names, checked against it and for missing files."""
         if pointer.metadata_uri.partition(":")[0] != storage.base_uri.partition(":")[0]:
             storage = reader_for(f"{pointer.metadata_uri}/_metadata", config)  # a savepoint
@@ -224,8 +229,9 @@ class JobRecovery:
 
     def _checkpoint_read(self, job: JobScheduler, pointer: CheckpointPointer,
                          future: Future[CompletedCheckpoint]) -> None:
-        assert job.checkpointing is not None
-        storage = job.checkpointing.storage
+        checkpointing = job.checkpointing
+        assert checkpointing is not None
+        storage, config = checkpointing.storage, checkpointing.config
         try:
             checkpoint = future.result()
         except UnrecoverableJobError as err:
@@ -237,14 +243,14 @@ class JobRecovery:
                         "trying again in %.0f s", pointer.checkpoint_id, job.job_id, err,
                         delay)
             self._main.schedule(delay, lambda: self._on_io(
-                lambda: self._read_checkpoint(storage, pointer, job.checkpointing.config),
+                lambda: self._read_checkpoint(storage, pointer, config),
                 lambda f: self._checkpoint_read(job, pointer, f)))
             return
         except Exception as err:  # a bug in the check itself: say so, keep the data
             self._skip(job.job_id, f"checking its latest checkpoint failed: "
                                    f"{type(err).__name__}: {err}")
             return
-        job.checkpointing.add_restored(checkpoint)
+        checkpointing.add_restored(checkpoint)
         self._start(job, checkpoint)
 
     def _start(self, job: JobScheduler, checkpoint: CompletedCheckpoint | None) -> None:
@@ -272,7 +278,7 @@ class JobRecovery:
 
     # -- failures ---------------------------------------------------------------------------
 
-    def _skip(self, job_id: str, cause: str) -> None:
+    def _skip(self, job_id: JobId, cause: str) -> None:
         self._seen.add(job_id)
         log.error("high availability: job %s cannot be recovered and is skipped: %s (its "
                   "stored data in %s is left as it is: repair it, or delete it to drop the "
@@ -290,7 +296,7 @@ class JobRecovery:
         self._delay = min(self._delay * 2, MAX_RETRY_S)
         return delay
 
-    def _on_io(self, work: Callable[[], Any], then: Callable[[Future[Any]], None]) -> None:
+    def _on_io(self, work: Callable[[], T], then: Callable[[Future[T]], None]) -> None:
         """Run ``work`` on the I/O pool, then ``then(future)`` on the main thread."""
         if self._stopped():
             return

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, InvalidJobError
-from weir.core.ids import JobId
+from weir.core.ids import is_valid_job_id
 from weir.proto import common_pb2, jobgraph_pb2
 from weir.state.key_groups import check_parallelism
 
@@ -56,7 +56,7 @@ def validate_job_graph(graph: jobgraph_pb2.JobGraph) -> None:
 
 
 def _problems(graph: jobgraph_pb2.JobGraph) -> Iterator[str]:
-    if not JobId.is_valid(graph.job_id):  # type: ignore[attr-defined]
+    if not is_valid_job_id(graph.job_id):
         yield f"job id {_short(graph.job_id)} is not 32 hex digits"
         return
     yield from _config_problems(graph)

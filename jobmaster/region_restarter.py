@@ -64,6 +64,7 @@ from enum import Enum
 
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core.clock import Clock
+from weir.core.ids import JobId
 from weir.jobmaster.failover import FailoverStrategy, TaskId
 from weir.jobmaster.restart_strategy import NoRestartStrategy, RestartStrategy
 from weir.proto import common_pb2
@@ -171,7 +172,7 @@ class RegionRestarter:
     """The failover of one job. Not thread-safe: the JobMaster's main thread alone feeds
     it. Every ``on_*`` method returns the actions to perform, in order."""
 
-    def __init__(self, job_id: str, restart_strategy: RestartStrategy,
+    def __init__(self, job_id: JobId, restart_strategy: RestartStrategy,
                  failover: FailoverStrategy, clock: Clock, *, batch: bool,
                  slot_timeout_ms: int) -> None:
         self.job_id = job_id

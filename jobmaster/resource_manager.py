@@ -22,35 +22,38 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import grpc
+from google.protobuf.message import Message
 
 from weir.core.errors import UserError
 from weir.core.heartbeat import DISABLED, RpcFailureThreshold, classify
+from weir.core.ids import AllocationId, CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.rpc import create_channel
 from weir.core.tls import TlsFiles
-from weir.proto import dispatcher_pb2, jobmaster_pb2, taskexecutor_pb2_grpc
+from weir.proto import common_pb2, dispatcher_pb2, jobmaster_pb2, taskexecutor_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Slot:
-    resource_id: str
+    resource_id: ResourceId
     index: int
-    job_id: str | None = None
+    job_id: JobId | None = None
 
     @property
-    def allocation_id(self) -> str:
-        return f"{self.resource_id}:{self.index}"
+    def allocation_id(self) -> AllocationId:
+        """``<resource id>:<slot index>``: the TaskExecutor finds the slot in it."""
+        return AllocationId(f"{self.resource_id}:{self.index}")
 
 
 @dataclass
 class TaskExecutorRecord:
     """What the JobMaster knows of one TaskExecutor."""
 
-    resource_id: str
+    resource_id: ResourceId
     rpc_address: str
     data_address: str
     metrics_url: str
@@ -66,9 +69,9 @@ class TaskExecutorRecord:
     registration_id: str = field(default_factory=lambda: secrets.token_hex(8))
     #: Identifies the current heartbeat stream, so a stale stream's end is ignored.
     stream_id: int = 0
-    metrics: dict[str, jobmaster_pb2.TaskMetrics] = field(default_factory=dict)
+    metrics: dict[ExecutionAttemptId, jobmaster_pb2.TaskMetrics] = field(default_factory=dict)
     #: Task-local state it offered on registration: (job id, owner, checkpoint id).
-    local_state: set[tuple[str, str, int]] = field(default_factory=set)
+    local_state: set[tuple[JobId, str, CheckpointId]] = field(default_factory=set)
     #: The JobMaster's calls to it that could not reach it, in a row (None: not counted).
     rpc_failures: RpcFailureThreshold | None = None
 
@@ -88,13 +91,20 @@ class DuplicateTaskExecutorError(UserError):
     message names both and the fix (a resource id of its own, or waiting for the other)."""
 
 
-def _connect(address: str, token: str | None,
-             tls: TlsFiles | None = None) -> tuple[grpc.Channel, Any]:
+def _connect(address: str, token: str | None, tls: TlsFiles | None = None
+             ) -> tuple[grpc.Channel, taskexecutor_pb2_grpc.TaskExecutorServiceStub]:
     channel = create_channel(address, token, tls=tls)
     return channel, taskexecutor_pb2_grpc.TaskExecutorServiceStub(channel)
 
 
-class RpcOutcomeInterceptor(grpc.UnaryUnaryClientInterceptor):
+if TYPE_CHECKING:
+    # The stubs make the interceptor generic in its messages; the class itself is not.
+    _UnaryUnaryInterceptor = grpc.UnaryUnaryClientInterceptor[Message, Message]
+else:
+    _UnaryUnaryInterceptor = grpc.UnaryUnaryClientInterceptor
+
+
+class RpcOutcomeInterceptor(_UnaryUnaryInterceptor):
     """Hands the status code of every finished unary call to ``report`` (on the gRPC thread
     that completes it), so that whoever makes calls to a TaskExecutor (the scheduler, the
     checkpoint coordinator) feeds its reachability without knowing about it."""
@@ -102,9 +112,14 @@ class RpcOutcomeInterceptor(grpc.UnaryUnaryClientInterceptor):
     def __init__(self, report: Callable[[grpc.StatusCode | None], None]) -> None:
         self._report = report
 
-    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        call = continuation(details, request)
-        call.add_done_callback(lambda done: self._report(done.code()))
+    def intercept_unary_unary(
+            self,
+            continuation: Callable[[grpc.ClientCallDetails, Message], grpc.CallFuture[Message]],
+            client_call_details: grpc.ClientCallDetails, request: Message
+            ) -> grpc.CallFuture[Message]:
+        call = continuation(client_call_details, request)
+        # The callback is handed the call itself (grpc's stubs type it as a plain Future).
+        call.add_done_callback(lambda _: self._report(call.code()))
         return call
 
 
@@ -132,10 +147,11 @@ class ResourceManager:
     """
 
     def __init__(self, token: str | None, heartbeat_timeout: float,
-                 on_lost: Callable[[str, int, str], None],
+                 on_lost: Callable[[ResourceId, common_pb2.FailureReason, str], None],
                  on_slots_available: Callable[[], None],
                  clock: Callable[[], float] = time.monotonic,
-                 connect: Callable[[str, str | None], tuple[Any, Any]] | None = None,
+                 connect: Callable[[str, str | None], tuple[
+                     grpc.Channel, taskexecutor_pb2_grpc.TaskExecutorServiceStub]] | None = None,
                  tls: TlsFiles | None = None, *,
                  rpc_failure_threshold: int = DISABLED, heartbeat_interval: float = 1.0,
                  dispatch: Callable[[Callable[[], None]], object] | None = None) -> None:
@@ -148,7 +164,7 @@ class ResourceManager:
         self._on_slots_available = on_slots_available
         self._clock = clock
         self._connect = connect or functools.partial(_connect, tls=tls)
-        self.task_executors: dict[str, TaskExecutorRecord] = {}
+        self.task_executors: dict[ResourceId, TaskExecutorRecord] = {}
         self._departing = False
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest) -> TaskExecutorRecord:
@@ -157,17 +173,16 @@ class ResourceManager:
         Raises DuplicateTaskExecutorError, and changes nothing, when another process holds
         the resource id and is alive.
         """
-        from weir.proto import common_pb2
-
-        old = self.task_executors.get(request.resource_id)
+        resource_id = ResourceId(request.resource_id)
+        old = self.task_executors.get(resource_id)
         if old is not None:
             silent = self._clock() - old.last_heartbeat
             if request.instance_id and request.instance_id == old.instance_id:
                 # The same process again (its heartbeat stream broke): start over cleanly.
-                self.remove(request.resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                self.remove(resource_id, common_pb2.TASK_EXECUTOR_LOST,
                             "it registered again (its heartbeat stream ended)")
             elif silent > self._timeout:
-                self.remove(request.resource_id, common_pb2.HEARTBEAT_TIMEOUT,
+                self.remove(resource_id, common_pb2.HEARTBEAT_TIMEOUT,
                             f"no heartbeat for {silent:.1f} s, and another process "
                             "registered with its resource id")
             else:
@@ -180,13 +195,14 @@ class ResourceManager:
                 raise DuplicateTaskExecutorError(msg)
         channel, stub = self._connect(request.rpc_address, self._token)
         record = TaskExecutorRecord(
-            resource_id=request.resource_id, rpc_address=request.rpc_address,
+            resource_id=resource_id, rpc_address=request.rpc_address,
             data_address=request.data_address, metrics_url=request.metrics_url,
             pid=request.pid,
-            slots=[Slot(request.resource_id, i) for i in range(request.num_slots)],
+            slots=[Slot(resource_id, i) for i in range(request.num_slots)],
             channel=channel, stub=stub, last_heartbeat=self._clock(),
             instance_id=request.instance_id,
-            local_state={(e.job_id, e.owner, e.checkpoint_id) for e in request.local_state},
+            local_state={(JobId(e.job_id), e.owner, CheckpointId(e.checkpoint_id))
+                         for e in request.local_state},
             rpc_failures=RpcFailureThreshold(
                 self._rpc_failure_threshold, round(self._interval * 1000),
                 clock=lambda: round(self._clock() * 1000)))
@@ -201,13 +217,14 @@ class ResourceManager:
         self._on_slots_available()
         return record
 
-    def heartbeat(self, resource_id: str, message: jobmaster_pb2.TaskExecutorHeartbeat) -> bool:
+    def heartbeat(self, resource_id: ResourceId, message: jobmaster_pb2.TaskExecutorHeartbeat
+                  ) -> bool:
         """Note a heartbeat; False (and ignored) unless it is of the current registration."""
         record = self.task_executors.get(resource_id)
         if record is None or message.registration_id != record.registration_id:
             return False
         record.last_heartbeat = self._clock()
-        record.metrics = {m.attempt_id: m for m in message.task_metrics}
+        record.metrics = {ExecutionAttemptId(m.attempt_id): m for m in message.task_metrics}
         return True
 
     def _reporter(self, record: TaskExecutorRecord) -> Callable[[grpc.StatusCode | None], None]:
@@ -225,13 +242,11 @@ class ResourceManager:
 
         return report
 
-    def rpc_outcome(self, resource_id: str, registration_id: str,
+    def rpc_outcome(self, resource_id: ResourceId, registration_id: str,
                     code: grpc.StatusCode | None) -> None:
         """Note how a call to a TaskExecutor ended (status ``code``; None: OK); the call that
         completes ``heartbeat.rpc-failure-threshold`` unreachable ones in a row removes it.
         Outcomes of a replaced registration are ignored: its calls went to another process."""
-        from weir.proto import common_pb2
-
         record = self.task_executors.get(resource_id)
         if record is None or record.registration_id != registration_id or \
                 record.rpc_failures is None:
@@ -244,8 +259,6 @@ class ResourceManager:
                         f"({name}; heartbeat.rpc-failure-threshold {failures.threshold})")
 
     def check_heartbeats(self) -> None:
-        from weir.proto import common_pb2
-
         now = self._clock()
         for record in list(self.task_executors.values()):
             silent = now - record.last_heartbeat
@@ -259,7 +272,8 @@ class ResourceManager:
         shutting down): their going is logged as such, not as a loss."""
         self._departing = True
 
-    def remove(self, resource_id: str, reason: int, message: str) -> None:
+    def remove(self, resource_id: ResourceId, reason: common_pb2.FailureReason, message: str
+               ) -> None:
         record = self.task_executors.pop(resource_id, None)
         if record is None:
             return
@@ -278,8 +292,8 @@ class ResourceManager:
     def free_slots(self) -> int:
         return sum(r.free_slots for r in self.task_executors.values())
 
-    def allocate(self, job_id: str, count: int, spread: bool,
-                 preferred: list[str | None] | None = None) -> list[Slot] | None:
+    def allocate(self, job_id: JobId, count: int, spread: bool,
+                 preferred: list[ResourceId | None] | None = None) -> list[Slot] | None:
         """``count`` free slots for ``job_id``, or None (nothing allocated) if not enough.
 
         ``preferred[i]`` names the TaskExecutor slot i should be on if it has a free slot
@@ -308,7 +322,7 @@ class ResourceManager:
             chosen[i] = slot
         return [slot for slot in chosen if slot is not None]
 
-    def release(self, job_id: str) -> None:
+    def release(self, job_id: JobId) -> None:
         freed = False
         for record in self.task_executors.values():
             for slot in record.slots:
@@ -325,12 +339,13 @@ class ResourceManager:
         if slots:
             self._on_slots_available()
 
-    def holders(self, job_id: str, owner: str, checkpoint_id: int) -> list[str]:
+    def holders(self, job_id: JobId, owner: str, checkpoint_id: CheckpointId
+                ) -> list[ResourceId]:
         """TaskExecutors that offered a local copy of ``owner``'s state in that checkpoint."""
         return sorted(r.resource_id for r in self.task_executors.values()
                       if (job_id, owner, checkpoint_id) in r.local_state)
 
-    def get(self, resource_id: str) -> TaskExecutorRecord | None:
+    def get(self, resource_id: ResourceId) -> TaskExecutorRecord | None:
         return self.task_executors.get(resource_id)
 
     def close(self) -> None:

@@ -46,6 +46,7 @@ from weir.checkpoint.metadata import (
 from weir.checkpoint.storage import create_storage, reader_for
 from weir.core.config import Configuration
 from weir.core.errors import MissingStateError, StorageError, UserError
+from weir.core.ids import CheckpointId
 from weir.proto import checkpoint_pb2, jobgraph_pb2
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,8 @@ def load_snapshot(path: str, config: Configuration) -> CompletedCheckpoint:
                "exist (a savepoint must be moved or copied whole)")
         raise MissingStateError(msg)
     claim = config.get(checkpoint_options.CLAIM_MODE) == "CLAIM"
-    return CompletedCheckpoint(metadata.checkpoint_id, metadata, directory, owned=claim,
-                               claimed=claim)
+    return CompletedCheckpoint(CheckpointId(metadata.checkpoint_id), metadata, directory,
+                               owned=claim, claimed=claim)
 
 
 def check_state_matches(metadata: checkpoint_pb2.CheckpointMetadata, where: str,

@@ -28,7 +28,6 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import cast
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
@@ -36,6 +35,7 @@ from weir.checkpoint.options import checkpointing_enabled
 from weir.core import options
 from weir.core.clock import Clock, wall_clock_ms
 from weir.core.config import Configuration
+from weir.core.ids import ExecutionAttemptId, PartitionId, ResourceId
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.change_process import Action as ChangeAction
 from weir.jobmaster.change_process import (
@@ -98,7 +98,7 @@ class JobScheduler:
         without a checkpoint directory, say)."""
         self._clock = clock
         self.graph = ExecutionGraph(job_graph, clock)
-        self.job_id = job_graph.job_id
+        self.job_id = self.graph.job_id
         self.sources = SourceCoordinator(job_graph)
         self.collect = CollectBuffer(configuration.get(jm_options.COLLECT_BUFFER_BATCHES))
         self._resources = resources
@@ -401,13 +401,13 @@ class JobScheduler:
         self.deployer.cancel()
         self._check_progress()
 
-    def on_task_executor_lost(self, resource_id: str, reason: int, message: str) -> None:
+    def on_task_executor_lost(self, resource_id: ResourceId, reason: common_pb2.FailureReason,
+                              message: str) -> None:
         lost = [ev for ev in self.graph.all()
                 if ev.resource_id == resource_id and not ev.is_terminal]
-        why = cast("common_pb2.FailureReason", reason)
         for ev in lost:
             ev.state = common_pb2.FAILED
-            ev.failure = common_pb2.ErrorInfo(reason=why, message=message, task=ev.name)
+            ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
         # The result partitions the shuffle master says went with it restart their
         # producers (Flink's rule; an external shuffle service keeps them). In BATCH a
         # finished producer whose lost output is still to be read restarts now, rather
@@ -418,7 +418,7 @@ class JobScheduler:
                   and task_id(ev) in gone and self._feeds_unfinished(ev)]
         if lost or needed:
             self._failover(lost + needed, common_pb2.ErrorInfo(
-                reason=why, message=message, task=(lost or needed)[0].name))
+                reason=reason, message=message, task=(lost or needed)[0].name))
         self._check_progress()
 
     def _feeds_unfinished(self, ev: ExecutionVertex) -> bool:
@@ -538,7 +538,7 @@ class JobScheduler:
             return
         self.times.restoring_now()
         self.sources.reset_subtasks(action.tasks,
-                                    checkpoint.checkpoint_id if checkpoint else 0)
+                                    checkpoint.checkpoint_id if checkpoint else None)
         self.times.region_running(action.tasks, restored=checkpoint is not None)
         self._deploy_region()
 
@@ -598,7 +598,7 @@ class JobScheduler:
     # -- task states and the job's end ------------------------------------------------------
 
     def on_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
-        ev = self.graph.by_attempt.get(update.attempt_id)
+        ev = self.graph.by_attempt.get(ExecutionAttemptId(update.attempt_id))
         if ev is None or ev.is_terminal:
             return
         if update.HasField("metrics"):
@@ -649,7 +649,7 @@ class JobScheduler:
             return
         if error.reason == common_pb2.PARTITION_NOT_FOUND and error.partition_id:
             # Its producer must produce it again (the region rule's lost input).
-            self.deployer.partitions.lost.add(error.partition_id)
+            self.deployer.partitions.lost.add(PartitionId(error.partition_id))
         self._task_failed(ev, error)
 
     def _restored(self, checkpoint: CompletedCheckpoint, evs: list[ExecutionVertex]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import cloudpickle
 
+from weir.core.ids import CheckpointId
 from weir.core.source import SplitEnumerator
 from weir.proto import checkpoint_pb2, jobgraph_pb2, jobmaster_pb2
 
@@ -33,7 +34,7 @@ class SourceCoordinator:
         self._vertices = {v.id: v for v in job_graph.vertices if v.source}
         self._enumerators: dict[int, SplitEnumerator] = {}
         #: Checkpoints whose enumerator snapshot was taken and that are still pending.
-        self._pending: set[int] = set()
+        self._pending: set[CheckpointId] = set()
         #: The newest checkpoint whose enumerator snapshot was taken.
         self._last_snapshot = 0
         #: Splits handed out per (vertex, subtask) with the newest snapshot before each:
@@ -76,7 +77,7 @@ class SourceCoordinator:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    def snapshot(self, checkpoint_id: int) -> list[checkpoint_pb2.MasterState]:
+    def snapshot(self, checkpoint_id: CheckpointId) -> list[checkpoint_pb2.MasterState]:
         """Every enumerator's state for ``checkpoint_id``; raises what an enumerator's
         ``snapshot_state`` raises (NotImplementedError: it cannot be checkpointed)."""
         states = [checkpoint_pb2.MasterState(
@@ -88,7 +89,7 @@ class SourceCoordinator:
         self._last_snapshot = max(self._last_snapshot, checkpoint_id)
         return states
 
-    def checkpoint_done(self, checkpoint_id: int, completed: bool = False) -> None:
+    def checkpoint_done(self, checkpoint_id: CheckpointId, completed: bool = False) -> None:
         """``checkpoint_id`` completed (every reader passed it) or was aborted. Once it
         completed, no restore goes back before it: splits handed out before its snapshot
         are in the readers' state for good."""
@@ -97,21 +98,23 @@ class SourceCoordinator:
             for key, splits in self._assigned.items():
                 self._assigned[key] = [(n, s) for n, s in splits if n >= checkpoint_id]
 
-    def reset_subtasks(self, subtasks: Iterable[tuple[int, int]], checkpoint_id: int) -> None:
-        """Only these (vertex, subtask) readers restart, from ``checkpoint_id`` (0: from
+    def reset_subtasks(self, subtasks: Iterable[tuple[int, int]],
+                       checkpoint_id: CheckpointId | None) -> None:
+        """Only these (vertex, subtask) readers restart, from ``checkpoint_id`` (None: from
         the start): the splits they got after that checkpoint's snapshot are handed out
         again (region failover; the other readers keep running)."""
+        since = checkpoint_id or 0
         for vertex_id, subtask_index in sorted(subtasks):
             if vertex_id not in self._vertices:
                 continue
             assigned = self._assigned.pop((vertex_id, subtask_index), [])
-            again = [split for n, split in assigned if n >= checkpoint_id]
-            keep = [(n, split) for n, split in assigned if n < checkpoint_id]
+            again = [split for n, split in assigned if n >= since]
+            keep = [(n, split) for n, split in assigned if n < since]
             if keep:
                 self._assigned[(vertex_id, subtask_index)] = keep
             if again:
                 log.info("source %d subtask %d restarts from checkpoint %d: %d split(s) go "
-                         "back to its enumerator", vertex_id, subtask_index, checkpoint_id,
+                         "back to its enumerator", vertex_id, subtask_index, since,
                          len(again))
                 self.enumerator(vertex_id).add_splits_back(again, subtask_index)
 

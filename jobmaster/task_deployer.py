@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+
+import grpc
 
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core import options
@@ -46,7 +47,7 @@ class TaskDeployer:
     called (main thread) when a deployment fails; ``on_cancel_timeout()`` when tasks that
     did not confirm their cancellation in time were given up on."""
 
-    def __init__(self, job_id: str, graph: ExecutionGraph, resources: ResourceManager,
+    def __init__(self, job_id: JobId, graph: ExecutionGraph, resources: ResourceManager,
                  shuffle_master: ShuffleMaster, main: MainThreadExecutor,
                  config: Configuration, slot_waits: SlotWaits, *, batch: bool,
                  topology: Callable[[], RegionTopology],
@@ -70,7 +71,7 @@ class TaskDeployer:
         #: BATCH: the slot of each deployed subtask, until it finishes or restarts.
         self._task_slots: dict[TaskId, Slot] = {}
         self.partitions = PartitionTable()
-        self._used_task_executors: set[str] = set()
+        self._used_task_executors: set[ResourceId] = set()
         #: The checkpoint the attempts deployed from now on restore (None: nothing).
         self.restored: CompletedCheckpoint | None = None
 
@@ -134,7 +135,7 @@ class TaskDeployer:
     def _spread(self) -> bool:
         return bool(self._config.get(jm_options.EVENLY_SPREAD_OUT_SLOTS))
 
-    def _local_preferences(self) -> list[str | None]:
+    def _local_preferences(self) -> list[ResourceId | None]:
         if self.restored is None:
             return []
         return local_preferences(
@@ -142,7 +143,7 @@ class TaskDeployer:
             lambda owner, checkpoint_id: self._resources.holders(self.job_id, owner,
                                                                  checkpoint_id))
 
-    def _wait_for_local_state(self, preferred: Iterable[str | None]) -> bool:
+    def _wait_for_local_state(self, preferred: Iterable[ResourceId | None]) -> bool:
         absent = {r for r in preferred if r and self._resources.get(r) is None}
         return self._waits.wait_for_local_state(absent)
 
@@ -175,15 +176,15 @@ class TaskDeployer:
             for consumer, edge in graph.consumers_of(ev.job_vertex.id):
                 subpartitions = 1 if edge.partitioner == common_pb2.FORWARD else \
                     consumer.parallelism
-                partition_id = f"{ev.attempt_id}.{consumer.id}"
+                partition_id = PartitionId(f"{ev.attempt_id}.{consumer.id}")
                 record = self._resources.get(ev.resource_id)
                 assert record is not None
                 self.partitions.add(
                     ev.attempt_id, consumer.id, partition_id,
                     self._shuffle_master.register_partition_with_producer(
-                        PartitionDescriptor(JobId(self.job_id), PartitionId(partition_id),
-                                            subpartitions, ExecutionAttemptId(ev.attempt_id)),
-                        ProducerDescriptor(ResourceId(ev.resource_id), record.data_address)))
+                        PartitionDescriptor(self.job_id, partition_id, subpartitions,
+                                            ev.attempt_id),
+                        ProducerDescriptor(ev.resource_id, record.data_address)))
         restored = self.restored
         without_channel_state = restored is not None and \
             restored.checkpoint_id == self._recover_without_channel_state
@@ -208,14 +209,16 @@ class TaskDeployer:
             future = record.stub.SubmitTask.future(tdd, timeout=RPC_TIMEOUT_S)
             keep_until_done(future, self._on_submitted(ev.attempt_id))
 
-    def _on_submitted(self, attempt_id: str) -> Callable[[Any], None]:
+    def _on_submitted(self, attempt_id: ExecutionAttemptId
+                      ) -> Callable[[grpc.Future[taskexecutor_pb2.TaskAck]], None]:
         """What a finished ``SubmitTask`` call of ``attempt_id`` does (on a gRPC thread):
         hand its outcome to the main thread."""
-        def submitted(future: Any) -> None:
+        def submitted(future: grpc.Future[taskexecutor_pb2.TaskAck]) -> None:
             self._main.submit(lambda: self._deployed(attempt_id, future))
         return submitted
 
-    def _deployed(self, attempt_id: str, future: Any) -> None:
+    def _deployed(self, attempt_id: ExecutionAttemptId,
+                  future: grpc.Future[taskexecutor_pb2.TaskAck]) -> None:
         ev = self._graph.by_attempt.get(attempt_id)
         if ev is None or ev.is_terminal:
             return
@@ -284,7 +287,7 @@ class TaskDeployer:
             for consumer, _ in graph.consumers_of(ev.job_vertex.id)
             if (partition_id := self.partitions.ids.get((ev.attempt_id, consumer.id)))
             and (partition_id in gone
-                 or not self._shuffle_master.is_partition_available(PartitionId(partition_id))))
+                 or not self._shuffle_master.is_partition_available(partition_id)))
 
     # -- cancellation ---------------------------------------------------------------------
 
@@ -311,7 +314,7 @@ class TaskDeployer:
         timeout = self._config.get(options.CANCELLATION_TIMEOUT)
         self._main.schedule(timeout + 5, lambda: self._cancellation_watchdog(cancelling))
 
-    def _cancellation_watchdog(self, attempts: list[str]) -> None:
+    def _cancellation_watchdog(self, attempts: list[ExecutionAttemptId]) -> None:
         stuck = [ev for a in attempts if (ev := self._graph.by_attempt.get(a)) is not None
                  and not ev.is_terminal]
         for ev in stuck:

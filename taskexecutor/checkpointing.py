@@ -24,13 +24,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.checkpoint.channel_state import ChannelStateWriter
 from weir.checkpoint.metadata import from_stream_handle
 from weir.checkpoint.storage import CheckpointStorage
 from weir.core.errors import StorageError, WeirError
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId
 from weir.core.records import Elements
 from weir.proto import checkpoint_pb2, common_pb2
 from weir.proto.checkpoint_pb2 import CheckpointTaskMetrics, TaskStateSnapshot
@@ -52,19 +53,21 @@ ALIGNED_PARTITIONERS = frozenset({common_pb2.FORWARD, common_pb2.BROADCAST})
 class SnapshotParticipant(Protocol):
     """Something with state in a checkpoint: an operator of the chain, the source reader."""
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot: ...
 
 
 class CheckpointResponder(Protocol):
     """How a task answers the coordinator (the JobMaster gateway). Any thread."""
 
-    def acknowledge_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
-                               state: TaskStateSnapshot,
+    def acknowledge_checkpoint(self, job_id: JobId, attempt_id: ExecutionAttemptId,
+                               checkpoint_id: CheckpointId, state: TaskStateSnapshot,
                                metrics: CheckpointTaskMetrics) -> None: ...
 
-    def decline_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
-                           reason: int, message: str) -> None: ...
+    def decline_checkpoint(self, job_id: JobId, attempt_id: ExecutionAttemptId,
+                           checkpoint_id: CheckpointId,
+                           reason: checkpoint_pb2.CheckpointFailureReason, message: str
+                           ) -> None: ...
 
 
 class UploadPoolFullError(WeirError):
@@ -130,7 +133,7 @@ class _Pending:
 class SubtaskCheckpointing:
     """Checkpoints of one subtask. Every method runs on the task thread."""
 
-    def __init__(self, *, job_id: str, attempt_id: str, owner: str,
+    def __init__(self, *, job_id: JobId, attempt_id: ExecutionAttemptId, owner: str,
                  writers: list[ResultPartitionWriter], partitioners: list[int],
                  storage: Callable[[], CheckpointStorage], pool: UploadPool,
                  responder: CheckpointResponder, clock_ms: Callable[[], int],
@@ -155,9 +158,9 @@ class SubtaskCheckpointing:
         self._local_root = local_root
         #: Local copies of operator and channel state (keyed backends track their own).
         self._local_copies = LocalCopyTracker()
-        self._pending: dict[int, _Pending] = {}
-        self._futures: dict[int, Future[None]] = {}
-        #: The newest checkpoint whose barrier this subtask emitted.
+        self._pending: dict[CheckpointId, _Pending] = {}
+        self._futures: dict[CheckpointId, Future[None]] = {}
+        #: The newest checkpoint whose barrier this subtask emitted (0: none yet).
         self.last_checkpoint_id = 0
         #: Alignment and start delay of the newest checkpoint (task metrics).
         self.last_alignment_ms = 0
@@ -165,7 +168,8 @@ class SubtaskCheckpointing:
 
     # -- the synchronous part ---------------------------------------------------------------
 
-    def take_snapshot(self, barrier: CheckpointBarrier, participants: dict[str, Any],
+    def take_snapshot(self, barrier: CheckpointBarrier,
+                      participants: dict[str, SnapshotParticipant],
                       *, unaligned: bool, ended: bool, alignment_ms: int = 0,
                       start_delay_ms: int = 0, processed_bytes: int = 0) -> bool:
         """Snapshot ``participants`` (by operator uid) and emit ``barrier`` downstream.
@@ -216,13 +220,13 @@ class SubtaskCheckpointing:
             outputs_pending=barrier.timeoutable and not unaligned and bool(self._writers))
         return True
 
-    def persist_input(self, checkpoint_id: int, channel: int, elements: Elements) -> None:
+    def persist_input(self, checkpoint_id: CheckpointId, channel: int, elements: Elements) -> None:
         """A buffer ``channel`` delivered before its barrier (unaligned)."""
         pending = self._pending.get(checkpoint_id)
         if pending is not None:
             pending.channel_state.add_input(channel, elements)
 
-    def input_complete(self, checkpoint_id: int) -> None:
+    def input_complete(self, checkpoint_id: CheckpointId) -> None:
         pending = self._pending.get(checkpoint_id)
         if pending is not None:
             pending.input_complete = True
@@ -262,7 +266,9 @@ class SubtaskCheckpointing:
 
     # -- ends of a checkpoint -----------------------------------------------------------------
 
-    def abort(self, checkpoint_id: int, reason: int | None = None, message: str = "") -> None:
+    def abort(self, checkpoint_id: CheckpointId,
+              reason: checkpoint_pb2.CheckpointFailureReason | None = None, message: str = ""
+              ) -> None:
         """Drop ``checkpoint_id`` here; with a ``reason``, also decline it (this subtask
         gave it up, rather than being told it was aborted)."""
         for old in [n for n in self._pending if n <= checkpoint_id]:
@@ -276,7 +282,7 @@ class SubtaskCheckpointing:
         if reason is not None:
             self._decline(checkpoint_id, reason, message)
 
-    def completed(self, checkpoint_id: int) -> None:
+    def completed(self, checkpoint_id: CheckpointId) -> None:
         """The coordinator completed ``checkpoint_id``: forget what led to it, and older
         local copies."""
         for old in [n for n in self._futures if n <= checkpoint_id]:
@@ -294,7 +300,7 @@ class SubtaskCheckpointing:
 
     # -- the asynchronous part ----------------------------------------------------------------
 
-    def _maybe_start(self, checkpoint_id: int, pending: _Pending) -> None:
+    def _maybe_start(self, checkpoint_id: CheckpointId, pending: _Pending) -> None:
         if not pending.ready:
             return
         pending.started_async = True
@@ -307,7 +313,7 @@ class SubtaskCheckpointing:
             _cancel(pending)
             self._decline(checkpoint_id, checkpoint_pb2.CHECKPOINT_ASYNC_EXCEPTION, str(err))
 
-    def _finish(self, checkpoint_id: int, pending: _Pending) -> None:
+    def _finish(self, checkpoint_id: CheckpointId, pending: _Pending) -> None:
         """Upload pool thread: write everything, then acknowledge (or decline)."""
         storage = pending.location.storage
         prefix = pending.location.private_prefix
@@ -360,7 +366,7 @@ class SubtaskCheckpointing:
             self._responder.acknowledge_checkpoint(self.job_id, self.attempt_id,
                                                    checkpoint_id, state, metrics)
 
-    def _keep_local(self, checkpoint_id: int, pending: _Pending, name: str,
+    def _keep_local(self, checkpoint_id: CheckpointId, pending: _Pending, name: str,
                     data: bytes) -> None:
         """Task-local recovery: the file just uploaded is also kept on this machine (a
         restore verifies it against the handle, so a bad copy costs a download only)."""
@@ -369,7 +375,8 @@ class SubtaskCheckpointing:
             assert directory is not None
             self._local_copies.add(checkpoint_id, directory)
 
-    def _decline(self, checkpoint_id: int, reason: int, message: str) -> None:
+    def _decline(self, checkpoint_id: CheckpointId,
+                 reason: checkpoint_pb2.CheckpointFailureReason, message: str) -> None:
         log.warning("%s declines checkpoint %d: %s", self.owner, checkpoint_id, message)
         with contextlib.suppress(Exception):
             self._responder.decline_checkpoint(self.job_id, self.attempt_id, checkpoint_id,

@@ -19,12 +19,12 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
 
 import grpc
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.barrier import CheckpointBarrier
@@ -32,6 +32,7 @@ from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import WeirError
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
 from weir.core.metrics import CallbackCollector, MetricsServer
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
@@ -107,8 +108,8 @@ class TaskExecutor:
         self.jobmaster_address = jobmaster_address
         self.num_slots = num_slots or configuration.get(te_options.NUM_TASK_SLOTS)
         self.host = configuration.get(te_options.HOST)
-        self.resource_id = (configuration.get(te_options.RESOURCE_ID)
-                            or f"te-{secrets.token_hex(4)}")
+        self.resource_id = ResourceId(configuration.get(te_options.RESOURCE_ID)
+                                      or f"te-{secrets.token_hex(4)}")
         self._token = auth_token(configuration)
         self._tls = TlsFiles.from_conf(configuration)
         #: Kept across restarts (same resource id): task-local state lives here.
@@ -118,8 +119,8 @@ class TaskExecutor:
         self._ephemeral_working_dir = not (configuration.get(te_options.WORKING_DIR)
                                            or configuration.get(te_options.RESOURCE_ID))
         self.local_state_dir = local_state_dir(configuration, self.working_dir)
-        self._tasks: dict[str, Task] = {}
-        self._slot_of: dict[str, int] = {}
+        self._tasks: dict[ExecutionAttemptId, Task] = {}
+        self._slot_of: dict[ExecutionAttemptId, int] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._closed = False
@@ -139,8 +140,8 @@ class TaskExecutor:
         #: The user metrics of the tasks (RuntimeContext.get_metrics_group()), served with
         #: the TaskExecutor's own on /metrics.
         self.user_metrics = MetricRegistry()
-        self._samples: dict[str, tuple[float, float, float, float]] = {}
-        self._rates: dict[str, tuple[float, float, float]] = {}
+        self._samples: dict[ExecutionAttemptId, tuple[float, float, float, float]] = {}
+        self._rates: dict[ExecutionAttemptId, tuple[float, float, float]] = {}
         self.rpc_address = ""
         self.data_address = ""
         self.metrics_url = ""
@@ -154,6 +155,8 @@ class TaskExecutor:
         self.shuffle = factory.create_shuffle_environment(
             ShuffleEnvironmentContext(self.configuration, self.resource_id, self.host))
         self.data_address = self.shuffle.start()
+        # Before the server: every task deployed through it reports through the gateway.
+        self._gateway = JobMasterGateway(self.jobmaster_address, self._token, self._tls)
         self._server, port = create_server(
             self.host, self.configuration.get(te_options.RPC_PORT), self._token,
             self._add_servicer, limits=request_limits(), tls=self._tls)
@@ -164,7 +167,6 @@ class TaskExecutor:
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
                                       self.configuration.get(options.METRICS_PORT), registry)
         self.metrics_url = self._metrics.url
-        self._gateway = JobMasterGateway(self.jobmaster_address, self._token, self._tls)
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop,
                                                   name="heartbeat", daemon=True)
         self._heartbeat_thread.start()
@@ -173,8 +175,7 @@ class TaskExecutor:
                  self.metrics_url)
 
     def _add_servicer(self, server: grpc.Server) -> None:
-        # The generated registration function carries no annotations.
-        taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
             TaskExecutorServicer(self), server)
 
     def wait_registered(self, timeout: float) -> bool:
@@ -223,23 +224,25 @@ class TaskExecutor:
             msg = f"{self.resource_id} has no slot {slot}"
             raise SlotNotFoundError(msg)
         config = self.configuration.merged(dict(tdd.config))
+        assert self._gateway is not None, "tasks are deployed once the TaskExecutor started"
         task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state,
                     self._upload_pool, local_state_root(config, self.working_dir),
                     self.user_metrics)
         with self._lock:
-            if tdd.attempt_id in self._tasks:
+            if task.attempt_id in self._tasks:
                 return
-            self._tasks[tdd.attempt_id] = task
-            self._slot_of[tdd.attempt_id] = slot
+            self._tasks[task.attempt_id] = task
+            self._slot_of[task.attempt_id] = slot
         task.start()
 
-    def cancel_task(self, attempt_id: str) -> None:
+    def cancel_task(self, attempt_id: ExecutionAttemptId) -> None:
         with self._lock:
             task = self._tasks.get(attempt_id)
         if task is not None:
             task.cancel()
 
-    def trigger_checkpoint(self, attempt_id: str, barrier: CheckpointBarrier) -> None:
+    def trigger_checkpoint(self, attempt_id: ExecutionAttemptId, barrier: CheckpointBarrier
+                           ) -> None:
         """Start a checkpoint at the source task ``attempt_id`` (an RPC thread; the task
         snapshots and emits ``barrier`` on its own thread). Raises TaskNotFoundError."""
         with self._lock:
@@ -249,15 +252,17 @@ class TaskExecutor:
             raise TaskNotFoundError(msg)
         task.trigger_checkpoint(barrier)
 
-    def notify_checkpoint(self, request: taskexecutor_pb2.CheckpointNotification) -> None:
+    def notify_checkpoint(self, attempt_ids: Iterable[ExecutionAttemptId],
+                          checkpoint_id: CheckpointId, complete: bool) -> None:
+        """The coordinator completed (or aborted) ``checkpoint_id``: tell the tasks
+        ``attempt_ids`` that run here (an RPC thread; a stuck task drops it)."""
         with self._lock:
-            tasks = [self._tasks.get(a) for a in request.attempt_ids]
+            tasks = [self._tasks.get(a) for a in attempt_ids]
         for task in tasks:
             if task is not None:
-                with contextlib.suppress(RuntimeError):  # a full mailbox: it is stuck anyway
-                    task.notify_checkpoint(request.checkpoint_id, request.complete)
+                task.notify_checkpoint(checkpoint_id, complete)
 
-    def release_job(self, job_id: str) -> None:
+    def release_job(self, job_id: JobId) -> None:
         with self._lock:
             for attempt_id, task in list(self._tasks.items()):
                 if task.job_id == job_id:
@@ -268,11 +273,11 @@ class TaskExecutor:
         self.shuffle.release_partitions_of_job(job_id)
         remove_job_state(self.local_state_dir, job_id)
 
-    def _on_task_state(self, task: Task, state: int, error: common_pb2.ErrorInfo | None) -> None:
+    def _on_task_state(self, task: Task, state: common_pb2.ExecutionState,
+                       error: common_pb2.ErrorInfo | None) -> None:
         """Called on the task's thread."""
         update = jobmaster_pb2.TaskExecutionStateUpdate(
-            job_id=task.job_id, attempt_id=task.attempt_id,
-            state=cast("common_pb2.ExecutionState", state),
+            job_id=task.job_id, attempt_id=task.attempt_id, state=state,
             metrics=self._task_metrics(task))
         if state == common_pb2.RUNNING and task.restore_stats is not None:
             update.restore.CopyFrom(task.restore_stats)
@@ -292,8 +297,8 @@ class TaskExecutor:
         """Counters of ``task``; the per-second rates are re-sampled only when ``sample``
         (by the heartbeat thread, once per interval), so scrapes do not skew them."""
         c = task.counters
-        bytes_in = sum(gate.metrics().get("bytesIn", 0.0) for gate in task._gates)
-        bytes_out = sum(writer.metrics().get("bytesOut", 0.0) for writer in task._writers)
+        bytes_in = sum(m.get("bytesIn", 0.0) for m in task.input_metrics())
+        bytes_out = sum(m.get("bytesOut", 0.0) for m in task.output_metrics())
         if sample:
             now = time.monotonic()
             current = (now, c.busy_s, c.idle_s, c.backpressured_s)
@@ -301,8 +306,9 @@ class TaskExecutor:
             self._samples[task.attempt_id] = current
             if previous is not None and now - previous[0] > 0.05:
                 span = now - previous[0]
-                self._rates[task.attempt_id] = tuple(  # type: ignore[assignment]
-                    min(1000.0, (current[i] - previous[i]) / span * 1000) for i in (1, 2, 3))
+                rates = [min(1000.0, (current[i] - previous[i]) / span * 1000)
+                         for i in (1, 2, 3)]
+                self._rates[task.attempt_id] = (rates[0], rates[1], rates[2])
         busy, idle, backpressured = self._rates.get(task.attempt_id, (0.0, 0.0, 0.0))
         return jobmaster_pb2.TaskMetrics(
             attempt_id=task.attempt_id, records_in=c.records_in, records_out=c.records_out,
@@ -315,16 +321,15 @@ class TaskExecutor:
         out = [(name, float(value)) for name, value in (
             ("currentInputWatermark", c.input_watermark),
             ("currentOutputWatermark", c.output_watermark)) if value is not None]
-        chain = task._chain
-        if chain is not None:
-            dropped = sum(getattr(op, "num_late_records_dropped", 0) for op in chain.operators)
+        dropped = task.late_records_dropped()
+        if dropped is not None:
             out.append(("numLateRecordsDropped", float(dropped)))
         return out
 
     @staticmethod
     def _pool_metrics(task: Task) -> list[tuple[str, float]]:
-        writers = [w.metrics() for w in task._writers]
-        gates = [g.metrics() for g in task._gates]
+        writers = task.output_metrics()
+        gates = task.input_metrics()
         return [("outPoolUsage", max((w.get("outPoolUsage", 0.0) for w in writers), default=0.0)),
                 ("inPoolUsage", max((g.get("inPoolUsage", 0.0) for g in gates), default=0.0)),
                 ("numBuffersOut", sum(w.get("buffersOut", 0.0) for w in writers)),
@@ -456,7 +461,7 @@ class TaskExecutor:
             for message in call:
                 last_seen[0] = time.monotonic()
                 for attempt_id in message.unknown_attempts:
-                    self.cancel_task(attempt_id)
+                    self.cancel_task(ExecutionAttemptId(attempt_id))
         except grpc.RpcError as err:
             if not self._stopped.is_set():
                 log.warning("heartbeat stream to the JobMaster ended: %s", err.code())
@@ -467,7 +472,7 @@ class TaskExecutor:
 
     # -- metrics ----------------------------------------------------------------------------
 
-    def _collect_metrics(self) -> list[Any]:
+    def _collect_metrics(self) -> list[Metric]:
         with self._lock:
             tasks = list(self._tasks.values())
             busy = len({self._slot_of.get(t.attempt_id) for t in tasks})
@@ -523,26 +528,27 @@ class TaskExecutorServicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):
     def CancelTask(  # noqa: N802
             self, request: taskexecutor_pb2.CancelTaskRequest,
             context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
-        self._te.cancel_task(request.attempt_id)
+        self._te.cancel_task(ExecutionAttemptId(request.attempt_id))
         return taskexecutor_pb2.TaskAck()
 
     def ReleaseJob(  # noqa: N802
             self, request: taskexecutor_pb2.ReleaseJobRequest,
             context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
-        self._te.release_job(request.job_id)
+        self._te.release_job(JobId(request.job_id))
         return taskexecutor_pb2.TaskAck()
 
     def TriggerCheckpoint(  # noqa: N802
             self, request: taskexecutor_pb2.TriggerCheckpointRequest,
             context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
-        barrier = CheckpointBarrier(request.checkpoint_id, request.timestamp_ms,
+        barrier = CheckpointBarrier(CheckpointId(request.checkpoint_id), request.timestamp_ms,
                                     request.options)
         with self._domain_errors(context):
-            self._te.trigger_checkpoint(request.attempt_id, barrier)
+            self._te.trigger_checkpoint(ExecutionAttemptId(request.attempt_id), barrier)
         return taskexecutor_pb2.TaskAck()
 
     def NotifyCheckpoint(  # noqa: N802
             self, request: taskexecutor_pb2.CheckpointNotification,
             context: grpc.ServicerContext) -> taskexecutor_pb2.TaskAck:
-        self._te.notify_checkpoint(request)
+        self._te.notify_checkpoint(map(ExecutionAttemptId, request.attempt_ids),
+                                   CheckpointId(request.checkpoint_id), request.complete)
         return taskexecutor_pb2.TaskAck()

@@ -7,12 +7,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Protocol
 
 import grpc
 
 from weir.core import rpc
 from weir.core.errors import InternalError
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_channel, keep_until_done
 from weir.core.tls import TlsFiles
 from weir.proto import (
@@ -42,6 +43,17 @@ def collect_payload_limit() -> int:
     return max(1, rpc.MAX_MESSAGE_BYTES - COLLECT_ENVELOPE_BYTES)
 
 
+class HeartbeatCall(Protocol):
+    """The heartbeat stream of one registration, as the TaskExecutor uses the gRPC call
+    (grpc's stubs leave ``cancel`` untyped)."""
+
+    def __iter__(self) -> Iterator[jobmaster_pb2.JobMasterHeartbeat]:
+        """The JobMaster's heartbeats; raises grpc.RpcError when the stream breaks."""
+
+    def cancel(self) -> bool:
+        """Close the stream (any thread)."""
+
+
 class JobMasterGateway:
     """Thread-safe wrapper of the JobMasterGateway stub used by the TaskExecutor and its
     tasks."""
@@ -52,8 +64,7 @@ class JobMasterGateway:
         self._tls = tls
         self.channel = create_channel(address, token, tls=tls)
         # The generated stubs carry no annotations: their calls answer Any.
-        self.stub = jobmaster_pb2_grpc.JobMasterGatewayStub(  # type: ignore[no-untyped-call]
-            self.channel)
+        self.stub = jobmaster_pb2_grpc.JobMasterGatewayStub(self.channel)
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest,
                  timeout: float = RPC_TIMEOUT_S) -> jobmaster_pb2.RegisterTaskExecutorResponse:
@@ -61,11 +72,13 @@ class JobMasterGateway:
             request, timeout=timeout)
         return response
 
-    def heartbeats(self, outgoing: Iterator[jobmaster_pb2.TaskExecutorHeartbeat]) -> Any:
+    def heartbeats(self, outgoing: Iterator[jobmaster_pb2.TaskExecutorHeartbeat]
+                   ) -> HeartbeatCall:
         """Open the heartbeat stream of the current registration (heartbeat thread): sends
         ``outgoing``; the call iterates over the JobMaster's heartbeats, ends with
         grpc.RpcError when the stream breaks, and ``cancel()`` closes it."""
-        return self.stub.Heartbeat(outgoing)
+        call: HeartbeatCall = self.stub.Heartbeat(outgoing)
+        return call
 
     def probe(self, deadline: float) -> grpc.StatusCode:
         """Ask the JobMaster something harmless, over a connection of its own, within
@@ -83,7 +96,7 @@ class JobMasterGateway:
         channel = create_channel(self.address, self._token, max_send_bytes=SMALL_MESSAGE_BYTES,
                                  tls=self._tls)
         try:
-            stub = dispatcher_pb2_grpc.DispatcherStub(channel)  # type: ignore[no-untyped-call]
+            stub = dispatcher_pb2_grpc.DispatcherStub(channel)
             stub.GetClusterOverview(dispatcher_pb2.ClusterOverviewRequest(), timeout=deadline)
         except grpc.RpcError as err:
             return err.code()
@@ -112,7 +125,8 @@ class JobMasterGateway:
         return False
 
     def request_splits(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor,
-                       callback: Callable[[Any, BaseException | None], None],
+                       callback: Callable[[jobmaster_pb2.SplitResponse | None,
+                                           BaseException | None], None],
                        checkpoint_passed: int = 0) -> None:
         """Ask the enumerator for splits without blocking; ``callback`` runs on an RPC
         thread. ``checkpoint_passed``: the newest checkpoint this reader emitted the barrier
@@ -123,7 +137,7 @@ class JobMasterGateway:
                                              checkpoint_passed=checkpoint_passed)
         future = self.stub.RequestSplits.future(request, timeout=RPC_TIMEOUT_S * 3)
 
-        def done(f: Any) -> None:
+        def done(f: grpc.Future[jobmaster_pb2.SplitResponse]) -> None:
             try:
                 callback(f.result(), None)
             except grpc.RpcError as err:
@@ -132,8 +146,8 @@ class JobMasterGateway:
 
         keep_until_done(future, done)
 
-    def push_collect(self, job_id: str, subtask_index: int, attempt_id: str, data: bytes,
-                     end: bool, cancelled: threading.Event) -> None:
+    def push_collect(self, job_id: JobId, subtask_index: int, attempt_id: ExecutionAttemptId,
+                     data: bytes, end: bool, cancelled: threading.Event) -> None:
         """Hand one payload of results to the JobMaster (task thread); blocks, and so
         backpressures the task, while the JobMaster's buffer is full.
 
@@ -172,7 +186,8 @@ class JobMasterGateway:
                 msg = "cancelled while sending results"
                 raise ConnectionError(msg)
 
-    def acknowledge_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
+    def acknowledge_checkpoint(self, job_id: JobId, attempt_id: ExecutionAttemptId,
+                               checkpoint_id: CheckpointId,
                                state: checkpoint_pb2.TaskStateSnapshot,
                                metrics: checkpoint_pb2.CheckpointTaskMetrics) -> None:
         """Report a subtask's part of a checkpoint (upload thread; retried a few times: a
@@ -189,15 +204,17 @@ class JobMasterGateway:
                             checkpoint_id, attempt_id, err.code(), attempt + 1)
                 time.sleep(0.2 * 2 ** attempt)
 
-    def decline_checkpoint(self, job_id: str, attempt_id: str, checkpoint_id: int,
-                           reason: int, message: str) -> None:
+    def decline_checkpoint(self, job_id: JobId, attempt_id: ExecutionAttemptId,
+                           checkpoint_id: CheckpointId,
+                           reason: checkpoint_pb2.CheckpointFailureReason, message: str
+                           ) -> None:
         """Decline a checkpoint without blocking (any thread)."""
         keep_until_done(self.stub.DeclineCheckpoint.future(
             jobmaster_pb2.DeclineCheckpointRequest(
                 job_id=job_id, attempt_id=attempt_id, checkpoint_id=checkpoint_id,
                 reason=reason, message=message[:2000]), timeout=RPC_TIMEOUT_S))
 
-    def report_end_of_data(self, job_id: str, attempt_id: str) -> None:
+    def report_end_of_data(self, job_id: JobId, attempt_id: ExecutionAttemptId) -> None:
         """A source read all its input (without blocking; any thread)."""
         keep_until_done(self.stub.ReportEndOfData.future(
             jobmaster_pb2.EndOfDataReport(job_id=job_id, attempt_id=attempt_id),

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint.storage import CheckpointStorage
 from weir.core.config import Configuration
+from weir.core.ids import CheckpointId, JobId
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import Elements
 from weir.state.operator_state import (
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from weir.state.snapshot import AsyncSnapshot, SnapshotLocation
     from weir.taskexecutor.user_metrics import MetricScope
 
+#: The job id of an operator context outside a deployed task.
+NO_JOB = JobId("")
 #: Service key under which a task offers the collect channel to the JobMaster.
 COLLECT_SERVICE = "collect"
 #: Service key of ``put(mail)``: run ``mail()`` on the task thread soon (from any thread).
@@ -94,7 +97,7 @@ class OperatorContext:
     parallelism: int
     max_parallelism: int
     attempt_number: int = 0
-    job_id: str = ""
+    job_id: JobId = NO_JOB
     config: dict[str, str] = field(default_factory=dict)
     #: Services the task offers operators (e.g. the collect-sink channel to the JobMaster).
     services: dict[str, Any] = field(default_factory=dict)
@@ -126,7 +129,7 @@ class StateContext:
     """What an operator's state starts from (given to ``initialize_state``)."""
 
     #: The checkpoint restored from; None on a fresh start.
-    checkpoint_id: int | None = None
+    checkpoint_id: CheckpointId | None = None
     #: Keyed state handles of the old subtasks overlapping this subtask's key groups.
     keyed_handles: list[KeyedStateHandle] = field(default_factory=list)
     #: Operator state of every old subtask, in subtask order (None: that one had none).
@@ -196,6 +199,8 @@ class StreamOperator(ABC):
         return []
 
     # -- checkpoints ------------------------------------------------------------------------
+    # The hooks take the checkpoint id as a plain int: the operators of weir.operators
+    # override them so. It is typed where it reaches the state layer.
 
     #: The operator state of this instance (created by ``initialize_state``).
     operator_state: OperatorStateBackend | None = None
@@ -225,32 +230,35 @@ class StreamOperator(ABC):
         """Take the synchronous part of this operator's snapshot for ``checkpoint_id``
         (task thread, between two batches; must be cheap: copy-on-write or a RocksDB
         checkpoint). Raises what the functions or backends raise."""
+        checkpoint = CheckpointId(checkpoint_id)
         for fn in self.functions():
             if isinstance(fn, CheckpointedFunction):
-                fn.snapshot_state(FunctionSnapshotContext(checkpoint_id, timestamp_ms))
+                fn.snapshot_state(FunctionSnapshotContext(checkpoint, timestamp_ms))
         snapshot = OperatorSnapshot()
         if self.operator_state is not None and self.operator_state.state_names:
             snapshot.operator_state = self.operator_state.snapshot()
         backend = self.keyed_state_backend()
         if backend is not None:
-            snapshot.keyed = backend.snapshot_to(checkpoint_id, location)
+            snapshot.keyed = backend.snapshot_to(checkpoint, location)
         return snapshot
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` (and every earlier one) is complete (task thread)."""
+        checkpoint = CheckpointId(checkpoint_id)
         backend = self.keyed_state_backend()
         if backend is not None:
-            backend.notify_checkpoint_complete(checkpoint_id)
+            backend.notify_checkpoint_complete(checkpoint)
         for fn in self.functions():
             if isinstance(fn, CheckpointListener):
-                fn.notify_checkpoint_complete(checkpoint_id)
+                fn.notify_checkpoint_complete(checkpoint)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` will not complete (task thread)."""
+        checkpoint = CheckpointId(checkpoint_id)
         backend = self.keyed_state_backend()
         if backend is not None:
-            backend.notify_checkpoint_aborted(checkpoint_id)
+            backend.notify_checkpoint_aborted(checkpoint)
         for fn in self.functions():
             if isinstance(fn, CheckpointListener):
-                fn.notify_checkpoint_aborted(checkpoint_id)
+                fn.notify_checkpoint_aborted(checkpoint)
 

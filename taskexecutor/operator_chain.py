@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from weir.core.records import Elements
 from weir.taskexecutor.operator import OperatorContext, Output, StreamOperator
 from weir.taskexecutor.record_writer import RecordWriter
@@ -133,7 +131,7 @@ class OperatorChain:
 
     def close(self) -> list[BaseException]:
         """Close every opened operator; returns what closing raised instead of stopping."""
-        errors: list[Any] = []
+        errors: list[BaseException] = []
         for operator in self._opened:
             try:
                 operator.close()

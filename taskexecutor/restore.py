@@ -16,6 +16,7 @@ from weir.checkpoint.channel_state import ChannelState, read_channel_state
 from weir.checkpoint.metadata import to_stream_handle
 from weir.checkpoint.storage import StreamStateHandle
 from weir.core.errors import CorruptStateError, MissingStateError
+from weir.core.ids import CheckpointId
 from weir.proto import checkpoint_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.state.handles import KeyedStateHandle
 from weir.state.local_recovery import RestoreStorage
@@ -27,7 +28,7 @@ class TaskStateRestore:
     which prefers this TaskExecutor's local copies and counts the bytes."""
 
     def __init__(self, restore: jobgraph_pb2.TaskRestore, storage: RestoreStorage) -> None:
-        self.checkpoint_id = restore.checkpoint_id
+        self.checkpoint_id = CheckpointId(restore.checkpoint_id)
         self._restore = restore
         self._storage = storage
         self._operators = {op.operator_uid: op for op in restore.operators}

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from weir.core.ids import CheckpointId
 from weir.core.source import SourceReader
 from weir.state.descriptors import ListStateDescriptor
 from weir.state.operator_state import OperatorStateBackend
@@ -46,7 +47,7 @@ class SourceReaderState:
         return ListStateDescriptor(SPLITS_STATE)
 
     @staticmethod
-    def snapshot(reader: SourceReader, checkpoint_id: int,
+    def snapshot(reader: SourceReader, checkpoint_id: CheckpointId,
                  backend: OperatorStateBackend | None = None) -> bytes:
         """The operator state snapshot of ``reader`` for checkpoint ``checkpoint_id``.
 

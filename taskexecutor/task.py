@@ -52,6 +52,7 @@ from weir.core.errors import (
     UserError,
     WeirError,
 )
+from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import MAX_WATERMARK, Elements, decode_watermark
 from weir.core.source import ReaderContext, SourceReader
@@ -59,7 +60,6 @@ from weir.core.user_code import user_location, user_traceback
 from weir.proto import checkpoint_pb2, common_pb2, jobgraph_pb2, jobmaster_pb2
 from weir.shuffle.api import (
     BufferOrEvent,
-    InputGate,
     ResultPartitionWriter,
     ShuffleEnvironment,
     TaskShuffleContext,
@@ -68,6 +68,7 @@ from weir.state.key_groups import operator_indexes
 from weir.state.local_recovery import RestoreStorage
 from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.checkpointing import SnapshotParticipant, SubtaskCheckpointing, UploadPool
+from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
 from weir.taskexecutor.mailbox import Mailbox
 from weir.taskexecutor.operator import (
     COLLECT_SERVICE,
@@ -105,7 +106,7 @@ class _ReaderParticipant:
     def __init__(self, reader: SourceReader) -> None:
         self._reader = reader
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
         return OperatorSnapshot(
             operator_state=SourceReaderState.snapshot(self._reader, checkpoint_id))
@@ -117,14 +118,15 @@ class Task:
     the task thread on every state change."""
 
     def __init__(self, tdd: jobgraph_pb2.TaskDeploymentDescriptor, shuffle: ShuffleEnvironment,
-                 gateway: Any, configuration: Configuration,
-                 on_state: Callable[[Task, int, common_pb2.ErrorInfo | None], None],
+                 gateway: JobMasterGateway, configuration: Configuration,
+                 on_state: Callable[[Task, common_pb2.ExecutionState,
+                                     common_pb2.ErrorInfo | None], None],
                  upload_pool: UploadPool | None = None,
                  local_state_root: Path | None = None,
                  user_metrics: MetricRegistry | None = None) -> None:
         self.tdd = tdd
-        self.job_id = tdd.job_id
-        self.attempt_id = tdd.attempt_id
+        self.job_id = JobId(tdd.job_id)
+        self.attempt_id = ExecutionAttemptId(tdd.attempt_id)
         self.name = f"{tdd.task_name} ({tdd.subtask_index + 1}/{tdd.parallelism})"
         self.configuration = configuration
         self._shuffle = shuffle
@@ -139,7 +141,7 @@ class Task:
         self.metrics: MetricScope | None = None
         #: What restoring state cost (reported with RUNNING; None: nothing restored).
         self.restore_stats: jobmaster_pb2.RestoreStats | None = None
-        self.state: int = common_pb2.CREATED
+        self.state: common_pb2.ExecutionState = common_pb2.CREATED
         self.counters = TaskCounters()
         self.mailbox = Mailbox()
         self._cancelled = threading.Event()
@@ -184,17 +186,31 @@ class Task:
     def wake(self) -> None:
         self.mailbox.wakeup.set()
 
-    @property
-    def _gates(self) -> list[InputGate]:
-        """The input gates (read by the TaskExecutor's metric collectors, any thread)."""
-        return self._input.gates
+    def input_metrics(self) -> list[dict[str, float]]:
+        """Each input gate's network metrics (``bytesIn``, ``inPoolUsage``, ...; none until
+        the task set its gates up). Any thread (the TaskExecutor's metric collectors): the
+        gates' counters are read as they are, without the task thread."""
+        return [gate.metrics() for gate in self._input.gates]
+
+    def output_metrics(self) -> list[dict[str, float]]:
+        """Each result partition writer's network metrics (``bytesOut``, ``outPoolUsage``,
+        ...). Any thread, as :meth:`input_metrics`."""
+        return [writer.metrics() for writer in list(self._writers)]
+
+    def late_records_dropped(self) -> int | None:
+        """Records the chain's event-time operators dropped as late (None: the chain is
+        not set up yet). Any thread, as :meth:`input_metrics`."""
+        chain = self._chain
+        if chain is None:
+            return None
+        return sum(getattr(op, "num_late_records_dropped", 0) for op in chain.operators)
 
     def trigger_checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Take checkpoint ``barrier`` now (a source, or a task whose inputs all ended).
         Any thread; raises MailboxFullError when the task takes no mails for 10 s."""
         self.mailbox.put(lambda: self._on_trigger(barrier))
 
-    def notify_checkpoint(self, checkpoint_id: int, complete: bool) -> None:
+    def notify_checkpoint(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         """The coordinator completed (or aborted) ``checkpoint_id``. Any thread; a task
         whose mailbox stays full for 10 s is stuck, and the notification is dropped (a
         later one covers it: completion of n completes every older checkpoint)."""
@@ -206,7 +222,8 @@ class Task:
 
     # -- the task thread --------------------------------------------------------------------
 
-    def _set_state(self, state: int, error: common_pb2.ErrorInfo | None = None) -> None:
+    def _set_state(self, state: common_pb2.ExecutionState,
+                   error: common_pb2.ErrorInfo | None = None) -> None:
         self.state = state
         self._on_state(self, state, error)
 
@@ -272,7 +289,7 @@ class Task:
 
     def _setup(self) -> None:
         tdd = self.tdd
-        shuffle_ctx = TaskShuffleContext(tdd.job_id, self.name, tdd.attempt_id, self.wake)
+        shuffle_ctx = TaskShuffleContext(self.job_id, self.name, self.attempt_id, self.wake)
         writers = []
         for deployment in tdd.partitions:
             writer = self._shuffle.create_result_partition_writer(shuffle_ctx, deployment)
@@ -291,7 +308,7 @@ class Task:
         ctx = OperatorContext(
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
-            attempt_number=tdd.attempt_number, job_id=tdd.job_id, config=dict(tdd.config),
+            attempt_number=tdd.attempt_number, job_id=self.job_id, config=dict(tdd.config),
             services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put},
             configuration=job_config, processing_time=self.processing_time,
             metrics=self.metrics)
@@ -431,8 +448,8 @@ class Task:
         return None
 
     def _push_collect(self, data: bytes, end: bool) -> None:
-        self._gateway.push_collect(self.tdd.job_id, self.tdd.subtask_index, self.attempt_id,
-                                   data, end, self._cancelled)
+        self._gateway.push_collect(self.job_id, self.tdd.subtask_index, self.attempt_id, data,
+                                   end, self._cancelled)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -606,13 +623,15 @@ class Task:
             self._gateway.request_splits(self.tdd, self._on_split_response, passed)
         return "nothing"
 
-    def _on_split_response(self, response: Any, error: BaseException | None) -> None:
-        """Called on an RPC thread: hand the answer to the task thread as a mail."""
+    def _on_split_response(self, response: jobmaster_pb2.SplitResponse | None,
+                           error: BaseException | None) -> None:
+        """Called on an RPC thread: hand the answer (or the error) to the task thread as
+        a mail."""
         def mail() -> None:
             self._split_request_in_flight = False
             if error is not None:
                 raise error
-            assert self._reader is not None
+            assert self._reader is not None and response is not None
             splits = [cloudpickle.loads(s) for s in response.splits]
             if splits:
                 self._reader.add_splits(splits)
@@ -637,13 +656,14 @@ class Task:
             return
         self._checkpoints.on_trigger(barrier)
 
-    def _on_notify(self, checkpoint_id: int, complete: bool) -> None:
+    def _on_notify(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         if self._chain is not None and self._checkpoints is not None:
             self._checkpoints.on_notify(checkpoint_id, complete)
 
     # -- cleanup ----------------------------------------------------------------------------
 
-    def _cleanup(self, final: int, error: common_pb2.ErrorInfo | None) -> None:
+    def _cleanup(self, final: common_pb2.ExecutionState, error: common_pb2.ErrorInfo | None
+                 ) -> None:
         if self._checkpoints is not None:
             self._checkpoints.close()
         if self._chain is not None:
@@ -691,7 +711,7 @@ class _CheckpointedTask:
     def drain(self) -> None:
         self._task._finish_operators(report=False)
 
-    def notify_operators(self, checkpoint_id: int, complete: bool) -> None:
+    def notify_operators(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         chain = self._task._chain
         assert chain is not None
         for operator in chain.operators:

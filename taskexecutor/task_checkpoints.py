@@ -52,6 +52,7 @@ from weir.checkpoint.barrier_handler import (
     TakeSnapshot,
 )
 from weir.core.clock import Clock
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 from weir.shuffle.api import Event, OvertakenData
 from weir.taskexecutor.checkpointing import SnapshotParticipant, SubtaskCheckpointing
@@ -98,7 +99,7 @@ class CheckpointedTask(Protocol):
         """``stop --drain``: end the input now (event time to its end, operators flush),
         before the savepoint's barrier."""
 
-    def notify_operators(self, checkpoint_id: int, complete: bool) -> None:
+    def notify_operators(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         """Tell every operator that ``checkpoint_id`` completed (or was aborted)."""
 
     def wake(self) -> None:
@@ -111,7 +112,7 @@ class _Capture:
     reaches the task after the barrier: what the task had taken but not processed, then
     what the barrier overtook in the channel (complete once all of it arrived)."""
 
-    checkpoint_id: int
+    checkpoint_id: CheckpointId
     channel: int
     unprocessed: tuple[Elements, ...]
     overtaken: OvertakenData | None
@@ -150,12 +151,12 @@ class TaskCheckpoints:
         self._captures: list[_Capture] = []
         #: Checkpoints taken after end of input (FLIP-147): once one completed, the task
         #: may end.
-        self._finish_checkpoints: set[int] = set()
+        self._finish_checkpoints: set[CheckpointId] = set()
         self._final_checkpoint_done = False
         #: Stop-with-savepoint without drain: the savepoint this task took its part of; no
         #: input is processed and no timer fires after it. Once it completed the task ends
         #: without finishing its operators; if it is aborted, the task goes on.
-        self._stop_savepoint: int | None = None
+        self._stop_savepoint: CheckpointId | None = None
         self._stopped = False
         #: Triggers that came while a source awaited splits.
         self._deferred_triggers: list[CheckpointBarrier] = []
@@ -255,7 +256,7 @@ class TaskCheckpoints:
         if self._handler is not None:
             self._execute(self._handler.on_end_of_partition(channel))
 
-    def on_notify(self, checkpoint_id: int, complete: bool) -> None:
+    def on_notify(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         """The coordinator completed (or aborted) ``checkpoint_id``."""
         if complete:
             self.checkpointing.completed(checkpoint_id)

@@ -49,6 +49,7 @@ from weir.core.secrets import auth_token, split_secrets
 
 if TYPE_CHECKING:
     from weir.checkpoint.seaweedfs import SeaweedServer
+    from weir.client.cluster_client import JobMasterClient
     from weir.core.config import Configuration
 
 START_TIMEOUT_S = 60.0
@@ -69,9 +70,10 @@ def default_cluster_dir() -> Path:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
+        info: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return info
 
 
 def jobmaster_address(directory: Path) -> str | None:
@@ -350,7 +352,7 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
     return status(directory, dynamic)
 
 
-def _client(address: str, dynamic: list[str], directory: Path) -> Any:
+def _client(address: str, dynamic: list[str], directory: Path) -> JobMasterClient:
     from weir.client.cluster_client import JobMasterClient
     from weir.core.config import Configuration
     from weir.core.tls import TlsFiles

@@ -14,15 +14,21 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # gRPC's C core logs failed TLS handshakes at INFO to stderr; the command says what failed in
 # one line of its own. Set before anything imports grpc.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from weir.core.errors import JobExecutionError, UserError
+from weir.core.ids import JobId
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
+
+if TYPE_CHECKING:
+    from weir.client.cluster_client import JobMasterClient
+    from weir.core.config import Configuration
+    from weir.proto import checkpoint_pb2, jobmaster_pb2
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_USER_ERROR = 0, 1, 2
 
@@ -51,6 +57,13 @@ def _client_args(p: argparse.ArgumentParser) -> None:
     _conf_args(p)
     p.add_argument("--jobmaster", metavar="HOST:PORT", help="JobMaster address")
     p.add_argument("--dir", help="directory of a local cluster (weir cluster start --dir)")
+
+
+def _savepoint_type_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--type", choices=("canonical", "native"), default="canonical",
+                   help="canonical (default): restores into either state backend at any "
+                        "parallelism; native: the backend's own files (RocksDB SSTs), "
+                        "copying those the latest checkpoint stored instead of uploading them")
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
@@ -151,25 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
     _client_args(lst)
     status = sub.add_parser("status", help="show a job's tasks, records and backpressure")
     _client_args(status)
-    status.add_argument("job_id")
+    status.add_argument("job_id", type=JobId)
     status.add_argument("--json", action="store_true", help="print JSON for scripts")
     checkpoints = sub.add_parser(
         "checkpoints", help="show a job's checkpoint history",
         description="Every recent checkpoint of a job: status, aligned or unaligned, "
                     "duration, sizes, alignment, failure reason and path (newest last).")
     _client_args(checkpoints)
-    checkpoints.add_argument("job_id")
+    checkpoints.add_argument("job_id", type=JobId)
     checkpoints.add_argument("--json", action="store_true", help="print JSON for scripts")
     checkpoints.add_argument("--tasks", action="store_true",
                              help="add each subtask's part (sync, async, alignment, ...)")
     cancel = sub.add_parser("cancel", help="cancel a job")
     _client_args(cancel)
-    cancel.add_argument("job_id")
+    cancel.add_argument("job_id", type=JobId)
 
-    formats = {"choices": ("canonical", "native"), "default": "canonical",
-               "help": "canonical (default): restores into either state backend at any "
-                       "parallelism; native: the backend's own files (RocksDB SSTs), "
-                       "copying those the latest checkpoint stored instead of uploading them"}
     savepoint = sub.add_parser(
         "savepoint", help="take a savepoint of a running job, or dispose of one",
         usage="weir savepoint JOB_ID [TARGET_DIR] [--type canonical|native]\n"
@@ -177,11 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="An aligned snapshot of the job that belongs to you: restore it with "
                     "`weir run -s PATH job.py`. The savepoint's directory is printed last.")
     _client_args(savepoint)
-    savepoint.add_argument("job_id", nargs="?")
+    savepoint.add_argument("job_id", nargs="?", type=JobId)
     savepoint.add_argument("target", nargs="?", metavar="TARGET_DIR",
                            help="file:// or s3:// directory (default "
                                 "execution.checkpointing.savepoint-dir)")
-    savepoint.add_argument("--type", **formats)
+    _savepoint_type_arg(savepoint)
     savepoint.add_argument("--full", action="store_true",
                            help="native: upload every file, even those the latest "
                                 "checkpoint stored")
@@ -192,12 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "the job ends FINISHED; the savepoint's directory is printed last. If "
                     "the savepoint fails, the job keeps running.")
     _client_args(stop)
-    stop.add_argument("job_id")
+    stop.add_argument("job_id", type=JobId)
     stop.add_argument("--savepoint-path", "-p", metavar="DIR",
                       help="target directory (default execution.checkpointing.savepoint-dir)")
     stop.add_argument("--drain", "-d", action="store_true",
                       help="first advance event time to the end: timers and windows fire")
-    stop.add_argument("--type", **formats)
+    _savepoint_type_arg(stop)
 
     rescale = sub.add_parser(
         "rescale", help="change a running job's parallelism",
@@ -205,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "parallelism, keyed state split by key groups and operator state "
                     "redistributed; sources continue where they were. Prints the downtime.")
     _client_args(rescale)
-    rescale.add_argument("job_id")
+    rescale.add_argument("job_id", type=JobId)
     rescale.add_argument("--parallelism", "-p", type=int, default=0,
                          help="the new parallelism of every operator running at the job's "
                               "parallelism")
@@ -221,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "running from where they were (they are not prepared again). An update "
                     "whose state does not fit is refused and the job runs on untouched.")
     _client_args(update)
-    update.add_argument("job_id")
+    update.add_argument("job_id", type=JobId)
     update.add_argument("--allow-non-restored-state", action="store_true",
                         help="drop the state of operators the new program does not have")
     update.add_argument("job", help="the new job program (a Python file)")
@@ -381,7 +390,7 @@ def _print_cluster(info: dict[str, Any]) -> None:
         print(f"  ({info['error']})")
 
 
-def resolve_jobmaster(args: argparse.Namespace, conf: Any) -> str:
+def resolve_jobmaster(args: argparse.Namespace, conf: Configuration) -> str:
     """--jobmaster, else --dir, else jobmaster.address, else the default local cluster."""
     from weir.cli import cluster
     from weir.core import options
@@ -472,7 +481,7 @@ def _client_command(args: argparse.Namespace) -> int:
     return EXIT_USER_ERROR
 
 
-def _savepoint_format(args: argparse.Namespace) -> int:
+def _savepoint_format(args: argparse.Namespace) -> checkpoint_pb2.SavepointFormat:
     from weir.proto import checkpoint_pb2
 
     if args.type == "canonical":
@@ -481,7 +490,7 @@ def _savepoint_format(args: argparse.Namespace) -> int:
         else checkpoint_pb2.SAVEPOINT_NATIVE
 
 
-def _savepoint(client: Any, args: argparse.Namespace) -> int:
+def _savepoint(client: JobMasterClient, args: argparse.Namespace) -> int:
     if args.dispose:
         if args.job_id:
             msg = "--dispose PATH takes no job id: `weir savepoint --dispose PATH`"
@@ -500,7 +509,7 @@ def _savepoint(client: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _stop(client: Any, args: argparse.Namespace) -> int:
+def _stop(client: JobMasterClient, args: argparse.Namespace) -> int:
     from weir.client.cluster_client import ClusterJobClient
 
     print(f"stopping job {args.job_id} with a savepoint ...", file=sys.stderr)
@@ -531,7 +540,7 @@ def _operator_parallelism(pairs: list[str]) -> dict[str, int]:
     return result
 
 
-def _print_change(job_id: str, change: Any) -> None:
+def _print_change(job_id: JobId, change: jobmaster_pb2.JobChange) -> None:
     restarted = ", ".join(change.restarted_operators) or "none"
     print(f"job {job_id}: {change.kind} from checkpoint {change.checkpoint_id}; changed "
           f"operators: {restarted}", file=sys.stderr)
@@ -554,8 +563,8 @@ def _recovery_pairs(args: argparse.Namespace) -> list[str]:
     return pairs
 
 
-def _run_job(args: argparse.Namespace, conf: Any, address: str,
-             update: str | None = None) -> int:
+def _run_job(args: argparse.Namespace, conf: Configuration, address: str,
+             update: JobId | None = None) -> int:
     """Run a job program: it submits its job, or (``update``: a job id) replaces that
     running job's program."""
     from weir.core.execution import ExecutionContext, set_execution_context
@@ -611,7 +620,7 @@ def _run_job(args: argparse.Namespace, conf: Any, address: str,
     return EXIT_OK
 
 
-def _cluster_dir(args: argparse.Namespace, conf: Any) -> str | None:
+def _cluster_dir(args: argparse.Namespace, conf: Configuration) -> str | None:
     from weir.cli import cluster
     from weir.core import options
 

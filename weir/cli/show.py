@@ -21,7 +21,7 @@ from weir.client.cluster_client import failure_text, job_status_name, state_name
 from weir.proto import checkpoint_pb2, common_pb2, dispatcher_pb2, jobmaster_pb2
 
 
-def print_jobs(jobs: list[Any]) -> None:
+def print_jobs(jobs: list[jobmaster_pb2.JobSummary]) -> None:
     if not jobs:
         print("no jobs")
         return
@@ -148,11 +148,11 @@ def checkpoints_json(history: dispatcher_pb2.CheckpointHistory,
     return rows
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return str(n)
 
 

@@ -145,9 +145,10 @@ def supervise(directory: Path) -> int:
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
+        data: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return data
 
 
 def stop_supervisor(pid: int, timeout: float) -> None:

@@ -16,24 +16,33 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from weir.core.errors import JobExecutionError, UserError
 from weir.core.execution import JobClient
+from weir.core.ids import JobId
 from weir.core.records import Elements
 from weir.core.rpc import create_channel, translate_rpc_error
 from weir.core.tls import TlsFiles
 from weir.operators.sinks.collect import from_ipc
-from weir.proto import common_pb2, dispatcher_pb2, dispatcher_pb2_grpc, jobgraph_pb2, jobmaster_pb2
+from weir.proto import (
+    checkpoint_pb2,
+    common_pb2,
+    dispatcher_pb2,
+    dispatcher_pb2_grpc,
+    jobgraph_pb2,
+    jobmaster_pb2,
+)
 
 TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb2.JOB_CANCELED}
 
 
-def job_status_name(status: int) -> str:
+def job_status_name(status: common_pb2.JobStatus) -> str:
     """``JOB_RUNNING`` -> ``RUNNING``."""
     return common_pb2.JobStatus.Name(status).removeprefix("JOB_")
 
 
-def state_name(state: int) -> str:
+def state_name(state: common_pb2.ExecutionState) -> str:
     return common_pb2.ExecutionState.Name(state)
 
 
@@ -61,30 +70,41 @@ class JobMasterClient:
             self._stub = dispatcher_pb2_grpc.DispatcherStub(self._channel)
         return self._stub
 
-    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+    def _call(self, method: str, request: Message, timeout: float | None = None) -> Any:
+        """Call the Dispatcher's ``method``: its response (the generated stubs are untyped:
+        callers name the response type). Raises the UserError a failed call means."""
         try:
             return getattr(self.stub, method)(request, timeout=timeout or self._timeout,
                                               wait_for_ready=False)
         except grpc.RpcError as err:
             raise translate_rpc_error(err, self.address) from None
 
-    def submit_job(self, graph: jobgraph_pb2.JobGraph) -> str:
-        return self._call("SubmitJob", dispatcher_pb2.SubmitJobRequest(job_graph=graph)).job_id
+    def submit_job(self, graph: jobgraph_pb2.JobGraph) -> JobId:
+        response: dispatcher_pb2.SubmitJobResponse = self._call(
+            "SubmitJob", dispatcher_pb2.SubmitJobRequest(job_graph=graph))
+        return JobId(response.job_id)
 
     def list_jobs(self) -> list[jobmaster_pb2.JobSummary]:
-        return list(self._call("ListJobs", dispatcher_pb2.ListJobsRequest()).jobs)
+        response: dispatcher_pb2.ListJobsResponse = self._call(
+            "ListJobs", dispatcher_pb2.ListJobsRequest())
+        return list(response.jobs)
 
-    def job_details(self, job_id: str) -> jobmaster_pb2.JobDetails:
-        return self._call("GetJobDetails", dispatcher_pb2.JobIdRequest(job_id=job_id))
+    def job_details(self, job_id: JobId) -> jobmaster_pb2.JobDetails:
+        details: jobmaster_pb2.JobDetails = self._call(
+            "GetJobDetails", dispatcher_pb2.JobIdRequest(job_id=job_id))
+        return details
 
-    def checkpoints(self, job_id: str) -> dispatcher_pb2.CheckpointHistory:
-        return self._call("GetCheckpoints", dispatcher_pb2.JobIdRequest(job_id=job_id))
+    def checkpoints(self, job_id: JobId) -> dispatcher_pb2.CheckpointHistory:
+        history: dispatcher_pb2.CheckpointHistory = self._call(
+            "GetCheckpoints", dispatcher_pb2.JobIdRequest(job_id=job_id))
+        return history
 
-    def cancel_job(self, job_id: str) -> None:
+    def cancel_job(self, job_id: JobId) -> None:
         self._call("CancelJob", dispatcher_pb2.JobIdRequest(job_id=job_id))
 
-    def trigger_savepoint(self, job_id: str, target_directory: str = "",
-                          savepoint_format: int = 0, terminate: bool = False,
+    def trigger_savepoint(self, job_id: JobId, target_directory: str = "",
+                          savepoint_format: checkpoint_pb2.SavepointFormat =
+                          checkpoint_pb2.SAVEPOINT_CANONICAL, terminate: bool = False,
                           drain: bool = False) -> str:
         """Take a savepoint (``terminate``: stop the job with it); returns its directory.
         Waits as long as the JobMaster does (it bounds the savepoint by the checkpoint
@@ -92,36 +112,45 @@ class JobMasterClient:
         request = jobmaster_pb2.SavepointRequest(
             job_id=job_id, target_directory=target_directory, format=savepoint_format,
             terminate=terminate, drain=drain)
-        return str(self._call("TriggerSavepoint", request, timeout=SAVEPOINT_TIMEOUT_S).path)
+        response: dispatcher_pb2.SavepointResponse = self._call(
+            "TriggerSavepoint", request, timeout=SAVEPOINT_TIMEOUT_S)
+        return response.path
 
-    def rescale_job(self, job_id: str, parallelism: int,
+    def rescale_job(self, job_id: JobId, parallelism: int,
                     per_operator: dict[str, int] | None = None) -> jobmaster_pb2.JobChange:
         """Redeploy the job at another parallelism from a checkpoint taken now."""
         request = dispatcher_pb2.RescaleRequest(job_id=job_id, parallelism=parallelism,
                                                operator_parallelism=per_operator or {})
-        return self._call("RescaleJob", request, timeout=SAVEPOINT_TIMEOUT_S)
+        change: jobmaster_pb2.JobChange = self._call("RescaleJob", request,
+                                                     timeout=SAVEPOINT_TIMEOUT_S)
+        return change
 
-    def update_job(self, job_id: str, graph: jobgraph_pb2.JobGraph,
+    def update_job(self, job_id: JobId, graph: jobgraph_pb2.JobGraph,
                    allow_non_restored_state: bool = False) -> jobmaster_pb2.JobChange:
         """Replace the running job's program by ``graph`` (hot update), keeping its state
         (matched by operator uid)."""
         request = dispatcher_pb2.UpdateJobRequest(
             job_id=job_id, job_graph=graph, allow_non_restored_state=allow_non_restored_state)
-        return self._call("UpdateJob", request, timeout=SAVEPOINT_TIMEOUT_S)
+        change: jobmaster_pb2.JobChange = self._call("UpdateJob", request,
+                                                     timeout=SAVEPOINT_TIMEOUT_S)
+        return change
 
     def dispose_savepoint(self, path: str) -> None:
         self._call("DisposeSavepoint", dispatcher_pb2.DisposeSavepointRequest(path=path),
                    timeout=SAVEPOINT_TIMEOUT_S)
 
     def cluster_overview(self, timeout: float | None = None) -> dispatcher_pb2.ClusterOverview:
-        return self._call("GetClusterOverview", dispatcher_pb2.ClusterOverviewRequest(),
-                          timeout=timeout)
+        overview: dispatcher_pb2.ClusterOverview = self._call(
+            "GetClusterOverview", dispatcher_pb2.ClusterOverviewRequest(), timeout=timeout)
+        return overview
 
-    def fetch_collect(self, job_id: str, wait_ms: int = 1000,
+    def fetch_collect(self, job_id: JobId, wait_ms: int = 1000,
                       max_batches: int = 16) -> dispatcher_pb2.FetchCollectResponse:
         request = dispatcher_pb2.FetchCollectRequest(job_id=job_id, wait_ms=wait_ms,
                                                     max_batches=max_batches)
-        return self._call("FetchCollectResults", request, timeout=self._timeout + wait_ms / 1e3)
+        response: dispatcher_pb2.FetchCollectResponse = self._call(
+            "FetchCollectResults", request, timeout=self._timeout + wait_ms / 1e3)
+        return response
 
     def close(self) -> None:
         if self._channel is not None:
@@ -142,11 +171,11 @@ def failure_text(details: jobmaster_pb2.JobDetails) -> str:
 class ClusterJobClient(JobClient):
     """Handle of a submitted job: status, cancellation, waiting and collected results."""
 
-    def __init__(self, client: JobMasterClient, job_id: str,
+    def __init__(self, client: JobMasterClient, job_id: JobId,
                  on_done: list[Callable[[], None]] | None = None,
                  show_progress: bool = False) -> None:
         self.client = client
-        self.job_id = job_id
+        self.job_id: JobId = job_id
         self._on_done = list(on_done or [])
         self._done_lock = threading.Lock()
         #: The job's status once :meth:`wait` or :meth:`collect` saw it end.

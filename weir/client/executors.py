@@ -15,6 +15,7 @@ from weir.core import options
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
 from weir.core.execution import ExecutionContext, JobClient, PipelineExecutor
+from weir.core.ids import JobId
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
 from weir.proto import jobgraph_pb2
@@ -34,7 +35,7 @@ class RemoteExecutor(PipelineExecutor):
                                  configuration.get(options.CLIENT_TIMEOUT),
                                  tls=TlsFiles.from_conf(context.configuration))
         if context.update_job_id:
-            job_id = context.update_job_id
+            job_id = JobId(context.update_job_id)
             context.change = client.update_job(job_id, graph,
                                                context.allow_non_restored_state)
         else:

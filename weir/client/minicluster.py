@@ -13,10 +13,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from weir.checkpoint import options as checkpoint_options
 from weir.core.config import Configuration
 from weir.core.errors import InternalError
+
+if TYPE_CHECKING:
+    from weir.jobmaster.daemon import JobMaster
+    from weir.taskexecutor.daemon import TaskExecutor
 
 
 class MiniCluster:
@@ -30,8 +35,8 @@ class MiniCluster:
         overrides = {"jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0",
                      "taskmanager.rpc.port": "0", "taskmanager.data.port": "0"}
         self.configuration = Configuration.from_pairs({**base, **overrides})
-        self.jobmaster = None
-        self.task_executors: list = []
+        self.jobmaster: JobMaster | None = None
+        self.task_executors: list[TaskExecutor] = []
         self._working_dir: str | None = None
 
     @property
@@ -52,13 +57,13 @@ class MiniCluster:
                 checkpoint_options.CHECKPOINTS_DIR.key:
                     Path(self._working_dir, "checkpoints").as_uri()})
         try:
-            self.jobmaster = JobMaster(self.configuration)
-            self.jobmaster.start()
+            jobmaster = self.jobmaster = JobMaster(self.configuration)
+            jobmaster.start()
             for i in range(self.num_task_executors):
                 conf = self.configuration.merged({
                     "taskmanager.resource-id": f"mini-te-{i}",
                     "process.taskmanager.working-dir": f"{self._working_dir}/te-{i}"})
-                te = TaskExecutor(self.jobmaster.address, conf, num_slots=self.num_slots)
+                te = TaskExecutor(jobmaster.address, conf, num_slots=self.num_slots)
                 te.start()
                 self.task_executors.append(te)
             for te in self.task_executors:

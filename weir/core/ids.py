@@ -31,13 +31,15 @@ def _generate() -> JobId:
     return JobId(secrets.token_hex(16))
 
 
-def _is_valid(text: str) -> bool:
+def is_valid_job_id(text: str) -> bool:
+    """Whether ``text`` has the form of a job id: 32 lower-case hex digits (job ids become
+    paths, so nothing else may pass for one). ``JobId.is_valid`` is the same function."""
     return bool(_HEX32.fullmatch(text))
 
 
 # NewType objects accept attributes: keep the helpers next to the type they belong to.
 JobId.generate = _generate  # type: ignore[attr-defined]
-JobId.is_valid = _is_valid  # type: ignore[attr-defined]
+JobId.is_valid = is_valid_job_id  # type: ignore[attr-defined]
 
 
 def new_attempt_id() -> ExecutionAttemptId:

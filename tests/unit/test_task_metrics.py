@@ -1,0 +1,37 @@
+"""The TaskExecutor's metric collectors read a task through its public accessors: also while
+the task is not set up yet (a scrape during INITIALIZING), when it has no gates, writers or
+chain to read. No sockets, no threads: the task is never started."""
+
+from __future__ import annotations
+
+from weir.core.config import Configuration
+from weir.proto import jobgraph_pb2
+from weir.taskexecutor.daemon import TaskExecutor
+from weir.taskexecutor.task import Task
+
+
+def _unstarted_task() -> Task:
+    tdd = jobgraph_pb2.TaskDeploymentDescriptor(
+        job_id="0" * 32, attempt_id="a-1", task_name="Map", subtask_index=0, parallelism=1)
+    # Neither the shuffle nor the gateway is touched before the task thread runs.
+    return Task(tdd, shuffle=None, gateway=None, configuration=Configuration(),  # type: ignore[arg-type]
+                on_state=lambda task, state, error: None)
+
+
+def test_a_task_not_set_up_has_no_gate_writer_or_chain_metrics() -> None:
+    task = _unstarted_task()
+    assert task.input_metrics() == []
+    assert task.output_metrics() == []
+    assert task.late_records_dropped() is None
+
+
+def test_the_taskexecutor_reports_zeros_for_a_task_not_set_up() -> None:
+    te = TaskExecutor("127.0.0.1:1", Configuration(), num_slots=1)
+    task = _unstarted_task()
+    metrics = te._task_metrics(task)
+    assert (metrics.attempt_id, metrics.bytes_in, metrics.bytes_out) == ("a-1", 0, 0)
+    assert dict(TaskExecutor._pool_metrics(task)) == {
+        "outPoolUsage": 0.0, "inPoolUsage": 0.0, "numBuffersOut": 0.0,
+        "numBuffersInRemote": 0.0, "inputQueueBytes": 0.0, "debloatedBufferSize": 0.0,
+        "estimatedTimeToConsumeBuffersMs": 0.0}
+    assert TaskExecutor._event_time_metrics(task) == []
