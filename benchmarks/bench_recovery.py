@@ -125,9 +125,9 @@ PROFILE_HZ = 100
 #: resumed generator frames without the caller, hence the generators' own names.
 PROFILE_CATEGORIES = [
     ("timer restore (scans all keyed state)", ["_TimerQueue.restore",
-                                               "RocksDBStateBackend.entries",
+                                               "RocksDBKeyedStateBackend.entries",
                                                "RocksDBSnapshot.entries"]),
-    ("download from S3", ["S3CheckpointStorage.download", "fetch_files.<locals>.download"]),
+    ("download from S3", ["S3CheckpointStorageAccess.download", "fetch_files.<locals>.download"]),
     ("verify local copy (CRC-32)", ["verify_local_copy"]),
     ("other state restore (link, open RocksDB)", ["restore_native", "open_keyed"]),
     ("other task set-up", ["Task._setup"]),

@@ -77,16 +77,16 @@ from common import (
     write_json,
 )
 
-from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
 from weir.state.backend import MISSING, KeyedStateBackend
 from weir.state.descriptors import ValueStateDescriptor
 from weir.state.handles import KeyedStateHandle
-from weir.state.heap import HashMapStateBackend
+from weir.state.heap import HeapKeyedStateBackend
 from weir.state.incremental import IncrementalSnapshotStrategy
 from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator, key_groups_of_array
 from weir.state.local_recovery import LocalCopyTracker
 from weir.state.restore import restore
-from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.snapshot import CanonicalSnapshotStrategy, SnapshotLocation
 
 MAX_PAR = 128
@@ -131,8 +131,8 @@ def fill(backend: KeyedStateBackend, keys: np.ndarray, values: Values, generatio
         backend.put_many("v", key_groups(part), listed, None, values.of(listed, generation))
 
 
-def rocksdb(directory: Path, key_range: KeyGroupRange = ALL) -> RocksDBStateBackend:
-    return RocksDBStateBackend(MAX_PAR, key_range, tempfile.mkdtemp(dir=directory))
+def rocksdb(directory: Path, key_range: KeyGroupRange = ALL) -> RocksDBKeyedStateBackend:
+    return RocksDBKeyedStateBackend(MAX_PAR, key_range, tempfile.mkdtemp(dir=directory))
 
 
 def subtasks(parallelism: int) -> list[KeyGroupRange]:
@@ -218,7 +218,7 @@ def bench_updates(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     for run in range(args.runs):
         for kind in ("hashmap", "rocksdb"):
             for form, fn in (("per_record", per_record), ("vectorised", vectorised)):
-                backend: KeyedStateBackend = HashMapStateBackend(MAX_PAR, ALL) \
+                backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, ALL) \
                     if kind == "hashmap" else rocksdb(directory)
                 try:
                     rates.setdefault(f"{kind}_{form}", []).append(
@@ -256,7 +256,7 @@ def timed_snapshot(strategy: Any, checkpoint_id: int, location: SnapshotLocation
 
 
 def bench_snapshots(args: argparse.Namespace, directory: Path, values: Values,
-                    targets: dict[str, CheckpointStorage]) -> dict[str, Any]:
+                    targets: dict[str, CheckpointStorageAccess]) -> dict[str, Any]:
     rows = args.state_mb * MB // ROW_BYTES
     keys = np.arange(rows, dtype=np.int64)
     backend = rocksdb(directory)
@@ -334,7 +334,7 @@ def bench_snapshots(args: argparse.Namespace, directory: Path, values: Values,
 # -- 3. rescaling ------------------------------------------------------------------------------
 
 
-def checkpoint_subtasks(backends: list[RocksDBStateBackend], storage: CheckpointStorage,
+def checkpoint_subtasks(backends: list[RocksDBKeyedStateBackend], storage: CheckpointStorageAccess,
                         tag: str) -> list[KeyedStateHandle]:
     handles = []
     for index, backend in enumerate(backends):
@@ -355,10 +355,10 @@ def check_sample(backend: KeyedStateBackend, keys: np.ndarray, groups: np.ndarra
         raise AssertionError(msg)
 
 
-def restore_all(handles: list[KeyedStateHandle], storage: CheckpointStorage,
+def restore_all(handles: list[KeyedStateHandle], storage: CheckpointStorageAccess,
                 parallelism: int, method: str, directory: Path, verify: Callable[[Any], None],
                 keep: bool, phases: dict[str, float]
-                ) -> tuple[float, list[float], list[RocksDBStateBackend]]:
+                ) -> tuple[float, list[float], list[RocksDBKeyedStateBackend]]:
     times = []
     kept = []
     for key_range in subtasks(parallelism):
@@ -380,7 +380,7 @@ def restore_all(handles: list[KeyedStateHandle], storage: CheckpointStorage,
 
 
 def bench_rescale(args: argparse.Namespace, directory: Path, values: Values,
-                  storage: CheckpointStorage) -> dict[str, Any]:
+                  storage: CheckpointStorageAccess) -> dict[str, Any]:
     rows = args.state_mb * MB // ROW_BYTES
     keys = np.arange(rows, dtype=np.int64)
     groups = key_groups(keys)
@@ -440,12 +440,12 @@ def bench_rescale(args: argparse.Namespace, directory: Path, values: Values,
 
 
 def bench_lazy(args: argparse.Namespace, directory: Path, values: Values,
-               storage: CheckpointStorage) -> dict[str, Any]:
+               storage: CheckpointStorageAccess) -> dict[str, Any]:
     keys = np.arange(args.lazy_keys, dtype=np.int64)
     groups = key_groups(keys)
     handles = []
     for index, key_range in enumerate(subtasks(2)):
-        part = HashMapStateBackend(MAX_PAR, key_range)
+        part = HeapKeyedStateBackend(MAX_PAR, key_range)
         fill(part, in_range(keys, groups, key_range), values)
         location = SnapshotLocation.for_checkpoint(storage, "lazy", 1, f"op-{index}")
         handles.append(part.snapshot_to(1, location).run())
@@ -458,7 +458,7 @@ def bench_lazy(args: argparse.Namespace, directory: Path, values: Values,
         for _ in range(args.runs):
             probe = rng.randrange(args.lazy_keys)
             probe_group = int(key_groups(np.array([probe], dtype=np.int64))[0])
-            backend: KeyedStateBackend = HashMapStateBackend(MAX_PAR, ALL) \
+            backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, ALL) \
                 if kind == "hashmap" else rocksdb(directory)
             state = backend.get_state(ValueStateDescriptor("v"))
             started = time.perf_counter()
@@ -473,7 +473,7 @@ def bench_lazy(args: argparse.Namespace, directory: Path, values: Values,
                 msg = "lazy restore returned a wrong value"
                 raise AssertionError(msg)
             backend.dispose()
-            backend = HashMapStateBackend(MAX_PAR, ALL) if kind == "hashmap" \
+            backend = HeapKeyedStateBackend(MAX_PAR, ALL) if kind == "hashmap" \
                 else rocksdb(directory)
             backend.get_state(ValueStateDescriptor("v"))
             started = time.perf_counter()
@@ -535,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     seaweed = None
     try:
         file_storage = create_storage(str(directory / "checkpoints"))
-        targets: dict[str, CheckpointStorage] = {"file": file_storage}
+        targets: dict[str, CheckpointStorageAccess] = {"file": file_storage}
         if not args.skip_s3:
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
             from tests.support.seaweedfs import SeaweedS3

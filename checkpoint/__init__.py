@@ -1,5 +1,5 @@
 """Checkpoint storage (file:// and s3://) and, later, checkpoint coordination."""
 
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, create_storage
 
-__all__ = ["CheckpointStorage", "StreamStateHandle", "create_storage"]
+__all__ = ["CheckpointStorageAccess", "StreamStateHandle", "create_storage"]

@@ -6,7 +6,7 @@ none. The same helper makes downloads from any storage atomic at their destinati
 
 Example:
     >>> import tempfile
-    >>> storage = FileSystemCheckpointStorage(tempfile.mkdtemp())
+    >>> storage = FsCheckpointStorageAccess(tempfile.mkdtemp())
     >>> handle = storage.write("job/chk-1/state-0", b"abc")
     >>> storage.list("job") == [handle.uri]
     True
@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlparse
 
 from weir.checkpoint.storage import (
     CHUNK_SIZE,
-    CheckpointStorage,
+    CheckpointStorageAccess,
     Checksum,
     StreamStateHandle,
     check_relative,
@@ -75,7 +75,7 @@ def atomic_local_write(final: str | Path, fill: Callable[[BinaryIO], T]) -> T:
     return result
 
 
-class FileSystemCheckpointStorage(CheckpointStorage):
+class FsCheckpointStorageAccess(CheckpointStorageAccess):
     """Checkpoint storage in a directory; URIs are ``file:///abs/path``."""
 
     def __init__(self, base: str | Path) -> None:

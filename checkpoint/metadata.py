@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, self_verifying
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, self_verifying
 from weir.core.errors import CorruptStateError, MissingStateError
 from weir.core.ids import CheckpointId, JobId
 from weir.proto.checkpoint_pb2 import CheckpointMetadata, StreamHandle
@@ -71,7 +71,7 @@ def decode_metadata(data: bytes, where: str) -> CheckpointMetadata:
         raise CorruptStateError(msg) from err
 
 
-def write_metadata(storage: CheckpointStorage, metadata: CheckpointMetadata) -> str:
+def write_metadata(storage: CheckpointStorageAccess, metadata: CheckpointMetadata) -> str:
     """Write ``_metadata`` atomically; returns the checkpoint's external path (its
     directory URI). Raises StorageError."""
     directory = checkpoint_dir(JobId(metadata.job_id), CheckpointId(metadata.checkpoint_id))
@@ -79,7 +79,7 @@ def write_metadata(storage: CheckpointStorage, metadata: CheckpointMetadata) -> 
     return f"{storage.base_uri.rstrip('/')}/{directory}"
 
 
-def write_savepoint_metadata(storage: CheckpointStorage,
+def write_savepoint_metadata(storage: CheckpointStorageAccess,
                              metadata: CheckpointMetadata) -> str:
     """Write a savepoint's ``_metadata`` at the base of ``storage`` (the savepoint's own
     directory), every path in it relative to that directory; returns the directory URI."""
@@ -94,7 +94,7 @@ def snapshot_directory(path: str) -> str:
     return path[:-len(METADATA_NAME) - 1] if path.endswith("/" + METADATA_NAME) else path
 
 
-def read_metadata(storage: CheckpointStorage, path: str) -> CheckpointMetadata:
+def read_metadata(storage: CheckpointStorageAccess, path: str) -> CheckpointMetadata:
     """The metadata of the checkpoint or savepoint at ``path`` (its directory URI, or the
     ``_metadata`` URI), relative paths resolved against where it was read from. Raises
     MissingStateError, CorruptStateError or StorageError."""
@@ -156,7 +156,7 @@ def _map_handle(value: Any, change: Any, drop_local: bool) -> Any:
     return value
 
 
-def list_checkpoints(storage: CheckpointStorage,
+def list_checkpoints(storage: CheckpointStorageAccess,
                      job_id: JobId) -> list[tuple[CheckpointId, str]]:
     """Completed checkpoints of ``job_id`` in storage (those with ``_metadata``), oldest
     first, as (id, directory URI)."""
@@ -201,7 +201,7 @@ def _stream_handles(value: Any) -> Iterator[StreamHandle]:
             yield from _stream_handles(item)
 
 
-def missing_files(storage: CheckpointStorage, metadata: CheckpointMetadata) -> list[str]:
+def missing_files(storage: CheckpointStorageAccess, metadata: CheckpointMetadata) -> list[str]:
     """URIs of files the checkpoint needs that storage does not have (cheap: existence
     only; contents are verified by checksum when tasks read them)."""
     missing = []

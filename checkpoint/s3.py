@@ -7,7 +7,7 @@ bucket, an unreachable endpoint) become one-line :class:`~weir.core.errors.UserE
 the option to change, never a botocore traceback.
 
 Example:
-    >>> storage = S3CheckpointStorage(                              # doctest: +SKIP
+    >>> storage = S3CheckpointStorageAccess(                              # doctest: +SKIP
     ...     "checkpoints", "prod", endpoint="http://127.0.0.1:8333",
     ...     access_key="AK", secret_key="SK")
     >>> handle = storage.write("job/chk-1/state-0", b"abc")         # doctest: +SKIP
@@ -39,7 +39,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from weir.checkpoint.filesystem import atomic_local_write
 from weir.checkpoint.storage import (
     CHUNK_SIZE,
-    CheckpointStorage,
+    CheckpointStorageAccess,
     Checksum,
     StreamStateHandle,
     check_relative,
@@ -105,7 +105,7 @@ def _client(endpoint: str | None, region: str, access_key: str | None,
             s3={"addressing_style": "path" if path_style else "virtual"}))
 
 
-class S3CheckpointStorage(CheckpointStorage):
+class S3CheckpointStorageAccess(CheckpointStorageAccess):
     """Checkpoint storage in an S3 bucket under an optional key prefix.
 
     ``access_key``/``secret_key`` None means boto3's default credential chain (environment,
@@ -145,7 +145,7 @@ class S3CheckpointStorage(CheckpointStorage):
             preferred_transfer_client="classic")
 
     @classmethod
-    def from_uri(cls, uri: str, config: Configuration | None = None) -> S3CheckpointStorage:
+    def from_uri(cls, uri: str, config: Configuration | None = None) -> S3CheckpointStorageAccess:
         """The storage for ``s3://bucket/prefix``, configured from the ``s3.*`` options."""
         from weir.checkpoint.options import (
             S3_ACCESS_KEY,

@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, target_uri
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, target_uri
 from weir.core.errors import StorageError
 from weir.core.ids import CheckpointId
 
@@ -57,7 +57,7 @@ class SharedStateRegistry:
     Thread-safe. Deletion failures are logged, not raised: a leaked file costs space, a
     failed checkpoint subsumption would cost much more."""
 
-    def __init__(self, storage: CheckpointStorage,
+    def __init__(self, storage: CheckpointStorageAccess,
                  delete: Callable[[StreamStateHandle], None] | None = None) -> None:
         """``delete``: how a released file is deleted (default: from ``storage``; files
         of a claimed snapshot live elsewhere)."""

@@ -1,6 +1,6 @@
 """Checkpoint storage: where state snapshots go, as immutable objects behind handles.
 
-A :class:`CheckpointStorage` writes bytes or local files under its base URI (a local
+A :class:`CheckpointStorageAccess` writes bytes or local files under its base URI (a local
 directory or an S3 bucket and prefix) and returns a :class:`StreamStateHandle`: the object's
 absolute URI, length and checksum (CRC-32C; handles written before it carry zlib's CRC-32,
 and still verify). Writes are atomic (a reader sees the whole object or
@@ -206,7 +206,7 @@ def contained_relative(relative_path: str, base_uri: str, allow_empty: bool = Fa
         raise outside_error(target, base_uri) from err
 
 
-class CheckpointStorage(ABC):
+class CheckpointStorageAccess(ABC):
     """Where snapshots are stored: atomic writes, verified reads, prefix listing and deletion.
 
     Paths given to ``write*``, ``list`` and ``delete_prefix`` are relative to
@@ -307,7 +307,7 @@ def check_storage(uri: str, config: Configuration | None = None) -> None:
     create_storage(uri, config).check_access()
 
 
-def reader_for(uri: str, config: Configuration | None = None) -> CheckpointStorage:
+def reader_for(uri: str, config: Configuration | None = None) -> CheckpointStorageAccess:
     """A storage that reads (and checks the existence of) the object at ``uri``, wherever
     it is: rooted at its directory (``file://``) or bucket (``s3://``)."""
     if uri.startswith("s3://"):
@@ -316,7 +316,7 @@ def reader_for(uri: str, config: Configuration | None = None) -> CheckpointStora
     return create_storage(uri.rstrip("/").rsplit("/", 1)[0] or "/", config)
 
 
-def create_storage(uri: str, config: Configuration | None = None) -> CheckpointStorage:
+def create_storage(uri: str, config: Configuration | None = None) -> CheckpointStorageAccess:
     """The storage for ``uri``: ``file:///abs/dir``, ``/abs/dir`` or ``s3://bucket/prefix``.
 
     S3 storage is configured from the ``s3.*`` options of ``config`` (or, without one, from
@@ -326,13 +326,13 @@ def create_storage(uri: str, config: Configuration | None = None) -> CheckpointS
     if text.startswith("s3://"):
         # Imported here: boto3 takes a noticeable time to import, and file-only users
         # (and the unit tests) should not pay for it.
-        from weir.checkpoint.s3 import S3CheckpointStorage
+        from weir.checkpoint.s3 import S3CheckpointStorageAccess
 
-        return S3CheckpointStorage.from_uri(text, config)
+        return S3CheckpointStorageAccess.from_uri(text, config)
     if text.startswith("file:") or text.startswith("/"):
-        from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+        from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 
-        return FileSystemCheckpointStorage(FileSystemCheckpointStorage.path_from_uri(text))
+        return FsCheckpointStorageAccess(FsCheckpointStorageAccess.path_from_uri(text))
     scheme = text.partition("://")[0] if "://" in text else ""
     if scheme:
         msg = (f"unsupported checkpoint storage scheme '{scheme}://' in {uri!r} "

@@ -48,7 +48,7 @@ from weir.checkpoint.metadata import (
 )
 from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.checkpoint.storage import (
-    CheckpointStorage,
+    CheckpointStorageAccess,
     StreamStateHandle,
     create_storage,
     reader_for,
@@ -120,10 +120,10 @@ class JobCheckpointing:
             raise ConfigError(msg)
         self.job_id = job_id
         self.config = config
-        self.storage: CheckpointStorage = create_storage(directory, config)
+        self.storage: CheckpointStorageAccess = create_storage(directory, config)
         #: Storages of claimed snapshots (CLAIM mode), by their directory: their files are
         #: the job's to delete once no retained checkpoint refers to them.
-        self._claimed: dict[str, CheckpointStorage] = {}
+        self._claimed: dict[str, CheckpointStorageAccess] = {}
         #: Who waits for the savepoint in progress: ``(path, None)`` or ``(None, error)``.
         self._request_waiter: Callable[[str | None, str | None], None] | None = None
         self._requested_kind = "savepoint"
@@ -143,7 +143,7 @@ class JobCheckpointing:
         self._io = io
         self._fail_job = fail_job
         #: Storages of savepoint directories being written, by location.
-        self._savepoints: dict[str, CheckpointStorage] = {}
+        self._savepoints: dict[str, CheckpointStorageAccess] = {}
         self._timer_generation = 0
         self._stopped = False
         #: Coordinator events not handled yet, each a function feeding one and returning

@@ -3,7 +3,7 @@
 With ``high-availability.type: file`` the JobMaster keeps, for every job it runs, the
 submitted JobGraph and a pointer to the job's latest completed checkpoint in durable
 storage at ``high-availability.storageDir`` (``file://`` or ``s3://``, through the same
-:class:`~weir.checkpoint.storage.CheckpointStorage` as checkpoints). Layout::
+:class:`~weir.checkpoint.storage.CheckpointStorageAccess` as checkpoints). Layout::
 
     <storageDir>/<cluster-id>/jobs/<job-id>/jobgraph     the JobGraph, as submitted
     <storageDir>/<cluster-id>/jobs/<job-id>/checkpoint   checkpoint id + its directory URI
@@ -49,7 +49,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from weir.checkpoint.storage import CheckpointStorage, create_storage, self_verifying
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage, self_verifying
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, StorageError
 from weir.core.ids import CheckpointId, JobId, is_valid_job_id
@@ -131,10 +131,10 @@ class JobStore(ABC):
 
 
 class StorageJobStore(JobStore):
-    """A :class:`JobStore` on a :class:`CheckpointStorage` whose base is
+    """A :class:`JobStore` on a :class:`CheckpointStorageAccess` whose base is
     ``<storageDir>/<cluster-id>``."""
 
-    def __init__(self, storage: CheckpointStorage) -> None:
+    def __init__(self, storage: CheckpointStorageAccess) -> None:
         self.storage = storage
         self._lock = threading.Lock()
         #: Per job: serialises its pointer writes (so that they never reorder).

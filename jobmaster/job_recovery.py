@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.checkpoint.metadata import missing_files, read_metadata
-from weir.checkpoint.storage import CheckpointStorage, reader_for
+from weir.checkpoint.storage import CheckpointStorageAccess, reader_for
 from weir.core.config import Configuration
 from weir.core.errors import (
     ConfigError,
@@ -202,7 +202,7 @@ class JobRecovery:
         job.checkpointing.add_restored(snapshot)
         self._start(job, snapshot)
 
-    def _read_checkpoint(self, storage: CheckpointStorage, pointer: CheckpointPointer,
+    def _read_checkpoint(self, storage: CheckpointStorageAccess, pointer: CheckpointPointer,
                          config: Configuration | None = None) -> CompletedCheckpoint:
         """I/O: the checkpoint a pointer names, checked against it and for missing files."""
         if pointer.metadata_uri.partition(":")[0] != storage.base_uri.partition(":")[0]:

@@ -49,7 +49,7 @@ Example:
     >>> [type(a).__name__ for a in restarter.on_tick()]
     ['StartAttempts', 'FindCheckpoint']
     >>> [type(a).__name__ for a in restarter.on_checkpoint_found(None)]
-    ['Resume']
+    ['DeployRestored']
     >>> restarter.on_region_deployed(); restarter.phase
     <RestartPhase.IDLE: 'idle'>
 """
@@ -129,7 +129,7 @@ class RestartJob:
 
 
 @dataclass(frozen=True)
-class FailJob:
+class FailTerminally:
     """No (further) restart: the job fails with ``error`` (its message says why there is
     no restart) and every task is cancelled. ``recoverable`` False: the restart strategy
     was not asked, nothing could be restored."""
@@ -154,7 +154,7 @@ class FindCheckpoint:
 
 
 @dataclass(frozen=True)
-class Resume:
+class DeployRestored:
     """The new attempts restore ``checkpoint`` (None: the job has none) and are deployed:
     ``scope`` JOB: the job runs again; REGION: the region waits for its slots, report them
     with :meth:`RegionRestarter.on_region_deployed`."""
@@ -164,8 +164,8 @@ class Resume:
     checkpoint: CompletedCheckpoint | None
 
 
-Action = (RestartRegion | FailAttempt | RestartJob | FailJob | StartAttempts | FindCheckpoint
-          | Resume)
+Action = (RestartRegion | FailAttempt | RestartJob | FailTerminally | StartAttempts | FindCheckpoint
+          | DeployRestored)
 
 
 class RegionRestarter:
@@ -314,11 +314,11 @@ class RegionRestarter:
             return []
         if checkpoint is None and had_checkpoints:
             self.on_job_stopped()
-            return [FailJob(common_pb2.ErrorInfo(
+            return [FailTerminally(common_pb2.ErrorInfo(
                 reason=common_pb2.STATE_RESTORE_FAILED,
                 message="no retained checkpoint can be restored: " + "; ".join(problems)),
                 recoverable=False)]
-        resume = Resume(self.scope, self.tasks, checkpoint)
+        resume = DeployRestored(self.scope, self.tasks, checkpoint)
         if self.scope is RestartScope.JOB:
             self.on_job_stopped()
         else:
@@ -362,4 +362,4 @@ class RegionRestarter:
         if self.restarts or not isinstance(self.restart_strategy, NoRestartStrategy):
             failed.message += (f" ({self.restarts} restart(s); "
                                f"{self.restart_strategy.describe()})")
-        return [FailJob(failed)]
+        return [FailTerminally(failed)]

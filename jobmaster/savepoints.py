@@ -36,7 +36,7 @@ from pathlib import Path
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.metadata import (
     METADATA_NAME,
     missing_files,
@@ -140,7 +140,7 @@ def dispose_savepoint(path: str, config: Configuration) -> str:
         storage.delete_prefix("")
         if directory.startswith("file:"):
             with contextlib.suppress(OSError):  # emptied; gone unless something came in
-                shutil.rmtree(FileSystemCheckpointStorage.path_from_uri(directory))
+                shutil.rmtree(FsCheckpointStorageAccess.path_from_uri(directory))
     except StorageError as err:
         msg = f"deleting the savepoint {directory} failed: {err}"
         raise StorageError(msg) from err

@@ -59,15 +59,15 @@ from weir.jobmaster.job_lifecycle import JobTimes, final_status
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.region_restarter import Action as RestartAction
 from weir.jobmaster.region_restarter import (
+    DeployRestored,
     FailAttempt,
-    FailJob,
+    FailTerminally,
     FindCheckpoint,
     RegionRestarter,
     RestartJob,
     RestartPhase,
     RestartRegion,
     RestartScope,
-    Resume,
     StartAttempts,
 )
 from weir.jobmaster.resource_manager import ResourceManager, Slot
@@ -385,7 +385,7 @@ class JobScheduler:
     def fail_terminal(self, error: common_pb2.ErrorInfo) -> None:
         """End the job FAILED with ``error``, whatever the restart strategy says."""
         self.restarter.on_job_stopped()
-        self._restart([FailJob(error, recoverable=False)])
+        self._restart([FailTerminally(error, recoverable=False)])
 
     def cancel(self) -> None:
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED,
@@ -473,17 +473,17 @@ class JobScheduler:
                 self.graph.status = common_pb2.JOB_RESTARTING
                 self.deployer.cancel()
                 self._check_progress()
-            elif isinstance(action, FailJob):
+            elif isinstance(action, FailTerminally):
                 self._fail_job(action)
             elif isinstance(action, StartAttempts):
                 self._start_attempts(action)
             elif isinstance(action, FindCheckpoint):
                 self._find_checkpoint()
-            elif isinstance(action, Resume):
+            elif isinstance(action, DeployRestored):
                 self._resume(action)
         self._arm_timer()
 
-    def _fail_job(self, action: FailJob) -> None:
+    def _fail_job(self, action: FailTerminally) -> None:
         if not action.recoverable:
             self._run_change(self.changes.abandon(action.error.message))
         elif self.checkpointing is not None:
@@ -523,7 +523,7 @@ class JobScheduler:
 
         checkpointing.find_restorable(found)
 
-    def _resume(self, action: Resume) -> None:
+    def _resume(self, action: DeployRestored) -> None:
         checkpoint = self.restored = action.checkpoint
         if action.scope is RestartScope.JOB:
             if checkpoint is not None:

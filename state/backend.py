@@ -8,10 +8,10 @@ the same. Everything runs on the task's mailbox thread; only a snapshot's asynch
 part runs elsewhere, on data the synchronous part froze.
 
 Example:
-    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.heap import HeapKeyedStateBackend
     >>> from weir.state.key_groups import KeyGroupRange
     >>> from weir.state.descriptors import ListStateDescriptor
-    >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> backend = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> clicks = backend.get_state(ListStateDescriptor("clicks"))
     >>> backend.set_current_key("alice"); clicks.add("home"); clicks.add("cart")
     >>> list(clicks.get())
@@ -222,10 +222,10 @@ class KeyedStateBackend(ABC):
         task thread; the current key is left as it was.
 
         Example:
-            >>> from weir.state.heap import HashMapStateBackend
+            >>> from weir.state.heap import HeapKeyedStateBackend
             >>> from weir.state.key_groups import KeyGroupRange, assign_to_key_group
             >>> from weir.state.descriptors import ValueStateDescriptor
-            >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
+            >>> backend = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
             >>> _ = backend.get_state(ValueStateDescriptor("total"))
             >>> keys = ["a", "b"]
             >>> groups = [assign_to_key_group(k, 128) for k in keys]

@@ -17,7 +17,7 @@ from pathlib import Path
 from weir.core.config import Configuration
 from weir.state import options
 from weir.state.backend import KeyedStateBackend
-from weir.state.heap import HashMapStateBackend
+from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange
 
 
@@ -38,14 +38,14 @@ def create_keyed_state_backend(config: Configuration, max_parallelism: int,
 def _create(config: Configuration, max_parallelism: int, key_group_range: KeyGroupRange,
             operator: str) -> KeyedStateBackend:
     if config.get(options.BACKEND_TYPE) == "hashmap":
-        return HashMapStateBackend(max_parallelism, key_group_range)
-    from weir.state.rocksdb import RocksDBStateBackend  # loads the native library only if used
+        return HeapKeyedStateBackend(max_parallelism, key_group_range)
+    from weir.state.rocksdb import RocksDBKeyedStateBackend  # loads the native library only if used
 
     base = config.get(options.ROCKSDB_LOCALDIR)
     if base:
         Path(base).mkdir(parents=True, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
     directory = tempfile.mkdtemp(prefix=f"weir-rocksdb-{safe}-", dir=base or None)
-    return RocksDBStateBackend(max_parallelism, key_group_range, directory,
+    return RocksDBKeyedStateBackend(max_parallelism, key_group_range, directory,
                                int(config.get(options.ROCKSDB_MEMORY)),
                                incremental=bool(config.get(options.INCREMENTAL)))

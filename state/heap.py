@@ -3,7 +3,7 @@
 Snapshots are copy-on-write at two levels, so the synchronous part of a snapshot is
 O(key groups) and processing goes on while the asynchronous part writes:
 
-* :meth:`HashMapStateBackend.snapshot` freezes every key-group table (it bumps an epoch);
+* :meth:`HeapKeyedStateBackend.snapshot` freezes every key-group table (it bumps an epoch);
   the first write to a frozen table replaces it with a shallow copy, leaving the frozen one
   to the snapshot;
 * a list or map value inside a copied table is still shared with the snapshot, so the first
@@ -20,7 +20,7 @@ key was two thirds of a snapshot's time; the layout costs one bytes object per e
 Example:
     >>> from weir.state.descriptors import ValueStateDescriptor
     >>> from weir.state.key_groups import KeyGroupRange
-    >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> backend = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> total = backend.get_state(ValueStateDescriptor("total"))
     >>> backend.set_current_key("k"); total.update(1)
     >>> frozen = backend.snapshot()
@@ -120,7 +120,7 @@ def _rows(entries: Iterable[tuple[Any, Any]]
     return rows, {len(encoded) for encoded in namespaces.values()}
 
 
-class HashMapStateBackend(KeyedStateBackend):
+class HeapKeyedStateBackend(KeyedStateBackend):
     """In-memory keyed state (see the module docstring)."""
 
     name = "hashmap"

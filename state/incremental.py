@@ -24,10 +24,10 @@ Example:
     >>> from weir.checkpoint.storage import create_storage
     >>> from weir.state.descriptors import ValueStateDescriptor
     >>> from weir.state.key_groups import KeyGroupRange
-    >>> from weir.state.rocksdb import RocksDBStateBackend
+    >>> from weir.state.rocksdb import RocksDBKeyedStateBackend
     >>> from weir.state.snapshot import SnapshotLocation
     >>> storage = create_storage(tempfile.mkdtemp())
-    >>> backend = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
+    >>> backend = RocksDBKeyedStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
     >>> total = backend.get_state(ValueStateDescriptor("total"))
     >>> def checkpoint(n):
     ...     location = SnapshotLocation.for_checkpoint(storage, "job", n, "op-0")
@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle
 from weir.core.errors import StorageError
 from weir.core.ids import CheckpointId
 from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE_FULL
@@ -64,7 +64,7 @@ from weir.state.local_recovery import LocalCopyTracker, move_into, record_local_
 from weir.state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
 
 if TYPE_CHECKING:
-    from weir.state.rocksdb import RocksDBStateBackend
+    from weir.state.rocksdb import RocksDBKeyedStateBackend
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
     asynchronous parts report their uploads from their own threads. ``_lock`` guards the
     confirmed base and the pending uploads."""
 
-    def __init__(self, backend: RocksDBStateBackend, local_copies: LocalCopyTracker,
+    def __init__(self, backend: RocksDBKeyedStateBackend, local_copies: LocalCopyTracker,
                  transfer_threads: int = TRANSFER_THREADS) -> None:
         self._backend = backend
         self._local_copies = local_copies
@@ -211,7 +211,7 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
             files_reused=len(names) - len(uploads), state_kinds=self._state_kinds,
             sst_key_groups=key_groups)
 
-    def _copy(self, storage: CheckpointStorage, copies: list[tuple[str, str]]
+    def _copy(self, storage: CheckpointStorageAccess, copies: list[tuple[str, str]]
               ) -> dict[str, StreamStateHandle]:
         """Copy files the confirmed checkpoint stored into the savepoint, without moving
         their bytes through this process where the storage can (S3 CopyObject, links)."""
@@ -227,7 +227,7 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
         run_all(copy, copies, self._strategy.transfer_threads)
         return done
 
-    def _upload(self, storage: CheckpointStorage, uploads: list[tuple[str, str]]
+    def _upload(self, storage: CheckpointStorageAccess, uploads: list[tuple[str, str]]
                 ) -> dict[str, StreamStateHandle]:
         done: dict[str, StreamStateHandle] = {}
         lock = threading.Lock()

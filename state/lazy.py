@@ -27,9 +27,9 @@ Example:
     >>> from weir.state.canonical import write_canonical
     >>> from weir.state.descriptors import ValueStateDescriptor
     >>> from weir.state.handles import CanonicalStateHandle
-    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.heap import HeapKeyedStateBackend
     >>> from weir.state.key_groups import KeyGroupRange
-    >>> source = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> source = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> count = source.get_state(ValueStateDescriptor("count"))
     >>> for user in range(50):
     ...     source.set_current_key(user); count.update(user * 10)
@@ -37,7 +37,7 @@ Example:
     >>> data = out.getvalue()
     >>> handle = CanonicalStateHandle(KeyGroupRange(0, 127), 1,
     ...                               StreamStateHandle("mem://x", len(data), "-"))
-    >>> target = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> target = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> lazy = LazyRestore(target, [handle], lambda h: data).start()
     >>> value = target.get_state(ValueStateDescriptor("count"))
     >>> target.set_current_key(42); value.value()      # waits for key 42's group only

@@ -35,9 +35,9 @@ import shutil
 import threading
 from pathlib import Path
 
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.storage import (
-    CheckpointStorage,
+    CheckpointStorageAccess,
     StreamStateHandle,
     checksum_of,
     file_checksum,
@@ -111,7 +111,7 @@ def verify_local_copy(copy: LocalCopy) -> str | None:
     """None if every file of ``copy`` exists with its recorded length and checksum, else
     what is wrong (for the log line)."""
     for _, handle in sorted(copy.files.items()):
-        path = FileSystemCheckpointStorage.path_from_uri(handle.uri)
+        path = FsCheckpointStorageAccess.path_from_uri(handle.uri)
         try:
             length, checksum = file_checksum(path, handle.checksum)
         except OSError as err:
@@ -124,7 +124,7 @@ def verify_local_copy(copy: LocalCopy) -> str | None:
 
 
 def usable_local_copy(copy: LocalCopy | None, what: str,
-                      storage: CheckpointStorage | None = None) -> LocalCopy | None:
+                      storage: CheckpointStorageAccess | None = None) -> LocalCopy | None:
     """``copy`` if it verifies (and, restoring through a :class:`RestoreStorage`, is this
     TaskExecutor's own); otherwise None, after logging why the remote files are used."""
     if copy is None:
@@ -151,7 +151,7 @@ def materialise(copy: LocalCopy, target: Path, link: frozenset[str] = frozenset(
     for name, handle in copy.files.items():
         if only is not None and name not in only:
             continue
-        source = FileSystemCheckpointStorage.path_from_uri(handle.uri)
+        source = FsCheckpointStorageAccess.path_from_uri(handle.uri)
         if name in link:
             try:
                 os.link(source, target / name)
@@ -225,13 +225,13 @@ class LocalCopyTracker:
             self._owner_dirs.add(owner_dir)
 
 
-def count_local(storage: CheckpointStorage, nbytes: int) -> None:
+def count_local(storage: CheckpointStorageAccess, nbytes: int) -> None:
     """Note ``nbytes`` restored from a local copy (counted by a :class:`RestoreStorage`)."""
     if isinstance(storage, RestoreStorage):
         storage.add_local(nbytes)
 
 
-class RestoreStorage(CheckpointStorage):
+class RestoreStorage(CheckpointStorageAccess):
     """Checkpoint storage as one task's restore sees it: local first, counted.
 
     A file this TaskExecutor kept beside the upload (operator state, channel state: written
@@ -244,15 +244,15 @@ class RestoreStorage(CheckpointStorage):
 
     Example:
         >>> import tempfile
-        >>> from weir.checkpoint.filesystem import FileSystemCheckpointStorage
-        >>> remote = FileSystemCheckpointStorage(tempfile.mkdtemp())
+        >>> from weir.checkpoint.filesystem import FsCheckpointStorageAccess
+        >>> remote = FsCheckpointStorageAccess(tempfile.mkdtemp())
         >>> handle = remote.write("job/chk-1/1-0/operator-state-x", b"abc")
         >>> storage = RestoreStorage(remote, Path(tempfile.mkdtemp()))
         >>> storage.read(handle), storage.local_bytes, storage.remote_bytes
         (b'abc', 0, 3)
     """
 
-    def __init__(self, remote: CheckpointStorage, local_root: Path | None,
+    def __init__(self, remote: CheckpointStorageAccess, local_root: Path | None,
                  config: Configuration | None = None) -> None:
         """``config``: how to reach storage other than ``remote`` (a savepoint restored
         from another place, say ``s3://`` while checkpoints go to ``file://``)."""
@@ -263,7 +263,7 @@ class RestoreStorage(CheckpointStorage):
         self._config = config
         self._lock = threading.Lock()
 
-    def _remote_for(self, handle: StreamStateHandle) -> CheckpointStorage:
+    def _remote_for(self, handle: StreamStateHandle) -> CheckpointStorageAccess:
         """The storage that reads ``handle``: ``remote`` for its own scheme (a storage
         reads any object of its kind), another one for another scheme."""
         scheme = handle.uri.partition(":")[0]

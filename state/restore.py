@@ -15,16 +15,16 @@ Example:
     >>> import io
     >>> from weir.state.canonical import write_canonical
     >>> from weir.state.descriptors import ValueStateDescriptor
-    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.heap import HeapKeyedStateBackend
     >>> from weir.state.key_groups import KeyGroupRange
-    >>> source = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> source = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> count = source.get_state(ValueStateDescriptor("count"))
     >>> for user in ("ann", "bob", "cyd"):
     ...     source.set_current_key(user); count.update(1)
     >>> out = io.BytesIO()
     >>> _ = write_canonical(source.entries(), out)
-    >>> halves = [HashMapStateBackend(128, KeyGroupRange(0, 63)),
-    ...           HashMapStateBackend(128, KeyGroupRange(64, 127))]
+    >>> halves = [HeapKeyedStateBackend(128, KeyGroupRange(0, 63)),
+    ...           HeapKeyedStateBackend(128, KeyGroupRange(64, 127))]
     >>> sum(restore_canonical(half, [out.getvalue()]) for half in halves)
     3
 """
@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
-from weir.checkpoint.storage import CheckpointStorage
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
+from weir.checkpoint.storage import CheckpointStorageAccess
 from weir.core.errors import CorruptStateError, MissingStateError, StateError, StorageError
 from weir.state.backend import KeyedStateBackend
 from weir.state.canonical import read_canonical
@@ -81,7 +81,7 @@ def describe(handle: KeyedStateHandle) -> str:
             f"{handle.checkpoint_id}")
 
 
-def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
+def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorageAccess
                     ) -> tuple[bytes, bool]:
     """The verified bytes of a canonical snapshot, and whether they came from the local
     copy (preferred; a missing or corrupt copy is logged and the remote file read)."""
@@ -90,9 +90,9 @@ def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
             not storage.holds(handle.local):
         local = None  # another TaskExecutor's copy: not on this machine
     if local is not None:
-        directory = FileSystemCheckpointStorage.path_from_uri(local.uri).parent
+        directory = FsCheckpointStorageAccess.path_from_uri(local.uri).parent
         try:
-            data = FileSystemCheckpointStorage(directory).read(local)
+            data = FsCheckpointStorageAccess(directory).read(local)
             count_local(storage, len(data))
             return data, True
         except (StorageError, OSError) as err:
@@ -111,7 +111,7 @@ def fetch_canonical(handle: CanonicalStateHandle, storage: CheckpointStorage
 
 
 def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
-            storage: CheckpointStorage, *, lazy: bool | None = None,
+            storage: CheckpointStorageAccess, *, lazy: bool | None = None,
             rescale_method: str | None = None, wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
             transfer_threads: int = TRANSFER_THREADS, build_on: bool = True) -> RestoreResult:
     """Restore the key groups of ``backend`` (a fresh one) from ``handles``, any kind, any
@@ -166,7 +166,7 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
 
 def _restore_native(backend: KeyedStateBackend,
                     handles: list[IncrementalRocksDBStateHandle],
-                    storage: CheckpointStorage, method: str, threads: int,
+                    storage: CheckpointStorageAccess, method: str, threads: int,
                     build_on: bool = True) -> NativeRestoreStats:
     from weir.state import rocksdb_restore  # loads rocksdict only when native state is restored
 

@@ -17,7 +17,7 @@ Example:
     >>> import tempfile
     >>> from weir.state.descriptors import ValueStateDescriptor
     >>> from weir.state.key_groups import KeyGroupRange
-    >>> backend = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
+    >>> backend = RocksDBKeyedStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
     >>> total = backend.get_state(ValueStateDescriptor("total"))
     >>> backend.set_current_key("k"); total.update(41); total.value()
     41
@@ -120,7 +120,7 @@ def _write_options() -> WriteOptions:
     return write_options
 
 
-class RocksDBStateBackend(KeyedStateBackend):
+class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state in RocksDB (see the module docstring)."""
 
     name = "rocksdb"

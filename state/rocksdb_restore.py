@@ -25,16 +25,16 @@ Example:
     >>> from weir.checkpoint.storage import create_storage
     >>> from weir.state.descriptors import ValueStateDescriptor
     >>> from weir.state.key_groups import KeyGroupRange
-    >>> from weir.state.rocksdb import RocksDBStateBackend
+    >>> from weir.state.rocksdb import RocksDBKeyedStateBackend
     >>> from weir.state.snapshot import SnapshotLocation
     >>> storage = create_storage(tempfile.mkdtemp())
-    >>> old = RocksDBStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
+    >>> old = RocksDBKeyedStateBackend(128, KeyGroupRange(0, 127), tempfile.mkdtemp())
     >>> count = old.get_state(ValueStateDescriptor("count"))
     >>> for user in range(100):
     ...     old.set_current_key(user); count.update(user)
     >>> handle = old.snapshot_to(1, SnapshotLocation.for_checkpoint(storage, "j", 1, "op")).run()
-    >>> halves = [RocksDBStateBackend(128, KeyGroupRange(0, 63), tempfile.mkdtemp()),
-    ...           RocksDBStateBackend(128, KeyGroupRange(64, 127), tempfile.mkdtemp())]
+    >>> halves = [RocksDBKeyedStateBackend(128, KeyGroupRange(0, 63), tempfile.mkdtemp()),
+    ...           RocksDBKeyedStateBackend(128, KeyGroupRange(64, 127), tempfile.mkdtemp())]
     >>> [restore_native(half, [handle], storage).method for half in halves]
     ['clip', 'clip']
     >>> sum(len(list(half.entries())) for half in halves)
@@ -57,8 +57,13 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict, ReadOptions
 
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, file_checksum, verify
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
+from weir.checkpoint.storage import (
+    CheckpointStorageAccess,
+    StreamStateHandle,
+    file_checksum,
+    verify,
+)
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.state.backend import Entry
 from weir.state.handles import IncrementalRocksDBStateHandle
@@ -70,7 +75,7 @@ from weir.state.local_recovery import (
     materialise,
     usable_local_copy,
 )
-from weir.state.rocksdb import RocksDBStateBackend, key_group_bounds, split_row_key
+from weir.state.rocksdb import RocksDBKeyedStateBackend, key_group_bounds, split_row_key
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +103,7 @@ def describe(handle: IncrementalRocksDBStateHandle) -> str:
             f"{handle.checkpoint_id}")
 
 
-def fetch_files(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage,
+def fetch_files(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorageAccess,
                 target: Path, threads: int = TRANSFER_THREADS,
                 key_groups: KeyGroupRange | None = None) -> bool:
     """Put the files of ``handle`` into ``target``: from its local copy if that verifies
@@ -167,7 +172,7 @@ def _repair(directory: Path, handle: IncrementalRocksDBStateHandle, names: list[
         raise CorruptStateError(msg)
 
 
-def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target: Path
+def _link_verified(storage: CheckpointStorageAccess, handle: StreamStateHandle, target: Path
                    ) -> bool:
     """Hard-link a file of file:// checkpoint storage instead of copying it, when both are
     on one file system; the link is verified like a download. Only for SST files: RocksDB
@@ -177,10 +182,10 @@ def _link_verified(storage: CheckpointStorage, handle: StreamStateHandle, target
     counted = storage if isinstance(storage, RestoreStorage) else None
     if counted is not None:
         storage = counted.remote
-    if not isinstance(storage, FileSystemCheckpointStorage) or \
+    if not isinstance(storage, FsCheckpointStorageAccess) or \
             not handle.uri.startswith("file:"):
         return False
-    source = FileSystemCheckpointStorage.path_from_uri(handle.uri)
+    source = FsCheckpointStorageAccess.path_from_uri(handle.uri)
     try:
         os.link(source, target)
     except FileNotFoundError:
@@ -243,9 +248,9 @@ def _check_mapping(handle: IncrementalRocksDBStateHandle) -> None:
             raise StateError(msg)
 
 
-def restore_native(backend: RocksDBStateBackend,
+def restore_native(backend: RocksDBKeyedStateBackend,
                    handles: Sequence[IncrementalRocksDBStateHandle],
-                   storage: CheckpointStorage, method: str = "clip",
+                   storage: CheckpointStorageAccess, method: str = "clip",
                    threads: int = TRANSFER_THREADS, build_on: bool = True
                    ) -> NativeRestoreStats:
     """Restore ``handles`` (those overlapping the backend's key groups are used) into a
@@ -282,8 +287,8 @@ def restore_native(backend: RocksDBStateBackend,
     return stats
 
 
-def _restore_clip(backend: RocksDBStateBackend, handles: list[IncrementalRocksDBStateHandle],
-                  storage: CheckpointStorage, scratch: Path, stats: NativeRestoreStats,
+def _restore_clip(backend: RocksDBKeyedStateBackend, handles: list[IncrementalRocksDBStateHandle],
+                  storage: CheckpointStorageAccess, scratch: Path, stats: NativeRestoreStats,
                   threads: int, build_on: bool) -> None:
     """The base is fetched on another thread while the other handles are (only their SST
     files that hold owned key groups); then the base becomes the instance, is clipped, and
@@ -318,7 +323,7 @@ def _restore_clip(backend: RocksDBStateBackend, handles: list[IncrementalRocksDB
     stats.insert_seconds += time.perf_counter() - started
 
 
-def _insert_rows(backend: RocksDBStateBackend, handle: IncrementalRocksDBStateHandle,
+def _insert_rows(backend: RocksDBKeyedStateBackend, handle: IncrementalRocksDBStateHandle,
                  directory: Path) -> int:
     """Insert the rows of the backend's key groups from ``handle``'s files fetched into
     ``directory`` (removed after); returns how many."""
@@ -331,14 +336,14 @@ def _insert_rows(backend: RocksDBStateBackend, handle: IncrementalRocksDBStateHa
     return inserted
 
 
-def _held_locally(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage) -> bool:
+def _held_locally(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorageAccess) -> bool:
     """Whether this TaskExecutor keeps a local copy of ``handle`` (not yet verified)."""
     if handle.local is None:
         return False
     return not isinstance(storage, RestoreStorage) or storage.holds(handle.local)
 
 
-def native_entries(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorage,
+def native_entries(handle: IncrementalRocksDBStateHandle, storage: CheckpointStorageAccess,
                    key_groups: KeyGroupRange, threads: int = TRANSFER_THREADS
                    ) -> Iterator[Entry]:
     """The canonical entries of ``handle`` in ``key_groups`` (canonical order), read from

@@ -18,11 +18,11 @@ Example:
     >>> import tempfile
     >>> from weir.checkpoint.storage import create_storage
     >>> from weir.state.descriptors import ValueStateDescriptor
-    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.heap import HeapKeyedStateBackend
     >>> from weir.state.key_groups import KeyGroupRange
     >>> from weir.state.restore import restore
     >>> storage = create_storage(tempfile.mkdtemp())
-    >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> backend = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> count = backend.get_state(ValueStateDescriptor("count"))
     >>> backend.set_current_key("ann"); count.update(5)
     >>> running = backend.snapshot_to(1, SnapshotLocation.for_checkpoint(storage, "job", 1,
@@ -31,7 +31,7 @@ Example:
     >>> handle = running.run()
     >>> handle.kind, handle.key_group_range
     ('canonical', KeyGroupRange(start=0, end=127))
-    >>> fresh = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> fresh = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> _ = restore(fresh, [handle], storage)
     >>> fresh.set_current_key("ann"); fresh.get_state(ValueStateDescriptor("count")).value()
     5
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from weir.checkpoint.storage import CheckpointStorage, check_relative
+from weir.checkpoint.storage import CheckpointStorageAccess, check_relative
 from weir.core.errors import StateError, StorageError
 from weir.core.ids import CheckpointId, JobId
 from weir.proto.checkpoint_pb2 import SAVEPOINT_CANONICAL
@@ -74,7 +74,7 @@ class SnapshotLocation:
     ``private_prefix`` and ``shared_prefix`` are relative to ``storage``'s base;
     ``local_dir`` (None: no local copy) is this checkpoint's own local directory."""
 
-    storage: CheckpointStorage
+    storage: CheckpointStorageAccess
     private_prefix: str
     shared_prefix: str
     local_dir: Path | None = None
@@ -90,15 +90,16 @@ class SnapshotLocation:
         return self.savepoint_format == SAVEPOINT_CANONICAL
 
     @classmethod
-    def for_savepoint(cls, storage: CheckpointStorage, owner: str, savepoint_format: int
+    def for_savepoint(cls, storage: CheckpointStorageAccess, owner: str, savepoint_format: int
                       ) -> SnapshotLocation:
         """Inside a savepoint's own directory (``storage``'s base): ``<owner>`` and
         ``shared``, so that the savepoint holds every file it needs; no local copy."""
         return cls(storage, owner, SHARED_DIR, None, savepoint_format)
 
     @classmethod
-    def for_checkpoint(cls, storage: CheckpointStorage, job_id: JobId, checkpoint_id: CheckpointId,
-                       owner: str, local_root: Path | None = None) -> SnapshotLocation:
+    def for_checkpoint(cls, storage: CheckpointStorageAccess, job_id: JobId,
+                       checkpoint_id: CheckpointId, owner: str,
+                       local_root: Path | None = None) -> SnapshotLocation:
         """The layout of DESIGN §6: ``<job>/chk-<n>/<owner>`` and ``<job>/shared``; local
         copies (if ``local_root``) in ``<local_root>/<job>/<owner>/chk-<n>``."""
         local = local_checkpoint_dir(local_root, job_id, owner, checkpoint_id) \

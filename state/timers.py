@@ -13,14 +13,14 @@ a timer fires, the backend's current key is set to the timer's key, so the callb
 and writes that key's state.
 
 Example:
-    >>> from weir.state.heap import HashMapStateBackend
+    >>> from weir.state.heap import HeapKeyedStateBackend
     >>> from weir.state.key_groups import KeyGroupRange
     >>> from weir.core.processing_time import ProcessingTimeService
     >>> fired = []
     >>> class Target:
     ...     def on_event_time(self, timer): fired.append((timer.key, timer.timestamp))
     ...     def on_processing_time(self, timer): pass
-    >>> backend = HashMapStateBackend(128, KeyGroupRange(0, 127))
+    >>> backend = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> timers = InternalTimerService("window", backend, ProcessingTimeService(), Target())
     >>> backend.set_current_key("ann"); timers.register_event_time_timer(None, 20)
     >>> backend.set_current_key("bob"); timers.register_event_time_timer(None, 10)

@@ -29,7 +29,7 @@ from typing import Protocol
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.checkpoint.channel_state import ChannelStateWriter
 from weir.checkpoint.metadata import from_stream_handle
-from weir.checkpoint.storage import CheckpointStorage
+from weir.checkpoint.storage import CheckpointStorageAccess
 from weir.core.errors import StorageError, WeirError
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId
 from weir.core.records import Elements
@@ -135,10 +135,10 @@ class SubtaskCheckpointing:
 
     def __init__(self, *, job_id: JobId, attempt_id: ExecutionAttemptId, owner: str,
                  writers: list[ResultPartitionWriter], partitioners: list[int],
-                 storage: Callable[[], CheckpointStorage], pool: UploadPool,
+                 storage: Callable[[], CheckpointStorageAccess], pool: UploadPool,
                  responder: CheckpointResponder, clock_ms: Callable[[], int],
                  local_root: Path | None = None,
-                 savepoint_storage: Callable[[str], CheckpointStorage] | None = None,
+                 savepoint_storage: Callable[[str], CheckpointStorageAccess] | None = None,
                  gate_channels: list[int] | None = None) -> None:
         """``local_root``: task-local recovery keeps a copy of every file there too.
         ``savepoint_storage``: the storage of a savepoint's directory (its URI).
@@ -383,7 +383,7 @@ class SubtaskCheckpointing:
                                                reason, message)
 
 
-def _no_savepoints(location: str) -> CheckpointStorage:
+def _no_savepoints(location: str) -> CheckpointStorageAccess:
     msg = f"this task cannot write savepoints (asked to write one to {location})"
     raise StorageError(msg)
 

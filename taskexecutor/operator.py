@@ -40,7 +40,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from weir.checkpoint.storage import CheckpointStorage
+from weir.checkpoint.storage import CheckpointStorageAccess
 from weir.core.config import Configuration
 from weir.core.ids import CheckpointId, JobId
 from weir.core.processing_time import ProcessingTimeService
@@ -135,7 +135,7 @@ class StateContext:
     #: Operator state of every old subtask, in subtask order (None: that one had none).
     operator_state: list[bytes | None] = field(default_factory=list)
     #: Where the handles' files are.
-    storage: CheckpointStorage | None = None
+    storage: CheckpointStorageAccess | None = None
     #: False: the snapshot is not the job's (NO_CLAIM): nothing may build on its files.
     owned: bool = True
 

@@ -37,7 +37,7 @@ from weir.checkpoint.barrier import (
     end_of_data_event,
 )
 from weir.checkpoint.barrier_handler import BarrierHandler
-from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
 from weir.core import options
 from weir.core.clock import wall_clock_ms
 from weir.core.config import Configuration
@@ -161,13 +161,13 @@ class Task:
         self._next_split_request = 0.0
         #: The owner of this task's checkpoints (None while checkpointing is off).
         self._checkpoints: TaskCheckpoints | None = None
-        self._storage: CheckpointStorage | None = None
+        self._storage: CheckpointStorageAccess | None = None
         # End of input: channels that delivered end of data.
         self._data_ended: set[int] = set()
         self._data_finished = False
         self._replay: deque[tuple[int, Elements]] = deque()
         self._finished_on_restore = tdd.restore.finished if tdd.HasField("restore") else False
-        self._savepoint_storages: dict[str, CheckpointStorage] = {}
+        self._savepoint_storages: dict[str, CheckpointStorageAccess] = {}
         self._record_writers: list[RecordWriter] = []
 
     # -- called from other threads ----------------------------------------------------------
@@ -366,7 +366,7 @@ class Task:
             handler=handler, inputs=self._input if handler is not None else None,
             name=self.name)
 
-    def _checkpoint_storage(self) -> CheckpointStorage:
+    def _checkpoint_storage(self) -> CheckpointStorageAccess:
         if self._storage is None:
             config = self.configuration.merged(dict(self.tdd.config))
             directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
@@ -377,7 +377,7 @@ class Task:
             self._storage = create_storage(directory, config)
         return self._storage
 
-    def _savepoint_storage(self, location: str) -> CheckpointStorage:
+    def _savepoint_storage(self, location: str) -> CheckpointStorageAccess:
         """The storage of a savepoint's directory (task thread)."""
         storage = self._savepoint_storages.get(location)
         if storage is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.seaweedfs import SeaweedS3
-from weir.checkpoint.s3 import S3CheckpointStorage
+from weir.checkpoint.s3 import S3CheckpointStorageAccess
 from weir.checkpoint.storage import StreamStateHandle, checksum_of, create_storage
 from weir.core.errors import (
     CorruptStateError,
@@ -25,9 +25,9 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture
-def storage(seaweed_s3: SeaweedS3, s3_bucket: str) -> S3CheckpointStorage:
+def storage(seaweed_s3: SeaweedS3, s3_bucket: str) -> S3CheckpointStorageAccess:
     created = create_storage(f"s3://{s3_bucket}/checkpoints", seaweed_s3.config(s3_bucket))
-    assert isinstance(created, S3CheckpointStorage)
+    assert isinstance(created, S3CheckpointStorageAccess)
     return created
 
 
@@ -37,7 +37,8 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_bytes_round_trip(storage: S3CheckpointStorage, seaweed_s3: SeaweedS3, s3_bucket: str):
+def test_bytes_round_trip(storage: S3CheckpointStorageAccess, seaweed_s3: SeaweedS3,
+                          s3_bucket: str):
     data = os.urandom(256 * 1024)
     handle = storage.write("job-1/chk-3/op-a/state-0", data)
 
@@ -54,7 +55,7 @@ def test_bytes_round_trip(storage: S3CheckpointStorage, seaweed_s3: SeaweedS3, s
     assert fresh.read(StreamStateHandle.from_dict(handle.to_dict())) == data
 
 
-def test_large_file_goes_multipart_and_round_trips(storage: S3CheckpointStorage,
+def test_large_file_goes_multipart_and_round_trips(storage: S3CheckpointStorageAccess,
                                                    seaweed_s3: SeaweedS3, s3_bucket: str,
                                                    tmp_path: Path):
     source = tmp_path / "big.sst"
@@ -74,7 +75,7 @@ def test_large_file_goes_multipart_and_round_trips(storage: S3CheckpointStorage,
 
 
 def test_large_bytes_write_goes_multipart(seaweed_s3: SeaweedS3, s3_bucket: str):
-    storage = S3CheckpointStorage(s3_bucket, "p", endpoint=seaweed_s3.endpoint,
+    storage = S3CheckpointStorageAccess(s3_bucket, "p", endpoint=seaweed_s3.endpoint,
                                   access_key=seaweed_s3.access_key,
                                   secret_key=seaweed_s3.secret_key,
                                   multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB)
@@ -85,7 +86,7 @@ def test_large_bytes_write_goes_multipart(seaweed_s3: SeaweedS3, s3_bucket: str)
     assert storage.read(handle) == data
 
 
-def test_object_overwritten_behind_our_back_is_corrupt(storage: S3CheckpointStorage,
+def test_object_overwritten_behind_our_back_is_corrupt(storage: S3CheckpointStorageAccess,
                                                        seaweed_s3: SeaweedS3, s3_bucket: str,
                                                        tmp_path: Path):
     handle = storage.write("job/state-0", b"the real snapshot")
@@ -107,7 +108,7 @@ def test_object_overwritten_behind_our_back_is_corrupt(storage: S3CheckpointStor
         storage.read(handle)
 
 
-def test_missing_object(storage: S3CheckpointStorage, tmp_path: Path):
+def test_missing_object(storage: S3CheckpointStorageAccess, tmp_path: Path):
     handle = StreamStateHandle(storage.base_uri + "/job/never-written", 3, checksum_of(b"abc"))
     with pytest.raises(MissingStateError) as info:
         storage.read(handle)
@@ -120,7 +121,7 @@ def test_missing_object(storage: S3CheckpointStorage, tmp_path: Path):
 
 
 def test_wrong_secret_key_is_a_clear_access_error(seaweed_s3: SeaweedS3, s3_bucket: str,
-                                                  storage: S3CheckpointStorage):
+                                                  storage: S3CheckpointStorageAccess):
     handle = storage.write("job/state-0", b"abc")
     bad = create_storage(f"s3://{s3_bucket}/checkpoints",
                          seaweed_s3.config(s3_bucket, **{"s3.secret-key": "not-the-secret"}))
@@ -174,7 +175,7 @@ def test_missing_bucket_is_a_clear_access_error(seaweed_s3: SeaweedS3, tmp_path:
         message = str(info.value)
         assert f"bucket '{bucket}' does not exist" in message and "create it" in message
 
-    assert isinstance(storage, S3CheckpointStorage)
+    assert isinstance(storage, S3CheckpointStorageAccess)
     try:
         storage.ensure_bucket()
         storage.ensure_bucket()  # idempotent
@@ -186,7 +187,7 @@ def test_missing_bucket_is_a_clear_access_error(seaweed_s3: SeaweedS3, tmp_path:
         seaweed_s3.client().delete_bucket(Bucket=bucket)
 
 
-def test_list_and_delete_prefix(storage: S3CheckpointStorage, seaweed_s3: SeaweedS3,
+def test_list_and_delete_prefix(storage: S3CheckpointStorageAccess, seaweed_s3: SeaweedS3,
                                 s3_bucket: str):
     names = [f"job/chk-3/op-{i}/state-0" for i in range(12)] + [
         "job/chk-30/op-0/state-0", "job/shared/x", "other/y"]
@@ -252,7 +253,7 @@ def test_a_rerun_s3_file_sink_replaces_the_earlier_attempts_objects(
                            "out/part-1-0.jsonl": [100]}
 
 
-def test_copy_is_server_side_and_keeps_the_handle(storage: S3CheckpointStorage,
+def test_copy_is_server_side_and_keeps_the_handle(storage: S3CheckpointStorageAccess,
                                                   seaweed_s3: SeaweedS3, s3_bucket: str,
                                                   monkeypatch: pytest.MonkeyPatch):
     """A native savepoint copies the checkpoint's files with CopyObject: no byte passes
@@ -265,8 +266,8 @@ def test_copy_is_server_side_and_keeps_the_handle(storage: S3CheckpointStorage,
     def no_transfer(*args: object, **kwargs: object) -> None:
         raise AssertionError("the copy moved bytes through this process")
 
-    monkeypatch.setattr(S3CheckpointStorage, "download", no_transfer)
-    monkeypatch.setattr(S3CheckpointStorage, "write_file", no_transfer)
+    monkeypatch.setattr(S3CheckpointStorageAccess, "download", no_transfer)
+    monkeypatch.setattr(S3CheckpointStorageAccess, "write_file", no_transfer)
     copy = savepoint.copy(source, "shared/000012.sst")
     assert copy.uri == f"s3://{s3_bucket}/savepoints/sp-1/shared/000012.sst"
     assert (copy.length, copy.checksum) == (source.length, source.checksum)

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.shared_registry import SharedStateRegistry
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, create_storage
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.state.backend import KeyedStateBackend
 from weir.state.canonical import read_canonical, write_canonical
@@ -28,10 +28,10 @@ from weir.state.handles import (
     IncrementalRocksDBStateHandle,
     KeyedStateHandle,
 )
-from weir.state.heap import HashMapStateBackend
+from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
 from weir.state.restore import restore
-from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.serializers import encode_key
 from weir.state.snapshot import SnapshotLocation
 
@@ -52,9 +52,9 @@ class Backends:
 
     def __call__(self, kind: str, key_groups: KeyGroupRange = ALL) -> KeyedStateBackend:
         if kind == "hashmap":
-            backend: KeyedStateBackend = HashMapStateBackend(MAX_PAR, key_groups)
+            backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, key_groups)
         else:
-            backend = RocksDBStateBackend(MAX_PAR, key_groups,
+            backend = RocksDBKeyedStateBackend(MAX_PAR, key_groups,
                                           self.root / f"{kind}-{len(self.created)}")
         self.created.append(backend)
         return backend
@@ -72,8 +72,8 @@ def backends(tmp_path: Path) -> Iterator[Backends]:
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> FileSystemCheckpointStorage:
-    return FileSystemCheckpointStorage(tmp_path / "checkpoints")
+def storage(tmp_path: Path) -> FsCheckpointStorageAccess:
+    return FsCheckpointStorageAccess(tmp_path / "checkpoints")
 
 
 def fill(backend: KeyedStateBackend, keys: list, rng: random.Random) -> None:
@@ -97,7 +97,7 @@ def register(backend: KeyedStateBackend) -> None:
     backend.get_state(MapStateDescriptor("seen"))
 
 
-def take(backend: KeyedStateBackend, storage: CheckpointStorage, n: int, owner: str = "op-0",
+def take(backend: KeyedStateBackend, storage: CheckpointStorageAccess, n: int, owner: str = "op-0",
          local_root: Path | None = None, canonical_format: bool = False) -> KeyedStateHandle:
     location = SnapshotLocation.for_checkpoint(storage, "job", n, owner, local_root)
     return backend.snapshot_to(n, location, canonical=canonical_format).run()
@@ -122,7 +122,7 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
 # -- chains of incremental checkpoints ------------------------------------------------------
 
 
-def restore_a_chain(storage: CheckpointStorage, backends: Backends) -> None:
+def restore_a_chain(storage: CheckpointStorageAccess, backends: Backends) -> None:
     rng = random.Random(11)
     keys = [f"user-{i}" for i in range(3_000)]
     source = backends("rocksdb")
@@ -201,7 +201,7 @@ def test_a_restored_backend_builds_its_next_checkpoint_on_the_restored_files(sto
 # -- rescaling: clip, baseline and the canonical path agree ----------------------------------
 
 
-def rescale_and_check(keys: list, old: int, new: int, storage: CheckpointStorage,
+def rescale_and_check(keys: list, old: int, new: int, storage: CheckpointStorageAccess,
                       backends: Backends, tag: str) -> None:
     rng = random.Random(len(keys) * 31 + old * 7 + new)
     native: list[KeyedStateHandle] = []
@@ -248,7 +248,7 @@ def test_rescaling_every_p_to_p_prime_up_to_4(storage, backends):
        old=st.integers(1, 4), new=st.integers(1, 4))
 def test_rescaling_random_keys_with_clip_and_baseline(keys, old, new, tmp_path):
     made = Backends(tmp_path / f"b-{time.monotonic_ns()}")
-    storage = FileSystemCheckpointStorage(tmp_path / f"c-{time.monotonic_ns()}")
+    storage = FsCheckpointStorageAccess(tmp_path / f"c-{time.monotonic_ns()}")
     try:
         rescale_and_check(keys, old, new, storage, made, "prop")
     finally:
@@ -328,7 +328,7 @@ def test_a_rescaling_restore_fetches_only_the_files_of_its_key_groups(storage, b
 # -- lazy restore ---------------------------------------------------------------------------
 
 
-class GatedStorage(FileSystemCheckpointStorage):
+class GatedStorage(FsCheckpointStorageAccess):
     """File storage whose reads of some objects wait for a gate (or fail)."""
 
     def __init__(self, base: Path) -> None:
@@ -348,7 +348,7 @@ class GatedStorage(FileSystemCheckpointStorage):
         return super().read(handle)
 
 
-def two_halves(storage: CheckpointStorage, backends: Backends, keys: list
+def two_halves(storage: CheckpointStorageAccess, backends: Backends, keys: list
                ) -> tuple[list[CanonicalStateHandle], bytes]:
     """Canonical handles of two old subtasks, and the canonical bytes of the whole state."""
     whole = backends("hashmap")
@@ -567,7 +567,7 @@ def test_a_corrupt_remote_file_is_a_clear_error(kind, storage, backends):
     fill(source, list(range(300)), random.Random(5))
     handle = take(source, storage, 6)
     victim = max([*handle.shared_state(), *handle.private_state()], key=lambda h: h.length)
-    path = FileSystemCheckpointStorage.path_from_uri(victim.uri)
+    path = FsCheckpointStorageAccess.path_from_uri(victim.uri)
     data = bytearray(path.read_bytes())
     data[10] ^= 0x01
     path.write_bytes(bytes(data))

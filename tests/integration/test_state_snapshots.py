@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
 from weir.core.errors import CorruptStateError
 from weir.state.backend import KeyedStateBackend
 from weir.state.canonical import write_canonical
 from weir.state.descriptors import MapStateDescriptor, ValueStateDescriptor
-from weir.state.heap import HashMapStateBackend
+from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator
 from weir.state.restore import restore_canonical
-from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.rocksdb import RocksDBKeyedStateBackend
 
 MAX_PAR = 128
 
@@ -36,15 +36,15 @@ def snapshot_bytes(backend: KeyedStateBackend) -> bytes:
     return out.getvalue()
 
 
-def round_trip(storage: CheckpointStorage, tmp_path: Path) -> None:
-    whole = HashMapStateBackend(MAX_PAR, KeyGroupRange(0, MAX_PAR - 1))
+def round_trip(storage: CheckpointStorageAccess, tmp_path: Path) -> None:
+    whole = HeapKeyedStateBackend(MAX_PAR, KeyGroupRange(0, MAX_PAR - 1))
     fill(whole, range(2000))
     expected = snapshot_bytes(whole)
     # Two subtasks snapshot their halves into storage...
     handles = []
     for index in range(2):
         key_groups = key_group_range_for_operator(MAX_PAR, 2, index)
-        part = RocksDBStateBackend(MAX_PAR, key_groups, tmp_path / f"old-{index}")
+        part = RocksDBKeyedStateBackend(MAX_PAR, key_groups, tmp_path / f"old-{index}")
         try:
             restore_canonical(part, [expected])
             handles.append(storage.write(f"job/chk-1/op/subtask-{index}",
@@ -52,10 +52,10 @@ def round_trip(storage: CheckpointStorage, tmp_path: Path) -> None:
         finally:
             part.dispose()
     # ...and three restore from it, each reading the handles back (verified).
-    merged = HashMapStateBackend(MAX_PAR, KeyGroupRange(0, MAX_PAR - 1))
+    merged = HeapKeyedStateBackend(MAX_PAR, KeyGroupRange(0, MAX_PAR - 1))
     for index in range(3):
         key_groups = key_group_range_for_operator(MAX_PAR, 3, index)
-        part = HashMapStateBackend(MAX_PAR, key_groups)
+        part = HeapKeyedStateBackend(MAX_PAR, key_groups)
         restore_canonical(part, [storage.read(h) for h in handles])
         restore_canonical(merged, [snapshot_bytes(part)])
     merged.get_state(ValueStateDescriptor("count"))
@@ -73,7 +73,7 @@ def test_snapshots_round_trip_through_s3(seaweed_s3, s3_bucket, tmp_path: Path):
 
 def test_a_corrupted_snapshot_file_is_refused(tmp_path: Path):
     storage = create_storage(str(tmp_path / "checkpoints"))
-    backend = HashMapStateBackend(MAX_PAR, KeyGroupRange(0, MAX_PAR - 1))
+    backend = HeapKeyedStateBackend(MAX_PAR, KeyGroupRange(0, MAX_PAR - 1))
     fill(backend, range(100))
     handle = storage.write("job/chk-1/op/subtask-0", snapshot_bytes(backend))
     path = tmp_path / "checkpoints" / "job" / "chk-1" / "op" / "subtask-0"

@@ -1,4 +1,4 @@
-"""CheckpointStorage.delete deletes only objects under the storage's base: a target
+"""CheckpointStorageAccess.delete deletes only objects under the storage's base: a target
 elsewhere (another directory, bucket or prefix, a '..' that climbs out, a symlinked
 directory leading out) is refused and survives."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.seaweedfs import SeaweedS3
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
-from weir.checkpoint.s3 import S3CheckpointStorage
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
+from weir.checkpoint.s3 import S3CheckpointStorageAccess
 from weir.checkpoint.storage import StreamStateHandle, TargetOutsideStorageError
 from weir.core.errors import StorageError
 
@@ -22,7 +22,7 @@ def layout(tmp_path: Path):
     victim = tmp_path / "elsewhere" / "precious"
     victim.parent.mkdir()
     victim.write_text("not the storage's")
-    storage = FileSystemCheckpointStorage(base)
+    storage = FsCheckpointStorageAccess(base)
     storage.write("job/chk-1/state", b"ours")
     return storage, base, victim
 
@@ -80,7 +80,7 @@ def test_s3_targets_outside_the_prefix_are_refused(seaweed_s3: SeaweedS3, s3_buc
     client = seaweed_s3.client()
     other_bucket = f"{s3_bucket}-other"
     client.create_bucket(Bucket=other_bucket)
-    storage = S3CheckpointStorage(s3_bucket, "jobs/a", endpoint=seaweed_s3.endpoint,
+    storage = S3CheckpointStorageAccess(s3_bucket, "jobs/a", endpoint=seaweed_s3.endpoint,
                                   access_key=seaweed_s3.access_key,
                                   secret_key=seaweed_s3.secret_key)
     ours = storage.write("chk-1/state", b"ours")

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 import weir.checkpoint.filesystem as fs_module
-from weir.checkpoint.filesystem import TEMP_SUFFIX, FileSystemCheckpointStorage
+from weir.checkpoint.filesystem import TEMP_SUFFIX, FsCheckpointStorageAccess
 from weir.checkpoint.storage import StreamStateHandle, checksum_of, create_storage
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, CorruptStateError, MissingStateError
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> FileSystemCheckpointStorage:
+def storage(tmp_path: Path) -> FsCheckpointStorageAccess:
     created = create_storage((tmp_path / "checkpoints").as_uri())
-    assert isinstance(created, FileSystemCheckpointStorage)
+    assert isinstance(created, FsCheckpointStorageAccess)
     return created
 
 
@@ -28,7 +28,7 @@ def all_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
-def test_round_trip_returns_verifiable_handle(storage: FileSystemCheckpointStorage,
+def test_round_trip_returns_verifiable_handle(storage: FsCheckpointStorageAccess,
                                               tmp_path: Path):
     data = os.urandom(3 * 1024 * 1024 + 17)  # spans several copy chunks
     handle = storage.write("job-1/chk-3/op-a/state-0", data)
@@ -43,7 +43,7 @@ def test_round_trip_returns_verifiable_handle(storage: FileSystemCheckpointStora
     assert storage.exists(handle) and storage.exists(handle.uri)
 
 
-def test_memoryview_and_overwrite(storage: FileSystemCheckpointStorage):
+def test_memoryview_and_overwrite(storage: FsCheckpointStorageAccess):
     first = storage.write("a/b", memoryview(b"0123456789")[2:6])
     assert (first.length, storage.read(first)) == (4, b"2345")
     second = storage.write("a/b", b"replaced")
@@ -61,7 +61,7 @@ def test_uri_with_special_characters_round_trips(tmp_path: Path):
     assert Path(tmp_path / "with space %20" / "x" / "y").read_bytes() == b"data"
 
 
-def test_failed_write_leaves_no_final_file_and_no_temp(storage: FileSystemCheckpointStorage,
+def test_failed_write_leaves_no_final_file_and_no_temp(storage: FsCheckpointStorageAccess,
                                                       tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch):
     def failing_fsync(fd: int) -> None:
@@ -77,7 +77,7 @@ def test_failed_write_leaves_no_final_file_and_no_temp(storage: FileSystemCheckp
     assert storage.list() == []
 
 
-def test_failed_write_keeps_previous_version(storage: FileSystemCheckpointStorage,
+def test_failed_write_keeps_previous_version(storage: FsCheckpointStorageAccess,
                                             monkeypatch: pytest.MonkeyPatch):
     old = storage.write("meta", b"version 1")
 
@@ -92,7 +92,7 @@ def test_failed_write_keeps_previous_version(storage: FileSystemCheckpointStorag
     assert all_files(storage.base_path) == ["meta"]
 
 
-def test_reader_never_sees_partial_object(storage: FileSystemCheckpointStorage, tmp_path: Path,
+def test_reader_never_sees_partial_object(storage: FsCheckpointStorageAccess, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch):
     """At the last moment before the rename, all data is written but the name is absent."""
     final = tmp_path / "checkpoints/job/state-0"
@@ -117,7 +117,7 @@ def test_reader_never_sees_partial_object(storage: FileSystemCheckpointStorage, 
     assert all_files(final.parent) == ["state-0"]
 
 
-def test_flipped_byte_is_corrupt(storage: FileSystemCheckpointStorage, tmp_path: Path):
+def test_flipped_byte_is_corrupt(storage: FsCheckpointStorageAccess, tmp_path: Path):
     handle = storage.write("job/state-0", b"abcdefgh" * 1000)
     path = tmp_path / "checkpoints/job/state-0"
     raw = bytearray(path.read_bytes())
@@ -133,7 +133,7 @@ def test_flipped_byte_is_corrupt(storage: FileSystemCheckpointStorage, tmp_path:
     assert not (tmp_path / "out").exists()
 
 
-def test_truncated_file_is_corrupt(storage: FileSystemCheckpointStorage, tmp_path: Path):
+def test_truncated_file_is_corrupt(storage: FsCheckpointStorageAccess, tmp_path: Path):
     handle = storage.write("job/state-0", b"0123456789")
     path = tmp_path / "checkpoints/job/state-0"
     path.write_bytes(b"01234")
@@ -144,7 +144,7 @@ def test_truncated_file_is_corrupt(storage: FileSystemCheckpointStorage, tmp_pat
     assert "length is 5 bytes" in str(info.value) and "recorded 10" in str(info.value)
 
 
-def test_missing_object(storage: FileSystemCheckpointStorage):
+def test_missing_object(storage: FsCheckpointStorageAccess):
     handle = StreamStateHandle(storage.base_uri + "/job/never-written", 3, checksum_of(b"abc"))
     with pytest.raises(MissingStateError, match="never-written"):
         storage.read(handle)
@@ -154,7 +154,7 @@ def test_missing_object(storage: FileSystemCheckpointStorage):
     storage.delete(handle)  # deleting what is not there is fine
 
 
-def test_write_file_and_download_round_trip(storage: FileSystemCheckpointStorage,
+def test_write_file_and_download_round_trip(storage: FsCheckpointStorageAccess,
                                            tmp_path: Path):
     source = tmp_path / "local-sst"
     source.write_bytes(os.urandom(5 * 1024 * 1024 + 3))
@@ -171,7 +171,7 @@ def test_write_file_and_download_round_trip(storage: FileSystemCheckpointStorage
 
 
 def test_download_of_corrupt_object_keeps_existing_destination(
-        storage: FileSystemCheckpointStorage, tmp_path: Path):
+        storage: FsCheckpointStorageAccess, tmp_path: Path):
     handle = storage.write("x", b"good bytes")
     (tmp_path / "checkpoints/x").write_bytes(b"evil bytes")  # same length
     destination = tmp_path / "dest"
@@ -183,7 +183,7 @@ def test_download_of_corrupt_object_keeps_existing_destination(
     assert sorted(os.listdir(tmp_path)) == ["checkpoints", "dest"]
 
 
-def test_list_and_delete_prefix(storage: FileSystemCheckpointStorage):
+def test_list_and_delete_prefix(storage: FsCheckpointStorageAccess):
     names = ["job/chk-3/a/state-0", "job/chk-3/b/state-0", "job/chk-30/a/state-0",
              "job/shared/x", "other/y"]
     handles = {name: storage.write(name, name.encode()) for name in names}
@@ -209,7 +209,7 @@ def test_list_and_delete_prefix(storage: FileSystemCheckpointStorage):
     assert storage.base_path.is_dir()
 
 
-def test_list_skips_in_progress_temp_files(storage: FileSystemCheckpointStorage):
+def test_list_skips_in_progress_temp_files(storage: FsCheckpointStorageAccess):
     storage.write("job/a", b"1")
     (storage.base_path / "job" / f".b.123{TEMP_SUFFIX}").write_bytes(b"partial")
     assert storage.list("job") == [storage.base_uri + "/job/a"]
@@ -217,12 +217,12 @@ def test_list_skips_in_progress_temp_files(storage: FileSystemCheckpointStorage)
 
 @pytest.mark.parametrize("bad", ["", "/abs/path", "a/../b", "../escape", "a//b", "./a", "a/"])
 def test_relative_paths_that_escape_or_are_malformed_are_refused(
-        storage: FileSystemCheckpointStorage, bad: str):
+        storage: FsCheckpointStorageAccess, bad: str):
     with pytest.raises(ValueError, match="relative path"):
         storage.write(bad, b"x")
 
 
-def test_handles_of_another_scheme_are_refused(storage: FileSystemCheckpointStorage):
+def test_handles_of_another_scheme_are_refused(storage: FsCheckpointStorageAccess):
     with pytest.raises(ValueError, match="not a file:// URI"):
         storage.read(StreamStateHandle("s3://bucket/key", 1, "crc32:00000000"))
 
@@ -266,7 +266,7 @@ def test_malformed_handle_dicts_are_refused(bad: object):
 
 
 def test_new_handles_use_crc32c_and_older_crc32_handles_still_verify(
-        storage: FileSystemCheckpointStorage, tmp_path: Path):
+        storage: FsCheckpointStorageAccess, tmp_path: Path):
     import zlib
 
     import google_crc32c
@@ -287,7 +287,7 @@ def test_new_handles_use_crc32c_and_older_crc32_handles_still_verify(
 
 
 def test_a_checksum_of_an_unknown_algorithm_checks_the_length_only(
-        storage: FileSystemCheckpointStorage):
+        storage: FsCheckpointStorageAccess):
     handle = storage.write("job/chk-1/state", b"abc")
     future = StreamStateHandle(handle.uri, 3, "sha3:00")
     assert storage.read(future) == b"abc"

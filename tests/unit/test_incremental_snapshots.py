@@ -22,7 +22,7 @@ import weir.state.local_recovery
 import weir.state.restore
 import weir.state.rocksdb_restore
 import weir.state.snapshot
-from weir.checkpoint.filesystem import FileSystemCheckpointStorage
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.checkpoint.storage import StreamStateHandle
 from weir.core.errors import StateError, StorageError
@@ -34,14 +34,14 @@ from weir.state.handles import (
 )
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group
 from weir.state.restore import restore
-from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.snapshot import SnapshotLocation
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
 
 
-class CountingStorage(FileSystemCheckpointStorage):
+class CountingStorage(FsCheckpointStorageAccess):
     """File storage that records every upload, and can be told to fail the n-th one."""
 
     def __init__(self, base: Path, fail_on_upload: int | None = None) -> None:
@@ -69,14 +69,14 @@ def storage(tmp_path: Path) -> CountingStorage:
 
 
 @pytest.fixture
-def backend(tmp_path: Path) -> Iterator[RocksDBStateBackend]:
-    created = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
+def backend(tmp_path: Path) -> Iterator[RocksDBKeyedStateBackend]:
+    created = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
     created.get_state(ValueStateDescriptor("v"))
     yield created
     created.dispose()
 
 
-def put(backend: RocksDBStateBackend, keys: list[int], rng: random.Random,
+def put(backend: RocksDBKeyedStateBackend, keys: list[int], rng: random.Random,
         size: int = 100) -> None:
     for start in range(0, len(keys), 10_000):
         chunk = keys[start:start + 10_000]
@@ -85,7 +85,7 @@ def put(backend: RocksDBStateBackend, keys: list[int], rng: random.Random,
         backend.put_many("v", groups, chunk, None, [rng.randbytes(size) for _ in chunk])
 
 
-def take_checkpoint(backend: RocksDBStateBackend, storage: CountingStorage, n: int,
+def take_checkpoint(backend: RocksDBKeyedStateBackend, storage: CountingStorage, n: int,
                local_root: Path | None = None) -> IncrementalRocksDBStateHandle:
     location = SnapshotLocation.for_checkpoint(storage, "job", n, "op-0", local_root)
     handle = backend.snapshot_to(n, location).run()
@@ -250,7 +250,7 @@ def test_local_copies_of_older_and_aborted_checkpoints_are_removed(backend, stor
 
 
 def test_without_incremental_rocksdb_writes_canonical_snapshots(tmp_path, storage):
-    backend = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "full", incremental=False)
+    backend = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "full", incremental=False)
     try:
         backend.get_state(ValueStateDescriptor("v"))
         put(backend, list(range(100)), random.Random(8))
@@ -283,14 +283,14 @@ def test_a_local_directory_that_cannot_be_written_costs_the_local_copy_not_the_c
     # as on a full disk.
     blocked = tmp_path / "blocked"
     blocked.write_text("not a directory")
-    backend = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "db", incremental=incremental)
+    backend = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "db", incremental=incremental)
     try:
         backend.get_state(ValueStateDescriptor("v"))
         put(backend, list(range(300)), random.Random(9))
         handle = backend.snapshot_to(1, SnapshotLocation.for_checkpoint(
             storage, "job", 1, "op-0", blocked / "local")).run()
         assert handle.local is None
-        restored = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "restored")
+        restored = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "restored")
         try:
             restore(restored, [handle], storage)
             assert list(restored.entries()) == list(backend.entries())
@@ -300,7 +300,7 @@ def test_a_local_directory_that_cannot_be_written_costs_the_local_copy_not_the_c
         backend.dispose()
 
 
-def _native_savepoint(backend: RocksDBStateBackend, storage: CountingStorage, n: int,
+def _native_savepoint(backend: RocksDBKeyedStateBackend, storage: CountingStorage, n: int,
                       full: bool = False) -> IncrementalRocksDBStateHandle:
     from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE, SAVEPOINT_NATIVE_FULL
 
@@ -338,7 +338,7 @@ def test_native_savepoint_copies_what_the_last_checkpoint_stored(backend, tmp_pa
     # The checkpoint after the savepoint still builds on checkpoint 1, not on it.
     after = take_checkpoint(backend, checkpoints, 4)
     assert not [h for h in after.shared.values() if h.uri.startswith(base)]
-    restored = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "restored")
+    restored = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "restored")
     try:
         restore(restored, [incremental], savepoints)
         restored.set_current_key(keys[0])
@@ -355,7 +355,7 @@ def test_a_snapshot_the_job_does_not_own_is_never_built_on(backend, storage, tmp
     backend.compact()
     snapshot = take_checkpoint(backend, storage, 1)
     for owned, expect_reuse in ((False, False), (True, True)):
-        fresh = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / f"restored-{owned}")
+        fresh = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / f"restored-{owned}")
         try:
             fresh.get_state(ValueStateDescriptor("v"))
             restore(fresh, [snapshot], storage, build_on=owned)
@@ -374,7 +374,7 @@ def test_the_first_checkpoint_after_a_clip_rescale_reuses_the_base_files(backend
     put(backend, list(range(40_000)), rng)
     backend.compact()
     old = take_checkpoint(backend, storage, 1)
-    half = RocksDBStateBackend(MAX_PAR, KeyGroupRange(0, 63), tmp_path / "half")
+    half = RocksDBKeyedStateBackend(MAX_PAR, KeyGroupRange(0, 63), tmp_path / "half")
     try:
         half.get_state(ValueStateDescriptor("v"))
         restore(half, [old], storage)

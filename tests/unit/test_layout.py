@@ -213,27 +213,6 @@ def test_a_right_way_import_is_accepted(module: str, imported: str) -> None:
     assert violations(module, imported) is None
 
 
-#: Public class names that two modules define while another change renames one of them;
-#: each pair goes when that change is merged.
-RENAMED_ELSEWHERE = {
-    # The checkpoint coordinator's settings (weir.checkpoint.coordinator), not PyFlink's.
-    "CheckpointConfig": {"weir.datastream.checkpoint_config", "weir.checkpoint.coordinator"},
-    # The external shuffle service's storage failures, not checkpoint storage's.
-    "StorageError": {"weir.core.errors", "weir.shuffle.external.storage"},
-}
-#: PyFlink's configuration objects (weir.datastream) whose names the runtime's
-#: implementations of state backends and checkpoint storage also have; the runtime's are to
-#: take Flink's runtime names (HeapKeyedStateBackend, RocksDBKeyedStateBackend,
-#: CheckpointStorageAccess, FsCheckpointStorageAccess) in their packages.
-PYFLINK_NAMES_OF_THE_RUNTIME = {
-    "HashMapStateBackend": {"weir.datastream.state_backend", "weir.state.heap"},
-    "RocksDBStateBackend": {"weir.datastream.state_backend", "weir.state.rocksdb"},
-    "CheckpointStorage": {"weir.datastream.checkpoint_storage", "weir.checkpoint.storage"},
-    "FileSystemCheckpointStorage": {"weir.datastream.checkpoint_storage",
-                                    "weir.checkpoint.filesystem"},
-}
-
-
 def test_no_two_modules_define_a_public_class_of_the_same_name() -> None:
     """One name, one meaning: two classes of one name are two concepts (rename one) or one
     concept with two homes (keep one)."""
@@ -244,9 +223,7 @@ def test_no_two_modules_define_a_public_class_of_the_same_name() -> None:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 defined[node.name].add(module)
-    allowed = {**RENAMED_ELSEWHERE, **PYFLINK_NAMES_OF_THE_RUNTIME}
-    twice = {name: modules for name, modules in defined.items()
-             if len(modules) > 1 and modules != allowed.get(name)}
+    twice = {name: modules for name, modules in defined.items() if len(modules) > 1}
     assert not twice, "\n".join(f"{name}: {sorted(modules)}" for name, modules in twice.items())
 
 

@@ -9,15 +9,15 @@ from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core.clock import ManualClock
 from weir.jobmaster.failover import TaskId, create_failover_strategy
 from weir.jobmaster.region_restarter import (
+    DeployRestored,
     FailAttempt,
-    FailJob,
+    FailTerminally,
     FindCheckpoint,
     RegionRestarter,
     RestartJob,
     RestartPhase,
     RestartRegion,
     RestartScope,
-    Resume,
     StartAttempts,
 )
 from weir.jobmaster.restart_strategy import (
@@ -93,7 +93,7 @@ def test_a_region_restart_goes_through_its_phases_on_the_clock() -> None:
     assert (r.phase, r.restarts) == (RestartPhase.RESTORING, 1)
     restored = checkpoint()
     assert r.on_checkpoint_found(restored, had_checkpoints=True) == [
-        Resume(RestartScope.REGION, FIRST, restored)]
+        DeployRestored(RestartScope.REGION, FIRST, restored)]
     assert r.phase is RestartPhase.DEPLOYING
     assert r.next_wakeup_ms() == 11_000 + SLOT_TIMEOUT_MS
     r.on_region_deployed()
@@ -131,7 +131,7 @@ def test_a_failure_during_a_streaming_region_restart_fails_the_whole_attempt() -
     assert r.on_tasks_ended(EVERY_TASK) == []
     assert pass_delay(r, clock) == [StartAttempts(RestartScope.JOB, EVERY_TASK),
                                     FindCheckpoint()]
-    assert r.on_checkpoint_found(None) == [Resume(RestartScope.JOB, EVERY_TASK, None)]
+    assert r.on_checkpoint_found(None) == [DeployRestored(RestartScope.JOB, EVERY_TASK, None)]
     assert r.phase is RestartPhase.IDLE, "a whole job's restart is done once it resumes"
     assert r.restarts == 1
     assert list(r.causes) == [error(), second]
@@ -178,7 +178,7 @@ def test_no_restart_left_fails_the_job_saying_why() -> None:
     r.on_region_deployed()
     cause = error("second")
     (action,) = fail_task(r, (2, 1), cause)
-    assert isinstance(action, FailJob) and action.recoverable
+    assert isinstance(action, FailTerminally) and action.recoverable
     assert action.error.message == (
         "second (1 restart(s); restart strategy fixed-delay allows 1 restart(s) "
         "(restart-strategy.fixed-delay.attempts) and they are used up)")
@@ -189,7 +189,7 @@ def test_no_restart_left_fails_the_job_saying_why() -> None:
 def test_without_a_restart_strategy_the_first_failure_fails_the_job_as_it_is() -> None:
     r = restarter(ManualClock(0), NoRestartStrategy())
     cause = error()
-    assert r.on_job_failure(cause, EVERY_TASK) == [FailJob(cause)]
+    assert r.on_job_failure(cause, EVERY_TASK) == [FailTerminally(cause)]
 
 
 def test_failure_rate_counts_failures_within_its_interval_on_the_clock() -> None:
@@ -198,7 +198,7 @@ def test_failure_rate_counts_failures_within_its_interval_on_the_clock() -> None
                                                     clock=clock))
     assert isinstance(r.on_job_failure(error(), EVERY_TASK)[0], RestartJob)
     clock.advance(1_000)
-    assert isinstance(r.on_job_failure(error(), EVERY_TASK)[0], FailJob)
+    assert isinstance(r.on_job_failure(error(), EVERY_TASK)[0], FailTerminally)
     clock.advance(60_000)
     assert isinstance(r.on_job_failure(error(), EVERY_TASK)[0], RestartJob)
 
@@ -216,7 +216,7 @@ def test_an_unreachable_storage_is_tried_again_after_the_delay() -> None:
     assert pass_delay(r, clock) == [FindCheckpoint()], "a retry starts no new attempts"
     assert r.restarts == 1
     (action,) = r.on_checkpoint_found(None, unreachable=outage)
-    assert isinstance(action, FailJob), "each retry counted as a failure: 3 > 2 attempts"
+    assert isinstance(action, FailTerminally), "each retry counted as a failure: 3 > 2 attempts"
     assert action.error.reason == common_pb2.STATE_RESTORE_FAILED
     assert "cannot reach the checkpoint storage" in action.error.message
 
@@ -229,7 +229,7 @@ def test_no_usable_retained_checkpoint_fails_the_job_whatever_the_strategy() -> 
     pass_delay(r, clock)
     (action,) = r.on_checkpoint_found(None, had_checkpoints=True,
                                       problems=["chk-3 is missing a file"])
-    assert isinstance(action, FailJob) and not action.recoverable
+    assert isinstance(action, FailTerminally) and not action.recoverable
     assert action.error.message == "no retained checkpoint can be restored: " \
                                    "chk-3 is missing a file"
 

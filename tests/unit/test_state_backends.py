@@ -33,10 +33,10 @@ from weir.state.descriptors import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
-from weir.state.heap import HashMapStateBackend
+from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
 from weir.state.restore import restore_canonical
-from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.serializers import decode_key, encode_key
 
 MAX_PAR = 128
@@ -57,9 +57,9 @@ def make_backend(request, tmp_path) -> Iterator[Callable[..., KeyedStateBackend]
 
     def make(key_groups: KeyGroupRange = ALL, clock=None) -> KeyedStateBackend:
         if request.param == "hashmap":
-            backend: KeyedStateBackend = HashMapStateBackend(MAX_PAR, key_groups, clock)
+            backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, key_groups, clock)
         else:
-            backend = RocksDBStateBackend(MAX_PAR, key_groups,
+            backend = RocksDBKeyedStateBackend(MAX_PAR, key_groups,
                                           tmp_path / f"rocks-{len(created)}", clock=clock)
         created.append(backend)
         return backend
@@ -175,8 +175,8 @@ def random_operations(backend: KeyedStateBackend, seed: int, keys: int = 200) ->
 
 
 def test_backends_agree_and_write_the_same_canonical_snapshot(tmp_path):
-    heap = HashMapStateBackend(MAX_PAR, ALL)
-    rocks = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
+    heap = HeapKeyedStateBackend(MAX_PAR, ALL)
+    rocks = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
     try:
         random_operations(heap, seed=7)
         random_operations(rocks, seed=7)
@@ -190,7 +190,7 @@ def test_backends_agree_and_write_the_same_canonical_snapshot(tmp_path):
 
 
 def test_snapshots_restore_across_backends(make_backend, tmp_path):
-    heap = HashMapStateBackend(MAX_PAR, ALL)
+    heap = HeapKeyedStateBackend(MAX_PAR, ALL)
     random_operations(heap, seed=3)
     original = canonical(heap)
     target = make_backend()
@@ -251,8 +251,8 @@ def test_heap_snapshot_layout_follows_every_key_change(ops, namespaced, tmp_path
     # deletes and snapshots, its snapshot must be the bytes RocksDB (which sorts on disk)
     # writes for the same state. Four key groups, so that writes after a snapshot often
     # land in a snapshotted table; namespaces of one or of several encoded lengths.
-    heap = HashMapStateBackend(4, KeyGroupRange(0, 3))
-    rocks = RocksDBStateBackend(4, KeyGroupRange(0, 3), tmp_path / f"rocks-{random.random()}")
+    heap = HeapKeyedStateBackend(4, KeyGroupRange(0, 3))
+    rocks = RocksDBKeyedStateBackend(4, KeyGroupRange(0, 3), tmp_path / f"rocks-{random.random()}")
     try:
         for backend in (heap, rocks):
             backend.get_state(ValueStateDescriptor("v"))
@@ -306,7 +306,7 @@ def test_ttl_expiry_and_update_types(make_backend):
 
 
 def test_corrupt_canonical_snapshot_is_a_clear_error():
-    backend = HashMapStateBackend(MAX_PAR, ALL)
+    backend = HeapKeyedStateBackend(MAX_PAR, ALL)
     random_operations(backend, seed=1, keys=20)
     data = bytearray(canonical(backend))
     data[-3] ^= 0xFF
@@ -320,7 +320,7 @@ def _subtasks(parallelism: int) -> list[KeyGroupRange]:
 
 def _rescale_and_check(keys: list[object], old: int, new: int, tmp_path: Path,
                        backend_type: str) -> None:
-    source = HashMapStateBackend(MAX_PAR, ALL)
+    source = HeapKeyedStateBackend(MAX_PAR, ALL)
     count = source.get_state(ValueStateDescriptor("count"))
     expected = {}
     for i, key in enumerate(keys):
@@ -330,15 +330,16 @@ def _rescale_and_check(keys: list[object], old: int, new: int, tmp_path: Path,
     # Snapshot at the old parallelism: one snapshot per old subtask.
     snapshots = []
     for key_groups in _subtasks(old):
-        part = HashMapStateBackend(MAX_PAR, key_groups)
+        part = HeapKeyedStateBackend(MAX_PAR, key_groups)
         restore_canonical(part, [canonical(source)])
         snapshots.append(canonical(part))
     seen: dict[bytes, int] = {}
     for index, key_groups in enumerate(_subtasks(new)):
         if backend_type == "hashmap":
-            target: KeyedStateBackend = HashMapStateBackend(MAX_PAR, key_groups)
+            target: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, key_groups)
         else:
-            target = RocksDBStateBackend(MAX_PAR, key_groups, tmp_path / f"r{old}-{new}-{index}")
+            target = RocksDBKeyedStateBackend(MAX_PAR, key_groups,
+                                              tmp_path / f"r{old}-{new}-{index}")
         try:
             restore_canonical(target, snapshots)
             for _, key_group, key, _, value in target.entries():
@@ -374,16 +375,16 @@ def test_restoring_a_state_as_another_kind_is_refused(tmp_path, backend_type):
     from weir.checkpoint.storage import create_storage
     from weir.core.errors import IncompatibleStateError
     from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
-    from weir.state.heap import HashMapStateBackend
+    from weir.state.heap import HeapKeyedStateBackend
     from weir.state.key_groups import KeyGroupRange
     from weir.state.restore import restore
-    from weir.state.rocksdb import RocksDBStateBackend
+    from weir.state.rocksdb import RocksDBKeyedStateBackend
     from weir.state.snapshot import SnapshotLocation
 
     def make(name: str):
         if backend_type == "hashmap":
-            return HashMapStateBackend(128, KeyGroupRange(0, 127))
-        return RocksDBStateBackend(128, KeyGroupRange(0, 127), tmp_path / name)
+            return HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
+        return RocksDBKeyedStateBackend(128, KeyGroupRange(0, 127), tmp_path / name)
 
     storage = create_storage(str(tmp_path / "checkpoints"))
     old = make("old")

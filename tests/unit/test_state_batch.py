@@ -17,9 +17,9 @@ from weir.core.time import Time
 from weir.state.backend import MISSING, KeyedStateBackend
 from weir.state.canonical import write_canonical
 from weir.state.descriptors import StateTtlConfig, ValueStateDescriptor
-from weir.state.heap import HashMapStateBackend
+from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_groups_of_array
-from weir.state.rocksdb import RocksDBStateBackend
+from weir.state.rocksdb import RocksDBKeyedStateBackend
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -31,9 +31,9 @@ def make_backend(request, tmp_path) -> Iterator[Callable[..., KeyedStateBackend]
 
     def make(key_groups: KeyGroupRange = ALL, kind: str | None = None) -> KeyedStateBackend:
         if (kind or request.param) == "hashmap":
-            backend: KeyedStateBackend = HashMapStateBackend(MAX_PAR, key_groups)
+            backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, key_groups)
         else:
-            backend = RocksDBStateBackend(MAX_PAR, key_groups, tmp_path / f"r{len(created)}")
+            backend = RocksDBKeyedStateBackend(MAX_PAR, key_groups, tmp_path / f"r{len(created)}")
         created.append(backend)
         return backend
 
@@ -115,8 +115,8 @@ def test_batches_and_handles_see_the_same_state(make_backend):
 
 
 def test_both_backends_store_the_same_bytes_from_batches(tmp_path):
-    heap = HashMapStateBackend(MAX_PAR, ALL)
-    rocks = RocksDBStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
+    heap = HeapKeyedStateBackend(MAX_PAR, ALL)
+    rocks = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "rocks")
     try:
         keys = [f"u{i}" for i in range(2000)] + list(range(2000))
         for backend in (heap, rocks):

@@ -20,7 +20,7 @@ from weir.checkpoint.barrier import CheckpointBarrier
 from weir.checkpoint.barrier_handler import BarrierHandler
 from weir.checkpoint.channel_state import read_channel_state
 from weir.checkpoint.metadata import to_stream_handle
-from weir.checkpoint.storage import CheckpointStorage, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
 from weir.core.clock import ManualClock
 from weir.core.records import Elements
 from weir.proto import checkpoint_pb2, common_pb2
@@ -247,7 +247,7 @@ class Harness:
         return [e.records() for batches in restored.outputs.values() for e in batches]
 
 
-def snapshot_of(storage: CheckpointStorage, state: TaskStateSnapshot) -> list[int]:
+def snapshot_of(storage: CheckpointStorageAccess, state: TaskStateSnapshot) -> list[int]:
     """The checkpoint ids the operator's acknowledged state was taken at."""
     (operator,) = state.operators
     backend = OperatorStateBackend()

@@ -330,9 +330,9 @@ class FileSource(Source):
             raise InvalidJobError(msg)
 
     def _check_s3(self, path: str, configuration: Configuration, what: str) -> None:
-        from weir.checkpoint.s3 import S3CheckpointStorage
+        from weir.checkpoint.s3 import S3CheckpointStorageAccess
 
-        storage = S3CheckpointStorage.from_uri(path, configuration)
+        storage = S3CheckpointStorageAccess.from_uri(path, configuration)
         try:
             # S3 has no directories: a prefix matches the objects below "prefix/", or it
             # names one object exactly.

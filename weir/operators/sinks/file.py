@@ -59,7 +59,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from weir.checkpoint.options import checkpointing_enabled
-from weir.checkpoint.s3 import S3CheckpointStorage
+from weir.checkpoint.s3 import S3CheckpointStorageAccess
 from weir.core.errors import MissingStateError, StateError, StorageError
 from weir.core.files import fsync_directory, owned_private_directory
 from weir.core.records import Elements
@@ -232,7 +232,7 @@ class S3PartCommitter(PartCommitter):
     """``s3://``: in-progress parts are local files; pre-commit uploads one as the parts of
     a multipart upload, commit completes the upload (the object appears atomically)."""
 
-    def __init__(self, storage: S3CheckpointStorage, local_dir: Path, token: str,
+    def __init__(self, storage: S3CheckpointStorageAccess, local_dir: Path, token: str,
                  names: PartNames) -> None:
         super().__init__(token, names)
         self.storage = storage
@@ -343,7 +343,7 @@ class FileSinkOperator(StreamOperator):
     def _create_committer(self) -> PartCommitter:
         assert self.ctx is not None
         if self.path.startswith("s3://"):
-            storage = S3CheckpointStorage.from_uri(self.path, self.ctx.get_configuration())
+            storage = S3CheckpointStorageAccess.from_uri(self.path, self.ctx.get_configuration())
             # This user's own directory: a shared predictable path in /tmp could be a
             # symlink planted by another user, redirecting the parts before upload.
             root = owned_private_directory(
