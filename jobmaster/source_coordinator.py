@@ -17,6 +17,7 @@ from typing import Any
 
 import cloudpickle
 
+from weir.core import relocations
 from weir.core.ids import CheckpointId
 from weir.core.source import SplitEnumerator
 from weir.proto import checkpoint_pb2, jobgraph_pb2, jobmaster_pb2
@@ -132,7 +133,7 @@ class SourceCoordinator:
                 continue
             source = cloudpickle.loads(vertex.source)
             self._enumerators[state.vertex_id] = source.restore_enumerator(
-                vertex.parallelism, cloudpickle.loads(state.enumerator))
+                vertex.parallelism, relocations.loads(state.enumerator))
 
     def close(self) -> None:
         for enumerator in self._enumerators.values():

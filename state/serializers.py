@@ -18,6 +18,8 @@ import pickle
 import struct
 from typing import Any
 
+from weir.core import relocations
+
 _NONE, _FALSE, _TRUE, _INT, _BIGINT, _FLOAT, _STR, _BYTES, _TUPLE, _DATE, _DATETIME = range(11)
 _PICKLED = 0xFF
 _STR_TAG = bytes((_STR,))
@@ -106,7 +108,7 @@ def _decode(view: memoryview, position: int, end: int | None = None) -> tuple[An
     if tag == _DATE:
         return datetime.date.fromisoformat(raw.decode("ascii")), end
     if tag == _PICKLED:
-        return pickle.loads(raw), end
+        return relocations.loads(raw), end
     msg = f"unknown key tag {tag}"
     raise ValueError(msg)
 
@@ -116,4 +118,4 @@ def serialize_value(value: Any) -> bytes:
 
 
 def deserialize_value(data: bytes | memoryview) -> Any:
-    return pickle.loads(data)
+    return relocations.loads(data)
