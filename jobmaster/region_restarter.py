@@ -74,6 +74,11 @@ log = logging.getLogger(__name__)
 #: How many restart causes a job keeps (``weir status`` shows them).
 RESTART_CAUSES_KEPT = 10
 
+#: Failures that another task only notices: its connection to the failed one broke.
+SYMPTOMS = frozenset({common_pb2.REMOTE_TRANSPORT, common_pb2.PARTITION_NOT_FOUND})
+#: Failures that explain such a symptom, reported as the cause when they follow it.
+ROOT_CAUSES = frozenset({common_pb2.USER_CODE_ERROR, common_pb2.TASK_EXECUTOR_LOST})
+
 
 class RestartPhase(Enum):
     """Where a restart is."""
@@ -243,13 +248,13 @@ class RegionRestarter:
     def root_cause(self, current: common_pb2.ErrorInfo | None, error: common_pb2.ErrorInfo,
                    *, failing: bool) -> common_pb2.ErrorInfo | None:
         """The failure to report instead of ``current`` now that a task being cancelled
-        failed with ``error`` (None: keep ``current``). A task failing in user code is the
-        cause when ``current`` was reported by another task that only lost its connection
-        to it (its consumer, say, saw the channel close first). ``failing``: the job
-        fails (its message says why there is no restart)."""
-        if current is None or error.reason != common_pb2.USER_CODE_ERROR or \
-                current.reason not in (common_pb2.REMOTE_TRANSPORT,
-                                       common_pb2.PARTITION_NOT_FOUND):
+        failed with ``error``, or its TaskExecutor was lost (None: keep ``current``). A task
+        failing in user code, or a lost TaskExecutor, is the cause when ``current`` was
+        reported by another task that only lost its connection to it (its consumer, say,
+        saw the channel close first). ``failing``: the job fails (its message says why
+        there is no restart)."""
+        if current is None or error.reason not in ROOT_CAUSES or \
+                current.reason not in SYMPTOMS:
             return None
         root = common_pb2.ErrorInfo()
         root.CopyFrom(error)

@@ -408,6 +408,15 @@ class JobScheduler:
         for ev in lost:
             ev.state = common_pb2.FAILED
             ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
+        if lost and self.graph.status in (common_pb2.JOB_FAILING, common_pb2.JOB_RESTARTING):
+            # A consumer may have reported its broken connection to these tasks first: the
+            # lost TaskExecutor is the cause to report.
+            root = self.restarter.root_cause(
+                self.graph.failure, common_pb2.ErrorInfo(reason=reason, message=message,
+                                                         task=lost[0].name),
+                failing=self.graph.status == common_pb2.JOB_FAILING)
+            if root is not None:
+                self.graph.failure = root
         # The result partitions the shuffle master says went with it restart their
         # producers (Flink's rule; an external shuffle service keeps them). In BATCH a
         # finished producer whose lost output is still to be read restarts now, rather

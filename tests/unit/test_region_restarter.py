@@ -257,3 +257,17 @@ def test_a_user_code_failure_becomes_the_root_cause_of_a_lost_connection() -> No
     assert r.root_cause(root, error("other"), failing=False) is None
     failing = r.root_cause(transport, user, failing=True)
     assert failing is not None and failing.message.startswith("ValueError: x (0 restart(s); ")
+
+
+def test_a_lost_task_executor_becomes_the_root_cause_of_a_lost_connection() -> None:
+    clock = ManualClock(0)
+    r = restarter(clock)
+    transport = error("connection reset", common_pb2.REMOTE_TRANSPORT)
+    r.on_job_failure(transport, EVERY_TASK)
+    lost = error("TaskExecutor te-1 was lost", common_pb2.TASK_EXECUTOR_LOST)
+    root = r.root_cause(transport, lost, failing=False)
+    assert root is not None and root.reason == common_pb2.TASK_EXECUTOR_LOST
+    assert list(r.causes) == [root]
+    # A lost TaskExecutor does not replace a failure that is itself a cause.
+    user = error("ValueError: x", common_pb2.USER_CODE_ERROR)
+    assert r.root_cause(user, lost, failing=False) is None
