@@ -54,7 +54,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 #: Modules of the ``weir`` folder that belong to the client floor.
-CLIENT_MODULES = ("weir.client", "weir.cli", "weir.__main__", "weir.docgen")
+CLIENT_MODULES = ("weir.client", "weir.cli", "weir.__main__", "weir.docgen", "weir.testing")
 
 
 def part_of(module: str) -> str:

@@ -1,12 +1,19 @@
-"""A conformance suite for high-availability job stores: every implementation (file://,
-s3://) must pass :func:`check_job_store`."""
+"""The conformance suite of high-availability job stores: every implementation of
+:class:`~weir.jobmaster.high_availability.JobStore` (``file://``, ``s3://``) must pass
+:func:`check_job_store`.
+
+Example:
+    >>> import tempfile
+    >>> from weir.jobmaster.high_availability import StorageJobStore
+    >>> from weir.checkpoint.storage import create_storage
+    >>> check_job_store(StorageJobStore(create_storage(tempfile.mkdtemp())))
+"""
 
 from __future__ import annotations
 
-import pytest
-
 from weir.core.errors import MissingStateError
 from weir.jobmaster.high_availability import CheckpointPointer, JobStore
+from weir.testing.asserts import raises
 
 JOB = "0123456789abcdef0123456789abcdef"
 OTHER = "fedcba9876543210fedcba9876543210"
@@ -14,7 +21,8 @@ OTHER = "fedcba9876543210fedcba9876543210"
 
 def check_job_store(store: JobStore) -> None:
     """What every job store does, from an empty store: jobs, pointers that never go back,
-    removal (that also stops later pointers of the job)."""
+    removal (that also stops later pointers of the job). Raises AssertionError naming
+    what differs."""
     assert store.job_ids() == []
     store.put_job(b"graph of job", JOB)
     store.put_job(b"graph of other", OTHER)
@@ -27,14 +35,15 @@ def check_job_store(store: JobStore) -> None:
     store.put_checkpoint_pointer(JOB, 5, "s3://b/chk/" + JOB + "/chk-5")
     # Out of order (concurrent finalizations): an older pointer never replaces a newer one.
     store.put_checkpoint_pointer(JOB, 4, "s3://b/chk/" + JOB + "/chk-4")
-    assert store.checkpoint_pointer(JOB).checkpoint_id == 5
+    pointer = store.checkpoint_pointer(JOB)
+    assert pointer is not None and pointer.checkpoint_id == 5
 
     store.remove_job(JOB)
     assert store.job_ids() == [OTHER]
     # A finalization that finishes after the job ended writes nothing.
     store.put_checkpoint_pointer(JOB, 6, "s3://b/chk/" + JOB + "/chk-6")
     assert store.job_ids() == [OTHER]
-    with pytest.raises(MissingStateError, match="jobgraph does not exist"):
+    with raises(MissingStateError, "jobgraph does not exist"):
         store.get_job(JOB)
     store.remove_job(JOB)            # removing twice is not an error
     store.remove_job(OTHER)
