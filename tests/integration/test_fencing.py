@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -47,6 +46,7 @@ from tests.support.exactly_once import (
     submit,
 )
 from weir.core import options
+from weir.core.cluster_directory import TaskExecutorInfo
 from weir.proto import common_pb2
 
 N = 120_000
@@ -63,7 +63,7 @@ def test_a_paused_taskexecutor_resumed_after_the_timeout_cannot_corrupt_the_job(
         "execution.checkpointing.interval": "500 ms", **RESTARTS})
     details = running_with_checkpoint_after(cluster, job_id, 0, 60)
     victim = kill_busy_taskexecutor(cluster, details, signal.SIGSTOP)
-    pid = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}[victim]
+    pid = cluster.taskexecutor_pid(victim)
     try:
         # Declared lost after the timeout; the job runs on elsewhere, checkpoints again.
         restarted = poll(lambda: (d := job_details(cluster, job_id)).summary.restarts >= 1
@@ -136,11 +136,10 @@ def test_cut_data_connections_restart_the_job_from_its_checkpoint_exactly_once(
     before = running_with_checkpoint_after(cluster, job_id, 0, 60)
     assert status_name(before) == "RUNNING", before.failure.message
     old_attempts = {s.attempt_id for v in before.vertices for s in v.subtasks}
-    daemons = {te["resource_id"]: te for te in
-               (json.loads(p.read_text()) for p in cluster.dir.glob("taskexecutor-*.json"))}
-    data_port = {rid: int(te["data_address"].rpartition(":")[2]) for rid, te in daemons.items()}
+    daemons = {te.resource_id: te for te in cluster.files.taskexecutors().values()}
+    data_port = {rid: te.data_host_port[1] for rid, te in daemons.items()}
     victim = sorted({s.resource_id for v in before.vertices for s in v.subtasks})[0]
-    sockets = _data_sockets(daemons[victim]["pid"], data_port[victim],
+    sockets = _data_sockets(daemons[victim].pid, data_port[victim],
                             {port for rid, port in data_port.items() if rid != victim})
     assert sockets, f"{victim} has no data connection to cut: does the job span both?"
 
@@ -323,16 +322,15 @@ def test_a_taskexecutor_gives_up_an_unreachable_jobmaster_after_failed_calls_not
              "--info-file", str(info_file), "--log-file", str(log)],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        info: dict[str, Any] = poll(lambda: info_file.exists() and
-                                    json.loads(info_file.read_text()), 60,
-                                    what="the TaskExecutor behind the proxy to start")
+        info = poll(lambda: TaskExecutorInfo.read(info_file), 60,
+                    what="the TaskExecutor behind the proxy to start")
         poll(lambda: "proxied-te" in _registered(cluster), 30,
              what="it to register through the proxy")
         result = cluster.weir("run", "--detached", str(write_job(tmp_path, ENDLESS)))
         assert result.returncode == 0, result.stderr
         details = wait_all_running(cluster, result.stdout.strip())
         assert "proxied-te" in {s.resource_id for v in details.vertices for s in v.subtasks}
-        assert _slots_used(info["metrics_url"]) == 1
+        assert _slots_used(info.metrics_url) == 1
 
         cut_at = time.monotonic()
         proxy.stop_answering()
@@ -345,7 +343,7 @@ def test_a_taskexecutor_gives_up_an_unreachable_jobmaster_after_failed_calls_not
         # then a refused call per interval. Without the threshold it takes the whole
         # heartbeat.timeout (measured: 30 s).
         assert noticed_after < timeout_s / 6, f"noticed after {noticed_after:.1f} s"
-        poll(lambda: _slots_used(info["metrics_url"]) == 0, 10,
+        poll(lambda: _slots_used(info.metrics_url) == 0, 10,
              what="its tasks to be cancelled")
 
         proxy.answer_again()

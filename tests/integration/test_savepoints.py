@@ -335,9 +335,9 @@ def test_a_jobmaster_killed_before_the_first_checkpoint_restores_the_savepoint_a
          what="the resumed job to run")
     old = jobmaster_info(cluster)
     assert old is not None
-    os.kill(old["pid"], signal.SIGKILL)
-    poll(lambda: (i := jobmaster_info(cluster)) and i["pid"] != old["pid"]
-         and process_alive(i["pid"]), 60, what="the JobMaster to be started again")
+    os.kill(old.pid, signal.SIGKILL)
+    poll(lambda: (i := jobmaster_info(cluster)) and i.pid != old.pid
+         and process_alive(i.pid), 60, what="the JobMaster to be started again")
     history = poll(lambda: answered(lambda: cluster.client().checkpoints(resumed)), 60,
                    interval=0.2, what="the job to be recovered")
     assert history.restored_checkpoint_id == savepoint_id

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import REPO, poll
+from weir.core.cluster_directory import ShuffleServiceInfo
 
 #: The shuffle service factory the daemons load to use it.
 FACTORY = "weir.shuffle.external.factory.ExternalShuffleServiceFactory"
@@ -32,7 +32,7 @@ def shuffle_service(tmp_path: Path) -> Iterator[tuple[str, Path]]:
          "--info-file", str(info)], cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
-        address = poll(lambda: info.exists() and json.loads(info.read_text())["address"], 30,
+        address = poll(lambda: (i := ShuffleServiceInfo.read(info)) and i.address, 30,
                        what="the shuffle service to listen")
         yield address, data
     finally:

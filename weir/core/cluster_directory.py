@@ -100,6 +100,11 @@ class JobMasterInfo:
         fields = _fields(cls, data)
         return cls(**{**fields, "pid": int(fields["pid"]), "address": str(fields["address"])})
 
+    @classmethod
+    def read(cls, path: Path | str) -> JobMasterInfo | None:
+        """The info file at ``path``, or None while it is missing or half-written."""
+        return _parse(cls, read_info_file(path))
+
     def publish(self, path: Path | str) -> None:
         publish(path, vars(self))
 
@@ -135,6 +140,11 @@ class TaskExecutorInfo:
         host, _, port = self.data_address.rpartition(":")
         return host, int(port)
 
+    @classmethod
+    def read(cls, path: Path | str) -> TaskExecutorInfo | None:
+        """The info file at ``path``, or None while it is missing or half-written."""
+        return _parse(cls, read_info_file(path))
+
     def publish(self, path: Path | str) -> None:
         publish(path, vars(self))
 
@@ -155,7 +165,7 @@ class ShuffleServiceInfo:
 
     @classmethod
     def read(cls, path: Path | str) -> ShuffleServiceInfo | None:
-        """The file at ``path``, or None while it is missing or half-written."""
+        """The info file at ``path``, or None while it is missing or half-written."""
         return _parse(cls, read_info_file(path))
 
     def publish(self, path: Path | str) -> None:
@@ -276,19 +286,18 @@ class ClusterDirectory:
 
     def jobmaster(self) -> JobMasterInfo | None:
         """``jobmaster.json``, or None while there is none (or it is half-written)."""
-        return _parse(JobMasterInfo, read_info_file(self.info_file(JOBMASTER)))
+        return JobMasterInfo.read(self.info_file(JOBMASTER))
 
     def taskexecutor(self, index: int) -> TaskExecutorInfo | None:
         """``taskexecutor-<index>.json``, or None while there is none."""
-        path = self.info_file(f"{TASKEXECUTOR_PREFIX}{index}")
-        return _parse(TaskExecutorInfo, read_info_file(path))
+        return TaskExecutorInfo.read(self.info_file(f"{TASKEXECUTOR_PREFIX}{index}"))
 
     def taskexecutors(self) -> dict[str, TaskExecutorInfo]:
         """Daemon name (``taskexecutor-N``) -> info, for every readable TaskExecutor file,
         in index order. The processes may be dead: see :meth:`live_taskexecutors`."""
         found: dict[str, TaskExecutorInfo] = {}
         for path in self.taskexecutor_files():
-            info = _parse(TaskExecutorInfo, read_info_file(path))
+            info = TaskExecutorInfo.read(path)
             if info is not None:
                 found[path.stem] = info
         return found
