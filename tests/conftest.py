@@ -1,5 +1,5 @@
-"""Shared fixtures: real local clusters (daemon processes), in-process mini clusters, Spark,
-a SeaweedFS S3 server."""
+"""Shared fixtures: real local clusters (daemon processes), Spark, a SeaweedFS S3 server,
+an external shuffle service, keyed state backends of every kind."""
 
 pytest_plugins = ["tests.support.cluster", "tests.support.spark", "tests.support.seaweedfs",
-                  "tests.support.shuffle_service"]
+                  "tests.support.shuffle_service", "tests.support.state_backends"]

@@ -9,13 +9,14 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.state_backends import Backends
 from weir.checkpoint.filesystem import FileSystemCheckpointStorage
 from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, create_storage
@@ -28,10 +29,8 @@ from weir.state.handles import (
     IncrementalRocksDBStateHandle,
     KeyedStateHandle,
 )
-from weir.state.heap import HashMapStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
 from weir.state.restore import restore
-from weir.state.rocksdb import RocksDBStateBackend
 from weir.state.serializers import encode_key
 from weir.state.snapshot import SnapshotLocation
 
@@ -41,34 +40,6 @@ DEADLINE = 30.0
 
 
 # -- builders ---------------------------------------------------------------------------------
-
-
-class Backends:
-    """Creates backends under one directory and disposes of them all."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.created: list[KeyedStateBackend] = []
-
-    def __call__(self, kind: str, key_groups: KeyGroupRange = ALL) -> KeyedStateBackend:
-        if kind == "hashmap":
-            backend: KeyedStateBackend = HashMapStateBackend(MAX_PAR, key_groups)
-        else:
-            backend = RocksDBStateBackend(MAX_PAR, key_groups,
-                                          self.root / f"{kind}-{len(self.created)}")
-        self.created.append(backend)
-        return backend
-
-    def dispose(self) -> None:
-        for backend in self.created:
-            backend.dispose()
-
-
-@pytest.fixture
-def backends(tmp_path: Path) -> Iterator[Backends]:
-    made = Backends(tmp_path / "backends")
-    yield made
-    made.dispose()
 
 
 @pytest.fixture
