@@ -147,10 +147,11 @@ class ShuffleCluster:
 
 
 def produce(task: Task, writer: ResultPartitionWriter, producer: int, subpartitions: int,
-            batches: int, finish: bool = True) -> dict[int, list[Any]]:
+            batches: int, finish: bool = False) -> dict[int, list[Any]]:
     """Emit ``batches`` small batches of mixed kinds (tuples, strings, Arrow-native ints)
     to random subpartitions, as a task does: waiting to be woken while the writer is not
-    available. Then ``finish``. Returns the records sent to each subpartition, in order."""
+    available; then, with ``finish``, finish the partition. Returns the records sent to
+    each subpartition, in order."""
     rng = random.Random(producer)
     sent: dict[int, list[Any]] = {s: [] for s in range(subpartitions)}
     for i in range(batches):
@@ -177,10 +178,12 @@ def produce(task: Task, writer: ResultPartitionWriter, producer: int, subpartiti
     return sent
 
 
-def drain(task: Task, gate: InputGate, requested: bool = False) -> dict[int, list[Any]]:
+def drain(task: Task, gate: InputGate, requested: bool = False,
+          channels: int | None = None) -> dict[int, list[Any]]:
     """Every record per channel, as a task loop reads them (after requesting the
     partitions, unless ``requested`` already), waiting to be woken while nothing is there.
-    Checks that each channel ends with one end-of-partition, after all its data."""
+    Checks that each data item has a size, and that each channel (``channels`` of them, if
+    given) ends with one end-of-partition, after all its data."""
     records: dict[int, list[Any]] = {}
     ends: list[int] = []
     if not requested:
@@ -195,15 +198,22 @@ def drain(task: Task, gate: InputGate, requested: bool = False) -> dict[int, lis
             ends.append(item.channel)
         elif item.elements is not None:
             assert item.channel not in ends, f"data on channel {item.channel} after its end"
+            assert item.size > 0, f"a buffer of channel {item.channel} without a size"
             records.setdefault(item.channel, []).extend(
                 r for e in item.elements for r in e.records())
     assert gate.poll_next() is None, "a finished gate delivered more"
+    if channels is not None:
+        assert sorted(ends) == list(range(channels)), f"ends of channels {sorted(ends)}"
     return records
 
 
+class _StillThereError(AssertionError):
+    """A partition expected to be gone delivered data."""
+
+
 def not_found(task: Task, gate: InputGate, partition_id: str) -> PartitionNotFoundError:
-    """Poll ``gate`` (with a deadline: back-offs and releases take their time) until it
-    raises PartitionNotFoundError, which must name ``partition_id``; returns it."""
+    """Poll ``gate`` (with a deadline: back-offs take their time) until it raises
+    PartitionNotFoundError, which must name ``partition_id``; returns it."""
     gate.request_partitions()
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
@@ -212,7 +222,9 @@ def not_found(task: Task, gate: InputGate, partition_id: str) -> PartitionNotFou
         except PartitionNotFoundError as err:
             assert partition_id in str(err), str(err)
             return err
-        assert item is None, f"a missing partition delivered {item}"
+        if item is not None:
+            msg = f"the missing partition {partition_id} delivered {item}"
+            raise _StillThereError(msg)
         task.woken.wait(0.05)
         task.woken.clear()
     msg = f"no PartitionNotFoundError for {partition_id} within {TIMEOUT} s"
@@ -262,13 +274,14 @@ def check_records_arrive_in_order(cluster: ShuffleCluster) -> None:
     tasks = [Task(f"map{p}") for p in range(producers)]
     writers = [cluster.writer(tasks[p], f"map{p}.1", subpartitions, on=TASK_EXECUTORS[p])
                for p in range(producers)]
-    sending = [_run(produce, tasks[p], writers[p], p, subpartitions, 300)
+    sending = [_run(produce, tasks[p], writers[p], p, subpartitions, 300, True)
                for p in range(producers)]
     # Consumers read at the same time: a pipelined producer waits for the slowest one.
     consumers = [Task(f"reduce{sub}") for sub in range(subpartitions)]
     gates = [cluster.gate(task, descriptors, sub, on=TASK_EXECUTORS[sub % 2])
              for sub, task in enumerate(consumers)]
-    reading = [_run(drain, task, gate) for task, gate in zip(consumers, gates, strict=True)]
+    reading = [_run(drain, task, gate, False, producers)
+               for task, gate in zip(consumers, gates, strict=True)]
     sent = [future.result(TIMEOUT) for future in sending]
     for sub, (future, gate) in enumerate(zip(reading, gates, strict=True)):
         got = future.result(TIMEOUT)
@@ -321,7 +334,7 @@ def check_memory_is_bounded(cluster: ShuffleCluster) -> None:
         return emitted + 3 * bound
 
     total = _run(rest)
-    got = drain(consumer, gate, requested=True)
+    got = drain(consumer, gate, requested=True, channels=1)
     gate.close()
     assert got == {0: big * total.result(TIMEOUT)}
 
@@ -330,14 +343,14 @@ def _check_kept_by_the_service(cluster: ShuffleCluster) -> None:
     descriptor = cluster.register("kept.1", 2, producer="te-1")
     producer = Task("producer")
     writer = cluster.writer(producer, "kept.1", 2, on="te-1", blocking=True)
-    sent = produce(producer, writer, 0, 2, 200)   # nobody reads meanwhile
+    sent = produce(producer, writer, 0, 2, 200, finish=True)   # nobody reads meanwhile
     cluster.environments["te-1"].close()          # the producer's TaskExecutor goes away
     assert cluster.master.on_producer_lost("te-1") == []
     for attempt in range(2):                      # a consumer, and one restarted
         for sub in range(2):
             task = Task(f"reduce{sub}-{attempt}")
             gate = cluster.gate(task, [descriptor], sub, on="te-2")
-            assert drain(task, gate) == ({0: sent[sub]} if sent[sub] else {})
+            assert drain(task, gate, channels=1) == ({0: sent[sub]} if sent[sub] else {})
             gate.close()
 
 
@@ -346,19 +359,28 @@ def check_released_partition_is_not_found(cluster: ShuffleCluster) -> None:
     released the job's partitions, a consumer asking for it gets PartitionNotFoundError."""
     descriptor = cluster.register("done.1", 1, producer="te-1")
     producer = Task("producer")
-    sending = _run(produce, producer, cluster.writer(producer, "done.1", 1), 0, 1, 20)
+    sending = _run(produce, producer, cluster.writer(producer, "done.1", 1), 0, 1, 20, True)
     consumer = Task("consumer")
     gate = cluster.gate(consumer, [descriptor], 0, on="te-2")
-    assert drain(consumer, gate) == {0: sending.result(TIMEOUT)[0]}
+    assert drain(consumer, gate, channels=1) == {0: sending.result(TIMEOUT)[0]}
     gate.close()
     cluster.master.release_partition_externally(descriptor)
     cluster.environments["te-1"].release_partitions_of_job(JOB)
     assert not cluster.master.is_partition_available("done.1")
     for on in TASK_EXECUTORS:
-        late = Task(f"late-{on}")
-        gate = cluster.gate(late, [descriptor], 0, on=on)
-        not_found(late, gate, "done.1")
-        gate.close()
+        # A release may take effect asynchronously: a consumer that still read the whole
+        # partition is tolerated until the deadline, a new one must then be refused.
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            late = Task(f"late-{on}")
+            gate = cluster.gate(late, [descriptor], 0, on=on)
+            try:
+                not_found(late, gate, "done.1")
+                break
+            except _StillThereError:
+                assert time.monotonic() < deadline, "a released partition is still read"
+            finally:
+                gate.close()
 
 
 def check_missing_partition_is_not_found(cluster: ShuffleCluster) -> None:
