@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.faulty_storage import FaultyStorage
 from tests.support.state_backends import Backends
 from weir.checkpoint.filesystem import FileSystemCheckpointStorage
 from weir.checkpoint.shared_registry import SharedStateRegistry
-from weir.checkpoint.storage import CheckpointStorage, StreamStateHandle, create_storage
+from weir.checkpoint.storage import CheckpointStorage, create_storage
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.state.backend import KeyedStateBackend
 from weir.state.canonical import read_canonical, write_canonical
@@ -299,26 +300,6 @@ def test_a_rescaling_restore_fetches_only_the_files_of_its_key_groups(storage, b
 # -- lazy restore ---------------------------------------------------------------------------
 
 
-class GatedStorage(FileSystemCheckpointStorage):
-    """File storage whose reads of some objects wait for a gate (or fail)."""
-
-    def __init__(self, base: Path) -> None:
-        super().__init__(base)
-        self.gates: dict[str, threading.Event] = {}
-        self.failures: dict[str, Exception] = {}
-        self.reads: list[str] = []
-
-    def read(self, handle: StreamStateHandle) -> bytes:
-        self.reads.append(handle.uri)
-        gate = self.gates.get(handle.uri)
-        if gate is not None and not gate.wait(DEADLINE):
-            raise TimeoutError(f"test gate for {handle.uri} never opened")
-        failure = self.failures.get(handle.uri)
-        if failure is not None:
-            raise failure
-        return super().read(handle)
-
-
 def two_halves(storage: CheckpointStorage, backends: Backends, keys: list
                ) -> tuple[list[CanonicalStateHandle], bytes]:
     """Canonical handles of two old subtasks, and the canonical bytes of the whole state."""
@@ -362,7 +343,7 @@ def test_lazy_restore_reads_every_key_right_whatever_the_order(kind, storage, ba
 
 
 def test_the_first_record_is_processed_before_the_load_completes(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(1_000))
     handles, expected = two_halves(storage, backends, keys)
     second_half = threading.Event()
@@ -383,7 +364,7 @@ def test_the_first_record_is_processed_before_the_load_completes(tmp_path, backe
 
 
 def test_a_waiting_key_group_is_loaded_first(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(1_000))
     whole = backends("hashmap")
     fill(whole, keys, random.Random(1))
@@ -412,7 +393,7 @@ def test_a_waiting_key_group_is_loaded_first(tmp_path, backends):
 
 
 def test_a_loader_failure_surfaces_as_a_state_error_on_the_task_thread(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(500))
     handles, _ = two_halves(storage, backends, keys)
     storage.failures[handles[1].data.uri] = CorruptStateError("object x is corrupt")
@@ -426,7 +407,7 @@ def test_a_loader_failure_surfaces_as_a_state_error_on_the_task_thread(tmp_path,
 
 
 def test_waiting_for_a_key_group_times_out(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     whole = backends("hashmap")
     fill(whole, list(range(100)), random.Random(1))
     handle = take(whole, storage, 1)
@@ -444,7 +425,7 @@ def test_waiting_for_a_key_group_times_out(tmp_path, backends):
 
 
 def test_dispose_stops_the_loader(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(500))
     handles, _ = two_halves(storage, backends, keys)
     gate = threading.Event()

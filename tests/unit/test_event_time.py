@@ -28,6 +28,7 @@ from weir import (
     ValueStateDescriptor,
     WatermarkStrategy,
 )
+from weir.core.clock import ManualClock
 from weir.core.config import Configuration
 from weir.core.errors import UserError
 from weir.core.processing_time import ProcessingTimeService
@@ -327,9 +328,9 @@ def _backend(kind: str, key_groups: KeyGroupRange, directory: Path) -> Any:
 @pytest.mark.parametrize("kind", ["hashmap", "rocksdb"])
 def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_once(
         kind: str, tmp_path: Path) -> None:
-    clock = [0]
+    clock = ManualClock(0)
     source = _backend(kind, KeyGroupRange(0, 127), tmp_path)
-    timers = InternalTimerService("op", source, ProcessingTimeService(lambda: clock[0]),
+    timers = InternalTimerService("op", source, ProcessingTimeService(clock),
                                   _Recorder())
     keys = [f"user-{i}" for i in range(200)]
     for i, key in enumerate(keys):
@@ -346,7 +347,7 @@ def test_timers_survive_a_snapshot_and_a_rescaled_restore_each_firing_exactly_on
         backend = _backend(kind, key_groups, tmp_path)
         restore_canonical(backend, [out.getvalue()])
         recorder = _Recorder()
-        restored = InternalTimerService("op", backend, ProcessingTimeService(lambda: clock[0]),
+        restored = InternalTimerService("op", backend, ProcessingTimeService(clock),
                                         recorder)
         restored.restore()
         restored.advance_watermark(MAX_WATERMARK)
