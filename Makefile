@@ -6,7 +6,7 @@ WEIR    = $(VENV)/bin/weir
 PYTEST  = $(PY) -m pytest
 BENCH_ARGS ?=
 
-.PHONY: install demo test chaos lint proto bench docs clean
+.PHONY: install demo test test-more chaos lint proto bench docs clean
 
 install: $(VENV)/.installed
 
@@ -19,8 +19,14 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	@bash deploy/demo.sh
 
+# `make test`: the unit tests and a representative set of real-process tests (about 10
+# minutes on 2 cores). `make test-more`: the other tests CI runs (marked `extended`), none
+# of those `make test` ran. `make chaos`: everything, `slow` and `chaos` tests included.
 test: install
-	$(PYTEST) -q --durations=25 tests
+	$(PYTEST) -q --durations=25 -m "not chaos and not slow and not extended" tests
+
+test-more: install
+	$(PYTEST) -q --durations=25 -m "extended and not chaos and not slow" tests
 
 chaos: install
 	$(PYTEST) -q -m "" tests

@@ -33,6 +33,9 @@ import time
 
 from weir import FileSink, KeyedProcessFunction, StreamExecutionEnvironment
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 OUT, N, TRIGGER, SOURCES = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 KEYS = 7
 

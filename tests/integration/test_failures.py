@@ -54,6 +54,7 @@ def _task_slots_used(cluster: LocalCluster) -> int:
     return used
 
 
+@pytest.mark.extended
 def test_cancel_stops_every_task_and_frees_every_slot(cluster_factory, tmp_path):
     cluster = cluster_factory(2, 2)
     job_id = _start_endless(cluster, tmp_path)

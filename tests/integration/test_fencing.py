@@ -48,6 +48,9 @@ from weir.core import options
 from weir.core.cluster_directory import TaskExecutorInfo
 from weir.proto import common_pb2
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 N = 120_000
 RESTARTS = {"restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": "10",

@@ -140,6 +140,7 @@ def slots_used(status: dict[str, Any]) -> int:
     return used
 
 
+@pytest.mark.extended
 def test_without_high_availability_a_lost_jobmaster_takes_its_jobs_with_it(cluster_factory,
                                                                              tmp_path: Path):
     from weir.cli.cluster import spawn

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from tests.support.cluster import poll
 from tests.support.exactly_once import (
     committed_output,
@@ -47,6 +49,7 @@ def test_a_killed_taskexecutor_comes_back_with_its_resource_id(cluster_factory):
     assert not process_alive(pid), "the restarted TaskExecutor outlived the cluster"
 
 
+@pytest.mark.extended
 def test_a_job_needing_every_slot_survives_kills_with_restarted_taskexecutors(
         cluster_factory, tmp_path):
     # Two TaskExecutors of one slot for a job of two slots: after a kill, the job can only

@@ -205,6 +205,7 @@ def rescale_and_check(keys: list, old: int, new: int, storage: CheckpointStorage
     assert set(seen) == {encode_key(k) for k in keys}
 
 
+@pytest.mark.extended
 def test_rescaling_every_p_to_p_prime_up_to_4(storage, backends):
     keys = [f"k{i}" for i in range(400)] + list(range(400))
     for old in range(1, 5):
@@ -212,6 +213,7 @@ def test_rescaling_every_p_to_p_prime_up_to_4(storage, backends):
             rescale_and_check(keys, old, new, storage, backends, "grid")
 
 
+@pytest.mark.extended
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keys=st.lists(st.one_of(st.integers(), st.text(max_size=6),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 import stat
 
+import pytest
+
 from tests.support.cluster import LocalCluster, weir_cli, write_job
 from tests.support.dataplane import data_address
 from weir.core.tls import generate_cluster_pki
@@ -66,6 +68,7 @@ def test_a_tls_cluster_runs_jobs_and_refuses_clients_without_its_certificate(tmp
         cluster.stop()
 
 
+@pytest.mark.extended
 def test_a_plain_restart_of_a_tls_cluster_directory_forgets_its_certificates(tmp_path):
     directory = tmp_path / "cluster"
     cluster = LocalCluster(directory)
