@@ -3,7 +3,6 @@ and keyed timers (including across a snapshot and a rescaled restore)."""
 
 from __future__ import annotations
 
-import doctest
 import io
 from pathlib import Path
 from typing import Any
@@ -12,11 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import tests.support.operators
-import weir.core.processing_time
-import weir.state.timers
-import weir.taskexecutor.watermark_valve
-import weir.watermarks
 from tests.support.operators import OperatorHarness
 from weir import (
     Duration,
@@ -52,15 +46,6 @@ from weir.state.restore import restore_canonical
 from weir.state.timers import InternalTimerService, Timer
 from weir.taskexecutor.record_writer import split_by_target
 from weir.taskexecutor.watermark_valve import StatusWatermarkValve
-
-
-@pytest.mark.parametrize("module", [
-    weir.state.timers, weir.taskexecutor.watermark_valve, weir.core.processing_time,
-    weir.watermarks, tests.support.operators])
-def test_module_examples(module: object) -> None:
-    result = doctest.testmod(module)  # type: ignore[arg-type]
-    assert result.attempted > 0 and result.failed == 0
-
 
 # --- timestamps through operators and the wire ------------------------------------------------
 

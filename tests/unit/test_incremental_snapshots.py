@@ -4,7 +4,6 @@ handles' JSON form."""
 
 from __future__ import annotations
 
-import doctest
 import json
 import os
 import random
@@ -13,15 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import weir.checkpoint.shared_registry
-import weir.state.factory
-import weir.state.handles
-import weir.state.incremental
-import weir.state.lazy
-import weir.state.local_recovery
-import weir.state.restore
-import weir.state.rocksdb_restore
-import weir.state.snapshot
 from tests.support.faulty_storage import FaultyStorage
 from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.core.errors import StateError, StorageError
@@ -68,14 +58,6 @@ def take_checkpoint(backend: RocksDBStateBackend, storage: FaultyStorage, n: int
     handle = backend.snapshot_to(n, location).run()
     assert isinstance(handle, IncrementalRocksDBStateHandle)
     return handle
-
-
-def test_module_examples_run():
-    for module in (weir.state.handles, weir.state.snapshot, weir.state.incremental,
-                   weir.state.rocksdb_restore, weir.state.lazy, weir.state.local_recovery,
-                   weir.state.restore, weir.state.factory, weir.checkpoint.shared_registry):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def test_after_changing_one_percent_of_keys_about_one_percent_is_uploaded(backend, storage):

@@ -27,12 +27,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-#: Repository folder -> installed package (pyproject's package-dir).
-FOLDERS = {"weir": "weir", "proto": "weir.proto", "state": "weir.state",
-           "checkpoint": "weir.checkpoint", "shuffle": "weir.shuffle",
-           "jobmaster": "weir.jobmaster", "taskexecutor": "weir.taskexecutor"}
+from tests.support.layout import FOLDERS, REPO, engine_modules
 
 PROTO, CORE = "weir.proto", "weir.core"
 SHUFFLE, CHECKPOINT, STATE = "weir.shuffle", "weir.checkpoint", "weir.state"
@@ -101,16 +96,6 @@ def violations(module: str, imported: str) -> str | None:
     if target == source or target in ALLOWED[source]:
         return None
     return f"{source} must not import {target} ('{imported}')"
-
-
-def engine_modules() -> list[tuple[str, Path]]:
-    modules = []
-    for folder, package in FOLDERS.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
-            relative = path.relative_to(REPO / folder).with_suffix("")
-            parts = [p for p in relative.parts if p != "__init__"]
-            modules.append((".".join([package, *parts]), path))
-    return modules
 
 
 def test_imports_point_down_the_floors() -> None:

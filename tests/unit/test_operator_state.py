@@ -3,21 +3,12 @@ CheckpointedFunction, and the file sink's part-counter state."""
 
 from __future__ import annotations
 
-import doctest
 from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.checkpoint.seaweedfs
-import weir.connectors.spark
-import weir.core.source
-import weir.operators.file_sink
-import weir.sources.collection
-import weir.sources.files
-import weir.state.operator_state
-import weir.taskexecutor.source_reader_state
 from weir.core.errors import StateError
 from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from weir.state.operator_state import (
@@ -34,14 +25,6 @@ from weir.state.operator_state import (
 
 LIST = ListStateDescriptor("offsets")
 UNION = ListStateDescriptor("seen")
-
-
-def test_module_examples_run():
-    for module in (weir.state.operator_state, weir.core.source, weir.sources.collection,
-                   weir.sources.files, weir.taskexecutor.source_reader_state,
-                   weir.operators.file_sink, weir.connectors.spark, weir.checkpoint.seaweedfs):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def test_list_state_handle_semantics():

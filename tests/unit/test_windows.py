@@ -3,7 +3,6 @@ processing time, late data and allowed lateness, per-record and vectorised, both
 
 from __future__ import annotations
 
-import doctest
 from collections import defaultdict
 from typing import Any
 
@@ -13,8 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.operators.vectorized_window
-import weir.window
 from tests.support.operators import OperatorHarness
 from weir import (
     AggregateFunction,
@@ -38,12 +35,6 @@ from weir.operators.window import AGGREGATE, PROCESS, REDUCE, WindowOperator
 
 FAST = settings(max_examples=25, deadline=None)
 BACKENDS = ({"state.backend.type": "hashmap"}, {"state.backend.type": "rocksdb"})
-
-
-@pytest.mark.parametrize("module", [weir.window, weir.operators.vectorized_window])
-def test_module_examples(module: object) -> None:
-    result = doctest.testmod(module)  # type: ignore[arg-type]
-    assert result.attempted > 0 and result.failed == 0
 
 
 # --- the reference -------------------------------------------------------------------------
