@@ -34,6 +34,7 @@ from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_
 from weir.state.restore import restore
 from weir.state.serializers import encode_key
 from weir.state.snapshot import SnapshotLocation
+from weir.testing.cluster import poll
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -84,11 +85,7 @@ def keys_in(key_groups: KeyGroupRange, keys: list) -> list:
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+    poll(condition, DEADLINE, interval=0.005, what=what)
 
 
 # -- chains of incremental checkpoints ------------------------------------------------------

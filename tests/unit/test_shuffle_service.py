@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from weir.shuffle.external.environment import (
 from weir.shuffle.external.factory import ExternalShuffleServiceFactory
 from weir.shuffle.external.service import ShuffleServiceDaemon
 from weir.shuffle.external.storage import StorageError
+from weir.testing.cluster import poll
 from weir.testing.shuffle_service import Task, drain, produce
 
 JOB = "0123456789abcdef0123456789abcdef"
@@ -62,10 +62,7 @@ def stubs() -> Iterator[Callable[..., shuffle_service_pb2_grpc.ShuffleServiceStu
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
     """Poll an observable condition (for state only visible through polling)."""
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
+    poll(condition, TIMEOUT, interval=0.005, what=what)
 
 
 def requests(job: str, partition: str, n: int, chunks: list[tuple[int, bytes]],
