@@ -29,16 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.testing.cluster import LocalCluster, poll, weir_cli
+# Re-exported: the benchmarks take the local cluster from here.
+from weir.testing.cluster import LocalCluster as LocalCluster
+from weir.testing.cluster import poll as poll
+from weir.testing.cluster import weir_cli as weir_cli
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "build"
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
-
-# -- a local cluster of real processes: weir.testing's, shared with the tests --------------
-
-__all__ = ["LocalCluster", "poll", "weir_cli"]
-
 
 # -- timing jobs ------------------------------------------------------------------------------
 
