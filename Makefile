@@ -5,6 +5,8 @@ PY      = $(VENV)/bin/python
 WEIR    = $(VENV)/bin/weir
 PYTEST  = $(PY) -m pytest
 BENCH_ARGS ?=
+#: More pytest options for the test targets, e.g. PYTEST_ARGS="--durations=0 -x".
+PYTEST_ARGS ?=
 
 .PHONY: install demo test test-more chaos lint proto bench docs clean
 
@@ -23,13 +25,13 @@ demo: install
 # minutes on 2 cores). `make test-more`: the other tests CI runs (marked `extended`), none
 # of those `make test` ran. `make chaos`: everything, `slow` and `chaos` tests included.
 test: install
-	$(PYTEST) -q --durations=25 -m "not chaos and not slow and not extended" tests
+	$(PYTEST) -q --durations=25 -m "not chaos and not slow and not extended" $(PYTEST_ARGS) tests
 
 test-more: install
-	$(PYTEST) -q --durations=25 -m "extended and not chaos and not slow" tests
+	$(PYTEST) -q --durations=25 -m "extended and not chaos and not slow" $(PYTEST_ARGS) tests
 
 chaos: install
-	$(PYTEST) -q -m "" tests
+	$(PYTEST) -q -m "" $(PYTEST_ARGS) tests
 
 lint: install
 	$(VENV)/bin/ruff check .
