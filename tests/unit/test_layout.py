@@ -10,7 +10,7 @@ Floors, bottom up (README, "Architecture"):
 3. The daemons ``weir.jobmaster`` and ``weir.taskexecutor``; they meet only through
    ``weir.proto``.
 4. The user API, operators, sources and connectors (the rest of ``weir``).
-5. The client floor: ``weir.client``, ``weir.cli`` and the package facade.
+5. The client floor: ``weir.client``, ``weir.cli``, ``weir.testing`` and the package facade.
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a lazy import
 is still a dependency.

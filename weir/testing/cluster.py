@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -88,7 +89,11 @@ def poll(predicate: Callable[[], T], timeout: float, interval: float = 0.05,
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Ignore SIGINT/SIGTERM for a moment (while the cluster is being stopped)."""
+    """Ignore SIGINT/SIGTERM for a moment (while the cluster is being stopped); only the
+    main thread may change signal handlers, other threads stop without."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -164,7 +169,8 @@ class LocalCluster:
 
     def stop(self) -> None:
         """``weir cluster stop``: SIGTERM every process, SIGKILL what lingers. Idempotent;
-        SIGINT and SIGTERM wait until it is done. Prints a warning if it fails."""
+        SIGINT and SIGTERM wait until it is done (when called on the main thread). Prints a
+        warning if it fails."""
         if not self._started and not self.files.cluster_file.exists() and \
                 not self.files.info_file("jobmaster").exists():
             return
