@@ -19,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import write_job
 from tests.support.exactly_once import (
     running_with_checkpoint_after,
@@ -26,15 +28,15 @@ from tests.support.exactly_once import (
     wait_ended,
 )
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 JOB = '''
 import os
 import sys
 import time
 
 from weir import FileSink, KeyedProcessFunction, StreamExecutionEnvironment
-
-#: Beyond `make test`'s representative set: run by `make test-more`.
-pytestmark = pytest.mark.extended
 
 OUT, N, TRIGGER, SOURCES = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 KEYS = 7

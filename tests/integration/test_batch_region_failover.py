@@ -30,15 +30,15 @@ from tests.support.shuffle_service import shuffle_options
 from weir.proto import common_pb2
 from weir.testing.faults import kill_taskexecutor
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 JOB = '''
 import os
 import sys
 import time
 
 from weir import FileSink, KeyedProcessFunction, StreamExecutionEnvironment, ValueStateDescriptor
-
-#: Beyond `make test`'s representative set: run by `make test-more`.
-pytestmark = pytest.mark.extended
 
 OUT, N, TRIGGER, CONSUMERS = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 
