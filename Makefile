@@ -5,8 +5,10 @@ PY      = $(VENV)/bin/python
 WEIR    = $(VENV)/bin/weir
 PYTEST  = $(PY) -m pytest
 BENCH_ARGS ?=
+#: More pytest options for the test targets, e.g. PYTEST_ARGS="--durations=0 -x".
+PYTEST_ARGS ?=
 
-.PHONY: install demo test chaos lint proto bench docs docs-check docs-build clean
+.PHONY: install demo test test-more chaos lint proto bench docs docs-check docs-build clean
 
 install: $(VENV)/.installed
 
@@ -19,11 +21,17 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	@bash deploy/demo.sh
 
+# `make test`: the unit tests and a representative set of real-process tests (about 10
+# minutes on 2 cores). `make test-more`: the other tests CI runs (marked `extended`), none
+# of those `make test` ran. `make chaos`: everything, `slow` and `chaos` tests included.
 test: install
-	$(PYTEST) -q --durations=25 tests
+	$(PYTEST) -q --durations=25 -m "not chaos and not slow and not extended" $(PYTEST_ARGS) tests
+
+test-more: install
+	$(PYTEST) -q --durations=25 -m "extended and not chaos and not slow" $(PYTEST_ARGS) tests
 
 chaos: install
-	$(PYTEST) -q -m "" tests
+	$(PYTEST) -q -m "" $(PYTEST_ARGS) tests
 
 # mypy runs on a mirror of the installed layout (.ci/typecheck), with pyproject's [tool.mypy].
 lint: install

@@ -47,7 +47,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -99,13 +98,8 @@ def key_of(record: tuple[int, Any]) -> int:
 
 
 def weir_cli(cluster: LocalCluster, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "weir", args[0], "--dir",
-                             str(cluster.directory), *args[1:]], capture_output=True,
-                            text=True, timeout=60, check=False)
-    if result.returncode != 0:
-        msg = f"weir {' '.join(args)} failed: {result.stderr}"
-        raise RuntimeError(msg)
-    return result.stdout
+    """The output of ``weir COMMAND --dir DIR ARGS``; raises ClusterError if it fails."""
+    return cluster.weir(*args, timeout=60, check=True).stdout
 
 
 def checkpoints(cluster: LocalCluster, job_id: str) -> list[dict[str, Any]]:
@@ -213,9 +207,9 @@ def recovery_run(cluster: LocalCluster, state_mb: int) -> dict[str, Any]:
         status = json.loads(weir_cli(cluster, "status", job.job_id, "--json"))
         busy = sorted({t["taskexecutor"] for t in status["tasks"]
                        if t["taskexecutor"] and t["name"].startswith("Keyed")})
-        pids = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}
+        pid = cluster.taskexecutor_pid(busy[0])
         killed_at = time.time()
-        os.kill(pids[busy[0]], signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 300
         while True:
             restarted = [float(p.read_text()) for p in MARKER_DIR.glob("*-1")

@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import shutil
 import signal
 import subprocess
@@ -108,6 +107,8 @@ from common import (
     process_cpu_seconds,
     write_json,
 )
+
+from weir.core.cluster_directory import ClusterDirectory
 
 CLUSTER_DIR = BUILD_DIR / "bench-cluster-lifecycle"
 MARKER_DIR = BUILD_DIR / "bench-lifecycle-markers"
@@ -352,10 +353,11 @@ def config_pairs(config: dict[str, str]) -> list[str]:
 
 def daemon_pids() -> dict[str, int]:
     """The cluster's processes by role: the S3 server, the JobMaster, the TaskExecutors."""
-    pids = {"s3": int(json.loads((CLUSTER_DIR / "s3.json").read_text())["pid"]),
-            "jobmaster": int(json.loads((CLUSTER_DIR / "jobmaster.json").read_text())["pid"])}
-    for path in sorted(CLUSTER_DIR.glob("taskexecutor-*.json")):
-        pids[path.stem] = int(json.loads(path.read_text())["pid"])
+    files = ClusterDirectory(CLUSTER_DIR)
+    s3, jobmaster = files.s3(), files.jobmaster()
+    assert s3 is not None and jobmaster is not None, f"no cluster with S3 in {CLUSTER_DIR}"
+    pids = {"s3": s3.pid, "jobmaster": jobmaster.pid}
+    pids.update({name: info.pid for name, info in files.taskexecutors().items()})
     return pids
 
 
@@ -375,8 +377,9 @@ class CpuMeter:
 
 
 def s3_root() -> str:
-    bucket = json.loads((CLUSTER_DIR / "s3.json").read_text())["bucket"]
-    return f"s3://{bucket}/savepoints"
+    s3 = ClusterDirectory(CLUSTER_DIR).s3()
+    assert s3 is not None, f"no S3 server in {CLUSTER_DIR}"
+    return f"s3://{s3.bucket}/savepoints"
 
 
 @dataclass
@@ -937,7 +940,6 @@ def main(argv: list[str] | None = None) -> int:
         with cluster:
             from weir.client.cluster_client import JobMasterClient
 
-            assert cluster.address is not None
             client = JobMasterClient(cluster.address)
             programs = write_programs()
             try:

@@ -80,7 +80,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -116,6 +115,8 @@ from common import (
 )
 
 from weir import DiscardingSink
+from weir.core.cluster_directory import ClusterDirectory, TaskExecutorInfo
+from weir.testing.cluster import poll as shared_poll
 
 CLUSTER_DIR = BUILD_DIR / "bench-cluster-recovery"
 PROFILE_DIR = BUILD_DIR / "bench-profiles"
@@ -268,10 +269,11 @@ class RecoveryCluster(LocalCluster):
     """``LocalCluster`` that starts from an empty directory (a fresh bucket, no working
     directories or local state of an earlier run)."""
 
-    def start(self) -> LocalCluster:
+    def start(self, taskexecutors: int | None = None, slots: int | None = None,
+              *dynamic: str) -> LocalCluster:
         self.stop_leftover()
-        remove_data(self.directory)
-        return super().start()
+        remove_data(self.dir)
+        return super().start(taskexecutors, slots, *dynamic)
 
 
 def remove_data(directory: Path) -> None:
@@ -284,17 +286,10 @@ def remove_data(directory: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return None
-
-
-def te_info(resource_id: str) -> dict[str, Any] | None:
+def te_info(resource_id: str) -> TaskExecutorInfo | None:
     """The info file of a TaskExecutor (``taskexecutor-N.json``, rewritten by each new
     process once it listens)."""
-    return read_json(CLUSTER_DIR / f"taskexecutor-{resource_id.rsplit('-', 1)[-1]}.json")
+    return ClusterDirectory(CLUSTER_DIR).taskexecutor(int(resource_id.rsplit("-", 1)[-1]))
 
 
 def log_registrations(resource_id: str, since: float) -> list[float]:
@@ -364,15 +359,9 @@ class RunningJob:
 
 
 def poll(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            msg = f"timed out after {timeout:.0f} s waiting for {what}"
-            raise RuntimeError(msg)
-        time.sleep(interval)
+    """:func:`weir.testing.cluster.poll` with what it waits for first, as the scenarios read
+    best; raises TimeoutError."""
+    return shared_poll(check, timeout, interval, what)
 
 
 def submit(cluster: RecoveryCluster, name: str, config: dict[str, str],
@@ -409,20 +398,17 @@ def dump_stacks(label: str) -> list[str]:
     exe = py_spy()
     PROFILE_DIR.mkdir(parents=True, exist_ok=True)
     written = []
-    for path in sorted(CLUSTER_DIR.glob("taskexecutor-*.json")):
-        info = read_json(path)
-        if info is None:
-            continue
-        stem = PROFILE_DIR / f"{label}-{path.stem}-pid{info['pid']}"
+    for name, info in ClusterDirectory(CLUSTER_DIR).taskexecutors().items():
+        stem = PROFILE_DIR / f"{label}-{name}-pid{info.pid}"
         if exe is not None:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                dump = subprocess.run([exe, "dump", "--pid", str(info["pid"]), "--locals"],
+                dump = subprocess.run([exe, "dump", "--pid", str(info.pid), "--locals"],
                                       capture_output=True, text=True, timeout=60,
                                       check=False)
                 stem.with_suffix(".txt").write_text(dump.stdout + dump.stderr)
                 written.append(str(stem.with_suffix(".txt").relative_to(BUILD_DIR.parent)))
         with contextlib.suppress(OSError, ValueError):
-            with urlopen(str(info["metrics_url"]), timeout=10) as response:  # a local daemon
+            with urlopen(info.metrics_url, timeout=10) as response:  # a local daemon
                 stem.with_suffix(".metrics").write_bytes(response.read())
             written.append(str(stem.with_suffix(".metrics").relative_to(BUILD_DIR.parent)))
     return written
@@ -534,7 +520,7 @@ def recover(job: RunningJob, scenario: str, run: int, profile: bool = False
     profiler: Profiler | None = None
     if profile and scenario in ("a", "b"):
         busy = {t["taskexecutor"] for t in job.keyed_tasks(job.status())}
-        pids = [int(i["pid"]) for r in sorted(busy) if (i := te_info(r))]
+        pids = [i.pid for r in sorted(busy) if (i := te_info(r))]
         profiler = Profiler(pids, PROFILE_DIR, f"recovery-{scenario}-{run + 1}",
                             rate_hz=PROFILE_HZ)
     with profiler or contextlib.nullcontext():
@@ -563,7 +549,7 @@ def _recover(job: RunningJob, scenario: str, run: int) -> dict[str, Any]:
             time.sleep(max(0.0, job.te_started[victim] + SUPERVISOR_STABLE_S - time.time()))
         info = te_info(victim)
         assert info is not None, victim
-        victim_pid = int(info["pid"])
+        victim_pid = info.pid
         failed_at = time.time()
         os.kill(victim_pid, signal.SIGKILL)
     # Poll only files while the job recovers: an RPC or a `weir` process per poll would
@@ -575,15 +561,15 @@ def _recover(job: RunningJob, scenario: str, run: int) -> dict[str, Any]:
         nonlocal new_pid, new_pid_seen
         if victim is not None and new_pid is None:
             info = te_info(victim)
-            if info is not None and int(info["pid"]) != victim_pid:
-                new_pid, new_pid_seen = int(info["pid"]), time.time()
+            if info is not None and info.pid != victim_pid:
+                new_pid, new_pid_seen = info.pid, time.time()
         # Approximate recovery restarts the failed subtask alone.
         return new_first_records(before, 1 if scenario == "e" else PARALLELISM)
 
     try:
         firsts = poll("every keyed subtask to process a record again", recovered,
                       RECOVERY_TIMEOUT_S, interval=0.01)
-    except RuntimeError as err:
+    except TimeoutError as err:
         stacks = dump_stacks(f"recovery-{scenario}-{run + 1}-stuck")
         msg = f"({scenario}) run {run + 1}: {err}; stacks in {stacks}"
         raise RuntimeError(msg) from err
@@ -620,9 +606,9 @@ def _recover(job: RunningJob, scenario: str, run: int) -> dict[str, Any]:
         job.te_restarted.add(victim)
         if new_pid is None:  # restarted after the job recovered (scenario d)
             info = poll(f"{victim} to be restarted",
-                        lambda: (i := te_info(victim)) and int(i["pid"]) != victim_pid and i,
+                        lambda: (i := te_info(victim)) and i.pid != victim_pid and i,
                         120, interval=0.05)
-            new_pid, new_pid_seen = int(info["pid"]), time.time()
+            new_pid, new_pid_seen = info.pid, time.time()
         spawned = process_start_time(new_pid)
         job.te_started[victim] = spawned or new_pid_seen or time.time()
         registered = poll(f"{victim} to register again",

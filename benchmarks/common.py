@@ -1,8 +1,9 @@
 """Shared helpers of the benchmarks: a local cluster, job timing, tables, JSON, py-spy.
 
-* :class:`LocalCluster` starts a real local cluster (``weir cluster start``: one JobMaster
-  and N TaskExecutor OS processes) under a directory and always stops it again, also on
-  Ctrl-C or SIGTERM, when used as a context manager.
+* :class:`LocalCluster` (:mod:`weir.testing.cluster`, shared with the tests) starts a real
+  local cluster (``weir cluster start``: one JobMaster and N TaskExecutor OS processes)
+  under a directory and always stops it again, also on Ctrl-C or SIGTERM, when used as a
+  context manager; :func:`poll` waits for a condition with a deadline.
 * :func:`run_job` submits whatever was built on an environment and times it from
   submission to FINISHED.
 * :class:`Profiler` samples the TaskExecutor processes with py-spy while a job runs and
@@ -23,141 +24,19 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Re-exported: the benchmarks take the local cluster from here.
+from weir.testing.cluster import LocalCluster as LocalCluster
+from weir.testing.cluster import poll as poll
+from weir.testing.cluster import weir_cli as weir_cli
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "build"
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
-
-# -- a local cluster of real processes --------------------------------------------------------
-
-
-def _weir(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "weir", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO_ROOT, check=False)
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Ignore SIGINT/SIGTERM for a moment (while the cluster is being stopped)."""
-    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-
-
-def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-class LocalCluster:
-    """``weir cluster start --dir DIR --taskexecutors N --slots S`` for a ``with`` block."""
-
-    def __init__(self, directory: Path, taskexecutors: int = 2, slots: int = 2,
-                 options: Sequence[str] = (), flags: Sequence[str] = ()) -> None:
-        """``options``: KEY=VALUE pairs; ``flags``: ``weir cluster start`` flags
-        (``--with-s3``, ``--restart-taskexecutors``)."""
-        self.directory = Path(directory)
-        self.taskexecutors = taskexecutors
-        self.slots = slots
-        self.options = list(options)
-        self.flags = list(flags)
-        self.address: str | None = None
-        self._started = False
-
-    def start(self) -> LocalCluster:
-        self.stop_leftover()
-        self._started = True  # from here on, stop() must run even if start fails half-way
-        result = _weir("cluster", "start", "--dir", str(self.directory),
-                       "--taskexecutors", str(self.taskexecutors), "--slots", str(self.slots),
-                       *self.flags, *(f"-D{o}" for o in self.options))
-        if result.returncode != 0:
-            msg = f"weir cluster start failed:\n{result.stdout}{result.stderr}"
-            raise RuntimeError(msg)
-        info = json.loads((self.directory / "jobmaster.json").read_text())
-        self.address = str(info["address"])
-        return self
-
-    def stop_leftover(self) -> None:
-        """Stop a cluster a killed run of the benchmark left in the directory."""
-        if (self.directory / "jobmaster.json").exists() or \
-                (self.directory / "s3.json").exists():
-            _weir("cluster", "stop", "--dir", str(self.directory))
-
-    def stop(self) -> None:
-        if not self._started:
-            return
-        self._started = False
-        with _signals_deferred():
-            result = _weir("cluster", "stop", "--dir", str(self.directory), timeout=60)
-        if result.returncode != 0 and "no cluster is running" not in result.stderr:
-            print(f"warning: weir cluster stop: {result.stderr.strip()}", file=sys.stderr)
-
-    def taskexecutor_pids(self) -> list[int]:
-        return [int(json.loads(p.read_text())["pid"])
-                for p in sorted(self.directory.glob("taskexecutor-*.json"))]
-
-    def jobmaster_pid(self) -> int:
-        return int(json.loads((self.directory / "jobmaster.json").read_text())["pid"])
-
-    def status(self) -> dict[str, Any]:
-        """``weir cluster status --dir DIR --json``: pids, addresses and metrics URLs."""
-        result = _weir("cluster", "status", "--dir", str(self.directory), "--json", timeout=30)
-        if result.returncode != 0:
-            msg = f"weir cluster status failed:\n{result.stdout}{result.stderr}"
-            raise RuntimeError(msg)
-        return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-    def taskexecutor_metrics_urls(self) -> list[str]:
-        return [str(te["metrics_url"]) for te in self.status()["taskexecutors"]]
-
-    def cancel(self, job_id: str) -> None:
-        """``weir cancel --dir DIR JOB_ID`` (returns once the JobMaster took the request)."""
-        result = _weir("cancel", "--dir", str(self.directory), job_id, timeout=60)
-        if result.returncode != 0:
-            msg = f"weir cancel {job_id} failed:\n{result.stdout}{result.stderr}"
-            raise RuntimeError(msg)
-
-    def environment(self, config: dict[str, Any] | None = None) -> Any:
-        """A StreamExecutionEnvironment that submits to this cluster."""
-        from weir import StreamExecutionEnvironment
-        from weir.core.config import Configuration
-        from weir.core.execution import ExecutionContext, set_execution_context
-
-        assert self.address is not None, "start() the cluster first"
-        # The cluster's options reach the client too (e.g. security.ssl.* for a TLS run).
-        options = dict(o.split("=", 1) for o in self.options)
-        set_execution_context(ExecutionContext(
-            address=self.address, token=None, configuration=Configuration.from_pairs(options),
-            cluster_dir=str(self.directory)))
-        env = StreamExecutionEnvironment.get_execution_environment()
-        if config:
-            env.configure(config)
-        return env
-
-    def __enter__(self) -> LocalCluster:
-        self._saved_sigterm = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            signal.signal(signal.SIGTERM, self._saved_sigterm)
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.stop()
-        finally:
-            signal.signal(signal.SIGTERM, self._saved_sigterm)
-            from weir.core.execution import set_execution_context
-
-            set_execution_context(None)
-
 
 # -- timing jobs ------------------------------------------------------------------------------
 

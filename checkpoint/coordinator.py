@@ -100,7 +100,7 @@ def reason_name(reason: Reason) -> str:
 class CheckpointCoordinatorConfiguration:
     """The coordinator's settings (from the execution.checkpointing.* options); Flink's
     ``CheckpointCoordinatorConfiguration``. Not the user's PyFlink ``CheckpointConfig``
-    (``weir.checkpoint_config``), which sets those options."""
+    (``weir.datastream.checkpoint_config``), which sets those options."""
 
     interval_ms: int | None = None
     timeout_ms: int = 600_000

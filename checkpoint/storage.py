@@ -301,7 +301,7 @@ def check_storage(uri: str, config: Configuration | None = None) -> None:
         >>> try:
         ...     check_storage("checkpoints")
         ... except ConfigError as err:
-        ...     print(str(err)[:56])
+        ...     print(str(err)[:57])
         checkpoint storage location 'checkpoints' is not absolute
     """
     create_storage(uri, config).check_access()

@@ -17,7 +17,7 @@ from weir.state.key_groups import operator_indexes
 
 
 class KeyGroupSelector(Protocol):
-    """What a hash partitioner needs of a key selector (``weir.keys.KeySpec`` is one)."""
+    """What a hash partitioner needs of a key selector (``weir.operators.keys.KeySpec`` is one)."""
 
     def key_groups(self, elements: Elements, max_parallelism: int) -> np.ndarray:
         """The key group of every record of ``elements``, in order."""

@@ -1,5 +1,5 @@
 """The user metrics of a TaskExecutor's tasks (``RuntimeContext.get_metrics_group()``,
-:mod:`weir.metric_group`): one :class:`MetricRegistry` per TaskExecutor, served on its
+:mod:`weir.metrics.metricbase`): one :class:`MetricRegistry` per TaskExecutor, served on its
 /metrics endpoint, and one :class:`MetricScope` per task, closed when the task ends.
 """
 
@@ -22,7 +22,7 @@ MetricRows = Iterable[tuple[str, str, str, float]]
 
 
 class ExportedMetric(Protocol):
-    """A user metric (``weir.metric_group``) as the registry reads it: called on the
+    """A user metric (``weir.metrics.metricbase``) as the registry reads it: called on the
     scraping thread while the task thread updates the metric, so it reads, never locks
     out the updates."""
 

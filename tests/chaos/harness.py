@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import random
 import shutil
@@ -45,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.cluster import LocalCluster, poll
-from tests.support.seaweedfs import restart_cluster_s3, stop_cluster_s3
 from weir.checkpoint.seaweedfs import SeaweedServer
+from weir.core.cluster_directory import ClusterDirectory
 from weir.core.processes import process_alive
+from weir.testing.faults import restart_cluster_s3, stop_cluster_s3
 
 #: Environment variables: the chaos duration in seconds, the seed of the fault stream, and
 #: (to bisect a failure) the fault kinds to inject, comma-separated (default: all).
@@ -110,28 +110,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
         time.sleep(interval)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A daemon's info file, or None while it is missing or half-written (a restart)."""
-    try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return None
-
-
 def live_taskexecutors(cluster_dir: Path) -> dict[str, int]:
     """Resource id -> pid of every TaskExecutor whose info file names a live process (the
     supervisor removes the file of a dead one before it starts it again)."""
-    alive: dict[str, int] = {}
-    for path in sorted(cluster_dir.glob("taskexecutor-*.json")):
-        info = read_json(path)
-        if info is not None and process_alive(int(info["pid"])):
-            alive[str(info["resource_id"])] = int(info["pid"])
-    return alive
+    return {rid: info.pid
+            for rid, info in ClusterDirectory(cluster_dir).live_taskexecutors().items()}
 
 
 def jobmaster_pid(cluster_dir: Path) -> int | None:
-    info = read_json(cluster_dir / "jobmaster.json")
-    return int(info["pid"]) if info is not None else None
+    """The JobMaster's pid, or None while its info file is missing (a restart)."""
+    return ClusterDirectory(cluster_dir).daemon_pid("jobmaster")
 
 
 class Timeline:
@@ -582,7 +570,7 @@ class Chaos:
         self.timeline.record("s3-stopping")     # weed takes seconds to stop (SIGTERM)
         info = stop_cluster_s3(self.cluster.dir)
         self.counts["s3_stops"] += 1
-        self.timeline.record("s3-stopped", pid=info["pid"])
+        self.timeline.record("s3-stopped", pid=info.pid)
         if self.stop.wait(S3_OUTAGE_S):
             return      # the job ended: `weir cluster stop` copes with a stopped server
         self.restarted_s3.append(restart_cluster_s3(self.cluster.dir, info))

@@ -62,6 +62,9 @@ from tests.support.exactly_once import (
     submit,
 )
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 TASKEXECUTORS, SLOTS = 3, 2
 #: A short heartbeat timeout, so a SIGSTOPped TaskExecutor is declared lost within seconds.
 CLUSTER_OPTIONS = ("--restart-taskexecutors", "--ha", "--with-s3",

@@ -455,6 +455,7 @@ def test_a_sink_refuses_and_warns_as_a_stream_does_in_the_same_words() -> None:
         sink.nope()
 
 
+@pytest.mark.extended
 def test_pyflink_keyword_names_and_the_print_identifier(capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()

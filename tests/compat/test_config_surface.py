@@ -226,6 +226,7 @@ def _watermarks_seen(interval_ms: int) -> dict[int, int]:
     return dict(seen.execute_and_collect())
 
 
+@pytest.mark.extended
 def test_interval_zero_leaves_only_the_final_watermark() -> None:
     periodic = _watermarks_seen(20)
     assert periodic[2000] == 999  # a periodic watermark came between the two records

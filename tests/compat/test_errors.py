@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import REPO, weir_cli, write_job
 from tests.support.exactly_once import status_name, wait_ended
 
@@ -62,6 +64,7 @@ def test_a_user_function_failure_points_at_the_users_line(tmp_path: Path) -> Non
     assert "ValueError: invalid literal for int()" in result.stderr
 
 
+@pytest.mark.extended
 def test_weir_run_status_and_the_taskexecutor_log_show_the_users_traceback(
         cluster_factory: Any, tmp_path: Path) -> None:
     cluster = cluster_factory(1, 2)

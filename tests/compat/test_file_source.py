@@ -74,6 +74,7 @@ def test_a_job_reads_a_split_file_in_parallel(tmp_path: Path, fmt: str) -> None:
     assert sorted(got) == EXPECTED
 
 
+@pytest.mark.extended
 def test_read_text_file_reads_every_line_once_in_parallel(tmp_path: Path) -> None:
     path = tmp_path / "lines.txt"
     lines = [f"line {i} " + "x" * (i % 13) for i in range(3000)]

@@ -148,6 +148,7 @@ def test_weir_run_of_a_kafka_job_fails_in_one_line(shared_cluster: Any,
     assert shared_cluster.weir("list").stdout.count("RUNNING") == 0  # nothing submitted
 
 
+@pytest.mark.extended
 def test_python_job_py_with_pyflink_imports_runs(tmp_path: Path) -> None:
     job = write_job(tmp_path, '''
         from weir.common import Types

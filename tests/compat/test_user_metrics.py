@@ -297,6 +297,7 @@ def test_in_process_task_executor_serves_the_counters_of_a_running_job(mini_clus
          what="the cancelled tasks' metrics to be unregistered")
 
 
+@pytest.mark.extended
 def test_task_executor_daemon_serves_the_counters_of_a_running_job(cluster_factory,
                                                                    tmp_path: Path):
     cluster: LocalCluster = cluster_factory(1, 2)

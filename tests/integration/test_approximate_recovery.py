@@ -19,12 +19,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import write_job
 from tests.support.exactly_once import (
     running_with_checkpoint_after,
     status_name,
     wait_ended,
 )
+
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
 
 JOB = '''
 import os
@@ -151,8 +156,7 @@ def test_a_killed_taskexecutor_holding_only_a_sink_side_task_restarts_that_task_
              for s in v.subtasks if s.resource_id not in source_te]
     assert alone and all("tag" in name for name, _, _ in alone), alone
     _, index, victim = alone[0]
-    pids = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}
-    os.kill(pids[victim], 9)
+    os.kill(cluster.taskexecutor_pid(victim), 9)
     final = finish(cluster, job_id)
     changed = {k for k, v in attempts(final).items() if attempts(before)[k] != v}
     assert changed and all("tag" in name and i == index for name, i in changed), changed

@@ -10,9 +10,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cluster import LocalCluster, poll, wait_all_running, write_job
+
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
 
 BACKPRESSURED = """
     import sys

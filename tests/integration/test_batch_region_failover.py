@@ -6,9 +6,6 @@ expected output exactly."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,10 @@ from tests.support.exactly_once import (
 )
 from tests.support.shuffle_service import shuffle_options
 from weir.proto import common_pb2
+from weir.testing.faults import kill_taskexecutor
+
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
 
 JOB = '''
 import os
@@ -107,12 +108,7 @@ def details_if(cluster: LocalCluster, job_id: str, predicate: Callable[[Any], bo
 
 
 def kill_taskexecutor_of(cluster: LocalCluster, resource_id: str) -> None:
-    for info in cluster.dir.glob("taskexecutor-*.json"):
-        record = json.loads(info.read_text())
-        if record["resource_id"] == resource_id:
-            os.kill(int(record["pid"]), signal.SIGKILL)
-            return
-    raise AssertionError(f"no TaskExecutor {resource_id} in {cluster.dir}")
+    kill_taskexecutor(cluster.dir, [resource_id])
 
 
 @pytest.mark.parametrize("failure", ["exception", "sigkill"])

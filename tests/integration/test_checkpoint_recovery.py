@@ -130,6 +130,7 @@ def kill_and_wait_restarting(cluster, job_id: str, gate: Path) -> Any:
     return restarting
 
 
+@pytest.mark.extended
 def test_corrupt_latest_checkpoint_restores_the_previous_one(cluster_factory, tmp_path):
     cluster = cluster_factory(3, 2)
     out = tmp_path / "out"
@@ -154,6 +155,7 @@ def test_corrupt_latest_checkpoint_restores_the_previous_one(cluster_factory, tm
     assert got == expected, diff(expected, got)
 
 
+@pytest.mark.extended
 def test_no_usable_checkpoint_fails_the_job_with_the_reason(cluster_factory, tmp_path):
     cluster = cluster_factory(3, 2)
     job_id = restart_slowly(cluster, tmp_path, 100_000, tmp_path / "out")
@@ -195,6 +197,7 @@ def test_exhausted_restart_strategy_fails_with_root_cause_and_restart_count(
     assert "2 restart(s)" in result.stderr and "fixed-delay" in result.stderr
 
 
+@pytest.mark.extended
 def test_a_restart_without_enough_slots_is_retried_then_fails(cluster_factory, tmp_path):
     cluster = cluster_factory(2, 1)                # the job needs both slots
     job_id = submit(cluster, tmp_path, tmp_path / "out", 400_000, config={

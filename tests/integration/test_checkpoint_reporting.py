@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cluster import job_details, wait_job_status
@@ -18,6 +19,9 @@ from tests.support.exactly_once import (
     status_name,
     submit,
 )
+
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
 
 CHECKPOINT_KEYS = {"id", "status", "unaligned", "savepoint", "trigger_timestamp_ms",
                    "duration_ms", "state_size_bytes", "persisted_bytes", "processed_bytes",

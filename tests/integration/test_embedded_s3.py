@@ -18,6 +18,9 @@ from weir.checkpoint.storage import create_storage
 from weir.core.config import Configuration
 from weir.core.processes import process_alive
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 
 @pytest.fixture
 def cluster_dir(tmp_path: Path) -> Iterator[Path]:

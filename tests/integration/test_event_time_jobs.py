@@ -227,6 +227,7 @@ def test_watermarks_flow_in_band_during_the_job_and_never_overtake_records(
     assert len(advanced) > 250, "watermarks should reach the keyed tasks while data flows"
 
 
+@pytest.mark.extended
 def test_task_metrics_report_the_watermark_of_a_running_job(shared_cluster: LocalCluster,
                                                             tmp_path: Path) -> None:
     job = write_job(tmp_path, """

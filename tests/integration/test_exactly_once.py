@@ -21,6 +21,9 @@ from tests.support.exactly_once import (
     submit,
 )
 
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
+
 N = 160_000
 KILLS = 3
 

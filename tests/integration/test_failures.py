@@ -22,6 +22,7 @@ from tests.support.cluster import (
 )
 from weir.client.cluster_client import failure_text
 from weir.proto import common_pb2
+from weir.testing.faults import frozen
 
 ENDLESS = """
     from weir import StreamExecutionEnvironment, DiscardingSink
@@ -53,6 +54,7 @@ def _task_slots_used(cluster: LocalCluster) -> int:
     return used
 
 
+@pytest.mark.extended
 def test_cancel_stops_every_task_and_frees_every_slot(cluster_factory, tmp_path):
     cluster = cluster_factory(2, 2)
     job_id = _start_endless(cluster, tmp_path)
@@ -104,17 +106,14 @@ def test_sigkill_of_a_task_executor_fails_the_job_with_a_clear_reason(cluster_fa
 def test_frozen_task_executor_is_detected_by_heartbeat_timeout(cluster_factory, tmp_path):
     cluster = cluster_factory(2, 2, "heartbeat.timeout=3 s", "heartbeat.interval=500 ms")
     job_id = _start_endless(cluster, tmp_path)
-    pid = cluster.taskexecutor_pids()[1]
-    os.kill(pid, signal.SIGSTOP)  # alive but silent: only the heartbeat timeout can tell
-    try:
+    # Alive but silent: only the heartbeat timeout can tell.
+    with frozen(cluster.taskexecutor_pids()[1]):
         stopped_at = time.monotonic()
         details = wait_job_status(cluster, job_id, {"FAILED"}, timeout=20)
         assert time.monotonic() - stopped_at < 12
         assert details.failure.reason in (common_pb2.HEARTBEAT_TIMEOUT,
                                           common_pb2.TASK_EXECUTOR_LOST,
                                           common_pb2.REMOTE_TRANSPORT)
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 def test_failing_user_function_fails_the_job_naming_the_operator(cluster_factory, tmp_path):

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import shutil
@@ -22,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -46,8 +43,13 @@ from tests.support.exactly_once import (
     status_name,
     submit,
 )
+from tests.support.network_faults import SilencingProxy
 from weir.core import options
+from weir.core.cluster_directory import TaskExecutorInfo
 from weir.proto import common_pb2
+
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
 
 N = 120_000
 RESTARTS = {"restart-strategy.type": "fixed-delay",
@@ -63,7 +65,7 @@ def test_a_paused_taskexecutor_resumed_after_the_timeout_cannot_corrupt_the_job(
         "execution.checkpointing.interval": "500 ms", **RESTARTS})
     details = running_with_checkpoint_after(cluster, job_id, 0, 60)
     victim = kill_busy_taskexecutor(cluster, details, signal.SIGSTOP)
-    pid = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}[victim]
+    pid = cluster.taskexecutor_pid(victim)
     try:
         # Declared lost after the timeout; the job runs on elsewhere, checkpoints again.
         restarted = poll(lambda: (d := job_details(cluster, job_id)).summary.restarts >= 1
@@ -136,11 +138,10 @@ def test_cut_data_connections_restart_the_job_from_its_checkpoint_exactly_once(
     before = running_with_checkpoint_after(cluster, job_id, 0, 60)
     assert status_name(before) == "RUNNING", before.failure.message
     old_attempts = {s.attempt_id for v in before.vertices for s in v.subtasks}
-    daemons = {te["resource_id"]: te for te in
-               (json.loads(p.read_text()) for p in cluster.dir.glob("taskexecutor-*.json"))}
-    data_port = {rid: int(te["data_address"].rpartition(":")[2]) for rid, te in daemons.items()}
+    daemons = {te.resource_id: te for te in cluster.files.taskexecutors().values()}
+    data_port = {rid: te.data_host_port[1] for rid, te in daemons.items()}
     victim = sorted({s.resource_id for v in before.vertices for s in v.subtasks})[0]
-    sockets = _data_sockets(daemons[victim]["pid"], data_port[victim],
+    sockets = _data_sockets(daemons[victim].pid, data_port[victim],
                             {port for rid, port in data_port.items() if rid != victim})
     assert sockets, f"{victim} has no data connection to cut: does the job span both?"
 
@@ -175,113 +176,6 @@ def test_cut_data_connections_restart_the_job_from_its_checkpoint_exactly_once(
 # -- a JobMaster address that stops answering ----------------------------------------------
 
 
-class _Link:
-    """One proxied connection: the client's socket and the one to the target."""
-
-    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
-        self.sockets = (client, upstream)
-        self.silent = False
-
-    def close(self) -> None:
-        for sock in self.sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes the pump blocked in recv()
-            sock.close()
-
-
-class SilencingProxy:
-    """A TCP proxy to ``target`` that can stop answering the way an address does whose host
-    went away behind a live connection: its port refuses new connections, and the
-    connections it carries stay open but pass nothing any more, not even their close."""
-
-    def __init__(self, target: str) -> None:
-        host, _, port = target.rpartition(":")
-        self._target = (host, int(port))
-        self._lock = threading.Lock()
-        self._links: list[_Link] = []
-        self._listener: socket.socket | None = None
-        self.port = self._listen(0)
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _listen(self, port: int) -> int:
-        listener = socket.create_server(("127.0.0.1", port))
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), name="proxy-accept",
-                         daemon=True).start()
-        return int(listener.getsockname()[1])
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return  # closed: the port refuses from now on
-            try:
-                upstream = socket.create_connection(self._target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            link = _Link(client, upstream)
-            with self._lock:
-                self._links.append(link)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(link, source, sink),
-                                 name="proxy-pump", daemon=True).start()
-
-    @staticmethod
-    def _pump(link: _Link, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                if not link.silent:
-                    sink.sendall(data)
-        except OSError:
-            pass
-        if not link.silent:
-            link.close()  # a close passes through like the data
-
-    def _stop_listening(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
-            listener.close()
-
-    def stop_answering(self) -> None:
-        self._stop_listening()
-        with self._lock:
-            for link in self._links:
-                link.silent = True
-
-    def answer_again(self) -> None:
-        """Listen on the same port again; the silenced connections are closed, as a host
-        that comes back knows nothing of them."""
-        with self._lock:
-            stale, self._links = self._links, []
-        for link in stale:
-            link.close()
-        self._listen(self.port)
-
-    def close(self) -> None:
-        self._stop_listening()
-        with self._lock:
-            links, self._links = self._links, []
-        for link in links:
-            link.close()
-
-
-ENDLESS = """
-    from weir import StreamExecutionEnvironment, DiscardingSink
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(2)
-    env.from_sequence(0, 10**12).rebalance().map(lambda n: n).sink_to(DiscardingSink())
-    env.execute("endless")
-"""
-
-
 def _registered(cluster: LocalCluster) -> set[str]:
     client = cluster.client()
     try:
@@ -294,6 +188,15 @@ def _slots_used(metrics_url: str) -> int:
     body = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
     return int(float(next(line.split()[1] for line in body.splitlines()
                           if line.startswith("weir_taskexecutor_slots_used "))))
+
+
+ENDLESS = """
+    from weir import StreamExecutionEnvironment, DiscardingSink
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_sequence(0, 10**12).rebalance().map(lambda n: n).sink_to(DiscardingSink())
+    env.execute("endless")
+"""
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -323,16 +226,15 @@ def test_a_taskexecutor_gives_up_an_unreachable_jobmaster_after_failed_calls_not
              "--info-file", str(info_file), "--log-file", str(log)],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        info: dict[str, Any] = poll(lambda: info_file.exists() and
-                                    json.loads(info_file.read_text()), 60,
-                                    what="the TaskExecutor behind the proxy to start")
+        info = poll(lambda: TaskExecutorInfo.read(info_file), 60,
+                    what="the TaskExecutor behind the proxy to start")
         poll(lambda: "proxied-te" in _registered(cluster), 30,
              what="it to register through the proxy")
         result = cluster.weir("run", "--detached", str(write_job(tmp_path, ENDLESS)))
         assert result.returncode == 0, result.stderr
         details = wait_all_running(cluster, result.stdout.strip())
         assert "proxied-te" in {s.resource_id for v in details.vertices for s in v.subtasks}
-        assert _slots_used(info["metrics_url"]) == 1
+        assert _slots_used(info.metrics_url) == 1
 
         cut_at = time.monotonic()
         proxy.stop_answering()
@@ -345,7 +247,7 @@ def test_a_taskexecutor_gives_up_an_unreachable_jobmaster_after_failed_calls_not
         # then a refused call per interval. Without the threshold it takes the whole
         # heartbeat.timeout (measured: 30 s).
         assert noticed_after < timeout_s / 6, f"noticed after {noticed_after:.1f} s"
-        poll(lambda: _slots_used(info["metrics_url"]) == 0, 10,
+        poll(lambda: _slots_used(info.metrics_url) == 0, 10,
              what="its tasks to be cancelled")
 
         proxy.answer_again()

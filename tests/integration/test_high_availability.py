@@ -6,7 +6,6 @@ tasks, nothing more is committed, and a new JobMaster knows no job."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import urllib.request
@@ -25,6 +24,7 @@ from tests.support.exactly_once import (
     status_name,
     submit,
 )
+from weir.core.cluster_directory import JobMasterInfo
 from weir.core.processes import process_alive
 
 N = 120_000
@@ -34,11 +34,9 @@ CONFIG = {"execution.checkpointing.interval": "500 ms",
           "restart-strategy.fixed-delay.delay": "200 ms"}
 
 
-def jobmaster_info(cluster: LocalCluster) -> dict[str, Any] | None:
-    try:
-        return json.loads((cluster.dir / "jobmaster.json").read_text())  # type: ignore[no-any-return]
-    except (OSError, ValueError):
-        return None                      # between the supervisor's unlink and the new file
+def jobmaster_info(cluster: LocalCluster) -> JobMasterInfo | None:
+    # None between the supervisor's unlink and the new file.
+    return cluster.files.jobmaster()
 
 
 def answered(call: Any) -> Any:
@@ -67,11 +65,11 @@ def kill_jobmaster_and_wait_for_recovery(cluster: LocalCluster, job_id: str,
     checkpoint's id."""
     old = jobmaster_info(cluster)
     assert old is not None
-    os.kill(old["pid"], signal.SIGKILL)
-    new = poll(lambda: (i := jobmaster_info(cluster)) and i["pid"] != old["pid"]
-               and process_alive(i["pid"]) and i, 60, interval=0.1,
+    os.kill(old.pid, signal.SIGKILL)
+    new = poll(lambda: (i := jobmaster_info(cluster)) and i.pid != old.pid
+               and process_alive(i.pid) and i, 60, interval=0.1,
                what="the supervisor to start the JobMaster again")
-    assert new["address"] == old["address"]
+    assert new.address == old.address
     history = poll(lambda: answered(lambda: checkpoint_history(cluster, job_id)), 60,
                    interval=0.2, what="the job to be recovered")
     assert history.restored_checkpoint_id >= last_checkpoint
@@ -142,6 +140,7 @@ def slots_used(status: dict[str, Any]) -> int:
     return used
 
 
+@pytest.mark.extended
 def test_without_high_availability_a_lost_jobmaster_takes_its_jobs_with_it(cluster_factory,
                                                                              tmp_path: Path):
     from weir.cli.cluster import spawn

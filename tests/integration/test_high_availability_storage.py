@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.job_store import JOB, check_job_store
 from tests.support.seaweedfs import SeaweedS3
 from weir.core.errors import CorruptStateError
 from weir.jobmaster.high_availability import StorageJobStore, create_job_store
+from weir.testing.job_store import JOB, check_job_store
 
 
 @pytest.fixture

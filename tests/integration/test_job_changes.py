@@ -173,6 +173,7 @@ def _committed(out: Path) -> list[tuple[str, int, int]]:
             for line in part.read_text().splitlines()]
 
 
+@pytest.mark.extended
 def test_hot_update_keeps_keyed_state_and_switches_at_one_checkpoint(
         cluster_factory: Any, tmp_path: Path) -> None:
     cluster = cluster_factory(2, 2)
@@ -250,6 +251,7 @@ def _assert_both_pipelines_exactly_once(cluster: LocalCluster, job_id: str,
     return first
 
 
+@pytest.mark.extended
 def test_an_update_leaves_the_pipelines_it_does_not_change_running(
         cluster_factory: Any, tmp_path: Path) -> None:
     """A job of two independent pipelines; the update changes one of them: the other's
@@ -295,6 +297,7 @@ def test_a_taskexecutor_killed_during_an_update_that_keeps_a_pipeline_running(
     _assert_both_pipelines_exactly_once(cluster, job_id, tmp_path)
 
 
+@pytest.mark.extended
 def test_an_update_whose_state_does_not_fit_is_rolled_back(
         cluster_factory: Any, tmp_path: Path) -> None:
     """The new program declares a restored value state as a list state: its tasks fail
@@ -357,6 +360,7 @@ env.execute("backpressured counts")
 '''
 
 
+@pytest.mark.extended
 def test_rescale_from_an_unaligned_checkpoint_redistributes_in_flight_data(
         cluster_factory: Any, tmp_path: Path) -> None:
     """Under backpressure the rescale's checkpoint is unaligned and holds in-flight data

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cluster import poll
 from tests.support.exactly_once import (
     finished_exactly_once,
@@ -18,6 +20,9 @@ from tests.support.exactly_once import (
     status_name,
     submit,
 )
+
+#: Beyond `make test`'s representative set: run by `make test-more`.
+pytestmark = pytest.mark.extended
 
 LOCAL_RECOVERY = {"execution.checkpointing.interval": "500 ms",
                   "state.backend.type": "rocksdb",

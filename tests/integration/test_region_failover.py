@@ -71,7 +71,7 @@ def attempts(details: Any, pipeline: str) -> dict[tuple[str, int], str]:
             if v.name.endswith(f" {pipeline}") for s in v.subtasks}
 
 
-@pytest.mark.parametrize("strategy", ["region", "full"])
+@pytest.mark.parametrize("strategy", ["region", pytest.param("full", marks=pytest.mark.extended)])
 def test_a_task_failure_restarts_its_region_only(cluster_factory, tmp_path, strategy):
     cluster = cluster_factory(2, 2)
     out, trigger = tmp_path / "out", tmp_path / "fail-now"

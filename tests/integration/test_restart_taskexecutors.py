@@ -3,9 +3,10 @@ the same resource id, and a job that needs every slot survives kills exactly onc
 
 from __future__ import annotations
 
-import json
 import os
 import signal
+
+import pytest
 
 from tests.support.cluster import poll
 from tests.support.exactly_once import (
@@ -25,14 +26,15 @@ RESTARTS = {"restart-strategy.type": "fixed-delay",
 
 def test_a_killed_taskexecutor_comes_back_with_its_resource_id(cluster_factory):
     cluster = cluster_factory(2, 1, "--restart-taskexecutors")
-    info = json.loads((cluster.dir / "taskexecutor-0.json").read_text())
-    os.kill(info["pid"], signal.SIGKILL)
+    info = cluster.files.taskexecutor(0)
+    assert info is not None
+    os.kill(info.pid, signal.SIGKILL)
 
     def back() -> dict | None:
         # Absent while the new process starts: its info file is written once it listens.
         entry = next((te for te in cluster.status()["taskexecutors"]
-                      if te["resource_id"] == info["resource_id"]), None)
-        return entry if entry and entry["pid"] != info["pid"] and entry["alive"] and \
+                      if te["resource_id"] == info.resource_id), None)
+        return entry if entry and entry["pid"] != info.pid and entry["alive"] and \
             entry["registered"] else None
 
     entry = poll(back, 60, interval=0.2, what="the TaskExecutor to be started again")
@@ -47,6 +49,7 @@ def test_a_killed_taskexecutor_comes_back_with_its_resource_id(cluster_factory):
     assert not process_alive(pid), "the restarted TaskExecutor outlived the cluster"
 
 
+@pytest.mark.extended
 def test_a_job_needing_every_slot_survives_kills_with_restarted_taskexecutors(
         cluster_factory, tmp_path):
     # Two TaskExecutors of one slot for a job of two slots: after a kill, the job can only

@@ -74,6 +74,7 @@ def test_stop_with_savepoint_then_resume_is_exactly_once(
     finished_exactly_once(cluster, resumed, out, N)
 
 
+@pytest.mark.extended
 def test_moved_canonical_savepoint_restores_into_hashmap_at_another_parallelism(
         cluster_factory: Any, tmp_path: Path) -> None:
     """A canonical savepoint of a RocksDB job at parallelism 2, moved to another
@@ -93,6 +94,7 @@ def test_moved_canonical_savepoint_restores_into_hashmap_at_another_parallelism(
     assert {v.parallelism for v in final.vertices} == {3}
 
 
+@pytest.mark.extended
 def test_savepoint_of_a_running_job_and_dispose(cluster_factory: Any, tmp_path: Path) -> None:
     """`weir savepoint` leaves the job running; the savepoint's paths are relative; it can
     be disposed of, and a checkpoint cannot."""
@@ -123,6 +125,7 @@ def test_savepoint_of_a_running_job_and_dispose(cluster_factory: Any, tmp_path: 
     finished_exactly_once(cluster, job_id, out, N)
 
 
+@pytest.mark.extended
 def test_state_of_a_missing_operator_is_refused_unless_allowed(
         cluster_factory: Any, tmp_path: Path) -> None:
     from weir.checkpoint.metadata import decode_metadata, encode_metadata
@@ -170,6 +173,7 @@ def _stopped_savepoint(cluster: LocalCluster, tmp_path: Path, out: Path, gate: P
                                    *(["--type", "native"] if native else [])))
 
 
+@pytest.mark.extended
 def test_no_claim_leaves_the_snapshot_untouched_through_checkpoints_and_a_failover(
         cluster_factory: Any, tmp_path: Path) -> None:
     """NO_CLAIM (the default): the resumed job's checkpoints refer to none of the
@@ -203,6 +207,7 @@ def test_no_claim_leaves_the_snapshot_untouched_through_checkpoints_and_a_failov
     assert _tree_digest(directory) == before
 
 
+@pytest.mark.extended
 def test_claim_hands_the_snapshot_to_the_job(cluster_factory: Any, tmp_path: Path) -> None:
     """CLAIM: the snapshot counts as the job's retained checkpoint and is deleted once a
     newer checkpoint subsumes it (state.checkpoints.num-retained 1)."""
@@ -311,6 +316,7 @@ def test_a_retained_checkpoint_of_a_cancelled_job_restores_like_a_savepoint(
     finished_exactly_once(cluster, resumed, out, N)
 
 
+@pytest.mark.extended
 def test_a_jobmaster_killed_before_the_first_checkpoint_restores_the_savepoint_again(
         cluster_factory: Any, tmp_path: Path) -> None:
     """High availability: a job started from a savepoint that completed no checkpoint yet
@@ -338,9 +344,9 @@ def test_a_jobmaster_killed_before_the_first_checkpoint_restores_the_savepoint_a
          what="the resumed job to run")
     old = jobmaster_info(cluster)
     assert old is not None
-    os.kill(old["pid"], signal.SIGKILL)
-    poll(lambda: (i := jobmaster_info(cluster)) and i["pid"] != old["pid"]
-         and process_alive(i["pid"]), 60, what="the JobMaster to be started again")
+    os.kill(old.pid, signal.SIGKILL)
+    poll(lambda: (i := jobmaster_info(cluster)) and i.pid != old.pid
+         and process_alive(i.pid), 60, what="the JobMaster to be started again")
     history = poll(lambda: answered(lambda: cluster.client().checkpoints(resumed)), 60,
                    interval=0.2, what="the job to be recovered")
     assert history.restored_checkpoint_id == savepoint_id

@@ -5,6 +5,8 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.support.cluster import (
     ClientEnvironment,
     LocalCluster,
@@ -140,6 +142,7 @@ def _measure_inflight(cluster: LocalCluster, job_path: Path, seconds: float) -> 
         cluster.weir("cancel", job_id)
 
 
+@pytest.mark.extended
 def test_debloating_shrinks_in_flight_data_and_keeps_throughput(cluster_factory,
                                                                 tmp_path: Path):
     job = write_job(tmp_path, SLOW_JOB)

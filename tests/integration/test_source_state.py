@@ -266,6 +266,7 @@ def staged_spark_source(spark, tmp_path_factory: pytest.TempPathFactory) -> Sour
     return source
 
 
+@pytest.mark.extended
 @pytest.mark.spark
 @pytest.mark.parametrize(("p", "q", "rounds"), [
     (1, 1, 3), (1, 4, 2), (2, 2, 5), (2, 3, 2), (3, 1, 6), (4, 2, 4), (4, 4, 2), (3, 4, 9)])

@@ -50,6 +50,7 @@ def test_rows_from_spark_read_by_name_and_position(shared_cluster: LocalCluster,
     assert got == [("ada", 36, True), ("alan", 41, True)]
 
 
+@pytest.mark.extended
 def test_streaming_spark_source_delivers_each_micro_batch_exactly_once(
         shared_cluster: LocalCluster, spark, tmp_path: Path):
     staging = tmp_path / "stream"

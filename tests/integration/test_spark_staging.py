@@ -221,6 +221,7 @@ def _forget_last_visible_batch(staging: Path) -> int:
     raise AssertionError("no visible micro-batch to replay")
 
 
+@pytest.mark.extended
 def test_streaming_stager_commits_micro_batches(spark: SparkSession, tmp_path: Path) -> None:
     staging = tmp_path / "stream"
     stager = StreamingStager(_rate_query, str(staging), spark=spark, trigger_interval_s=0.5)
@@ -351,6 +352,7 @@ def test_list_committed_splits_follows_the_contract(tmp_path: Path) -> None:
 # example data
 
 
+@pytest.mark.extended
 def test_click_events_are_clean_and_as_documented(spark: SparkSession) -> None:
     rows, users = 20_000, 500
     raw = raw_click_events(spark, rows, users).cache()
@@ -422,5 +424,6 @@ def test_click_events_are_clean_and_as_documented(spark: SparkSession) -> None:
         clean.unpersist()
 
 
+@pytest.mark.extended
 def test_click_events_default_size_has_a_million_clean_rows(spark: SparkSession) -> None:
     assert click_events(spark).count() >= 1_000_000

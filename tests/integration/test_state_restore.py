@@ -9,16 +9,18 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.faulty_storage import FaultyStorage
+from tests.support.state_backends import Backends
 from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.shared_registry import SharedStateRegistry
-from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, create_storage
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.state.backend import KeyedStateBackend
 from weir.state.canonical import read_canonical, write_canonical
@@ -28,12 +30,11 @@ from weir.state.handles import (
     IncrementalRocksDBStateHandle,
     KeyedStateHandle,
 )
-from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
 from weir.state.restore import restore
-from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.serializers import encode_key
 from weir.state.snapshot import SnapshotLocation
+from weir.testing.cluster import poll
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -41,34 +42,6 @@ DEADLINE = 30.0
 
 
 # -- builders ---------------------------------------------------------------------------------
-
-
-class Backends:
-    """Creates backends under one directory and disposes of them all."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.created: list[KeyedStateBackend] = []
-
-    def __call__(self, kind: str, key_groups: KeyGroupRange = ALL) -> KeyedStateBackend:
-        if kind == "hashmap":
-            backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, key_groups)
-        else:
-            backend = RocksDBKeyedStateBackend(MAX_PAR, key_groups,
-                                          self.root / f"{kind}-{len(self.created)}")
-        self.created.append(backend)
-        return backend
-
-    def dispose(self) -> None:
-        for backend in self.created:
-            backend.dispose()
-
-
-@pytest.fixture
-def backends(tmp_path: Path) -> Iterator[Backends]:
-    made = Backends(tmp_path / "backends")
-    yield made
-    made.dispose()
 
 
 @pytest.fixture
@@ -112,11 +85,7 @@ def keys_in(key_groups: KeyGroupRange, keys: list) -> list:
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
+    poll(condition, DEADLINE, interval=0.005, what=what)
 
 
 # -- chains of incremental checkpoints ------------------------------------------------------
@@ -233,6 +202,7 @@ def rescale_and_check(keys: list, old: int, new: int, storage: CheckpointStorage
     assert set(seen) == {encode_key(k) for k in keys}
 
 
+@pytest.mark.extended
 def test_rescaling_every_p_to_p_prime_up_to_4(storage, backends):
     keys = [f"k{i}" for i in range(400)] + list(range(400))
     for old in range(1, 5):
@@ -240,6 +210,7 @@ def test_rescaling_every_p_to_p_prime_up_to_4(storage, backends):
             rescale_and_check(keys, old, new, storage, backends, "grid")
 
 
+@pytest.mark.extended
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keys=st.lists(st.one_of(st.integers(), st.text(max_size=6),
@@ -328,26 +299,6 @@ def test_a_rescaling_restore_fetches_only_the_files_of_its_key_groups(storage, b
 # -- lazy restore ---------------------------------------------------------------------------
 
 
-class GatedStorage(FsCheckpointStorageAccess):
-    """File storage whose reads of some objects wait for a gate (or fail)."""
-
-    def __init__(self, base: Path) -> None:
-        super().__init__(base)
-        self.gates: dict[str, threading.Event] = {}
-        self.failures: dict[str, Exception] = {}
-        self.reads: list[str] = []
-
-    def read(self, handle: StreamStateHandle) -> bytes:
-        self.reads.append(handle.uri)
-        gate = self.gates.get(handle.uri)
-        if gate is not None and not gate.wait(DEADLINE):
-            raise TimeoutError(f"test gate for {handle.uri} never opened")
-        failure = self.failures.get(handle.uri)
-        if failure is not None:
-            raise failure
-        return super().read(handle)
-
-
 def two_halves(storage: CheckpointStorageAccess, backends: Backends, keys: list
                ) -> tuple[list[CanonicalStateHandle], bytes]:
     """Canonical handles of two old subtasks, and the canonical bytes of the whole state."""
@@ -391,7 +342,7 @@ def test_lazy_restore_reads_every_key_right_whatever_the_order(kind, storage, ba
 
 
 def test_the_first_record_is_processed_before_the_load_completes(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(1_000))
     handles, expected = two_halves(storage, backends, keys)
     second_half = threading.Event()
@@ -412,7 +363,7 @@ def test_the_first_record_is_processed_before_the_load_completes(tmp_path, backe
 
 
 def test_a_waiting_key_group_is_loaded_first(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(1_000))
     whole = backends("hashmap")
     fill(whole, keys, random.Random(1))
@@ -441,7 +392,7 @@ def test_a_waiting_key_group_is_loaded_first(tmp_path, backends):
 
 
 def test_a_loader_failure_surfaces_as_a_state_error_on_the_task_thread(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(500))
     handles, _ = two_halves(storage, backends, keys)
     storage.failures[handles[1].data.uri] = CorruptStateError("object x is corrupt")
@@ -455,7 +406,7 @@ def test_a_loader_failure_surfaces_as_a_state_error_on_the_task_thread(tmp_path,
 
 
 def test_waiting_for_a_key_group_times_out(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     whole = backends("hashmap")
     fill(whole, list(range(100)), random.Random(1))
     handle = take(whole, storage, 1)
@@ -473,7 +424,7 @@ def test_waiting_for_a_key_group_times_out(tmp_path, backends):
 
 
 def test_dispose_stops_the_loader(tmp_path, backends):
-    storage = GatedStorage(tmp_path / "gated")
+    storage = FaultyStorage(tmp_path / "gated")
     keys = list(range(500))
     handles, _ = two_halves(storage, backends, keys)
     gate = threading.Event()

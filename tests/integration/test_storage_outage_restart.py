@@ -15,7 +15,7 @@ from tests.support.exactly_once import (
     status_name,
     submit,
 )
-from tests.support.seaweedfs import restart_cluster_s3, stop_cluster_s3
+from weir.testing.faults import restart_cluster_s3, stop_cluster_s3
 
 N = 40_000
 

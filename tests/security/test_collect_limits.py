@@ -63,6 +63,7 @@ def test_a_record_larger_than_one_message_fails_the_job_quickly(cluster: LocalCl
     assert {job_status_name(j.status) for j in jobs if j.name == "huge"} == {"FAILED"}
 
 
+@pytest.mark.extended
 def test_batches_larger_than_one_message_are_collected_exactly_in_order(
         cluster: LocalCluster, tmp_path: Path):
     # Each of the two inputs becomes one batch of 70 x 4 MiB = 280 MiB: more than one message.

@@ -194,6 +194,7 @@ def test_malformed_control_messages_are_refused_not_crashing(plane):
         assert read_frame(sock)[0] == protocol.BUFFER  # still serving
 
 
+@pytest.mark.extended
 def test_taskexecutor_refuses_unauthenticated_and_excess_connections(cluster_factory, tmp_path):
     cluster = cluster_factory(1, 1)
     host, port, pid = data_address(cluster.dir)

@@ -86,6 +86,7 @@ def fuzz(server: DataServer, errors: list[BaseException], payload: bytes,
     assert peak < 4 * protocol.MAX_CONTROL_FRAME + (1 << 20), f"allocated {peak:,} bytes"
 
 
+@pytest.mark.extended
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=st.binary(max_size=512))
 def test_random_bytes_before_the_handshake(server, thread_errors, raw):
@@ -101,6 +102,7 @@ def test_random_frames_after_the_handshake(server, thread_errors, frames):
          may_close=any(kind == protocol.CLOSE for kind, _ in frames))
 
 
+@pytest.mark.extended
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(header=headers)
 def test_random_frame_headers(server, thread_errors, header):
@@ -108,6 +110,7 @@ def test_random_frame_headers(server, thread_errors, header):
     fuzz(server, thread_errors, struct.pack("!IB", length, kind) + rest, handshake=True)
 
 
+@pytest.mark.extended
 def test_still_serving_after_the_fuzzing(server, thread_errors):
     with connect(*address(server), token=TOKEN) as sock:
         send(sock, protocol.PARTITION_REQUEST, dataplane_pb2.PartitionRequest(

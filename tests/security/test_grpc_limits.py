@@ -3,7 +3,6 @@ method that only takes small messages refuses a large one without parsing it."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,7 +64,7 @@ def unknown_field(size: int) -> bytes:
 
 
 def test_an_unauthenticated_200_mib_request_is_refused_before_it_is_read(guarded):
-    pid = int(json.loads((guarded.dir / "jobmaster.json").read_text())["pid"])
+    pid = guarded.jobmaster_pid()
     body = unknown_field(200 * MiB)
     channel = grpc.insecure_channel(guarded.address,
                                     options=[("grpc.max_send_message_length", 256 * MiB)])

@@ -3,9 +3,10 @@ client without the cluster's certificate, or trusting another CA, gets nothing."
 
 from __future__ import annotations
 
-import json
 import socket
 import stat
+
+import pytest
 
 from tests.support.cluster import LocalCluster, weir_cli, write_job
 from tests.support.dataplane import data_address
@@ -39,7 +40,7 @@ def test_a_tls_cluster_runs_jobs_and_refuses_clients_without_its_certificate(tmp
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split()[-2:] == [str(3 * sum(range(10_000))), "10000"]
 
-        address = json.loads((directory / "jobmaster.json").read_text())["address"]
+        address = cluster.address
         plain = weir_cli("list", "--jobmaster", address, timeout=60)
         assert plain.returncode != 0
         assert len(plain.stderr.strip().splitlines()) == 1, plain.stderr
@@ -67,6 +68,7 @@ def test_a_tls_cluster_runs_jobs_and_refuses_clients_without_its_certificate(tmp
         cluster.stop()
 
 
+@pytest.mark.extended
 def test_a_plain_restart_of_a_tls_cluster_directory_forgets_its_certificates(tmp_path):
     directory = tmp_path / "cluster"
     cluster = LocalCluster(directory)

@@ -1,89 +1,29 @@
-"""Cluster fixtures: real daemon processes (``LocalCluster``) and in-process mini clusters."""
+"""Cluster fixtures (real daemon processes) and the helpers tests use with them.
+
+The cluster itself, :func:`weir_cli` and :func:`poll` are :mod:`weir.testing.cluster`'s
+(shared with the benchmarks); this module adds the pytest fixtures and what only tests
+need.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from weir.testing.cluster import REPO, LocalCluster, poll, weir_cli
 
-
-def weir_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
-             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the ``weir`` command in a subprocess (as a user would)."""
-    return subprocess.run([sys.executable, "-m", "weir", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd or REPO,
-                          env={**os.environ, **(env or {}), "PYTHONPATH": str(REPO)})
-
-
-def poll(predicate: Callable[[], Any], timeout: float, interval: float = 0.05,
-         what: str = "condition") -> Any:
-    """Wait until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
-class LocalCluster:
-    """A JobMaster and TaskExecutors as real OS processes, via ``weir cluster start``."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-
-    def start(self, taskexecutors: int = 2, slots: int = 2, *dynamic: str) -> LocalCluster:
-        """``dynamic``: KEY=VALUE options, or flags of ``cluster start`` (``--tls``)."""
-        result = weir_cli("cluster", "start", "--dir", str(self.dir), "--taskexecutors",
-                          str(taskexecutors), "--slots", str(slots),
-                          *(d if d.startswith("--") else f"-D{d}" for d in dynamic))
-        assert result.returncode == 0, result.stderr + result.stdout
-        return self
-
-    @property
-    def address(self) -> str:
-        return str(json.loads((self.dir / "jobmaster.json").read_text())["address"])
-
-    def status(self) -> dict[str, Any]:
-        result = weir_cli("cluster", "status", "--dir", str(self.dir), "--json")
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)  # type: ignore[no-any-return]
-
-    def taskexecutor_pids(self) -> list[int]:
-        return [int(json.loads(p.read_text())["pid"])
-                for p in sorted(self.dir.glob("taskexecutor-*.json"))]
-
-    def kill_taskexecutor(self, index: int = 0, sig: int = signal.SIGKILL) -> int:
-        pid = self.taskexecutor_pids()[index]
-        os.kill(pid, sig)
-        return pid
-
-    def weir(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """A client command against this cluster (``--dir`` added)."""
-        return weir_cli(*args[:1], "--dir", str(self.dir), *args[1:], timeout=timeout)
-
-    def client(self) -> Any:
-        from weir.client.cluster_client import JobMasterClient
-
-        return JobMasterClient(self.address, timeout=10)
-
-    def stop(self) -> None:
-        if (self.dir / "jobmaster.json").exists() or (self.dir / "cluster.json").exists():
-            weir_cli("cluster", "stop", "--dir", str(self.dir), timeout=60)
+__all__ = ["REPO", "ClientEnvironment", "LocalCluster", "cluster_factory", "extra_taskexecutor",
+           "job_details", "job_names", "poll", "shared_cluster", "user_error_line",
+           "wait_all_running", "wait_job_status", "weir_cli", "write_job"]
 
 
 @contextlib.contextmanager
@@ -144,6 +84,7 @@ class ClientEnvironment:
         from weir.core.config import Configuration
         from weir.core.execution import ExecutionContext
 
+        # Only ``config``: a client does not know the options the cluster was started with.
         self.context = ExecutionContext(address=cluster.address, token=config.pop("token", None),
                                         configuration=Configuration.from_pairs(config),
                                         cluster_dir=str(cluster.dir))

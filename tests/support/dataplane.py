@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 from pathlib import Path
 
+from weir.core.cluster_directory import ClusterDirectory
 from weir.proto import dataplane_pb2
 from weir.shuffle.pipelined import protocol
 
 
 def data_address(cluster_dir: Path, index: int = 0) -> tuple[str, int, int]:
     """(host, port, pid) of TaskExecutor ``index`` of a local cluster."""
-    info = json.loads((cluster_dir / f"taskexecutor-{index}.json").read_text())
-    host, _, port = info["data_address"].rpartition(":")
-    return host, int(port), info["pid"]
+    info = ClusterDirectory(cluster_dir).taskexecutor(index)
+    assert info is not None, f"no taskexecutor-{index} in {cluster_dir}"
+    host, port = info.data_host_port
+    return host, port, info.pid
 
 
 def rss_bytes(pid: int) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 
 from tests.support.cluster import LocalCluster, job_details, poll, weir_cli, write_job
+from weir.testing.faults import kill_taskexecutor
 
 JOB = '''
 import os
@@ -212,14 +213,8 @@ def kill_busy_taskexecutor(cluster: LocalCluster, details: Any,
                            sig: int = signal.SIGKILL) -> str:
     """Send ``sig`` (SIGKILL) to a TaskExecutor that runs tasks of the job; returns its
     resource id."""
-    busy = sorted({s.resource_id for v in details.vertices for s in v.subtasks
-                   if s.resource_id})
-    victim = busy[len(busy) // 2]
-    pids = {te["resource_id"]: te["pid"] for te in cluster.status()["taskexecutors"]}
-    import os
-
-    os.kill(pids[victim], sig)
-    return victim
+    busy = {s.resource_id for v in details.vertices for s in v.subtasks if s.resource_id}
+    return kill_taskexecutor(cluster.dir, sorted(busy), sig)
 
 
 def run_with_kills(cluster: LocalCluster, job_id: str, kills: int,

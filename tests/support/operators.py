@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from weir.core.clock import ManualClock
 from weir.core.config import Configuration
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import Elements
@@ -74,8 +75,8 @@ class OperatorHarness:
     def __init__(self, operator: StreamOperator, subtask_index: int = 0, parallelism: int = 1,
                  max_parallelism: int = 128, config: dict[str, str] | None = None,
                  start_ms: int = 0) -> None:
-        self.now_ms = start_ms
-        self.processing_time = ProcessingTimeService(lambda: self.now_ms)
+        self.clock = ManualClock(start_ms)
+        self.processing_time = ProcessingTimeService(self.clock)
         self.operator = operator
         self.output = CollectingOutput()
         conf = dict(config or {})
@@ -95,9 +96,14 @@ class OperatorHarness:
     def watermark(self, watermark: int) -> None:
         self.operator.process_watermark(watermark)
 
+    @property
+    def now_ms(self) -> int:
+        return self.clock()
+
     def advance_time(self, to_ms: int) -> int:
-        """Move the wall clock to ``to_ms`` and run the callbacks that became due."""
-        self.now_ms = to_ms
+        """Move the wall clock to ``to_ms`` (never back) and run the callbacks that became
+        due."""
+        self.clock.advance(to_ms - self.clock())
         return self.processing_time.fire_due()
 
     def finish(self) -> None:

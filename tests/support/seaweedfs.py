@@ -105,35 +105,3 @@ def s3_bucket(seaweed_s3: SeaweedS3) -> Iterator[str]:
     # Best effort: a test may have deleted the bucket itself, or stopped trusting the server.
     with contextlib.suppress(Exception):
         client.delete_bucket(Bucket=name)
-
-
-def stop_cluster_s3(cluster_dir: Path) -> dict[str, Any]:
-    """Stop the embedded S3 server of the local cluster in ``cluster_dir`` (what
-    ``weir cluster start --with-s3`` started), keeping its data and ``s3.json``; returns
-    that info, which :func:`restart_cluster_s3` needs. Used to take checkpoint storage
-    away from a running cluster (the chaos suite)."""
-    from weir.checkpoint.seaweedfs import stop_server
-    from weir.cli.cluster import s3_info
-
-    info = s3_info(cluster_dir)
-    assert info is not None, f"the cluster in {cluster_dir} has no embedded S3 server"
-    assert stop_server(info), f"the S3 server {info['pid']} of {cluster_dir} was not running"
-    return info
-
-
-def restart_cluster_s3(cluster_dir: Path, info: dict[str, Any]) -> SeaweedServer:
-    """Start the cluster's S3 server again on the same ports, data directory, credentials
-    and log, as ``info`` (from :func:`stop_cluster_s3`) describes: the daemons keep their
-    endpoint. ``s3.json`` is updated with the new pid, so ``weir cluster stop`` stops this
-    process too. The caller owns the returned server (to reap it once it is stopped)."""
-    import json
-
-    from weir.checkpoint.seaweedfs import S3Credentials, find_weed
-
-    credentials = S3Credentials.load(Path(info["credentials_file"]))
-    server = SeaweedServer(info["data_dir"], credentials, binary=find_weed(),
-                           log_path=Path(info["log"]))
-    server.ports = {str(k): int(v) for k, v in info["ports"].items()}
-    server.start(same_ports=True)
-    (cluster_dir / "s3.json").write_text(json.dumps({**info, **server.info()}, indent=2))
-    return server

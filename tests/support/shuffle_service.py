@@ -1,17 +1,20 @@
-"""A real external shuffle service daemon (``weir shuffle-service``) for tests."""
+"""The external shuffle service for tests: a real daemon process (``weir shuffle-service``),
+or the service running in the test's own process."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.cluster import REPO, poll
+from weir.core.cluster_directory import ShuffleServiceInfo
+from weir.shuffle.external.service import ShuffleServiceDaemon
 
 #: The shuffle service factory the daemons load to use it.
 FACTORY = "weir.shuffle.external.factory.ExternalShuffleServiceFactory"
@@ -32,7 +35,7 @@ def shuffle_service(tmp_path: Path) -> Iterator[tuple[str, Path]]:
          "--info-file", str(info)], cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
-        address = poll(lambda: info.exists() and json.loads(info.read_text())["address"], 30,
+        address = poll(lambda: (i := ShuffleServiceInfo.read(info)) and i.address, 30,
                        what="the shuffle service to listen")
         yield address, data
     finally:
@@ -41,3 +44,20 @@ def shuffle_service(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def start_shuffle_daemon(tmp_path: Path) -> Iterator[Callable[..., ShuffleServiceDaemon]]:
+    """``start(**options)``: a shuffle service running in this process (its data in the
+    test's directory), stopped at the end of the test."""
+    started: list[ShuffleServiceDaemon] = []
+
+    def start(**kwargs: Any) -> ShuffleServiceDaemon:
+        daemon = ShuffleServiceDaemon(str(tmp_path / "data"), **kwargs)
+        daemon.start()
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.stop()

@@ -4,75 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
+from tests.support.pipelined_shuffle import SEGMENT, batch, channel, drain, producer, wait_for
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.records import Elements
 from weir.shuffle.api import Event
-from weir.shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
+from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.gate import LocalInputChannel
 from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
-from weir.shuffle.pipelined.server import DataServer
-
-SEGMENT = 32 * 1024
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-@pytest.fixture
-def plane() -> Iterator[tuple[PartitionManager, DataServer, ConnectionManager]]:
-    partitions = PartitionManager()
-    server = DataServer("127.0.0.1", 0, partitions, SEGMENT)
-    server.start()
-    connections = ConnectionManager(SEGMENT)
-    yield partitions, server, connections
-    connections.close()
-    server.close()
-
-
-def batch(i: int, rows: int = 100) -> Elements:
-    return Elements.from_arrow(pa.record_batch({"i": [i] * rows, "row": list(range(rows))}))
-
-
-def producer(partitions: PartitionManager, pid: str = "p1", subs: int = 1,
-             capacity: int = 1000) -> PipelinedResultPartition:
-    partition = PipelinedResultPartition(pid, "job", subs, capacity, segment_size=1,
-                                         wakeup=lambda: None)
-    partitions.register(partition)
-    return partition
-
-
-def channel(server: DataServer, connections: ConnectionManager, pid: str = "p1",
-            sub: int = 0, exclusive: int = 2, pool: FloatingBufferPool | None = None,
-            max_backoff: float = 5.0) -> tuple[RemoteInputChannel, threading.Event]:
-    woke = threading.Event()
-    ch = RemoteInputChannel(connections, server.address, pid, sub, "test consumer",
-                            exclusive, pool or FloatingBufferPool(0), 0.01, max_backoff,
-                            wakeup=woke.set)
-    return ch, woke
-
-
-def drain(ch: RemoteInputChannel, count: int, timeout: float = 10.0) -> list:
-    got = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count:
-        buffer = ch.take()
-        if buffer is not None:
-            got.append(buffer)
-        elif time.monotonic() > deadline:
-            pytest.fail(f"only {len(got)} of {count} buffers arrived")
-        else:
-            time.sleep(0.002)
-    return got
 
 
 def test_no_buffer_is_sent_without_credit_and_credits_come_back(plane):

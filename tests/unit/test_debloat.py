@@ -6,7 +6,7 @@ import time
 
 import pyarrow as pa
 
-from tests.unit.test_credit_flow import channel, drain, plane  # noqa: F401 - fixture
+from tests.support.pipelined_shuffle import channel, drain
 from weir.core.records import Elements
 from weir.shuffle.pipelined.debloat import BufferDebloater
 
@@ -60,7 +60,7 @@ def test_estimated_time_to_consume():
     assert abs(d.estimated_time_to_consume_ms(50_000) - 500.0) < 1e-6
 
 
-def test_producer_splits_and_flushes_at_the_announced_size(plane):  # noqa: F811
+def test_producer_splits_and_flushes_at_the_announced_size(plane):
     from weir.shuffle.pipelined.partition import PipelinedResultPartition
 
     partitions, server, connections = plane

@@ -141,25 +141,3 @@ def test_every_public_name_resolves_and_any_module_imports_first():
         result = subprocess.run([sys.executable, "-c", code, module], cwd=REPO,
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, f"import {module} first: {result.stderr[-500:]}"
-
-
-def test_small_helper_modules_examples():
-    import doctest
-
-    import weir.core.files
-    import weir.core.processes
-    import weir.core.secrets
-
-    for module in (weir.core.files, weir.core.processes, weir.core.secrets):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
-
-
-def test_doc_generator_and_metric_declarations_examples():
-    import doctest
-
-    import weir.core.metric_names
-
-    for module in (docgen, weir.core.metric_names):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -4,12 +4,12 @@ clock, no sockets, no sleeps)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import pytest
 
+from tests.support.resource_manager import ResourceManagerHarness
 from weir.core import options
 from weir.core.clock import ManualClock
 from weir.core.config import Configuration
@@ -18,7 +18,6 @@ from weir.core.heartbeat import DISABLED, RpcFailureThreshold, RpcOutcome, class
 from weir.jobmaster.resource_manager import (
     ResourceManager,
     RpcOutcomeInterceptor,
-    TaskExecutorRecord,
 )
 from weir.proto import common_pb2, jobmaster_pb2
 
@@ -115,38 +114,13 @@ def test_the_option_defaults_to_flinks_two_and_accepts_minus_one():
 # -- the JobMaster's calls to a TaskExecutor ----------------------------------------------
 
 
-@dataclass
-class FakeChannel:
-    closed: bool = False
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@dataclass
-class Manager:
-    threshold: int = 2
-    clock: ManualClock = field(default_factory=lambda: ManualClock(50_000))
-    lost: list[tuple[str, int, str]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.rm = ResourceManager(None, TIMEOUT_S, lambda *lost: self.lost.append(lost),
-                                  lambda: None, clock=lambda: self.clock() / 1000,
-                                  connect=lambda address, token: (FakeChannel(), None),
-                                  rpc_failure_threshold=self.threshold,
-                                  heartbeat_interval=INTERVAL_MS / 1000)
-
-    def register(self, instance: str = "a") -> TaskExecutorRecord:
-        return self.rm.register(jobmaster_pb2.RegisterTaskExecutorRequest(
-            resource_id="te-1", rpc_address="127.0.0.1:1000", num_slots=2,
-            instance_id=instance, pid=100))
-
-    def outcome(self, record: TaskExecutorRecord, code: grpc.StatusCode | None) -> None:
-        self.rm.rpc_outcome(record.resource_id, record.registration_id, code)
+def manager(threshold: int = 2) -> ResourceManagerHarness:
+    return ResourceManagerHarness(TIMEOUT_S, ManualClock(50_000), {
+        "rpc_failure_threshold": threshold, "heartbeat_interval": INTERVAL_MS / 1000})
 
 
 def test_calls_that_cannot_reach_a_task_executor_remove_it_before_the_timeout():
-    m = Manager()
+    m = manager()
     record = m.register()
     m.outcome(record, grpc.StatusCode.UNAVAILABLE)
     m.outcome(record, grpc.StatusCode.UNAVAILABLE)    # the same burst
@@ -163,7 +137,7 @@ def test_calls_that_cannot_reach_a_task_executor_remove_it_before_the_timeout():
 
 
 def test_slow_calls_and_answers_in_between_do_not_remove_it():
-    m = Manager()
+    m = manager()
     record = m.register()
     for code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None,
                  grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND,
@@ -175,7 +149,7 @@ def test_slow_calls_and_answers_in_between_do_not_remove_it():
 
 
 def test_outcomes_of_a_replaced_registration_do_not_count_against_its_successor():
-    m = Manager()
+    m = manager()
     old = m.register("a")
     m.outcome(old, grpc.StatusCode.UNAVAILABLE)
     new = m.register("a")             # the same process registered again
@@ -191,7 +165,7 @@ def test_outcomes_of_a_replaced_registration_do_not_count_against_its_successor(
 
 
 def test_outcomes_after_the_task_executor_is_gone_are_ignored():
-    m = Manager()
+    m = manager()
     record = m.register()
     m.rm.remove("te-1", common_pb2.TASK_EXECUTOR_LOST, "its connection closed")
     for _ in range(3):
@@ -201,7 +175,7 @@ def test_outcomes_after_the_task_executor_is_gone_are_ignored():
 
 
 def test_minus_one_leaves_unreachable_task_executors_to_the_heartbeat_timeout():
-    m = Manager(threshold=DISABLED)
+    m = manager(threshold=DISABLED)
     record = m.register()
     for _ in range(5):
         m.outcome(record, grpc.StatusCode.UNAVAILABLE)

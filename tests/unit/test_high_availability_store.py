@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.job_store import JOB, OTHER, check_job_store
 from weir.checkpoint.storage import create_storage
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, CorruptStateError
@@ -18,6 +17,7 @@ from weir.jobmaster.high_availability import (
     create_job_store,
     encode,
 )
+from weir.testing.job_store import JOB, OTHER, check_job_store
 
 
 @pytest.fixture

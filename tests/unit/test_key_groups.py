@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import doctest
 import itertools
 import random
 from collections.abc import Sequence
@@ -16,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.state.key_groups as key_groups_module
 from weir.state import (
     DEFAULT_MAX_PARALLELISM,
     UPPER_BOUND_MAX_PARALLELISM,
@@ -528,9 +526,3 @@ def test_key_group_range_behaviour() -> None:
         KeyGroupRange(-1, 3)
     with pytest.raises(AttributeError):
         r.start = 0  # type: ignore[misc]
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(key_groups_module)
-    assert result.attempted > 0
-    assert result.failed == 0

@@ -26,7 +26,8 @@ Floors, bottom up (README, "Architecture"):
       (``graph``, ``code_fingerprint``, ``python_files``) and the ``weir.datastream``
       package, which names them all.
 
-5. The client floor: ``weir.client``, ``weir.cli`` and the package facade ``weir``.
+5. The client floor: ``weir.client``, ``weir.cli``, ``weir.testing`` (what tests and
+   benchmarks share) and the package facade ``weir``.
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a lazy import
 is still a dependency. A package's modules may import each other within their floor.
@@ -47,12 +48,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-#: Repository folder -> installed package (pyproject's package-dir).
-FOLDERS = {"weir": "weir", "proto": "weir.proto", "state": "weir.state",
-           "checkpoint": "weir.checkpoint", "shuffle": "weir.shuffle",
-           "jobmaster": "weir.jobmaster", "taskexecutor": "weir.taskexecutor"}
+from tests.support.layout import FOLDERS, REPO, engine_modules
 
 PROTO, CORE = "weir.proto", "weir.core"
 SHUFFLE, CHECKPOINT, STATE = "weir.shuffle", "weir.checkpoint", "weir.state"
@@ -79,7 +75,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 #: Modules of the ``weir`` folder that belong to the client floor.
-CLIENT_MODULES = ("weir.client", "weir.cli", "weir.__main__", "weir.docgen")
+CLIENT_MODULES = ("weir.client", "weir.cli", "weir.__main__", "weir.docgen", "weir.testing")
 #: Modules of ``weir.datastream`` on the floor of the streams and the environment (the
 #: package itself too); its other modules are definitions, but for its connectors.
 STREAMS_MODULES = ("weir.datastream.data_stream", "weir.datastream.stream_execution_environment",
@@ -142,16 +138,6 @@ def violations(module: str, imported: str) -> str | None:
     if target == source or target in ALLOWED[source]:
         return None
     return f"{source} must not import {target} ('{imported}')"
-
-
-def engine_modules() -> list[tuple[str, Path]]:
-    modules = []
-    for folder, package in FOLDERS.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
-            relative = path.relative_to(REPO / folder).with_suffix("")
-            parts = [p for p in relative.parts if p != "__init__"]
-            modules.append((".".join([package, *parts]), path))
-    return modules
 
 
 def test_imports_point_down_the_floors() -> None:

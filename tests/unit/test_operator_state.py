@@ -3,22 +3,12 @@ CheckpointedFunction, and the file sink's part-counter state."""
 
 from __future__ import annotations
 
-import doctest
 from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.checkpoint.seaweedfs
-import weir.core.source
-import weir.datastream.connectors.collection
-import weir.datastream.connectors.file_system
-import weir.datastream.connectors.number_seq
-import weir.datastream.connectors.spark
-import weir.operators.sinks.file
-import weir.state.operator_state
-import weir.taskexecutor.source_reader_state
 from weir.core.errors import StateError
 from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from weir.state.operator_state import (
@@ -35,16 +25,6 @@ from weir.state.operator_state import (
 
 LIST = ListStateDescriptor("offsets")
 UNION = ListStateDescriptor("seen")
-
-
-def test_module_examples_run():
-    for module in (weir.state.operator_state, weir.core.source,
-                   weir.datastream.connectors.collection, weir.datastream.connectors.number_seq,
-                   weir.datastream.connectors.file_system, weir.taskexecutor.source_reader_state,
-                   weir.operators.sinks.file, weir.datastream.connectors.spark,
-                   weir.checkpoint.seaweedfs):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def test_list_state_handle_semantics():

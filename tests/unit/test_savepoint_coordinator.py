@@ -3,7 +3,7 @@ network, no storage."""
 
 from __future__ import annotations
 
-from tests.unit.test_checkpoint_coordinator import (
+from tests.support.checkpoint_coordinator import (
     TASKS,
     UPSTREAM,
     ack_all,

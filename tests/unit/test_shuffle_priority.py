@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tests.unit.test_credit_flow import batch, channel, drain, plane, producer, wait_for
+from tests.support.pipelined_shuffle import batch, channel, drain, producer, wait_for
 from weir.core.records import Elements
 from weir.shuffle.api import Event
 from weir.shuffle.pipelined.client import FloatingBufferPool
 from weir.shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
 from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
-
-__all__ = ["plane"]  # the fixture, shared with test_credit_flow
 
 BARRIER = Event("checkpoint-barrier", b"7")
 

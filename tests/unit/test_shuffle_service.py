@@ -1,4 +1,6 @@
-"""External shuffle service: storage, the gRPC service, and the FLIP-31 implementation on it.
+"""External shuffle service: storage, the gRPC service, and what is particular to its
+FLIP-31 implementation (the conformance suite, in test_shuffle_conformance.py, checks
+what every shuffle service does).
 
 Real gRPC on loopback with the service in this process and ``tmp_path`` as its data dir.
 """
@@ -7,7 +9,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,7 +27,6 @@ from weir.shuffle.api import (
     PartitionDescriptor,
     ProducerDescriptor,
     ShuffleEnvironmentContext,
-    TaskShuffleContext,
 )
 from weir.shuffle.external.environment import (
     ExternalResultPartitionWriter,
@@ -36,6 +36,8 @@ from weir.shuffle.external.environment import (
 from weir.shuffle.external.factory import ExternalShuffleServiceFactory
 from weir.shuffle.external.service import ShuffleServiceDaemon
 from weir.shuffle.external.storage import ShuffleStorageError
+from weir.testing.cluster import poll
+from weir.testing.shuffle_service import TaskWakeup, drain, produce
 
 JOB = "0123456789abcdef0123456789abcdef"
 OTHER_JOB = "fedcba9876543210fedcba9876543210"
@@ -43,21 +45,6 @@ TIMEOUT = 10.0
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-@pytest.fixture
-def start_daemon(tmp_path: Path) -> Iterator[Callable[..., ShuffleServiceDaemon]]:
-    started: list[ShuffleServiceDaemon] = []
-
-    def start(**kwargs) -> ShuffleServiceDaemon:
-        daemon = ShuffleServiceDaemon(str(tmp_path / "data"), **kwargs)
-        daemon.start()
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.stop()
-
 
 @pytest.fixture
 def stubs() -> Iterator[Callable[..., shuffle_service_pb2_grpc.ShuffleServiceStub]]:
@@ -75,10 +62,7 @@ def stubs() -> Iterator[Callable[..., shuffle_service_pb2_grpc.ShuffleServiceStu
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
     """Poll an observable condition (for state only visible through polling)."""
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
+    poll(condition, TIMEOUT, interval=0.005, what=what)
 
 
 def requests(job: str, partition: str, n: int, chunks: list[tuple[int, bytes]],
@@ -130,9 +114,9 @@ def job_files(daemon: ShuffleServiceDaemon, job: str = JOB) -> list[str]:
 
 # -- the service and its storage -------------------------------------------------------------
 
-def test_partition_spilled_in_many_runs_reads_back_in_order_per_subpartition(start_daemon,
+def test_partition_spilled_in_many_runs_reads_back_in_order_per_subpartition(start_shuffle_daemon,
                                                                              stubs):
-    daemon = start_daemon(spill_threshold=4096)
+    daemon = start_shuffle_daemon(spill_threshold=4096)
     stub = stubs(daemon.address)
     chunks = random_chunks(4, 400)  # subpartition 4 of 5 stays empty
     response = write(stub, "p1", chunks, n=5)
@@ -151,8 +135,8 @@ def test_partition_spilled_in_many_runs_reads_back_in_order_per_subpartition(sta
             info.runs) == ("p1", pb.PartitionInfo.COMMITTED, 5, 400, total, response.runs)
 
 
-def test_unknown_or_uncommitted_partition_is_not_found(start_daemon, stubs):
-    daemon = start_daemon()
+def test_unknown_or_uncommitted_partition_is_not_found(start_shuffle_daemon, stubs):
+    daemon = start_shuffle_daemon()
     stub = stubs(daemon.address)
     err = rpc_error(lambda: read(stub, "nope", 0))
     assert err.code() == grpc.StatusCode.NOT_FOUND and "unknown" in err.details()
@@ -177,8 +161,8 @@ def test_unknown_or_uncommitted_partition_is_not_found(start_daemon, stubs):
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "out of range" in err.details()
 
 
-def test_broken_or_uncommitted_write_stream_leaves_nothing(start_daemon, stubs):
-    daemon = start_daemon(spill_threshold=256)
+def test_broken_or_uncommitted_write_stream_leaves_nothing(start_shuffle_daemon, stubs):
+    daemon = start_shuffle_daemon(spill_threshold=256)
     stub = stubs(daemon.address)
     proceed = threading.Event()
 
@@ -208,8 +192,8 @@ def test_broken_or_uncommitted_write_stream_leaves_nothing(start_daemon, stubs):
     assert err.code() == grpc.StatusCode.NOT_FOUND and "unknown" in err.details()
 
 
-def test_commit_totals_must_match_what_arrived(start_daemon, stubs):
-    daemon = start_daemon()
+def test_commit_totals_must_match_what_arrived(start_shuffle_daemon, stubs):
+    daemon = start_shuffle_daemon()
     stub = stubs(daemon.address)
 
     def lying():
@@ -223,8 +207,8 @@ def test_commit_totals_must_match_what_arrived(start_daemon, stubs):
     assert not (Path(daemon.data_dir) / JOB).exists()
 
 
-def test_release_of_partitions_and_of_a_whole_job(start_daemon, stubs):
-    daemon = start_daemon()
+def test_release_of_partitions_and_of_a_whole_job(start_shuffle_daemon, stubs):
+    daemon = start_shuffle_daemon()
     stub = stubs(daemon.address)
     for partition in ("p1", "p2", "p3"):
         write(stub, partition, [(0, partition.encode())])
@@ -260,8 +244,8 @@ def test_release_of_partitions_and_of_a_whole_job(start_daemon, stubs):
 
 @pytest.mark.parametrize("damage", ["flip a data byte", "truncate the data file",
                                     "truncate the index"])
-def test_corrupt_or_truncated_files_are_a_clear_error(start_daemon, stubs, damage):
-    daemon = start_daemon(spill_threshold=1024)
+def test_corrupt_or_truncated_files_are_a_clear_error(start_shuffle_daemon, stubs, damage):
+    daemon = start_shuffle_daemon(spill_threshold=1024)
     stub = stubs(daemon.address)
     write(stub, "p1", random_chunks(3, 60))
     directory = Path(daemon.data_dir) / JOB / "p1"
@@ -290,9 +274,9 @@ def test_corrupt_or_truncated_files_are_a_clear_error(start_daemon, stubs, damag
         assert expected in err.details() and str(directory) in err.details()
 
 
-def test_restarted_service_serves_committed_partitions_and_drops_leftovers(start_daemon,
+def test_restarted_service_serves_committed_partitions_and_drops_leftovers(start_shuffle_daemon,
                                                                           stubs, tmp_path):
-    daemon = start_daemon()
+    daemon = start_shuffle_daemon()
     stub = stubs(daemon.address)
     write(stub, "p1", [(2, b"kept")])
     with pytest.raises(ShuffleStorageError, match="in use by another shuffle service"):
@@ -316,39 +300,12 @@ def test_restarted_service_serves_committed_partitions_and_drops_leftovers(start
     leftover.mkdir()
     (leftover / "data").write_bytes(b"half a partition")
 
-    restarted = start_daemon()
+    restarted = start_shuffle_daemon()
     assert not leftover.exists()
     assert read(stubs(restarted.address), "p1", 2) == [b"kept"]
 
 
 # -- the FLIP-31 implementation ---------------------------------------------------------------
-
-class Task:
-    """A task's view of its shuffle objects: a wake-up flag, as the mailbox thread has."""
-
-    def __init__(self, name: str) -> None:
-        self.woken = threading.Event()
-        self.context = TaskShuffleContext(JOB, name, f"attempt-{name}", self.woken.set)
-
-    def drain(self, gate) -> dict[int, list]:
-        """Every record per channel, as the task loop reads them; checks end-of-partition."""
-        records: dict[int, list] = {}
-        ends: list[int] = []
-        gate.request_partitions()
-        while not gate.is_finished():
-            self.woken.clear()
-            item = gate.poll_next()
-            if item is None:
-                assert self.woken.wait(TIMEOUT), "the gate neither delivered nor woke the task"
-            elif item.end_of_partition:
-                ends.append(item.channel)
-            else:
-                assert item.size > 0 and item.channel not in ends
-                records.setdefault(item.channel, []).extend(
-                    r for e in item.elements for r in e.records())
-        assert sorted(ends) == sorted(range(len(gate.channels)))
-        return records
-
 
 def configuration(address: str, **extra: str) -> Configuration:
     return Configuration.from_pairs({
@@ -371,34 +328,8 @@ def gate_deployment(descriptors: list[bytes], sub: int) -> jobgraph_pb2.InputGat
         for d in descriptors])
 
 
-def produce(task: Task, writer, producer: int, n: int, batches: int) -> dict[int, list]:
-    """Emit small batches of mixed kinds (tuples, strings, Arrow) as a task does, waiting
-    while the writer is not available; returns what went where."""
-    rng = random.Random(producer)
-    sent: dict[int, list] = {s: [] for s in range(n)}
-    for i in range(batches):
-        while not writer.is_available():
-            task.woken.clear()
-            if not writer.is_available():
-                assert task.woken.wait(TIMEOUT), "the writer did not wake the task"
-        sub = rng.randrange(n)
-        kind = i % 3
-        if kind == 0:
-            records = [(producer, sub, i, j) for j in range(rng.randint(1, 40))]
-            elements = Elements.from_records(records)
-        elif kind == 1:
-            records = [f"p{producer}-{i}-{j}" for j in range(rng.randint(1, 40))]
-            elements = Elements.from_records(records)
-        else:
-            records = [i * 1000 + j for j in range(rng.randint(1, 40))]
-            elements = Elements.from_arrow(Elements.from_records(records).arrow())
-        writer.emit(sub, elements)
-        sent[sub].extend(records)
-    return sent
-
-
-def test_jobs_shuffle_through_the_service_end_to_end_with_auth(start_daemon, stubs):
-    daemon = start_daemon(token="s3cret", spill_threshold=8192)
+def test_jobs_shuffle_through_the_service_end_to_end_with_auth(start_shuffle_daemon, stubs):
+    daemon = start_shuffle_daemon(token="s3cret", spill_threshold=8192)
     err = rpc_error(lambda: stubs(daemon.address).ListPartitions(pb.ListPartitionsRequest()))
     assert err.code() == grpc.StatusCode.UNAUTHENTICATED
     conf = configuration(daemon.address, **{"security.auth.token": "s3cret"})
@@ -411,7 +342,7 @@ def test_jobs_shuffle_through_the_service_end_to_end_with_auth(start_daemon, stu
             descriptors.append(master.register_partition_with_producer(
                 PartitionDescriptor(JOB, f"attempt{p}.1", n, f"attempt{p}"),
                 ProducerDescriptor("te-1", "external")))
-            task = Task(f"map{p}")
+            task = TaskWakeup(f"map{p}")
             writer = producer_env.create_result_partition_writer(
                 task.context, jobgraph_pb2.ResultPartitionDeployment(
                     partition_id=f"attempt{p}.1", num_subpartitions=n))
@@ -425,10 +356,10 @@ def test_jobs_shuffle_through_the_service_end_to_end_with_auth(start_daemon, stu
         assert all(i.runs > 1 for i in listed.partitions)  # 8 KiB threshold: spilled
 
         for sub in range(n):
-            task = Task(f"reduce{sub}")
+            task = TaskWakeup(f"reduce{sub}")
             gate = consumer_env.create_input_gate(task.context,
                                                   gate_deployment(descriptors, sub))
-            got = task.drain(gate)
+            got = drain(task, gate, channels=len(descriptors))
             assert [got.get(p, []) for p in range(producers)] == [s[sub] for s in sent]
             assert gate.metrics()["bytesIn"] > 0
             gate.close()
@@ -436,7 +367,7 @@ def test_jobs_shuffle_through_the_service_end_to_end_with_auth(start_daemon, stu
 
         # A write no descriptor names (a zombie attempt) is swept with the job's last
         # partition.
-        zombie_task = Task("zombie")
+        zombie_task = TaskWakeup("zombie")
         zombie = consumer_env.create_result_partition_writer(
             zombie_task.context, jobgraph_pb2.ResultPartitionDeployment(
                 partition_id="zombie.1", num_subpartitions=1))
@@ -459,8 +390,8 @@ def test_jobs_shuffle_through_the_service_end_to_end_with_auth(start_daemon, stu
     assert not [t for t in threading.enumerate() if t.name.startswith("shuffle-service")]
 
 
-def test_consumer_waits_while_its_partition_is_being_written(start_daemon):
-    daemon = start_daemon()
+def test_consumer_waits_while_its_partition_is_being_written(start_shuffle_daemon):
+    daemon = start_shuffle_daemon()
     # A short back-off: were the channel to count this wait against it, it would fail.
     conf = configuration(daemon.address, **{
         "taskmanager.network.request-backoff.initial": "10 ms",
@@ -471,11 +402,11 @@ def test_consumer_waits_while_its_partition_is_being_written(start_daemon):
         descriptor = master.register_partition_with_producer(
             PartitionDescriptor(JOB, "a.1", 1, "a"), ProducerDescriptor("te-1", "external"))
         writer = env.create_result_partition_writer(
-            Task("map").context, jobgraph_pb2.ResultPartitionDeployment(
+            TaskWakeup("map").context, jobgraph_pb2.ResultPartitionDeployment(
                 partition_id="a.1", num_subpartitions=1))
         writer.emit(0, Elements.from_records([1, 2, 3]))
         writer.flush_all()
-        consumer = Task("reduce")
+        consumer = TaskWakeup("reduce")
         gate = env.create_input_gate(consumer.context, gate_deployment([descriptor], 0))
         gate.request_partitions()
         wait_until(lambda: [i.chunks for i in daemon.store.list(JOB)] == [1],
@@ -485,15 +416,15 @@ def test_consumer_waits_while_its_partition_is_being_written(start_daemon):
         assert gate.poll_next() is None
         writer.emit(0, Elements.from_records([4]))
         writer.finish()
-        assert consumer.drain(gate) == {0: [1, 2, 3, 4]}
+        assert drain(consumer, gate, requested=True, channels=1) == {0: [1, 2, 3, 4]}
         gate.close()
     finally:
         master.close()
         env.close()
 
 
-def test_missing_partition_or_service_fails_the_gate(start_daemon):
-    daemon = start_daemon()
+def test_missing_partition_or_service_fails_the_gate(start_shuffle_daemon):
+    daemon = start_shuffle_daemon()
     conf = configuration(daemon.address, **{
         "taskmanager.network.request-backoff.initial": "10 ms",
         "taskmanager.network.request-backoff.max": "40 ms"})
@@ -504,21 +435,21 @@ def test_missing_partition_or_service_fails_the_gate(start_daemon):
             descriptor = pb.ExternalShuffleDescriptor(
                 service_address=address, job_id=JOB, partition_id="never.1",
                 num_subpartitions=1).SerializeToString()
-            task = Task("reduce")
+            task = TaskWakeup("reduce")
             gate = env.create_input_gate(task.context, gate_deployment([descriptor], 0))
             with pytest.raises(error, match=f"partition never.1 in the shuffle service at "
                                             f"{address}"):
-                task.drain(gate)
+                drain(task, gate)
             gate.close()
     finally:
         env.close()
 
 
-def test_failed_or_released_writer_commits_nothing(start_daemon):
-    daemon = start_daemon(spill_threshold=1024)
+def test_failed_or_released_writer_commits_nothing(start_shuffle_daemon):
+    daemon = start_shuffle_daemon(spill_threshold=1024)
     env = environment(configuration(daemon.address), "te-1")
     try:
-        task = Task("map")
+        task = TaskWakeup("map")
         for partition, end in (("a.1", "fail"), ("b.1", "release"), ("c.1", "job released")):
             writer = env.create_result_partition_writer(
                 task.context, jobgraph_pb2.ResultPartitionDeployment(

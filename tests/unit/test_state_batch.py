@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import random
-from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -14,42 +13,22 @@ import pytest
 
 from weir.core.errors import StateError
 from weir.core.time import Time
-from weir.state.backend import MISSING, KeyedStateBackend
+from weir.state.backend import MISSING
 from weir.state.canonical import write_canonical
 from weir.state.descriptors import StateTtlConfig, ValueStateDescriptor
 from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_groups_of_array
 from weir.state.rocksdb import RocksDBKeyedStateBackend
+from weir.testing.state_backend import canonical_bytes
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
-
-
-@pytest.fixture(params=["hashmap", "rocksdb"])
-def make_backend(request, tmp_path) -> Iterator[Callable[..., KeyedStateBackend]]:
-    created: list[KeyedStateBackend] = []
-
-    def make(key_groups: KeyGroupRange = ALL, kind: str | None = None) -> KeyedStateBackend:
-        if (kind or request.param) == "hashmap":
-            backend: KeyedStateBackend = HeapKeyedStateBackend(MAX_PAR, key_groups)
-        else:
-            backend = RocksDBKeyedStateBackend(MAX_PAR, key_groups, tmp_path / f"r{len(created)}")
-        created.append(backend)
-        return backend
-
-    yield make
-    for backend in created:
-        backend.dispose()
 
 
 def groups(keys: list) -> list[int]:
     return [assign_to_key_group(k, MAX_PAR) for k in keys]
 
 
-def canonical(backend: KeyedStateBackend) -> bytes:
-    out = io.BytesIO()
-    write_canonical(backend.entries(), out)
-    return out.getvalue()
 
 
 def test_put_get_delete_many(make_backend):
@@ -111,7 +90,7 @@ def test_batches_and_handles_see_the_same_state(make_backend):
         for key in doomed:
             per_record.set_current_key(key)
             handle.clear()
-    assert canonical(batched) == canonical(per_record)
+    assert canonical_bytes(batched) == canonical_bytes(per_record)
 
 
 def test_both_backends_store_the_same_bytes_from_batches(tmp_path):
@@ -123,7 +102,7 @@ def test_both_backends_store_the_same_bytes_from_batches(tmp_path):
             backend.get_state(ValueStateDescriptor("v"))
             backend.put_many("v", groups(keys), keys, "ns", [i * 3 for i in range(len(keys))])
             backend.delete_many("v", groups(keys[::7]), keys[::7], "ns")
-        assert canonical(heap) == canonical(rocks)
+        assert canonical_bytes(heap) == canonical_bytes(rocks)
         assert heap.get_many("v", groups(keys), keys, "ns") == \
             rocks.get_many("v", groups(keys), keys, "ns")
     finally:
@@ -160,7 +139,7 @@ def test_put_many_after_a_snapshot_leaves_the_snapshot_as_it_was(make_backend):
     backend.get_state(ValueStateDescriptor("v"))
     keys = list(range(100))
     backend.put_many("v", groups(keys), keys, None, [0] * 100)
-    before = canonical(backend)
+    before = canonical_bytes(backend)
     frozen = backend.snapshot()
     backend.put_many("v", groups(keys), keys, None, [1] * 100)
     backend.delete_many("v", groups(keys[:10]), keys[:10])

@@ -3,58 +3,23 @@ manager alone: a manual clock, no sockets)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
-from weir.core.clock import ManualClock
+from tests.support.resource_manager import ResourceManagerHarness
 from weir.jobmaster.resource_manager import (
     DuplicateTaskExecutorError,
-    ResourceManager,
-    TaskExecutorRecord,
 )
-from weir.proto import common_pb2, jobmaster_pb2
+from weir.proto import common_pb2
 
 TIMEOUT_S = 10.0
 
 
-@dataclass
-class FakeChannel:
-    address: str
-    closed: bool = False
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@dataclass
-class Manager:
-    clock: ManualClock = field(default_factory=ManualClock)
-    lost: list[tuple[str, int, str]] = field(default_factory=list)
-    channels: list[FakeChannel] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        def connect(address: str, token: str | None) -> tuple[FakeChannel, None]:
-            self.channels.append(FakeChannel(address))
-            return self.channels[-1], None
-
-        self.rm = ResourceManager(None, TIMEOUT_S, lambda *lost: self.lost.append(lost),
-                                  lambda: None, clock=lambda: self.clock() / 1000,
-                                  connect=connect)
-
-    def register(self, instance: str, address: str = "127.0.0.1:1000", slots: int = 2,
-                 resource_id: str = "te-1") -> TaskExecutorRecord:
-        return self.rm.register(jobmaster_pb2.RegisterTaskExecutorRequest(
-            resource_id=resource_id, rpc_address=address, num_slots=slots,
-            instance_id=instance, pid=100))
-
-    def heartbeat(self, registration_id: str, resource_id: str = "te-1") -> bool:
-        return self.rm.heartbeat(resource_id, jobmaster_pb2.TaskExecutorHeartbeat(
-            resource_id=resource_id, registration_id=registration_id))
+def manager() -> ResourceManagerHarness:
+    return ResourceManagerHarness(TIMEOUT_S)
 
 
 def test_a_second_process_with_a_live_resource_id_is_refused_and_changes_nothing():
-    m = Manager()
+    m = manager()
     first = m.register("first")
     slots = m.rm.allocate("job", 1, spread=False)
     m.clock.advance(9_000)
@@ -69,7 +34,7 @@ def test_a_second_process_with_a_live_resource_id_is_refused_and_changes_nothing
 
 
 def test_the_registered_one_keeps_heartbeating_and_stays():
-    m = Manager()
+    m = manager()
     first = m.register("first")
     for _ in range(5):
         m.clock.advance(6_000)
@@ -81,7 +46,7 @@ def test_the_registered_one_keeps_heartbeating_and_stays():
 
 
 def test_a_silent_registration_is_replaced_by_another_process():
-    m = Manager()
+    m = manager()
     first = m.register("first")
     m.clock.advance(10_500)  # timed out, before the periodic check noticed
     second = m.register("second", address="127.0.0.1:2000", slots=4)
@@ -94,7 +59,7 @@ def test_a_silent_registration_is_replaced_by_another_process():
 
 
 def test_the_same_process_registering_again_replaces_its_registration():
-    m = Manager()
+    m = manager()
     first = m.register("same")
     again = m.register("same")
     assert m.rm.get("te-1") is again and again.registration_id != first.registration_id
@@ -104,7 +69,7 @@ def test_the_same_process_registering_again_replaces_its_registration():
 
 
 def test_heartbeats_of_a_stale_registration_do_not_keep_it_alive():
-    m = Manager()
+    m = manager()
     first = m.register("same")
     m.register("same")
     for _ in range(3):
@@ -117,7 +82,7 @@ def test_heartbeats_of_a_stale_registration_do_not_keep_it_alive():
 
 
 def test_registration_ids_are_fresh_and_heartbeats_of_other_resources_are_refused():
-    m = Manager()
+    m = manager()
     one = m.register("a", resource_id="te-1")
     two = m.register("b", resource_id="te-2")
     assert one.registration_id != two.registration_id

@@ -3,7 +3,6 @@ processing time, late data and allowed lateness, per-record and vectorised, both
 
 from __future__ import annotations
 
-import doctest
 from collections import defaultdict
 from typing import Any
 
@@ -13,13 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.datastream.window
-import weir.datastream.window.assigners
-import weir.datastream.window.evictors
-import weir.datastream.window.functions
-import weir.datastream.window.triggers
-import weir.datastream.window.windows
-import weir.operators.window.vectorized
 from tests.support.operators import OperatorHarness
 from weir import (
     AggregateFunction,
@@ -42,15 +34,6 @@ from weir.operators.window.vectorized import VectorizedWindowAggregateOperator
 
 FAST = settings(max_examples=25, deadline=None)
 BACKENDS = ({"state.backend.type": "hashmap"}, {"state.backend.type": "rocksdb"})
-
-
-@pytest.mark.parametrize("module", [
-    weir.datastream.window, weir.datastream.window.windows, weir.datastream.window.assigners,
-    weir.datastream.window.triggers, weir.datastream.window.evictors,
-    weir.datastream.window.functions, weir.operators.window.vectorized])
-def test_module_examples(module: object) -> None:
-    result = doctest.testmod(module)  # type: ignore[arg-type]
-    assert result.attempted > 0 and result.failed == 0
 
 
 # --- the reference -------------------------------------------------------------------------

@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import stat
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint import options as storage_options
 from weir.cli.supervisor import restarts, stop_supervisor, write_plan
+from weir.core.cluster_directory import ClusterDirectory, ClusterInfo, S3Info
 from weir.core.errors import UserError
 from weir.core.files import PRIVATE_FILE_MODE, open_private, private_directory, restrict_file
 from weir.core.processes import process_alive
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
-S3_INFO = "s3.json"
 S3_DIR = "s3"
 #: Where ``start --tls`` keeps the cluster's CA, certificate and key.
 TLS_DIR = "tls"
@@ -68,20 +67,9 @@ def default_cluster_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".weir" / "cluster"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        info: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return info
-
-
 def jobmaster_address(directory: Path) -> str | None:
     """The address of the local cluster's JobMaster in ``directory``, if it runs."""
-    info = _read_json(directory / "jobmaster.json")
-    if info and process_alive(int(info.get("pid", 0))):
-        return str(info["address"])
-    return None
+    return ClusterDirectory(directory).jobmaster_address()
 
 
 def _prepare_directory(directory: Path) -> None:
@@ -124,18 +112,18 @@ def spawn(args: list[str], log: Path, env: dict[str, str] | None = None
                                                          "PYTHONUNBUFFERED": "1"})
 
 
-def s3_info(directory: Path) -> dict[str, Any] | None:
+def s3_info(directory: Path) -> S3Info | None:
     """Where the cluster's embedded S3 server listens (``s3.json``), if it was started."""
-    return _read_json(directory / S3_INFO)
+    return ClusterDirectory(directory).s3()
 
 
-def _s3_running(info: dict[str, Any] | None) -> bool:
+def _s3_running(info: S3Info | None) -> bool:
     from weir.checkpoint.seaweedfs import is_server_process
 
-    if not info or not info.get("pid") or not process_alive(int(info["pid"])):
+    if not info or not info.pid or not process_alive(info.pid):
         return False
     # The pid may have been reused since: only our weed counts.
-    return is_server_process(int(info["pid"]), info.get("data_dir", ""))
+    return is_server_process(info.pid, info.data_dir)
 
 
 def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
@@ -162,9 +150,9 @@ def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
         server.stop()
         raise
     checkpoints = f"s3://{bucket}/checkpoints"
-    (directory / S3_INFO).write_text(json.dumps(
+    ClusterDirectory(directory).write_s3(S3Info.from_json(
         {**server.info(), "bucket": bucket, "checkpoints": checkpoints,
-         "credentials_file": str(data_dir / "credentials.json")}, indent=2))
+         "credentials_file": str(data_dir / "credentials.json")}))
     env = {
         storage_options.CHECKPOINTS_DIR.env_var: checkpoints,
         storage_options.S3_ENDPOINT.env_var: server.endpoint,
@@ -177,11 +165,10 @@ def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str,
-              deadline: float) -> dict[str, Any]:
+              deadline: float) -> None:
     while time.monotonic() < deadline:
-        info = _read_json(path)
-        if info is not None and info.get("pid") == proc.pid:
-            return info
+        if ClusterDirectory(path.parent).daemon_pid(path.stem) == proc.pid:
+            return
         if proc.poll() is not None:
             log = path.parent / "log" / f"{path.stem}.out"
             tail = log.read_text()[-1500:] if log.exists() else ""
@@ -269,10 +256,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
     old_s3 = s3_info(directory)
     if old_s3 and _s3_running(old_s3):
         msg = (f"the S3 server of an earlier cluster still runs in {directory} (pid "
-               f"{old_s3['pid']}): stop it with `weir cluster stop --dir {directory}`")
+               f"{old_s3.pid}): stop it with `weir cluster stop --dir {directory}`")
         raise UserError(msg)
     _prepare_directory(directory)
-    for old in directory.glob("*.json"):
+    for old in ClusterDirectory(directory).info_files():
         old.unlink()
     dynamic = [*_prepare_tls(directory, tls), *dynamic]
     # Secrets reach the daemons through their environment: a command line is public.
@@ -285,7 +272,7 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
         if with_s3:
             s3_server, s3_env = _start_s3(directory, dynamic, conf_file)
             env.update(s3_env)
-            bucket = (s3_info(directory) or {}).get("bucket")
+            bucket = s3.bucket if (s3 := s3_info(directory)) is not None else None
         else:
             # Checkpoints of jobs on this cluster go under its directory unless configured.
             env[storage_options.CHECKPOINTS_DIR.env_var] = \
@@ -308,8 +295,10 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
                    "--log-file", str(directory / "log" / "jobmaster.log")]
         jm = spawn(jm_args, directory / "log" / "jobmaster.log", env)
         launched.append(jm)
-        info = _wait_for(directory / "jobmaster.json", jm, "JobMaster", deadline)
-        address = info["address"]
+        _wait_for(directory / "jobmaster.json", jm, "JobMaster", deadline)
+        jobmaster = ClusterDirectory(directory).jobmaster()
+        assert jobmaster is not None, "the JobMaster's info file vanished"
+        address = jobmaster.address
         tes = []
         plan = []
         for i in range(task_executors):
@@ -343,12 +332,11 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
         if s3_server is not None:
             s3_server.stop()
             with contextlib.suppress(OSError):
-                (directory / S3_INFO).unlink()
+                ClusterDirectory(directory).s3_file.unlink()
         raise
-    (directory / "cluster.json").write_text(json.dumps(
-        {"pids": [p.pid for p in launched], "started": time.time(),
-         "supervisor": supervisor.pid if supervisor is not None else None,
-         "high_availability": ha_dir}))
+    ClusterDirectory(directory).write_cluster(ClusterInfo(
+        tuple(p.pid for p in launched), time.time(),
+        supervisor.pid if supervisor is not None else None, ha_dir))
     return status(directory, dynamic)
 
 
@@ -379,21 +367,22 @@ def _wait_registered(address: str, count: int, deadline: float, dynamic: list[st
 
 def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
     """The cluster in ``directory`` as a dict (the ``--json`` form of `cluster status`)."""
-    info = _read_json(directory / "jobmaster.json")
-    if info is None or not process_alive(int(info.get("pid", 0))):
+    files = ClusterDirectory(directory)
+    info = files.jobmaster()
+    if info is None or not process_alive(info.pid):
         msg = (f"no cluster is running in {directory}: start one with "
                f"`weir cluster start --dir {directory}`")
         raise UserError(msg)
     result: dict[str, Any] = {
         "dir": str(directory),
-        "jobmaster": {"address": info["address"], "pid": info["pid"],
-                      "metrics_url": info["metrics_url"]},
+        "jobmaster": {"address": info.address, "pid": info.pid,
+                      "metrics_url": info.metrics_url},
         "taskexecutors": []}
-    launched = _read_json(directory / "cluster.json") or {}
-    if launched.get("high_availability"):
-        result["high_availability"] = launched["high_availability"]
+    launched = files.cluster()
+    if launched is not None and launched.high_availability:
+        result["high_availability"] = launched.high_availability
     registered: dict[str, Any] = {}
-    client = _client(info["address"], dynamic or [], directory)
+    client = _client(info.address, dynamic or [], directory)
     try:
         overview = client.cluster_overview()
         registered = {te.resource_id: te for te in overview.task_executors}
@@ -406,25 +395,23 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
     supervised = restarts(directory)
     if "jobmaster" in supervised:
         result["jobmaster"]["restarts"] = supervised["jobmaster"]
-    for path in sorted(directory.glob("taskexecutor-*.json")):
-        te = _read_json(path)
-        if te is None:
-            continue
-        alive = process_alive(int(te["pid"]))
-        entry = {"resource_id": te["resource_id"], "pid": te["pid"], "address": te["address"],
-                 "metrics_url": te["metrics_url"], "alive": alive,
-                 "registered": te["resource_id"] in registered}
-        if path.stem in supervised:
-            entry["restarts"] = supervised[path.stem]
-        if te["resource_id"] in registered:
-            entry["slots_free"] = registered[te["resource_id"]].slots_free
-            entry["slots_total"] = registered[te["resource_id"]].slots_total
+    for name, te in files.taskexecutors().items():
+        alive = process_alive(te.pid)
+        entry = {"resource_id": te.resource_id, "pid": te.pid, "address": te.address,
+                 "metrics_url": te.metrics_url, "alive": alive,
+                 "registered": te.resource_id in registered}
+        if name in supervised:
+            entry["restarts"] = supervised[name]
+        if te.resource_id in registered:
+            entry["slots_free"] = registered[te.resource_id].slots_free
+            entry["slots_total"] = registered[te.resource_id].slots_total
         result["taskexecutors"].append(entry)
-    s3 = s3_info(directory)
+    s3 = files.s3()
     if s3 is not None:
-        result["s3"] = {key: s3.get(key) for key in (
-            "endpoint", "bucket", "checkpoints", "pid", "credentials_file", "log")}
-        result["s3"]["alive"] = _s3_running(s3)
+        result["s3"] = {"endpoint": s3.endpoint, "bucket": s3.bucket,
+                        "checkpoints": s3.checkpoints, "pid": s3.pid,
+                        "credentials_file": s3.credentials_file, "log": s3.log,
+                        "alive": _s3_running(s3)}
     return result
 
 
@@ -435,29 +422,30 @@ def stop(directory: Path) -> list[int]:
     under ``s3/``)."""
     from weir.checkpoint.seaweedfs import stop_server
 
-    launched = _read_json(directory / "cluster.json") or {}
-    if launched.get("supervisor"):
+    files = ClusterDirectory(directory)
+    launched = files.cluster() or ClusterInfo((), 0.0)
+    if launched.supervisor:
         # First, or it would start the TaskExecutors this stops again.
-        stop_supervisor(int(launched["supervisor"]), STOP_TIMEOUT_S)
+        stop_supervisor(launched.supervisor, STOP_TIMEOUT_S)
     pids: list[int] = []
-    for path in [*sorted(directory.glob("taskexecutor-*.json")), directory / "jobmaster.json"]:
-        info = _read_json(path)
-        if info and process_alive(int(info["pid"])):
-            pids.append(int(info["pid"]))
-    pids += [p for p in launched.get("pids", []) if p not in pids and process_alive(p)]
-    s3 = s3_info(directory)
+    for name in [*(p.stem for p in files.taskexecutor_files()), "jobmaster"]:
+        pid = files.daemon_pid(name)
+        if pid is not None and process_alive(pid):
+            pids.append(pid)
+    pids += [p for p in launched.pids if p not in pids and process_alive(p)]
+    s3 = files.s3()
     if not pids and not _s3_running(s3):
         msg = f"no cluster is running in {directory}"
         raise UserError(msg)
-    jobmaster = _read_json(directory / "jobmaster.json")
-    if launched.get("high_availability") and jobmaster and int(jobmaster["pid"]) in pids:
+    jobmaster = files.daemon_pid("jobmaster")
+    if launched.high_availability and jobmaster in pids:
         # The JobMaster alone first: TaskExecutors stopping under it would fail its jobs.
-        _terminate([int(jobmaster["pid"])])
+        _terminate([jobmaster])
     _terminate(pids)
     # Last: the daemons may have been writing checkpoints to it until they stopped.
-    if s3 is not None and stop_server(s3, STOP_TIMEOUT_S):
-        pids.append(int(s3["pid"]))
-    for path in directory.glob("*.json"):
+    if s3 is not None and stop_server(s3.to_json(), STOP_TIMEOUT_S):
+        pids.append(s3.pid)
+    for path in files.info_files():
         path.unlink()
     return pids
 

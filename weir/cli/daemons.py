@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import signal
@@ -12,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from weir.core.cluster_directory import JobMasterInfo, ShuffleServiceInfo, TaskExecutorInfo
 from weir.core.config import Configuration
 from weir.core.files import PRIVATE_DIRECTORY_MODE, restrict_file
 from weir.core.secrets import auth_token
@@ -29,15 +29,11 @@ def setup_logging(log_file: str | None, level: str = "INFO") -> None:
                         handlers=handlers, force=True)
 
 
-def write_info_file(path: str | None, info: dict[str, Any]) -> None:
+def write_info_file(path: str | None,
+                    info: JobMasterInfo | TaskExecutorInfo | ShuffleServiceInfo) -> None:
     """Atomically publish a daemon's addresses for `weir cluster` and scripts."""
-    if not path:
-        return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(info, indent=2))
-    os.replace(tmp, target)
+    if path:
+        info.publish(path)
 
 
 def wait_for_stop_signal(done: threading.Event | None = None) -> None:
@@ -69,8 +65,7 @@ def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | No
     setup_logging(log_file)
     jm = JobMaster(conf)
     jm.start()
-    write_info_file(info_file, {"role": "jobmaster", "address": jm.address, "pid": os.getpid(),
-                                "metrics_url": jm.metrics_url})
+    write_info_file(info_file, JobMasterInfo(jm.address, os.getpid(), jm.metrics_url))
     print(f"JobMaster listening on {jm.address}; metrics at {jm.metrics_url}", file=sys.stderr,
           flush=True)
     wait_for_stop_signal()
@@ -86,10 +81,9 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
     te = TaskExecutor(jobmaster, conf, num_slots=slots)
     te.start()
     tune_garbage_collector()
-    write_info_file(info_file, {
-        "role": "taskexecutor", "resource_id": te.resource_id, "address": te.rpc_address,
-        "data_address": te.data_address, "pid": os.getpid(), "metrics_url": te.metrics_url,
-        "slots": te.num_slots})
+    write_info_file(info_file, TaskExecutorInfo(
+        te.resource_id, te.rpc_address, te.data_address, os.getpid(), te.metrics_url,
+        te.num_slots))
     wait_for_stop_signal(te.stopped)
     fatal = te.fatal_error
     te.stop()
@@ -108,8 +102,7 @@ def run_shuffle_service(conf: Configuration, data_dir: str, host: str, port: int
     service = ShuffleServiceDaemon(data_dir, host=host, port=port,
                                    token=auth_token(conf), tls=TlsFiles.from_conf(conf))
     service.start()
-    write_info_file(info_file, {"role": "shuffle-service", "address": service.address,
-                                "pid": os.getpid(), "dir": data_dir})
+    write_info_file(info_file, ShuffleServiceInfo(service.address, os.getpid(), data_dir))
     print(f"shuffle service listening on {service.address}; data in {data_dir}",
           file=sys.stderr, flush=True)
     wait_for_stop_signal()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from weir.core.cluster_directory import ClusterDirectory
 from weir.core.processes import process_alive
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def supervise(directory: Path) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     plan = json.loads((directory / SUPERVISOR_FILE).read_text())
     entries = _entries(plan)
+    files = ClusterDirectory(directory)
     policies = {e["name"]: RestartPolicy() for e in entries}
     started = {e["name"]: time.monotonic() for e in entries}
     # The pids of the daemons it started itself. A restarted daemon writes its info file
@@ -113,15 +115,13 @@ def supervise(directory: Path) -> int:
     due: dict[str, float] = {}
     log.info("supervising %s in %s", ", ".join(_label(e["name"]) for e in entries), directory)
     while not stopping.wait(POLL_S):
-        if not (directory / "cluster.json").exists() and not (directory / "jobmaster.json"
-                                                                 ).exists():
+        if not files.cluster_file.exists() and not files.info_file(JOBMASTER).exists():
             break
         for entry in entries:
             name = entry["name"]
             pid = children.get(name)
             if pid is None:
-                info = _read(directory / f"{name}.json")
-                pid = int(info["pid"]) if info is not None else None
+                pid = files.daemon_pid(name)
             if pid is not None and process_alive(pid):
                 continue
             now = time.monotonic()
@@ -133,7 +133,7 @@ def supervise(directory: Path) -> int:
             if now < due[name]:
                 continue
             del due[name]
-            (directory / f"{name}.json").unlink(missing_ok=True)
+            files.info_file(name).unlink(missing_ok=True)
             children[name] = spawn(entry["args"], Path(entry["log"])).pid
             started[name] = now
             entry["restarts"] += 1
@@ -141,14 +141,6 @@ def supervise(directory: Path) -> int:
             log.info("started %s again (restart %d)", _label(name), entry["restarts"])
     log.info("supervisor stops")
     return 0
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data
 
 
 def stop_supervisor(pid: int, timeout: float) -> None:

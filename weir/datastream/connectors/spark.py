@@ -63,7 +63,9 @@ def default_staging_root(configuration: Configuration) -> Path:
         return Path(configured.removeprefix("file://"))
     context = get_execution_context()
     if context is not None and context.cluster_dir:
-        return Path(context.cluster_dir) / "staging"
+        from weir.core.cluster_directory import ClusterDirectory
+
+        return ClusterDirectory(context.cluster_dir).staging_dir
     from weir.datastream.connectors.spark_staging import default_staging_root as private_root
 
     return Path(private_root())
