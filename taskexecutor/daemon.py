@@ -135,6 +135,8 @@ class TaskExecutor:
         self._server: grpc.Server | None = None
         self._metrics: MetricsServer | None = None
         self._heartbeat_thread: threading.Thread | None = None
+        #: Set to end the current heartbeat stream (its threads wait on it, not on stop).
+        self._heartbeat_ended: threading.Event | None = None
         self._started = time.monotonic()
         self._upload_pool = UploadPool(configuration.get(checkpoint_options.UPLOAD_THREADS))
         #: The user metrics of the tasks (RuntimeContext.get_metrics_group()), served with
@@ -189,6 +191,8 @@ class TaskExecutor:
                 return
             self._closed = True
         self._stopped.set()
+        if (ended := self._heartbeat_ended) is not None:
+            ended.set()  # the heartbeat threads wake now, not at their next interval
         with self._lock:
             tasks = list(self._tasks.values())
         for task in tasks:
@@ -408,7 +412,9 @@ class TaskExecutor:
         either side, silent for ``timeout``, or the JobMaster unreachable (below)."""
         gateway = self._gateway
         assert gateway is not None
-        ended = threading.Event()
+        ended = self._heartbeat_ended = threading.Event()
+        if self._stopped.is_set():
+            return
         last_seen = [time.monotonic()]
         # A silent JobMaster is asked again over a new connection every interval; when that
         # many calls in a row cannot reach it, waiting for the timeout is pointless.

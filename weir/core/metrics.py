@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -38,15 +40,30 @@ def parse_port_range(spec: str) -> list[int]:
         raise ConfigError(msg) from err
 
 
+#: How often the endpoint's loop looks whether it should stop: ``stop`` waits for it.
+_POLL_S = 0.05
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""
+
+
 class MetricsServer:
-    """The /metrics HTTP endpoint of one daemon."""
+    """The /metrics HTTP endpoint of one daemon (prometheus-client's WSGI app), served by a
+    thread of its own until ``stop``."""
 
     def __init__(self, host: str, port_spec: str, registry: CollectorRegistry) -> None:
+        app = make_wsgi_app(registry)
         last_error: OSError | None = None
         for port in parse_port_range(port_spec):
             try:
-                self._server, self._thread = start_http_server(port, addr=host,
-                                                               registry=registry)
+                self._server = make_server(host, port, app, _ThreadingWSGIServer,
+                                           handler_class=_QuietHandler)
                 break
             except OSError as err:
                 last_error = err
@@ -54,6 +71,11 @@ class MetricsServer:
             msg = (f"cannot start the metrics endpoint on {host}:{port_spec} ({last_error}): "
                    "set metrics.reporter.prom.port to a free port or 0")
             raise ConfigError(msg)
+        # prometheus-client's own server polls every 0.5 s, which every stop then waits for.
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": _POLL_S},
+                                        name="metrics-http", daemon=True)
+        self._thread.start()
         self.port = self._server.server_port
         self.url = f"http://{host}:{self.port}/metrics"
 
