@@ -64,6 +64,7 @@ import pyarrow.parquet as pq
 from weir.common.serialization import Encoder
 from weir.core.config import ByteSize, Configuration
 from weir.core.errors import InvalidJobError, StorageError
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements, records_to_arrow
 from weir.core.source import (
     ReaderContext,
@@ -429,7 +430,7 @@ class FileSplitEnumerator(SplitEnumerator):
             self._pending = list(checkpoint["pending"])
             self._seen = set(checkpoint["seen"])
 
-    def snapshot_state(self, checkpoint_id: int) -> dict[str, Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> dict[str, Any]:
         return {"pending": list(self._pending), "seen": sorted(self._seen)}
 
     def _discover(self) -> None:
@@ -531,7 +532,7 @@ class FileReader(SourceReader):
     def position(self) -> tuple[Any, int] | None:
         return (self._splits[0].split_id, self._rows) if self._splits else None
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         if not self._splits:
             return []
         current, *rest = self._splits

@@ -20,6 +20,7 @@ restored or rescaled subtask ever reuses a name.
 Example:
     >>> import tempfile
     >>> from weir.checkpoint.storage import create_storage
+    >>> from weir.core.ids import CheckpointId
     >>> from weir.state.snapshot import SnapshotLocation
     >>> from weir.taskexecutor.operator import OperatorContext, StateContext
     >>> out = tempfile.mkdtemp()
@@ -29,10 +30,10 @@ Example:
     >>> sink.open()
     >>> sink.process(Elements.from_records([{"n": 1}]))
     >>> where = SnapshotLocation.for_checkpoint(create_storage(out), "job", 1, "sink")
-    >>> _ = sink.snapshot_state(1, 0, where)        # pre-commit: pending, still hidden
+    >>> _ = sink.snapshot_state(CheckpointId(1), 0, where)  # pre-commit: pending, hidden
     >>> committed_parts(out)
     []
-    >>> sink.notify_checkpoint_complete(1)          # commit
+    >>> sink.notify_checkpoint_complete(CheckpointId(1))    # commit
     >>> committed_parts(out)
     ['part-0-0.jsonl']
     >>> sink.close()
@@ -62,6 +63,7 @@ from weir.checkpoint.options import checkpointing_enabled
 from weir.checkpoint.s3 import S3CheckpointStorageAccess
 from weir.core.errors import MissingStateError, StateError, StorageError
 from weir.core.files import fsync_directory, owned_private_directory
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 from weir.core.row import Row
 from weir.state.descriptors import ListStateDescriptor
@@ -354,7 +356,7 @@ class FileSinkOperator(StreamOperator):
         return LocalPartCommitter(Path(self.path.removeprefix("file://")), self._token,
                                   self.names)
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
         """Pre-commit: roll the in-progress part and make every closed part pending for
         ``checkpoint_id``."""
@@ -372,7 +374,7 @@ class FileSinkOperator(StreamOperator):
             ListStateDescriptor(self.ALL_PENDING_STATE)).update(self._pending)
         return super().snapshot_state(checkpoint_id, timestamp_ms, location)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Commit every part pre-committed for ``checkpoint_id`` or before."""
         assert self._committer is not None
         left = []
