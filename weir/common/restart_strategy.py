@@ -40,8 +40,8 @@ class RestartStrategyConfiguration:
         return ", ".join(f"{key}={value}" for key, value in self._options.items())
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and \
-            other._options == self._options  # type: ignore[attr-defined]
+        return isinstance(other, RestartStrategyConfiguration) and \
+            type(other) is type(self) and other._options == self._options
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, frozenset(self._options.items())))

@@ -93,9 +93,11 @@ def _feed(digest: Any, obj: Any, seen: set[int]) -> None:
 
 
 def _library(obj: Any) -> bool:
-    module = getattr(obj, "__module__", None) if isinstance(obj, type | types.FunctionType) \
-        else None
-    return bool(module) and (module == "builtins" or module.split(".")[0] in ("weir",))
+    if not isinstance(obj, type | types.FunctionType):
+        return False
+    module = getattr(obj, "__module__", None)  # None for a function made without one
+    return isinstance(module, str) and (module == "builtins"
+                                        or module.split(".")[0] in ("weir",))
 
 
 def _feed_function(digest: Any, fn: types.FunctionType, seen: set[int]) -> None:

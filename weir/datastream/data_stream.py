@@ -23,7 +23,14 @@ from weir.core.row import Row
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation, Types
 from weir.datastream.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
-from weir.datastream.graph import BROADCAST, FORWARD, HASH, REBALANCE, Transformation
+from weir.datastream.graph import (
+    BROADCAST,
+    FORWARD,
+    HASH,
+    REBALANCE,
+    PartitionerType,
+    Transformation,
+)
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import SlotSharingGroup, warn_no_effect
 from weir.datastream.window.assigners import (
@@ -232,7 +239,7 @@ class DataStream:
 
     # -- partitioning -----------------------------------------------------------------------
 
-    def _partition(self, name: str, partitioner: int, key: KeySpec | None = None,
+    def _partition(self, name: str, partitioner: PartitionerType, key: KeySpec | None = None,
                    label: str = "") -> Transformation:
         return Transformation(name=name, kind="partition", inputs=[self._t],
                               partitioner=partitioner, key=key, ship_strategy=label)
@@ -546,8 +553,9 @@ def _count_assigner(size: int, slide: int | None) -> _CountWindows:
     return CountSlidingWindowAssigner.of(size, slide)
 
 
-def _count_windows(windowed: Any, assigner: _CountWindows) -> Any:
-    """A (All)WindowedStream over GlobalWindows made into the assigner's count windows.
+def _count_windows(windowed: WindowedStream, assigner: _CountWindows) -> WindowedStream:
+    """A WindowedStream over GlobalWindows made into the assigner's count windows
+    (``window_all`` reaches it through a keyed stream of one key).
     GlobalWindows stays the assigner so that the operator's name (and derived uid) is the
     one ``count_window`` always gave."""
     if assigner.slide == 0:

@@ -111,6 +111,8 @@ class _SideOutputs:
     """``ctx.output(tag, value)``: what a context collects for side outputs."""
 
     _side: list[tuple[str, Any, int | None]]
+    #: The current record's timestamp (None: none yet), set by the operator.
+    _timestamp: int | None = None
 
     def output(self, output_tag: OutputTag, value: Any) -> None:
         """Emit ``value`` to the side output ``output_tag`` (with the current record's
@@ -120,7 +122,7 @@ class _SideOutputs:
             raise TypeError(msg)
         if not hasattr(self, "_side"):
             self._side = []
-        self._side.append((output_tag.tag_id, value, getattr(self, "_timestamp", None)))
+        self._side.append((output_tag.tag_id, value, self._timestamp))
 
 
 class RuntimeContext:

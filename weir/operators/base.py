@@ -94,7 +94,8 @@ def close_functions(operator: StreamOperator) -> None:
 class KeyedOperator(StreamOperator):
     """An operator on a keyed stream: keyed state in ``self.backend`` and, if it asks for
     them, event-time and processing-time timers in ``self.timers`` (stored in the same
-    backend). Subclasses call :meth:`open_keyed` from ``open``; closing, and firing
+    backend). Subclasses call :meth:`open_keyed` (then :meth:`open_timers`) from ``open``;
+    closing, and firing
     event-time timers as the watermark advances, are done here.
     """
 
@@ -123,10 +124,9 @@ class KeyedOperator(StreamOperator):
             out.append(value())
         return out
 
-    def open_keyed(self, timers: str | None = None) -> KeyedStateBackend:
+    def open_keyed(self) -> KeyedStateBackend:
         """Create the backend over this subtask's key groups, restored from the state
-        context's keyed handles when the task restarted from a checkpoint (and a timer
-        service named ``timers``, if given, with its restored timers scheduled)."""
+        context's keyed handles when the task restarted from a checkpoint."""
         assert self.ctx is not None
         backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
         backend.owner = self.uid or self.name
@@ -136,11 +136,19 @@ class KeyedOperator(StreamOperator):
             assert context.storage is not None
             restore(backend, context.keyed_handles, context.storage,
                     build_on=context.owned)
-        if timers is not None:
-            self.timers = InternalTimerService(timers, backend, self.ctx.processing_time, self)
-            if context is not None and context.is_restored:
-                self.timers.restore()
         return backend
+
+    def open_timers(self, name: str) -> InternalTimerService:
+        """Create the timer service ``name`` in the backend :meth:`open_keyed` created (call
+        that first), with its restored timers scheduled when the task restarted from a
+        checkpoint."""
+        assert self.ctx is not None and self.backend is not None
+        timers = InternalTimerService(name, self.backend, self.ctx.processing_time, self)
+        self.timers = timers
+        context = self.state_context
+        if context is not None and context.is_restored:
+            timers.restore()
+        return timers
 
     def keyed_state_backend(self) -> KeyedStateBackend | None:
         return self.backend

@@ -240,7 +240,8 @@ def _as_batches(result: Any, name: str) -> list[pa.RecordBatch]:
     if isinstance(result, pa.RecordBatch):
         return [result]
     if isinstance(result, pa.Table):
-        return result.to_batches()
+        batches: list[pa.RecordBatch] = result.to_batches()  # pyarrow has no annotations
+        return batches
     if result is None:
         return []
     msg = (f"the function of '{name}' must return a pyarrow RecordBatch or Table, "
