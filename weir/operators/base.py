@@ -4,20 +4,21 @@ the lifecycle of user functions, and keyed state with timers (:class:`KeyedOpera
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from weir.core import options
 from weir.core.records import NO_TIMESTAMP, Elements
-from weir.datastream.functions import Function, RuntimeContext
+from weir.core.types import TypeInformation
+from weir.datastream.functions import Function, RuntimeContext, _SideOutputs
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.timerservice import OperatorClock, TimerService, non_keyed_timer_service
 from weir.metrics.metricbase import task_metric_group
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
-from weir.taskexecutor.operator import OperatorContext, StreamOperator
+from weir.taskexecutor.operator import OperatorContext, Output, StreamOperator
 
 #: Largest batch a per-record operator processes at once.
 PER_RECORD_SLICE = 8192
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from weir.state.timers import Timer
 
 
-def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | None,
-                           contexts: Sequence[Any] = (),
-                           output_type: Any = None) -> None:
+def emit_with_side_outputs(output: Output, out: list[Any], stamps: Sequence[int] | None,
+                           contexts: Sequence[_SideOutputs] = (),
+                           output_type: TypeInformation | None = None) -> None:
     """Emit ``out`` (records a function returned, stamped with ``stamps``): the
     ``(OutputTag, value)`` pairs among them, and what ``ctx.output`` collected in the
     ``contexts``, to their side outputs, the rest to the main output."""
@@ -49,7 +50,7 @@ def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | 
                 main_stamps.append(stamp)
         out, stamps = main, (main_stamps if stamps is not None else None)
     for ctx in contexts:
-        collected = getattr(ctx, "_side", None)
+        collected = getattr(ctx, "_side", None)  # set by the first ctx.output
         if collected:
             for tag, value, stamp in collected:
                 records, side_stamps = sides.setdefault(tag, ([], []))
@@ -66,7 +67,8 @@ def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | 
         output.emit_side(tag, Elements.from_records(records, None, timestamps))
 
 
-def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeContext:
+def runtime_context(ctx: OperatorContext, state_store: KeyedStateBackend | None = None
+                    ) -> RuntimeContext:
     """The RuntimeContext user functions of an operator running in ``ctx`` see (the job's
     global parameters travel in its configuration)."""
     parameters = options.job_parameters(ctx.get_configuration())
@@ -76,7 +78,8 @@ def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeCon
                           metric_group)
 
 
-def open_functions(operator: StreamOperator, state_store: Any = None) -> None:
+def open_functions(operator: StreamOperator, state_store: KeyedStateBackend | None = None
+                   ) -> None:
     """Call ``open`` of the operator's rich functions (after ``setup``)."""
     assert operator.ctx is not None
     for fn in operator.functions():
@@ -114,7 +117,7 @@ class KeyedOperator(StreamOperator):
         assert self.ctx is not None
         return str(self.ctx.get_configuration().get(options.RUNTIME_MODE)).upper() == "BATCH"
 
-    def final_values(self, state: str, value: Any) -> list[Any]:
+    def final_values(self, state: str, value: Callable[[], Any]) -> list[Any]:
         """What ``value()`` (read with the current key set) gives for every key that has
         ``state`` in this subtask: the final values a BATCH aggregation emits."""
         assert self.backend is not None

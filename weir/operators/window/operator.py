@@ -99,7 +99,7 @@ class CountPerKey:
 class _NamespacedState:
     """Keyed state of the current key in one namespace (a window, or None = across windows)."""
 
-    def __init__(self, backend: KeyedStateBackend, namespace: Any) -> None:
+    def __init__(self, backend: KeyedStateBackend, namespace: TimeWindow | None) -> None:
         self._backend = backend
         self._namespace = namespace
 
@@ -115,7 +115,7 @@ class _NamespacedState:
     get_aggregating_state = get_partitioned_state
 
 
-class _TriggerContext:
+class _TriggerContext(Trigger.TriggerContext):
     """What a trigger sees: timers and state of the current key and window."""
 
     def __init__(self, timers: InternalTimerService, backend: KeyedStateBackend) -> None:
@@ -129,10 +129,6 @@ class _TriggerContext:
     def current_processing_time(self) -> int:
         return self._timers.current_processing_time()
 
-    # PyFlink's Trigger.TriggerContext names, for triggers written against PyFlink.
-    get_current_watermark = current_watermark
-    get_current_processing_time = current_processing_time
-
     def register_event_time_timer(self, time: int) -> None:
         self._timers.register_event_time_timer(self.window, time)
 
@@ -145,9 +141,9 @@ class _TriggerContext:
     def delete_processing_time_timer(self, time: int) -> None:
         self._timers.delete_processing_time_timer(self.window, time)
 
-    def get_partitioned_state(self, descriptor: StateDescriptor) -> Any:
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
         return _NamespacedState(self._backend, self.window).get_partitioned_state(
-            descriptor)
+            state_descriptor)
 
 
 class _WindowContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
@@ -179,7 +175,13 @@ class _WindowContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Con
 
 class WindowOperator(KeyedOperator):
     """``key_by(...).window(assigner)[.trigger(t)][.allowed_lateness(ms)].reduce/aggregate/
-    process(...)`` (see the module docstring)."""
+    process(...)`` (see the module docstring).
+
+    ``function`` is the user's, of the form ``kind`` says: a ReduceFunction or function of
+    two records, an AggregateFunction, or a ProcessWindowFunction or function of ``(key,
+    context, elements)``; ``window_function``, if any, one of the latter two. They are
+    checked by their methods, as PyFlink users pass any object that has them.
+    """
 
     max_batch_records = PER_RECORD_SLICE
 
@@ -287,7 +289,8 @@ class WindowOperator(KeyedOperator):
             return window_fn(key, ctx, [value])
         return run_incremental
 
-    def _evicting_emitter(self, window_fn: Any) -> Callable[[Any, TimeWindow, Any], Any]:
+    def _evicting_emitter(self, window_fn: Callable[..., Any] | None
+                          ) -> Callable[[Any, TimeWindow, Any], Any]:
         """Evict, apply the function to what is left, evict again, and keep the rest."""
         evictor = self.evictor
         assert evictor is not None
