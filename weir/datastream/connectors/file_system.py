@@ -62,6 +62,7 @@ import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from weir.common.serialization import Encoder
+from weir.common.time import TimeSpan
 from weir.core.config import ByteSize, Configuration
 from weir.core.errors import InvalidJobError, StorageError
 from weir.core.ids import CheckpointId
@@ -385,7 +386,7 @@ class FileSourceBuilder:
         self._paths = list(paths)
         self._monitor_interval: float | None = None
 
-    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+    def monitor_continuously(self, discovery_interval: TimeSpan) -> FileSourceBuilder:
         """Keep watching for new files, every ``discovery_interval`` (a Duration, or ms)."""
         self._monitor_interval = to_millis(discovery_interval) / 1000
         return self

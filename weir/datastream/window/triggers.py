@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from weir.core.generics import TypeParameters
 from weir.datastream.window.windows import TimeWindow, positive_ms
 
 if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
     from weir.state.backend import ReducingState, ValueState
     from weir.state.descriptors import StateDescriptor
 
@@ -314,11 +315,11 @@ class _ContinuousTrigger(Trigger):
 
     event_time = True
 
-    def __init__(self, interval: Any) -> None:
+    def __init__(self, interval: TimeSpan) -> None:
         self.interval = positive_ms(interval, "trigger interval")
 
     @classmethod
-    def of(cls, interval: Any) -> Any:
+    def of(cls, interval: TimeSpan) -> Self:
         return cls(interval)
 
     def _next(self, ctx: Trigger.TriggerContext) -> ValueState:
