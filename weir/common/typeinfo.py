@@ -83,7 +83,8 @@ class BasicType(enum.Enum):
 
 
 def _basic_type(basic_type: BasicType) -> TypeInformation:
-    return getattr(Types, BasicType(basic_type).name)()  # type: ignore[no-any-return]
+    make: Callable[[], TypeInformation] = getattr(Types, BasicType(basic_type).name)
+    return make()
 
 
 class BasicTypeInfo(metaclass=_PyFlinkTypeClass):

@@ -30,7 +30,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from weir.common.time import TimeSpan
 from weir.core.time import to_millis
@@ -103,10 +103,10 @@ class WatermarkStrategy:
         """Take timestamps from a column, vectorised (no Python call per record)."""
         return replace(self, timestamp_column=column, timestamp_assigner=None)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, self.__unsupported__)
+        refuse(type(self).__name__, name, self.__unsupported__)
 
     def with_watermark_alignment(self, watermark_group: str,
                                  max_allowed_watermark_drift: TimeSpan,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -21,6 +21,10 @@ from weir.operators.sinks.collect import CollectSinkOperator
 from weir.proto import common_pb2, jobgraph_pb2
 from weir.state.key_groups import check_parallelism
 from weir.taskexecutor.operator import StreamOperator
+
+if TYPE_CHECKING:
+    from weir.core.source import Source
+    from weir.datastream.connectors.base import PreparedSource
 
 #: How an edge distributes records (the wire enum; FORWARD, REBALANCE, HASH, BROADCAST).
 PartitionerType = common_pb2.PartitionerType
@@ -42,8 +46,8 @@ class Transformation:
     kind: str
     inputs: list[Transformation] = field(default_factory=list)
     operator: StreamOperator | None = None
-    #: A Source, or a client-prepared one (weir.datastream.connectors.base.PreparedSource).
-    source: Any = None
+    #: A Source, or one the client prepares first (a source node's; None on other nodes).
+    source: Source | PreparedSource | None = None
     partitioner: PartitionerType | None = None
     key: KeySpec | None = None
     parallelism: int | None = None

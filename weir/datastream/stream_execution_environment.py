@@ -21,11 +21,12 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.storage import check_storage
 from weir.common.execution_config import ExecutionConfig, warn_no_serializers
+from weir.common.restart_strategy import RestartStrategyConfiguration
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import options
 from weir.core.config import Configuration
@@ -273,15 +274,17 @@ class StreamExecutionEnvironment:
             return backend
         return state_backend_named(configured)
 
-    def set_restart_strategy(self, restart_strategy_configuration: Any
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
                              ) -> StreamExecutionEnvironment:
         """A RestartStrategies.* configuration (``restart-strategy.*``)."""
         self.configure(restart_strategy_configuration.options())
         self._restart_strategy = restart_strategy_configuration
         return self
 
-    def get_restart_strategy(self) -> Any:
-        return getattr(self, "_restart_strategy", None)
+    def get_restart_strategy(self) -> RestartStrategyConfiguration | None:
+        configuration: RestartStrategyConfiguration | None = getattr(
+            self, "_restart_strategy", None)
+        return configuration
 
     def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
         """Where savepoints go by default (``execution.checkpointing.savepoint-dir``)."""
@@ -312,8 +315,8 @@ class StreamExecutionEnvironment:
     def close(self) -> None:
         """Nothing to release: each execution's resources end with it."""
 
-    def __getattr__(self, name: str) -> Any:
-        return refuse(type(self).__name__, name, self.__unsupported__)
+    def __getattr__(self, name: str) -> NoReturn:
+        refuse(type(self).__name__, name, self.__unsupported__)
 
     # -- checkpoints ---------------------------------------------------------------------
 

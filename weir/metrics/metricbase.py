@@ -51,7 +51,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from weir.core.errors import InternalError
 from weir.taskexecutor.user_metrics import MetricRegistry, MetricScope
@@ -81,7 +81,7 @@ _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_]")
 _now: Callable[[], float] = time.monotonic
 
 
-def _check_name(name: Any, what: str) -> str:
+def _check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name:
         msg = f"a {what} needs a non-empty string name, got {name!r}"
         raise ValueError(msg)
@@ -268,7 +268,7 @@ class _Gauge(Metric):
 
     __slots__ = ("_read", "_warned")
 
-    def __init__(self, read: Callable[[], Any]) -> None:
+    def __init__(self, read: Callable[[], object]) -> None:
         self._read = read
         self._warned = False
 
@@ -358,7 +358,7 @@ class Distribution(Metric):
 
     def __init__(self) -> None:
         #: (count, sum, min, max), replaced as a whole: a scrape never sees half an update.
-        self._state: tuple[int, int | float, Any, Any] = (0, 0, None, None)
+        self._state: tuple[int, float, float | None, float | None] = (0, 0, None, None)
 
     def update(self, value: int) -> None:
         """Add ``value`` to the distribution."""
@@ -369,9 +369,9 @@ class Distribution(Metric):
 
     def samples(self, name: str) -> MetricRows:
         count, total, low, high = self._state
-        rows = [(name, "summary", f"{name}_count", count),
-                (name, "summary", f"{name}_sum", total)]
-        if count:
+        rows: list[tuple[str, str, str, float]] = [
+            (name, "summary", f"{name}_count", count), (name, "summary", f"{name}_sum", total)]
+        if low is not None and high is not None:  # once it saw a value
             rows += [(f"{name}_min", "gauge", f"{name}_min", low),
                      (f"{name}_max", "gauge", f"{name}_max", high)]
         return rows

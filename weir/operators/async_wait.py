@@ -39,6 +39,8 @@ from weir.core.errors import MailboxFullError
 from weir.core.ids import CheckpointId
 from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.types import TypeInformation
+from weir.datastream.async_retry_strategies import AsyncRetryStrategy
+from weir.datastream.functions import AsyncFunction
 from weir.operators.base import close_functions, open_functions
 from weir.state.descriptors import ListStateDescriptor
 from weir.state.snapshot import SnapshotLocation
@@ -63,8 +65,9 @@ class _Call:
 class AsyncWaitOperator(StreamOperator):
     """Runs an AsyncFunction (see the module docstring)."""
 
-    def __init__(self, name: str, fn: Any, timeout_ms: int, capacity: int, ordered: bool,
-                 retry: Any, output_type: TypeInformation | None = None) -> None:
+    def __init__(self, name: str, fn: AsyncFunction, timeout_ms: int, capacity: int,
+                 ordered: bool, retry: AsyncRetryStrategy,
+                 output_type: TypeInformation | None = None) -> None:
         super().__init__(name)
         if not inspect.iscoroutinefunction(getattr(fn, "async_invoke", None)):
             msg = (f"{name} needs an AsyncFunction whose async_invoke is a coroutine "

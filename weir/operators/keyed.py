@@ -16,6 +16,7 @@ from weir.core.types import TypeInformation
 from weir.datastream.functions import (
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
+    ProcessFunction,
     _SideOutputs,
     resolve_callable,
 )
@@ -277,7 +278,7 @@ class KeyedProcessOperator(ProcessFunctionOperator):
     the timer's timestamp for event-time timers, none for processing-time ones (as Flink).
     """
 
-    def __init__(self, name: str, key: KeySpec, fn: KeyedProcessFunction,
+    def __init__(self, name: str, key: KeySpec, fn: KeyedProcessFunction | ProcessFunction,
                  output_type: TypeInformation | None = None) -> None:
         super().__init__(name, output_type)
         self.key = key
