@@ -21,7 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.storage import check_storage
@@ -38,7 +38,7 @@ from weir.core.execution import (
     get_execution_context,
     load_executor,
 )
-from weir.core.ids import JobId
+from weir.core.ids import new_job_id
 from weir.core.source import Source
 from weir.core.types import TypeInformation
 from weir.datastream.checkpoint_config import CheckpointConfig
@@ -57,6 +57,9 @@ from weir.datastream.time_characteristic import TimeCharacteristic
 from weir.proto import jobgraph_pb2
 from weir.state import options as state_options
 from weir.unsupported import DEPS, JAVA, refuse
+
+if TYPE_CHECKING:  # pyspark is imported lazily, on the client only
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["StreamExecutionEnvironment"]
 
@@ -410,7 +413,7 @@ class StreamExecutionEnvironment:
         """The numbers ``start..end`` inclusive, read in parallel."""
         return self.from_source(SequenceSource(start, end), source_name="Source: Sequence")
 
-    def from_spark(self, query: Callable[[Any], Any], *, streaming: bool = False,
+    def from_spark(self, query: Callable[[SparkSession], DataFrame], *, streaming: bool = False,
                    staging: str | None = None, name: str | None = None) -> DataStream:
         """Records prepared by PySpark: ``query(spark) -> DataFrame``.
 
@@ -467,7 +470,7 @@ class StreamExecutionEnvironment:
         if mode == "BATCH":
             self._check_bounded()
         return build_job_graph(
-            self._sinks, job_id=JobId.generate(), job_name=job_name or "weir job",  # type: ignore[attr-defined]
+            self._sinks, job_id=new_job_id(), job_name=job_name or "weir job",
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism, config=config,
             chaining=self.is_chaining_enabled())

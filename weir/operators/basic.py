@@ -28,10 +28,13 @@ from weir.taskexecutor.operator import StreamOperator
 
 
 class _FunctionOperator(KeyedOperator):
+    """Calls the user's function once per record: a function object's ``method`` (a
+    MapFunction's ``map``, ...) or a plain function, whichever ``fn`` is."""
+
     max_batch_records = PER_RECORD_SLICE
     method = ""
 
-    def __init__(self, name: str, fn: Any, output_type: TypeInformation | None = None,
+    def __init__(self, name: str, fn: object, output_type: TypeInformation | None = None,
                  key: KeySpec | None = None) -> None:
         super().__init__(name)
         self.fn = fn

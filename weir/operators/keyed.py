@@ -17,6 +17,7 @@ from weir.datastream.functions import (
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
     ProcessFunction,
+    ReduceFunction,
     _SideOutputs,
     resolve_callable,
 )
@@ -38,7 +39,7 @@ class ReduceOperator(KeyedOperator):
 
     max_batch_records = PER_RECORD_SLICE
 
-    def __init__(self, name: str, key: KeySpec, fn: Any,
+    def __init__(self, name: str, key: KeySpec, fn: ReduceFunction | Callable[[Any, Any], Any],
                  output_type: TypeInformation | None = None) -> None:
         super().__init__(name)
         self.key = key

@@ -87,10 +87,17 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
         self._pending: list[tuple[Any, int, Any]] = []
         self.num_late_records_dropped = 0
 
-    def _cleanup_time(self, max_timestamp: np.ndarray | int) -> Any:
+    def _cleanup_times(self, max_timestamps: np.ndarray) -> np.ndarray:
+        """:meth:`_cleanup_time` of each window end, vectorised."""
         # Saturate instead of overflowing int64 (a window near the end of time).
-        return np.minimum(max_timestamp, MAX_WATERMARK - self.allowed_lateness_ms) + \
-            self.allowed_lateness_ms
+        lateness = self.allowed_lateness_ms
+        cleanup: np.ndarray = np.minimum(max_timestamps, MAX_WATERMARK - lateness) + lateness
+        return cleanup  # (numpy's ufuncs are typed to return Any)
+
+    def _cleanup_time(self, max_timestamp: int) -> int:
+        """When a window ending at ``max_timestamp`` is dropped (at most MAX_WATERMARK)."""
+        lateness = self.allowed_lateness_ms
+        return min(max_timestamp, MAX_WATERMARK - lateness) + lateness
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -108,7 +115,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
             timestamps = np.full(n, self._timers.current_processing_time(), dtype=np.int64)
         rows, starts = window_starts(timestamps, self.size, self.slide, self.offset)
         if self._event_time:
-            on_time = self._cleanup_time(starts + self.size - 1) > self._timers.current_watermark
+            on_time = self._cleanup_times(starts + self.size - 1) > self._timers.current_watermark
             if not on_time.all():
                 # A record is dropped when none of its windows is still open (Flink's count).
                 self.num_late_records_dropped += len(np.unique(rows)) - \
@@ -167,7 +174,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
             else:
                 timers.register_event_time_timers(window_keys, window_groups, start,
                                                   max_timestamp)
-            cleanup = int(self._cleanup_time(max_timestamp))
+            cleanup = self._cleanup_time(max_timestamp)
             if cleanup != max_timestamp and cleanup < MAX_WATERMARK:
                 timers.register_event_time_timers(window_keys, window_groups, start, cleanup)
 
@@ -180,7 +187,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
             value = state.value()
             if value is not None:
                 self._pending.append((timer.key, start, value))
-        if timer.timestamp == int(self._cleanup_time(max_timestamp)):
+        if timer.timestamp == self._cleanup_time(max_timestamp):
             state.clear()
 
     def on_event_time(self, timer: Timer) -> None:
