@@ -24,10 +24,7 @@ from typing import Any
 
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
-from weir.datastream.functions import (
-    BroadcastProcessFunction,
-    KeyedBroadcastProcessFunction,
-)
+from weir.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.datastream.timerservice import TimerService
 from weir.operators.base import open_functions
 from weir.operators.keyed import ProcessFunctionOperator

@@ -181,7 +181,8 @@ class FieldAggregateOperator(KeyedOperator):
 
 
 #: The context of ``on_timer`` (key, timestamp and time domain of the timer that fired).
-OnTimerContext = KeyedProcessFunction.OnTimerContext | KeyedBroadcastProcessFunction.OnTimerContext
+_OnTimerContext = (KeyedProcessFunction.OnTimerContext
+                   | KeyedBroadcastProcessFunction.OnTimerContext)
 
 
 class ProcessFunctionOperator(KeyedOperator):
@@ -196,8 +197,8 @@ class ProcessFunctionOperator(KeyedOperator):
 
     max_batch_records = PER_RECORD_SLICE
     #: The function's ``on_timer`` (None: it has no timers).
-    _on_timer: Callable[[int, OnTimerContext], Iterable[Any] | None] | None = None
-    _timer_ctx: OnTimerContext | None = None
+    _on_timer: Callable[[int, _OnTimerContext], Iterable[Any] | None] | None = None
+    _timer_ctx: _OnTimerContext | None = None
 
     def __init__(self, name: str, output_type: TypeInformation | None = None) -> None:
         super().__init__(name)
@@ -206,7 +207,7 @@ class ProcessFunctionOperator(KeyedOperator):
         self._pending: list[Any] = []
         self._pending_ts: list[int] = []
 
-    def _apply(self, elements: Elements, call: Callable[..., Iterable[Any] | Any | None],
+    def _apply(self, elements: Elements, call: Callable[..., Any],
                ctx: _SideOutputs | None, key: KeySpec | None, single: bool = False) -> None:
         """``call(record, ctx)`` (``call(record)`` without a ``ctx``) for every record,
         with the current key set to the record's by ``key`` (None: not keyed) and ``ctx``
