@@ -199,8 +199,6 @@ class StreamOperator(ABC):
         return []
 
     # -- checkpoints ------------------------------------------------------------------------
-    # The hooks take the checkpoint id as a plain int: the operators of weir.operators
-    # override them so. It is typed where it reaches the state layer.
 
     #: The operator state of this instance (created by ``initialize_state``).
     operator_state: OperatorStateBackend | None = None
@@ -225,40 +223,37 @@ class StreamOperator(ABC):
         """The keyed state to snapshot with this operator (None: it has none)."""
         return None
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
         """Take the synchronous part of this operator's snapshot for ``checkpoint_id``
         (task thread, between two batches; must be cheap: copy-on-write or a RocksDB
         checkpoint). Raises what the functions or backends raise."""
-        checkpoint = CheckpointId(checkpoint_id)
         for fn in self.functions():
             if isinstance(fn, CheckpointedFunction):
-                fn.snapshot_state(FunctionSnapshotContext(checkpoint, timestamp_ms))
+                fn.snapshot_state(FunctionSnapshotContext(checkpoint_id, timestamp_ms))
         snapshot = OperatorSnapshot()
         if self.operator_state is not None and self.operator_state.state_names:
             snapshot.operator_state = self.operator_state.snapshot()
         backend = self.keyed_state_backend()
         if backend is not None:
-            snapshot.keyed = backend.snapshot_to(checkpoint, location)
+            snapshot.keyed = backend.snapshot_to(checkpoint_id, location)
         return snapshot
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` (and every earlier one) is complete (task thread)."""
-        checkpoint = CheckpointId(checkpoint_id)
         backend = self.keyed_state_backend()
         if backend is not None:
-            backend.notify_checkpoint_complete(checkpoint)
+            backend.notify_checkpoint_complete(checkpoint_id)
         for fn in self.functions():
             if isinstance(fn, CheckpointListener):
-                fn.notify_checkpoint_complete(checkpoint)
+                fn.notify_checkpoint_complete(checkpoint_id)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` will not complete (task thread)."""
-        checkpoint = CheckpointId(checkpoint_id)
         backend = self.keyed_state_backend()
         if backend is not None:
-            backend.notify_checkpoint_aborted(checkpoint)
+            backend.notify_checkpoint_aborted(checkpoint_id)
         for fn in self.functions():
             if isinstance(fn, CheckpointListener):
-                fn.notify_checkpoint_aborted(checkpoint)
+                fn.notify_checkpoint_aborted(checkpoint_id)
 

@@ -1,5 +1,5 @@
 """The user metrics of a TaskExecutor's tasks (``RuntimeContext.get_metrics_group()``,
-:mod:`weir.metrics.metricbase`): one :class:`MetricRegistry` per TaskExecutor, served on its
+:mod:`weir.metrics`): one :class:`MetricRegistry` per TaskExecutor, served on its
 /metrics endpoint, and one :class:`MetricScope` per task, closed when the task ends.
 """
 
@@ -22,11 +22,13 @@ MetricRows = Iterable[tuple[str, str, str, float]]
 
 
 class ExportedMetric(Protocol):
-    """A user metric (``weir.metrics.metricbase``) as the registry reads it: called on the
-    scraping thread while the task thread updates the metric, so it reads, never locks
-    out the updates."""
+    """A user metric (``weir.metrics.Metric``) as the registry reads it."""
 
-    def _samples(self, name: str) -> MetricRows: ...
+    def samples(self, name: str) -> MetricRows:
+        """The rows a scrape shows of the metric exported as ``name``. Called on the
+        scraping thread while the task thread updates the metric, so it reads, never locks
+        out the updates; what it raises leaves the metric out of that scrape."""
+        ...
 
 
 @dataclass
@@ -51,7 +53,7 @@ class MetricRegistry(Collector):
         >>> registry = MetricRegistry()
         >>> scope = registry.scope(job_id="j1", task="Map", subtask_index="0")
         >>> class Fixed:
-        ...     def _samples(self, name):
+        ...     def samples(self, name):
         ...         return [(name, "gauge", name, 7.0)]
         >>> _ = scope.register("weir_user_seven", (), "gauge", Fixed())
         >>> [(s.name, s.labels, s.value) for f in registry.collect() for s in f.samples]
@@ -133,7 +135,7 @@ class MetricRegistry(Collector):
         families: dict[str, Metric] = {}
         for (name, labels), entry in entries:
             try:
-                rows = list(entry.metric._samples(name))
+                rows = list(entry.metric.samples(name))
             except Exception as err:  # a user's metric must not break the endpoint
                 if name not in self._failed:
                     self._failed.add(name)

@@ -33,7 +33,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from weir.core.errors import InvalidJobError
 
@@ -75,7 +75,7 @@ class UnsupportedFeatureError(InvalidJobError, ImportError):
     """
 
 
-def refuse(owner: str, name: str, table: Mapping[str, str]) -> Any:
+def refuse(owner: str, name: str, table: Mapping[str, str]) -> NoReturn:
     """Raise the error for PyFlink's method ``name`` of class ``owner`` if it is in
     ``table`` (method name -> why weir has no such thing), else AttributeError.
 
@@ -93,7 +93,7 @@ def _refusal(module: str, name: str, reason: str) -> UnsupportedFeatureError:
     return UnsupportedFeatureError(f"{name} ({module}) is not supported by weir: {reason}")
 
 
-def refusing(module: str, unsupported: Mapping[str, str]) -> Callable[[str], Any]:
+def refusing(module: str, unsupported: Mapping[str, str]) -> Callable[[str], NoReturn]:
     """The ``__getattr__`` of PyFlink's ``module``: a name of ``unsupported`` (PyFlink
     name -> why weir lacks it and what to use instead) raises UnsupportedFeatureError,
     any other name AttributeError.
@@ -104,7 +104,7 @@ def refusing(module: str, unsupported: Mapping[str, str]) -> Callable[[str], Any
     AttributeError: module 'weir.example' has no attribute 'Missing'
     """
 
-    def __getattr__(name: str) -> Any:  # noqa: N807 - a module's __getattr__
+    def __getattr__(name: str) -> NoReturn:  # noqa: N807 - a module's __getattr__
         reason = unsupported.get(name)
         if reason is not None:
             raise _refusal(module, name, reason)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from weir.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from weir.core import options
@@ -41,17 +41,18 @@ class Environment(Protocol):
 
     def get_configuration(self) -> Configuration: ...
 
-    def set_parallelism(self, parallelism: int) -> Any: ...
+    def set_parallelism(self, parallelism: int) -> object: ...
 
     def get_parallelism(self) -> int: ...
 
-    def set_max_parallelism(self, max_parallelism: int) -> Any: ...
+    def set_max_parallelism(self, max_parallelism: int) -> object: ...
 
     def get_max_parallelism(self) -> int: ...
 
-    def set_restart_strategy(self, restart_strategy_configuration: Any) -> Any: ...
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
+                             ) -> object: ...
 
-    def get_restart_strategy(self) -> Any: ...
+    def get_restart_strategy(self) -> RestartStrategyConfiguration | None: ...
 
 
 class ExecutionConfig:
@@ -86,10 +87,10 @@ class ExecutionConfig:
         #: Settings weir accepts without an option of its own, for their getters.
         self._accepted: dict[str, Any] = {}
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, self.__unsupported__)
+        refuse(type(self).__name__, name, self.__unsupported__)
 
     def _setting(self, name: str) -> Any:
         return self._accepted.get(name, _DEFAULTS[name])

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from weir.common.time import TimeSpan
 from weir.core.config import Option
 from weir.core.time import to_millis
 from weir.jobmaster import options as jm_options
@@ -40,8 +41,8 @@ class RestartStrategyConfiguration:
         return ", ".join(f"{key}={value}" for key, value in self._options.items())
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and \
-            other._options == self._options  # type: ignore[attr-defined]
+        return isinstance(other, RestartStrategyConfiguration) and \
+            type(other) is type(self) and other._options == self._options
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, frozenset(self._options.items())))
@@ -56,7 +57,7 @@ def _restart_keys() -> list[str]:
             if isinstance(value, Option) and value.key.startswith("restart-strategy.")]
 
 
-def _ms(value: Any) -> str:
+def _ms(value: TimeSpan) -> str:
     return f"{to_millis(value)} ms"
 
 
@@ -92,7 +93,8 @@ class RestartStrategies:
         """Restart up to ``restart_attempts`` times, ``delay_between_attempts_interval``
         (milliseconds, a timedelta or a Duration) after each failure."""
 
-        def __init__(self, restart_attempts: int, delay_between_attempts_interval: Any) -> None:
+        def __init__(self, restart_attempts: int,
+                     delay_between_attempts_interval: TimeSpan) -> None:
             super().__init__({
                 jm_options.RESTART_STRATEGY.key: "fixed-delay",
                 jm_options.FIXED_DELAY_ATTEMPTS.key: str(int(restart_attempts)),
@@ -112,8 +114,8 @@ class RestartStrategies:
         """Restart ``delay_between_attempts_interval`` after a failure, unless more than
         ``max_failure_rate`` failures happened within ``failure_interval``."""
 
-        def __init__(self, max_failure_rate: int, failure_interval: Any,
-                     delay_between_attempts_interval: Any) -> None:
+        def __init__(self, max_failure_rate: int, failure_interval: TimeSpan,
+                     delay_between_attempts_interval: TimeSpan) -> None:
             super().__init__({
                 jm_options.RESTART_STRATEGY.key: "failure-rate",
                 jm_options.FAILURE_RATE_MAX_FAILURES.key: str(int(max_failure_rate)),
@@ -140,8 +142,8 @@ class RestartStrategies:
         ``reset_backoff_threshold`` without failing, and varies randomly by up to
         ``jitter_factor`` (the options' defaults where None)."""
 
-        def __init__(self, initial_backoff: Any, max_backoff: Any, backoff_multiplier: float,
-                     reset_backoff_threshold: Any = None,
+        def __init__(self, initial_backoff: TimeSpan, max_backoff: TimeSpan,
+                     backoff_multiplier: float, reset_backoff_threshold: TimeSpan | None = None,
                      jitter_factor: float | None = None) -> None:
             options = {
                 jm_options.RESTART_STRATEGY.key: "exponential-delay",
@@ -197,21 +199,21 @@ class RestartStrategies:
         return RestartStrategies.FallbackRestartStrategyConfiguration()
 
     @staticmethod
-    def fixed_delay_restart(restart_attempts: int, delay_between_attempts: Any
+    def fixed_delay_restart(restart_attempts: int, delay_between_attempts: TimeSpan
                             ) -> RestartStrategies.FixedDelayRestartStrategyConfiguration:
         return RestartStrategies.FixedDelayRestartStrategyConfiguration(
             restart_attempts, delay_between_attempts)
 
     @staticmethod
-    def failure_rate_restart(failure_rate: int, failure_interval: Any, delay_interval: Any
+    def failure_rate_restart(failure_rate: int, failure_interval: TimeSpan, delay_interval: TimeSpan
                              ) -> RestartStrategies.FailureRateRestartStrategyConfiguration:
         return RestartStrategies.FailureRateRestartStrategyConfiguration(
             failure_rate, failure_interval, delay_interval)
 
     @staticmethod
     def exponential_delay_restart(
-            initial_backoff: Any, max_backoff: Any, backoff_multiplier: float,
-            reset_backoff_threshold: Any = None, jitter_factor: float | None = None
+            initial_backoff: TimeSpan, max_backoff: TimeSpan, backoff_multiplier: float,
+            reset_backoff_threshold: TimeSpan | None = None, jitter_factor: float | None = None
     ) -> RestartStrategies.ExponentialDelayRestartStrategyConfiguration:
         return RestartStrategies.ExponentialDelayRestartStrategyConfiguration(
             initial_backoff, max_backoff, backoff_multiplier, reset_backoff_threshold,

@@ -8,6 +8,12 @@ Example:
 
 from __future__ import annotations
 
+import datetime
+
 from weir.core.time import Duration, Instant, Time
 
 __all__ = ["Duration", "Instant", "Time"]
+
+#: A span of time as weir takes it wherever PyFlink takes a Time or a Duration: either of
+#: those, a ``datetime.timedelta``, or a number of milliseconds (``to_millis`` reads them).
+TimeSpan = Time | datetime.timedelta | float

@@ -45,7 +45,7 @@ class _PyFlinkTypeClass(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> TypeInformation:
         return cls._make(*args, **kwargs)
 
-    def __instancecheck__(cls, instance: Any) -> bool:
+    def __instancecheck__(cls, instance: object) -> bool:
         return isinstance(instance, TypeInformation) and cls._describes(instance)
 
 
@@ -83,7 +83,8 @@ class BasicType(enum.Enum):
 
 
 def _basic_type(basic_type: BasicType) -> TypeInformation:
-    return getattr(Types, BasicType(basic_type).name)()  # type: ignore[no-any-return]
+    make: Callable[[], TypeInformation] = getattr(Types, BasicType(basic_type).name)
+    return make()
 
 
 class BasicTypeInfo(metaclass=_PyFlinkTypeClass):
@@ -193,7 +194,7 @@ class LocalTimeTypeInfo(metaclass=_PyFlinkTypeClass):
 
 
 def _type_class(name: str, make: Callable[..., TypeInformation],
-                describes: Callable[[TypeInformation], bool], doc: str) -> Any:
+                describes: Callable[[TypeInformation], bool], doc: str) -> _PyFlinkTypeClass:
     """A PyFlink type class whose call is ``make`` and whose instances ``describes``."""
     return _PyFlinkTypeClass(name, (), {"__doc__": doc, "_make": staticmethod(make),
                                         "_describes": staticmethod(describes),

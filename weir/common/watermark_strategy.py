@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NoReturn
 
+from weir.common.time import TimeSpan
 from weir.core.time import to_millis
 from weir.unsupported import INTERNAL, refuse, refusing
 
@@ -63,7 +65,7 @@ class WatermarkStrategy:
 
     #: None: no watermarks at all (only the end of input advances event time).
     max_out_of_orderness_ms: int | None = 0
-    timestamp_assigner: Any = None
+    timestamp_assigner: TimestampAssigner | Callable[[Any, int], int] | None = None
     #: Vectorised alternative to an assigner: a column holding the timestamps (int64
     #: epoch milliseconds or an Arrow timestamp).
     timestamp_column: str | int | None = None
@@ -75,7 +77,7 @@ class WatermarkStrategy:
         return WatermarkStrategy(0)
 
     @staticmethod
-    def for_bounded_out_of_orderness(max_out_of_orderness: Any) -> WatermarkStrategy:
+    def for_bounded_out_of_orderness(max_out_of_orderness: TimeSpan) -> WatermarkStrategy:
         """Records arrive at most ``max_out_of_orderness`` (Duration, Time or ms) late."""
         bound = to_millis(max_out_of_orderness)
         if bound < 0:
@@ -87,7 +89,8 @@ class WatermarkStrategy:
     def no_watermarks() -> WatermarkStrategy:
         return WatermarkStrategy(None)
 
-    def with_timestamp_assigner(self, timestamp_assigner: Any) -> WatermarkStrategy:
+    def with_timestamp_assigner(self, timestamp_assigner: TimestampAssigner
+                                | Callable[[Any, int], int]) -> WatermarkStrategy:
         """A :class:`TimestampAssigner` or a function ``(value, record_timestamp) -> int``."""
         if not (callable(getattr(timestamp_assigner, "extract_timestamp", None))
                 or callable(timestamp_assigner)):
@@ -100,13 +103,15 @@ class WatermarkStrategy:
         """Take timestamps from a column, vectorised (no Python call per record)."""
         return replace(self, timestamp_column=column, timestamp_assigner=None)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, self.__unsupported__)
+        refuse(type(self).__name__, name, self.__unsupported__)
 
-    def with_watermark_alignment(self, watermark_group: str, max_allowed_watermark_drift: Any,
-                                 update_interval: Any = None) -> WatermarkStrategy:
+    def with_watermark_alignment(self, watermark_group: str,
+                                 max_allowed_watermark_drift: TimeSpan,
+                                 update_interval: TimeSpan | None = None
+                                 ) -> WatermarkStrategy:
         """Accepted, with a warning, without effect: alignment only pauses sources whose
         watermarks run ahead of their group's, to bound what waits downstream; weir does
         not pause them, which changes no result."""
@@ -115,7 +120,7 @@ class WatermarkStrategy:
                       f"more may wait in windows)", UserWarning, stacklevel=2)
         return self
 
-    def with_idleness(self, idle_timeout: Any) -> WatermarkStrategy:
+    def with_idleness(self, idle_timeout: TimeSpan) -> WatermarkStrategy:
         """Mark the stream idle after ``idle_timeout`` without records."""
         timeout = to_millis(idle_timeout)
         if timeout <= 0:

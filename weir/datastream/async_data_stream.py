@@ -24,14 +24,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from weir.core.time import Time, to_millis
+from weir.core.time import to_millis
 from weir.datastream.async_retry_strategies import NO_RETRY, AsyncRetryStrategy
 from weir.datastream.functions import AsyncFunction
 from weir.operators.async_wait import AsyncWaitOperator
 
 if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
     from weir.core.types import TypeInformation
     from weir.datastream.data_stream import DataStream
 
@@ -42,7 +43,7 @@ class AsyncDataStream:
     """Apply an AsyncFunction to a stream (PyFlink's ``AsyncDataStream``)."""
 
     @staticmethod
-    def _wait(data_stream: DataStream, async_function: AsyncFunction, timeout: Any,
+    def _wait(data_stream: DataStream, async_function: AsyncFunction, timeout: TimeSpan,
               capacity: int, output_type: TypeInformation | None, ordered: bool,
               retry: AsyncRetryStrategy) -> DataStream:
         name = "Async Wait (ordered)" if ordered else "Async Wait"
@@ -52,7 +53,7 @@ class AsyncDataStream:
 
     @staticmethod
     def unordered_wait(data_stream: DataStream, async_function: AsyncFunction,
-                       timeout: Time | Any, capacity: int = 100,
+                       timeout: TimeSpan, capacity: int = 100,
                        output_type: TypeInformation | None = None) -> DataStream:
         """Results as their calls complete (watermarks still order them: every call
         started before a watermark completes before it passes)."""
@@ -61,7 +62,7 @@ class AsyncDataStream:
 
     @staticmethod
     def ordered_wait(data_stream: DataStream, async_function: AsyncFunction,
-                     timeout: Time | Any, capacity: int = 100,
+                     timeout: TimeSpan, capacity: int = 100,
                      output_type: TypeInformation | None = None) -> DataStream:
         """Results in the order of their input records."""
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity,
@@ -69,7 +70,7 @@ class AsyncDataStream:
 
     @staticmethod
     def unordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction,
-                                  timeout: Time | Any, async_retry_strategy: AsyncRetryStrategy,
+                                  timeout: TimeSpan, async_retry_strategy: AsyncRetryStrategy,
                                   capacity: int = 100,
                                   output_type: TypeInformation | None = None) -> DataStream:
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity,
@@ -77,7 +78,7 @@ class AsyncDataStream:
 
     @staticmethod
     def ordered_wait_with_retry(data_stream: DataStream, async_function: AsyncFunction,
-                                timeout: Time | Any, async_retry_strategy: AsyncRetryStrategy,
+                                timeout: TimeSpan, async_retry_strategy: AsyncRetryStrategy,
                                 capacity: int = 100,
                                 output_type: TypeInformation | None = None) -> DataStream:
         return AsyncDataStream._wait(data_stream, async_function, timeout, capacity,

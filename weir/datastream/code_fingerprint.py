@@ -28,13 +28,19 @@ from __future__ import annotations
 
 import hashlib
 import types
-from typing import Any
+from typing import Any, Protocol
 
 _SIMPLE = (int, float, complex, str, bytes, bool, type(None))
 #: Class attributes that describe the class rather than being its code.
 _CLASS_METADATA = frozenset({"__dict__", "__weakref__", "__module__", "__doc__",
                              "__qualname__", "__annotations__", "__firstlineno__",
                              "__static_attributes__", "__orig_bases__", "__parameters__"})
+
+
+class _Digest(Protocol):
+    """What the code is fed to (a hashlib hash)."""
+
+    def update(self, data: bytes, /) -> None: ...
 
 
 def fingerprint(objects: list[Any]) -> str:
@@ -46,7 +52,7 @@ def fingerprint(objects: list[Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _feed(digest: Any, obj: Any, seen: set[int]) -> None:
+def _feed(digest: _Digest, obj: Any, seen: set[int]) -> None:
     if isinstance(obj, _SIMPLE):
         digest.update(repr(obj).encode())
         return
@@ -93,12 +99,14 @@ def _feed(digest: Any, obj: Any, seen: set[int]) -> None:
 
 
 def _library(obj: Any) -> bool:
-    module = getattr(obj, "__module__", None) if isinstance(obj, type | types.FunctionType) \
-        else None
-    return bool(module) and (module == "builtins" or module.split(".")[0] in ("weir",))
+    if not isinstance(obj, type | types.FunctionType):
+        return False
+    module = getattr(obj, "__module__", None)  # None for a function made without one
+    return isinstance(module, str) and (module == "builtins"
+                                        or module.split(".")[0] in ("weir",))
 
 
-def _feed_function(digest: Any, fn: types.FunctionType, seen: set[int]) -> None:
+def _feed_function(digest: _Digest, fn: types.FunctionType, seen: set[int]) -> None:
     _feed_code(digest, fn.__code__, seen)
     _feed(digest, fn.__defaults__, seen)
     for cell in fn.__closure__ or ():
@@ -112,7 +120,7 @@ def _feed_function(digest: Any, fn: types.FunctionType, seen: set[int]) -> None:
             _feed(digest, fn.__globals__[name], seen)
 
 
-def _feed_code(digest: Any, code: types.CodeType, seen: set[int]) -> None:
+def _feed_code(digest: _Digest, code: types.CodeType, seen: set[int]) -> None:
     digest.update(code.co_code)
     digest.update(repr(code.co_names).encode())
     for const in code.co_consts:

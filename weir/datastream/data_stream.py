@@ -14,16 +14,36 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core.errors import InvalidJobError
 from weir.core.row import Row
 from weir.core.time import to_millis
 from weir.core.types import TypeInformation, Types
-from weir.datastream.functions import KeyedBroadcastProcessFunction, KeyedCoProcessFunction
-from weir.datastream.graph import BROADCAST, FORWARD, HASH, REBALANCE, Transformation
+from weir.datastream.functions import (
+    BroadcastProcessFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    FilterFunction,
+    FlatMapFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedCoProcessFunction,
+    KeyedProcessFunction,
+    MapFunction,
+    ProcessFunction,
+    ReduceFunction,
+)
+from weir.datastream.graph import (
+    BROADCAST,
+    FORWARD,
+    HASH,
+    REBALANCE,
+    PartitionerType,
+    Transformation,
+)
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import SlotSharingGroup, warn_no_effect
 from weir.datastream.window.assigners import (
@@ -50,7 +70,7 @@ from weir.operators.basic import (
     ProcessOperator,
 )
 from weir.operators.broadcast import BroadcastProcessOperator
-from weir.operators.co import CoOperator
+from weir.operators.co import CoFunction, CoOperator
 from weir.operators.event_time import TimestampsAndWatermarksOperator
 from weir.operators.keyed import (
     FieldAggregateOperator,
@@ -58,7 +78,7 @@ from weir.operators.keyed import (
     ReduceOperator,
     field_value,
 )
-from weir.operators.keys import FieldKeySpec, KeySpec, key_spec
+from weir.operators.keys import FieldKeySpec, KeyBy, KeySpec, key_spec
 from weir.operators.sinks.collect import CollectSinkOperator
 from weir.operators.sinks.printing import PrintSinkOperator
 from weir.operators.vectorized import VectorizedAggregateOperator
@@ -74,8 +94,19 @@ from weir.operators.window.vectorized import VectorizedWindowAggregateOperator
 from weir.unsupported import CUSTOM_PARTITIONERS, refuse
 
 if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
+    from weir.core.execution import JobClient
     from weir.datastream.connectors.base import Sink
     from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from weir.datastream.window.functions import (
+        AggregateFunction,
+        AllWindowFunction,
+        ProcessAllWindowFunction,
+        ProcessWindowFunction,
+        WindowFunction,
+    )
+    from weir.state.descriptors import MapStateDescriptor
+    from weir.taskexecutor.operator import StreamOperator
 
 
 __all__ = ["AllWindowedStream", "BroadcastConnectedStream", "BroadcastStream", "CloseableIterator",
@@ -177,35 +208,36 @@ class DataStream:
             return getattr(t.source, "type_info", None)
         return getattr(t.operator, "output_type", None)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, self.__unsupported__)
+        refuse(type(self).__name__, name, self.__unsupported__)
 
     def get_parallelism(self) -> int:
         return self._t.parallelism or self._env.get_parallelism()
 
     # -- per-record operators ---------------------------------------------------------------
 
-    def _then(self, name: str, operator: Any) -> DataStream:
+    def _then(self, name: str, operator: StreamOperator) -> DataStream:
         t = Transformation(name=name, kind="operator", inputs=[self._t], operator=operator)
         return DataStream(self._env, t)
 
-    def map(self, func: Callable[[Any], Any] | Any,
+    def map(self, func: MapFunction | Callable[[Any], Any],
             output_type: TypeInformation | None = None) -> DataStream:
         """One output record per input record."""
         return self._then("Map", MapOperator("Map", func, output_type))
 
-    def flat_map(self, func: Callable[[Any], Any] | Any,
+    def flat_map(self, func: FlatMapFunction | Callable[[Any], Iterable[Any]],
                  output_type: TypeInformation | None = None) -> DataStream:
         """Any number of output records per input record (the function returns an iterable)."""
         return self._then("Flat Map", FlatMapOperator("Flat Map", func, output_type))
 
-    def filter(self, func: Callable[[Any], bool] | Any) -> DataStream:
+    def filter(self, func: FilterFunction | Callable[[Any], bool]) -> DataStream:
         """Keep the records for which the function returns True."""
         return self._then("Filter", FilterOperator("Filter", func))
 
-    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+    def process(self, func: ProcessFunction, output_type: TypeInformation | None = None
+                ) -> DataStream:
         """Apply a ProcessFunction (``process_element(value, ctx)`` yields outputs)."""
         return self._then("Process", ProcessOperator("Process", func, output_type))
 
@@ -232,12 +264,12 @@ class DataStream:
 
     # -- partitioning -----------------------------------------------------------------------
 
-    def _partition(self, name: str, partitioner: int, key: KeySpec | None = None,
+    def _partition(self, name: str, partitioner: PartitionerType, key: KeySpec | None = None,
                    label: str = "") -> Transformation:
         return Transformation(name=name, kind="partition", inputs=[self._t],
                               partitioner=partitioner, key=key, ship_strategy=label)
 
-    def key_by(self, key_selector: Any, key_type: TypeInformation | None = None
+    def key_by(self, key_selector: KeyBy, key_type: TypeInformation | None = None
                ) -> KeyedStream:
         """Partition by key: a column name or position (vectorised), a tuple, or a function.
         ``key_type`` (PyFlink's) is accepted: keys are hashed from their Python value."""
@@ -265,7 +297,15 @@ class DataStream:
         indexes = tuple(field_indexes)
         return self.map(lambda record: tuple(record[i] for i in indexes)).name("Projection")
 
-    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+    @overload
+    def broadcast(self) -> DataStream: ...
+
+    @overload
+    def broadcast(self, broadcast_state_descriptor: MapStateDescriptor, /,
+                  *broadcast_state_descriptors: MapStateDescriptor) -> BroadcastStream: ...
+
+    def broadcast(self, *broadcast_state_descriptors: MapStateDescriptor
+                  ) -> DataStream | BroadcastStream:
         """Send every record to every downstream subtask. With MapStateDescriptors, a
         BroadcastStream for the broadcast state pattern: ``connect`` it to a stream (keyed
         or not) and ``process`` with a (Keyed)BroadcastProcessFunction."""
@@ -303,7 +343,14 @@ class DataStream:
         """Windows of ``size`` records of the whole stream (see ``count_window``)."""
         return self.window_all(_count_assigner(size, slide))
 
-    def connect(self, ds: Any) -> Any:
+    @overload
+    def connect(self, ds: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    @overload
+    def connect(self, ds: DataStream) -> ConnectedStreams: ...
+
+    def connect(self, ds: DataStream | BroadcastStream
+                ) -> ConnectedStreams | BroadcastConnectedStream:
         """Connect two streams, possibly of different kinds of records, for one two-input
         function (``map``, ``flat_map``, ``process``; keyed when both streams are keyed,
         ``a.key_by(f).connect(b.key_by(g))``, or after ``connect(...).key_by(f, g)``); or a
@@ -319,7 +366,7 @@ class DataStream:
 
     # -- sinks ------------------------------------------------------------------------------
 
-    def _sink(self, name: str, operator: Any) -> DataStreamSink:
+    def _sink(self, name: str, operator: StreamOperator) -> DataStreamSink:
         t = Transformation(name=name, kind="sink", inputs=[self._t], operator=operator)
         self._env._add_sink(t)
         return DataStreamSink(self._env, t)
@@ -377,7 +424,7 @@ class KeyedStream(DataStream):
         super().__init__(env, transformation)
         self._key = key
 
-    def _keyed(self, name: str, operator: Any) -> DataStream:
+    def _keyed(self, name: str, operator: StreamOperator) -> DataStream:
         return self._then(name, operator)
 
     # A keyed stream is partitioned by its key: PyFlink refuses to repartition it.
@@ -403,7 +450,15 @@ class KeyedStream(DataStream):
         """Refused, as in PyFlink: a keyed stream stays partitioned by its key."""
         self._keeps_its_partitioning()
 
-    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+    @overload
+    def broadcast(self) -> DataStream: ...
+
+    @overload
+    def broadcast(self, broadcast_state_descriptor: MapStateDescriptor, /,
+                  *broadcast_state_descriptors: MapStateDescriptor) -> BroadcastStream: ...
+
+    def broadcast(self, *broadcast_state_descriptors: MapStateDescriptor
+                  ) -> DataStream | BroadcastStream:
         """Without descriptors, refused as in PyFlink (a keyed stream stays partitioned by
         its key). With MapStateDescriptors, a BroadcastStream of this stream's records, as
         weir always allowed (PyFlink refuses this too)."""
@@ -460,21 +515,21 @@ class KeyedStream(DataStream):
     # Per-record functions on a keyed stream get keyed state through their runtime context
     # (Flink's rich functions on a KeyedStream).
 
-    def map(self, func: Callable[[Any], Any] | Any,
+    def map(self, func: MapFunction | Callable[[Any], Any],
             output_type: TypeInformation | None = None) -> DataStream:
         """One output per record; a MapFunction's ``open(runtime_context)`` may ask for
         keyed state, scoped to each record's key."""
         return self._then("Map", MapOperator("Map", func, output_type, key=self._key))
 
-    def flat_map(self, func: Callable[[Any], Any] | Any,
+    def flat_map(self, func: FlatMapFunction | Callable[[Any], Iterable[Any]],
                  output_type: TypeInformation | None = None) -> DataStream:
         return self._then("Flat Map", FlatMapOperator("Flat Map", func, output_type,
                                                       key=self._key))
 
-    def filter(self, func: Callable[[Any], bool] | Any) -> DataStream:
+    def filter(self, func: FilterFunction | Callable[[Any], bool]) -> DataStream:
         return self._then("Filter", FilterOperator("Filter", func, key=self._key))
 
-    def reduce(self, func: Callable[[Any, Any], Any] | Any) -> DataStream:
+    def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         """Running reduction per key: the updated value is emitted for every record."""
         return self._keyed("Keyed Reduce", ReduceOperator("Keyed Reduce", self._key, func,
                                                           self._declared_type()))
@@ -513,7 +568,8 @@ class KeyedStream(DataStream):
         """Per key, the record with the largest field so far (the first on ties)."""
         return self.reduce(_by(position_to_max_by, smaller=False)).name("Keyed Max By")
 
-    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+    def process(self, func: KeyedProcessFunction | ProcessFunction,
+                output_type: TypeInformation | None = None) -> DataStream:
         """Apply a KeyedProcessFunction: keyed state via ``open(runtime_context)``, timers
         via ``ctx.timer_service()`` firing ``on_timer``."""
         return self._keyed("Keyed Process",
@@ -546,8 +602,9 @@ def _count_assigner(size: int, slide: int | None) -> _CountWindows:
     return CountSlidingWindowAssigner.of(size, slide)
 
 
-def _count_windows(windowed: Any, assigner: _CountWindows) -> Any:
-    """A (All)WindowedStream over GlobalWindows made into the assigner's count windows.
+def _count_windows(windowed: WindowedStream, assigner: _CountWindows) -> WindowedStream:
+    """A WindowedStream over GlobalWindows made into the assigner's count windows
+    (``window_all`` reaches it through a keyed stream of one key).
     GlobalWindows stays the assigner so that the operator's name (and derived uid) is the
     one ``count_window`` always gave."""
     if assigner.slide == 0:
@@ -579,7 +636,7 @@ class AllWindowedStream:
         self._windowed.trigger(trigger)
         return self
 
-    def allowed_lateness(self, time_ms: Any) -> AllWindowedStream:
+    def allowed_lateness(self, time_ms: TimeSpan) -> AllWindowedStream:
         self._windowed.allowed_lateness(time_ms)
         return self
 
@@ -595,7 +652,8 @@ class AllWindowedStream:
     def _one(stream: DataStream) -> DataStream:
         return stream.set_parallelism(1)
 
-    def reduce(self, reduce_function: Any, window_function: Any = None,
+    def reduce(self, reduce_function: ReduceFunction | Callable[[Any, Any], Any],
+               window_function: AllWindowFunction | ProcessAllWindowFunction | None = None,
                output_type: TypeInformation | None = None) -> DataStream:
         """Fold each window's records with ``reduce_function(a, b)`` as they arrive; with
         an AllWindowFunction or ProcessAllWindowFunction, it gets the reduced value (and
@@ -604,7 +662,8 @@ class AllWindowedStream:
             "Reduce", REDUCE, reduce_function, as_window_function(window_function, keyed=False),
             output_type))
 
-    def aggregate(self, aggregate_function: Any, window_function: Any = None,
+    def aggregate(self, aggregate_function: AggregateFunction,
+                  window_function: AllWindowFunction | ProcessAllWindowFunction | None = None,
                   accumulator_type: TypeInformation | None = None,
                   output_type: TypeInformation | None = None) -> DataStream:
         """Fold each window's records into an accumulator (an AggregateFunction); with an
@@ -614,14 +673,14 @@ class AllWindowedStream:
             "Aggregate", AGGREGATE, aggregate_function,
             as_window_function(window_function, keyed=False), output_type))
 
-    def apply(self, window_function: Any, output_type: TypeInformation | None = None
-              ) -> DataStream:
+    def apply(self, window_function: AllWindowFunction,
+              output_type: TypeInformation | None = None) -> DataStream:
         """An AllWindowFunction: ``apply(window, inputs)``."""
         return self._one(self._windowed._apply(
             "Apply", PROCESS, WindowFunctionAdapter(window_function, "apply_all"),
             None, output_type))
 
-    def process(self, process_window_function: Any,
+    def process(self, process_window_function: ProcessAllWindowFunction,
                 output_type: TypeInformation | None = None) -> DataStream:
         """A ProcessAllWindowFunction: ``process(context, elements)``."""
         return self._one(self._windowed._apply(
@@ -658,7 +717,7 @@ class WindowedStream:
         self._trigger = trigger
         return self
 
-    def allowed_lateness(self, time_ms: Any) -> WindowedStream:
+    def allowed_lateness(self, time_ms: TimeSpan) -> WindowedStream:
         """Keep windows this long (ms, Duration or Time) after they fired, for late records."""
         lateness = to_millis(time_ms)
         if lateness < 0:
@@ -675,8 +734,8 @@ class WindowedStream:
         self._evictor = evictor
         return self
 
-    def apply(self, window_function: Any, output_type: TypeInformation | None = None
-              ) -> DataStream:
+    def apply(self, window_function: WindowFunction,
+              output_type: TypeInformation | None = None) -> DataStream:
         """A WindowFunction: ``apply(key, window, inputs)`` yields each window's outputs."""
         return self._apply("Apply", PROCESS, WindowFunctionAdapter(window_function, "apply"),
                            None, output_type)
@@ -692,13 +751,16 @@ class WindowedStream:
 
     def _apply(self, what: str, kind: str, function: Any, window_function: Any = None,
                output_type: TypeInformation | None = None) -> DataStream:
+        # The functions are the user's (or adapters of them), of the form ``kind`` says:
+        # the window operator checks them by their methods.
         name = f"Window({self._assigner!r}, {what})"
         operator = WindowOperator(name, self._keyed._key, self._assigner, kind, function,
                                   window_function, self._trigger, self._lateness_ms,
                                   output_type, self._late_tag, self._evictor)
         return self._keyed._keyed(name, operator)
 
-    def reduce(self, reduce_function: Any, window_function: Any = None,
+    def reduce(self, reduce_function: ReduceFunction | Callable[[Any, Any], Any],
+               window_function: ProcessWindowFunction | WindowFunction | None = None,
                output_type: TypeInformation | None = None) -> DataStream:
         """Fold each window's records with ``reduce_function(a, b)`` as they arrive; with
         a ProcessWindowFunction or WindowFunction, it gets the reduced value (and the
@@ -706,7 +768,8 @@ class WindowedStream:
         return self._apply("Reduce", REDUCE, reduce_function,
                            as_window_function(window_function, keyed=True), output_type)
 
-    def aggregate(self, aggregate_function: Any, window_function: Any = None,
+    def aggregate(self, aggregate_function: AggregateFunction,
+                  window_function: ProcessWindowFunction | WindowFunction | None = None,
                   accumulator_type: TypeInformation | None = None,
                   output_type: TypeInformation | None = None) -> DataStream:
         """Fold each window's records into an accumulator (an AggregateFunction); with a
@@ -715,7 +778,7 @@ class WindowedStream:
         return self._apply("Aggregate", AGGREGATE, aggregate_function,
                            as_window_function(window_function, keyed=True), output_type)
 
-    def process(self, process_window_function: Any,
+    def process(self, process_window_function: ProcessWindowFunction,
                 output_type: TypeInformation | None = None) -> DataStream:
         """Evaluate each window with all its records (a ProcessWindowFunction)."""
         return self._apply("Process", PROCESS, process_window_function, None, output_type)
@@ -773,7 +836,7 @@ class ConnectedStreams:
         self.stream2 = stream2
         self._keys = keys
 
-    def key_by(self, key_selector1: Any, key_selector2: Any,
+    def key_by(self, key_selector1: KeyBy, key_selector2: KeyBy,
                key_type: TypeInformation | None = None) -> ConnectedStreams:
         """Partition both inputs by key (each with its own selector, both giving keys of
         one kind): the function then has keyed state and, in ``process``, timers."""
@@ -781,7 +844,7 @@ class ConnectedStreams:
         second = self.stream2.key_by(key_selector2)
         return ConnectedStreams(first, second, (first._key, second._key))
 
-    def _co(self, name: str, fn: Any, style: str,
+    def _co(self, name: str, fn: CoFunction, style: str,
             output_type: TypeInformation | None) -> DataStream:
         operator = CoOperator(name, fn, style, self._keys, output_type)
         t = Transformation(name=name, kind="operator", inputs=[self.stream1._t,
@@ -789,16 +852,19 @@ class ConnectedStreams:
                            operator=operator, two_input=True)
         return DataStream(self.stream1._env, t)
 
-    def map(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+    def map(self, func: CoMapFunction, output_type: TypeInformation | None = None
+            ) -> DataStream:
         """A CoMapFunction: ``map1`` for the first stream's records, ``map2`` for the
         second's."""
         return self._co("Co-Map", func, "map", output_type)
 
-    def flat_map(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+    def flat_map(self, func: CoFlatMapFunction, output_type: TypeInformation | None = None
+                 ) -> DataStream:
         """A CoFlatMapFunction: ``flat_map1`` / ``flat_map2`` yield any number of outputs."""
         return self._co("Co-Flat Map", func, "flat_map", output_type)
 
-    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+    def process(self, func: CoProcessFunction | KeyedCoProcessFunction,
+                output_type: TypeInformation | None = None) -> DataStream:
         """A CoProcessFunction, or after ``key_by`` a KeyedCoProcessFunction (keyed state,
         timers firing ``on_timer``)."""
         if self._keys is None and isinstance(func, KeyedCoProcessFunction):
@@ -812,7 +878,7 @@ class ConnectedStreams:
 class BroadcastStream:
     """A stream broadcast with broadcast state descriptors (``ds.broadcast(descriptor)``)."""
 
-    def __init__(self, stream: DataStream, descriptors: list[Any]) -> None:
+    def __init__(self, stream: DataStream, descriptors: list[MapStateDescriptor]) -> None:
         for descriptor in descriptors:
             if getattr(descriptor, "kind", None) != "map":
                 msg = (f"broadcast state needs MapStateDescriptors, got "
@@ -845,7 +911,8 @@ class BroadcastConnectedStream:
         self.stream = stream
         self.broadcast_stream = broadcast
 
-    def process(self, func: Any, output_type: TypeInformation | None = None) -> DataStream:
+    def process(self, func: BroadcastProcessFunction | KeyedBroadcastProcessFunction,
+                output_type: TypeInformation | None = None) -> DataStream:
         """A BroadcastProcessFunction, or on a keyed stream a KeyedBroadcastProcessFunction."""
         key = self.stream._key if isinstance(self.stream, KeyedStream) else None
         if key is None and isinstance(func, KeyedBroadcastProcessFunction):
@@ -879,10 +946,10 @@ class DataStreamSink:
         self._env = env
         self._t = transformation
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("_"):
             raise AttributeError(name)
-        return refuse(type(self).__name__, name, self.__unsupported__)
+        refuse(type(self).__name__, name, self.__unsupported__)
 
     def name(self, name: str) -> DataStreamSink:
         self._t.name = name
@@ -918,7 +985,7 @@ class DataStreamSink:
 class CloseableIterator:
     """Iterator over collected results; closing it cancels a job that still runs."""
 
-    def __init__(self, records: Iterator[Any], client: Any) -> None:
+    def __init__(self, records: Iterator[Any], client: JobClient) -> None:
         self._records = records
         self._client = client
 

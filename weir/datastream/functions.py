@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from weir.core.generics import TypeParameters
@@ -37,7 +37,15 @@ if TYPE_CHECKING:
         ProcessWindowFunction,
         WindowFunction,
     )
-    from weir.state.backend import AggregatingState, ListState, MapState, ReducingState, ValueState
+    from weir.metrics.metricbase import MetricGroup
+    from weir.state.backend import (
+        AggregatingState,
+        KeyedStateBackend,
+        ListState,
+        MapState,
+        ReducingState,
+        ValueState,
+    )
     from weir.state.descriptors import (
         AggregatingStateDescriptor,
         ListStateDescriptor,
@@ -46,6 +54,7 @@ if TYPE_CHECKING:
         StateDescriptor,
         ValueStateDescriptor,
     )
+    from weir.state.operator_state import BroadcastState, ReadOnlyBroadcastState
 
 __all__ = [
     "AggregateFunction",
@@ -111,6 +120,8 @@ class _SideOutputs:
     """``ctx.output(tag, value)``: what a context collects for side outputs."""
 
     _side: list[tuple[str, Any, int | None]]
+    #: The current record's timestamp (None: none yet), set by the operator.
+    _timestamp: int | None = None
 
     def output(self, output_tag: OutputTag, value: Any) -> None:
         """Emit ``value`` to the side output ``output_tag`` (with the current record's
@@ -120,7 +131,7 @@ class _SideOutputs:
             raise TypeError(msg)
         if not hasattr(self, "_side"):
             self._side = []
-        self._side.append((output_tag.tag_id, value, getattr(self, "_timestamp", None)))
+        self._side.append((output_tag.tag_id, value, self._timestamp))
 
 
 class RuntimeContext:
@@ -134,9 +145,10 @@ class RuntimeContext:
     """
 
     def __init__(self, task_name: str, subtask_index: int, parallelism: int,
-                 max_parallelism: int, attempt_number: int, state_store: Any = None,
+                 max_parallelism: int, attempt_number: int,
+                 state_store: KeyedStateBackend | None = None,
                  job_parameters: Mapping[str, str] | None = None,
-                 metric_group: Any = None) -> None:
+                 metric_group: MetricGroup | None = None) -> None:
         self._task_name = task_name
         self._subtask_index = subtask_index
         self._parallelism = parallelism
@@ -146,7 +158,7 @@ class RuntimeContext:
         self._job_parameters = dict(job_parameters or {})
         self._metric_group = metric_group
 
-    def get_metrics_group(self) -> Any:
+    def get_metrics_group(self) -> MetricGroup:
         """The task's root :class:`~weir.metrics.MetricGroup`: metrics registered in
         it (in ``open``, typically) are served on the Prometheus endpoint of the
         TaskExecutor running the task, labelled with the job, task and subtask, until the
@@ -194,6 +206,8 @@ class RuntimeContext:
         return self._attempt_number
 
     def _keyed_state(self, descriptor: StateDescriptor, kind: str) -> Any:
+        """The backend's handle of ``descriptor``'s state, of the class of ``kind``
+        (ValueState for "value", ...): the backend hands out handles untyped."""
         if self._state_store is None:
             msg = "keyed state is only available on a keyed stream (use key_by first)"
             raise RuntimeError(msg)
@@ -205,20 +219,25 @@ class RuntimeContext:
 
     def get_state(self, descriptor: ValueStateDescriptor) -> ValueState:
         """Keyed ValueState; only available in functions applied to a keyed stream."""
-        return self._keyed_state(descriptor, "value")  # type: ignore[no-any-return]
+        state: ValueState = self._keyed_state(descriptor, "value")
+        return state
 
     def get_list_state(self, descriptor: ListStateDescriptor) -> ListState:
-        return self._keyed_state(descriptor, "list")  # type: ignore[no-any-return]
+        state: ListState = self._keyed_state(descriptor, "list")
+        return state
 
     def get_map_state(self, descriptor: MapStateDescriptor) -> MapState:
-        return self._keyed_state(descriptor, "map")  # type: ignore[no-any-return]
+        state: MapState = self._keyed_state(descriptor, "map")
+        return state
 
     def get_reducing_state(self, descriptor: ReducingStateDescriptor) -> ReducingState:
-        return self._keyed_state(descriptor, "reducing")  # type: ignore[no-any-return]
+        state: ReducingState = self._keyed_state(descriptor, "reducing")
+        return state
 
     def get_aggregating_state(self, descriptor: AggregatingStateDescriptor
                               ) -> AggregatingState:
-        return self._keyed_state(descriptor, "aggregating")  # type: ignore[no-any-return]
+        state: AggregatingState = self._keyed_state(descriptor, "aggregating")
+        return state
 
 
 class Function(ABC, TypeParameters):
@@ -429,10 +448,11 @@ class KeyedCoProcessFunction(Function):
 class _BroadcastStates:
     """What a broadcast function's contexts share: the operator's broadcast states."""
 
-    _broadcast: dict[str, Any]
+    _broadcast: dict[str, BroadcastState]
     _writable = False
 
-    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor
+                            ) -> BroadcastState | ReadOnlyBroadcastState:
         """The broadcast state of ``state_descriptor`` (one given to ``broadcast(...)``):
         writable in ``process_broadcast_element``, read-only elsewhere."""
         from weir.state.operator_state import ReadOnlyBroadcastState
@@ -494,7 +514,7 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction):
     """
 
     class ReadOnlyContext(ProcessFunction.Context, BaseBroadcastProcessFunction.ReadOnlyContext):
-        def __init__(self, broadcast: dict[str, Any] | None = None,
+        def __init__(self, broadcast: dict[str, BroadcastState] | None = None,
                      timer_service: TimerService | None = None) -> None:
             ProcessFunction.Context.__init__(self, timer_service)
             self._broadcast = broadcast or {}
@@ -519,7 +539,7 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
     class ReadOnlyContext(KeyedProcessFunction.Context,
                           BaseBroadcastProcessFunction.ReadOnlyContext):
         def __init__(self, timer_service: TimerService | None = None,
-                     broadcast: dict[str, Any] | None = None) -> None:
+                     broadcast: dict[str, BroadcastState] | None = None) -> None:
             KeyedProcessFunction.Context.__init__(self, timer_service)
             self._broadcast = broadcast or {}
 
@@ -527,15 +547,19 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
         _writable = True
 
         def __init__(self, timer_service: TimerService | None = None,
-                     broadcast: dict[str, Any] | None = None, backend: Any = None) -> None:
+                     broadcast: dict[str, BroadcastState] | None = None,
+                     backend: KeyedStateBackend | None = None) -> None:
             super().__init__(timer_service, broadcast)
             self._backend = backend
 
         def apply_to_keyed_state(self, state_descriptor: StateDescriptor,
-                                 function: Any) -> None:
+                                 function: Callable[[Any, Any], object]) -> None:
             """Call ``function(key, state)`` for every key that has ``state_descriptor``'s
             state in this subtask, the state scoped to that key."""
             backend = self._backend
+            if backend is None:  # a context made outside an operator
+                msg = "apply_to_keyed_state needs a keyed stream"
+                raise RuntimeError(msg)
             state = backend.get_state(state_descriptor)
             for key in list(backend.keys(state_descriptor.name)):
                 backend.set_current_key(key)
@@ -543,7 +567,7 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
 
     class OnTimerContext(ReadOnlyContext):
         def __init__(self, timer_service: TimerService | None = None,
-                     broadcast: dict[str, Any] | None = None) -> None:
+                     broadcast: dict[str, BroadcastState] | None = None) -> None:
             super().__init__(timer_service, broadcast)
             self._time_domain = TimeDomain.EVENT_TIME
 
@@ -580,10 +604,11 @@ class AsyncFunction(Function):
         raise TimeoutError(msg)
 
 
-def resolve_callable(fn: Any, method: str) -> Any:
-    """The callable to apply: ``fn.method`` for function objects, ``fn`` for callables."""
-    bound = getattr(fn, method, None)
-    if bound is not None and isinstance(fn, Function):
+def resolve_callable(fn: object, method: str) -> Callable[..., Any]:
+    """The callable to apply: ``fn.method`` for function objects, ``fn`` for callables
+    (the user's: what they take and return is theirs)."""
+    bound: object = getattr(fn, method, None)
+    if isinstance(fn, Function) and callable(bound):
         return bound
     if callable(fn):
         return fn

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
@@ -22,6 +22,12 @@ from weir.proto import common_pb2, jobgraph_pb2
 from weir.state.key_groups import check_parallelism
 from weir.taskexecutor.operator import StreamOperator
 
+if TYPE_CHECKING:
+    from weir.core.source import Source
+    from weir.datastream.connectors.base import PreparedSource
+
+#: How an edge distributes records (the wire enum; FORWARD, REBALANCE, HASH, BROADCAST).
+PartitionerType = common_pb2.PartitionerType
 FORWARD = common_pb2.FORWARD
 REBALANCE = common_pb2.REBALANCE
 HASH = common_pb2.HASH
@@ -40,9 +46,9 @@ class Transformation:
     kind: str
     inputs: list[Transformation] = field(default_factory=list)
     operator: StreamOperator | None = None
-    #: A Source, or a client-prepared one (weir.datastream.connectors.base.PreparedSource).
-    source: Any = None
-    partitioner: int | None = None
+    #: A Source, or one the client prepares first (a source node's; None on other nodes).
+    source: Source | PreparedSource | None = None
+    partitioner: PartitionerType | None = None
     key: KeySpec | None = None
     parallelism: int | None = None
     max_parallelism: int | None = None
@@ -64,7 +70,7 @@ class Transformation:
 @dataclass
 class _Input:
     node: Transformation
-    partitioner: int | None
+    partitioner: PartitionerType | None
     key: KeySpec | None
     #: Which input of a two-input operator the edge feeds (0 otherwise).
     input_index: int = 0
@@ -76,7 +82,7 @@ def _physical_inputs(node: Transformation) -> list[_Input]:
     """Inputs of ``node`` with virtual partition/union nodes folded into edge properties."""
     result: list[_Input] = []
 
-    def walk(t: Transformation, partitioner: int | None, key: KeySpec | None,
+    def walk(t: Transformation, partitioner: PartitionerType | None, key: KeySpec | None,
              index: int, side: str) -> None:
         if t.kind == "partition":
             # The partitioning closest to the consumer wins: rebalance().key_by(k) is keyed.
@@ -156,9 +162,9 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
     vertex_of: dict[int, int] = {h.id: h.id for h in heads}
     for n in nodes:  # ids grow along edges, so inputs are always seen first
         if n.id in chained_to:
-            head = vertex_of[chained_to[n.id]]
-            vertex_of[n.id] = head
-            chain_of[head].append(n)
+            head_id = vertex_of[chained_to[n.id]]
+            vertex_of[n.id] = head_id
+            chain_of[head_id].append(n)
 
     uids = _uids(nodes)
     graph = jobgraph_pb2.JobGraph(job_id=job_id, name=job_name, config=config)
@@ -286,10 +292,11 @@ def _check_picklable(operator: StreamOperator, name: str) -> None:
 
 def _pickle(obj: Any, name: str) -> bytes:
     try:
-        return cloudpickle.dumps(obj)
+        data: bytes = cloudpickle.dumps(obj)  # cloudpickle has no annotations
     except Exception as err:  # pickling can raise nearly anything user objects raise
         msg = (f"cannot serialize the function of operator '{name}': "
                f"{type(err).__name__}: {err} (functions are shipped to the cluster with "
                "cloudpickle: avoid capturing locks, sockets, open files or clients)")
         raise InvalidJobError(msg) from err
+    return data
 

@@ -7,7 +7,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from weir.core.types import TypeInformation
 
 __all__ = ["OutputTag"]
 
@@ -23,7 +26,7 @@ class OutputTag:
         (True, 'errors')
     """
 
-    def __init__(self, tag_id: str, type_info: Any = None) -> None:
+    def __init__(self, tag_id: str, type_info: TypeInformation | None = None) -> None:
         if not isinstance(tag_id, str) or not tag_id:
             msg = f"an OutputTag needs a non-empty string id, got {tag_id!r}"
             raise ValueError(msg)

@@ -21,11 +21,12 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.storage import check_storage
 from weir.common.execution_config import ExecutionConfig, warn_no_serializers
+from weir.common.restart_strategy import RestartStrategyConfiguration
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import options
 from weir.core.config import Configuration
@@ -37,7 +38,7 @@ from weir.core.execution import (
     get_execution_context,
     load_executor,
 )
-from weir.core.ids import JobId
+from weir.core.ids import new_job_id
 from weir.core.source import Source
 from weir.core.types import TypeInformation
 from weir.datastream.checkpoint_config import CheckpointConfig
@@ -56,6 +57,9 @@ from weir.datastream.time_characteristic import TimeCharacteristic
 from weir.proto import jobgraph_pb2
 from weir.state import options as state_options
 from weir.unsupported import DEPS, JAVA, refuse
+
+if TYPE_CHECKING:  # pyspark is imported lazily, on the client only
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["StreamExecutionEnvironment"]
 
@@ -273,15 +277,17 @@ class StreamExecutionEnvironment:
             return backend
         return state_backend_named(configured)
 
-    def set_restart_strategy(self, restart_strategy_configuration: Any
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration
                              ) -> StreamExecutionEnvironment:
         """A RestartStrategies.* configuration (``restart-strategy.*``)."""
         self.configure(restart_strategy_configuration.options())
         self._restart_strategy = restart_strategy_configuration
         return self
 
-    def get_restart_strategy(self) -> Any:
-        return getattr(self, "_restart_strategy", None)
+    def get_restart_strategy(self) -> RestartStrategyConfiguration | None:
+        configuration: RestartStrategyConfiguration | None = getattr(
+            self, "_restart_strategy", None)
+        return configuration
 
     def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
         """Where savepoints go by default (``execution.checkpointing.savepoint-dir``)."""
@@ -312,8 +318,8 @@ class StreamExecutionEnvironment:
     def close(self) -> None:
         """Nothing to release: each execution's resources end with it."""
 
-    def __getattr__(self, name: str) -> Any:
-        return refuse(type(self).__name__, name, self.__unsupported__)
+    def __getattr__(self, name: str) -> NoReturn:
+        refuse(type(self).__name__, name, self.__unsupported__)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -407,7 +413,7 @@ class StreamExecutionEnvironment:
         """The numbers ``start..end`` inclusive, read in parallel."""
         return self.from_source(SequenceSource(start, end), source_name="Source: Sequence")
 
-    def from_spark(self, query: Callable[[Any], Any], *, streaming: bool = False,
+    def from_spark(self, query: Callable[[SparkSession], DataFrame], *, streaming: bool = False,
                    staging: str | None = None, name: str | None = None) -> DataStream:
         """Records prepared by PySpark: ``query(spark) -> DataFrame``.
 
@@ -464,7 +470,7 @@ class StreamExecutionEnvironment:
         if mode == "BATCH":
             self._check_bounded()
         return build_job_graph(
-            self._sinks, job_id=JobId.generate(), job_name=job_name or "weir job",  # type: ignore[attr-defined]
+            self._sinks, job_id=new_job_id(), job_name=job_name or "weir job",
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism, config=config,
             chaining=self.is_chaining_enabled())

@@ -11,11 +11,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.core.clock import wall_clock_ms
 from weir.core.errors import UserError
 from weir.core.records import NO_TIMESTAMP
+
+if TYPE_CHECKING:
+    from weir.state.timers import InternalTimerService
 
 __all__ = ["TimerService"]
 
@@ -41,7 +44,7 @@ class TimerService:
     Flink's does: a timer belongs to a key).
     """
 
-    def __init__(self, timers: Any) -> None:
+    def __init__(self, timers: InternalTimerService | OperatorClock) -> None:
         self._timers = timers
 
     def current_processing_time(self) -> int:
@@ -54,40 +57,28 @@ class TimerService:
 
     def register_event_time_timer(self, timestamp: int) -> None:
         """Call ``on_timer`` once the watermark reaches ``timestamp``."""
-        self._timers.register_event_time_timer(None, timestamp)
+        self._keyed("setting").register_event_time_timer(None, timestamp)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
         """Call ``on_timer`` once the wall clock reaches ``timestamp``."""
-        self._timers.register_processing_time_timer(None, timestamp)
+        self._keyed("setting").register_processing_time_timer(None, timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._timers.delete_event_time_timer(None, timestamp)
+        self._keyed("deleting").delete_event_time_timer(None, timestamp)
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._timers.delete_processing_time_timer(None, timestamp)
+        self._keyed("deleting").delete_processing_time_timer(None, timestamp)
 
-
-class _NonKeyedTimerService(TimerService):
-    """The timer service of a function on a non-keyed stream: clocks only."""
-
-    def _refuse(self, what: str) -> None:
-        msg = (f"{what} timers is only supported on a keyed stream: key_by(...) the stream "
-               "and process it with a KeyedProcessFunction (a timer belongs to a key)")
-        raise UserError(msg)
-
-    def register_event_time_timer(self, timestamp: int) -> None:
-        self._refuse("setting")
-
-    def register_processing_time_timer(self, timestamp: int) -> None:
-        self._refuse("setting")
-
-    def delete_event_time_timer(self, timestamp: int) -> None:
-        self._refuse("deleting")
-
-    def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._refuse("deleting")
+    def _keyed(self, what: str) -> InternalTimerService:
+        """The operator's timers; raises UserError on a non-keyed stream."""
+        if isinstance(self._timers, OperatorClock):
+            msg = (f"{what} timers is only supported on a keyed stream: key_by(...) the "
+                   "stream and process it with a KeyedProcessFunction (a timer belongs to "
+                   "a key)")
+            raise UserError(msg)
+        return self._timers
 
 
 def non_keyed_timer_service(clock: OperatorClock) -> TimerService:
     """The timer service a non-keyed function's context gives: ``clock``'s time, no timers."""
-    return _NonKeyedTimerService(clock)
+    return TimerService(clock)

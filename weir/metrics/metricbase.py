@@ -51,8 +51,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
+from weir.core.errors import InternalError
 from weir.taskexecutor.user_metrics import MetricRegistry, MetricScope
 from weir.unsupported import refusing
 
@@ -69,6 +70,8 @@ __getattr__ = refusing(__name__, __unsupported__)
 
 log = logging.getLogger(__name__)
 
+M = TypeVar("M", bound="Metric")
+
 #: What every user metric's name starts with.
 PREFIX = "weir_user"
 #: Labels a key/value group cannot name (besides the task's own labels).
@@ -78,7 +81,7 @@ _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_]")
 _now: Callable[[], float] = time.monotonic
 
 
-def _check_name(name: Any, what: str) -> str:
+def _check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name:
         msg = f"a {what} needs a non-empty string name, got {name!r}"
         raise ValueError(msg)
@@ -162,7 +165,7 @@ class MetricGroup:
 
     def counter(self, name: str) -> Counter:
         """Register a :class:`Counter` named ``name`` (or get the one registered)."""
-        return self._register(name, "counter", Counter())  # type: ignore[return-value]
+        return self._register(name, "counter", Counter())
 
     def gauge(self, name: str, obj: Callable[[], int | float]) -> None:
         """Register a gauge: ``obj()`` (an int or float) is read whenever the endpoint is
@@ -181,13 +184,11 @@ class MetricGroup:
     def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
         """Register a :class:`Meter` named ``name`` whose rate is measured over the last
         ``time_span_in_seconds`` (or get the one registered, whatever its span)."""
-        return self._register(name, "meter",  # type: ignore[return-value]
-                              Meter(time_span_in_seconds))
+        return self._register(name, "meter", Meter(time_span_in_seconds))
 
     def distribution(self, name: str) -> Distribution:
         """Register a :class:`Distribution` named ``name`` (or get the one registered)."""
-        return self._register(name, "distribution",  # type: ignore[return-value]
-                              Distribution())
+        return self._register(name, "distribution", Distribution())
 
     def get_metric_identifier(self, metric_name: str) -> str:
         """The Prometheus name of the metric ``metric_name`` of this group."""
@@ -198,9 +199,16 @@ class MetricGroup:
         """The labels of this group's metrics: the task's and its key/value groups'."""
         return {**self._scope.labels, **dict(self._variables)}
 
-    def _register(self, name: str, kind: str, metric: Any, replace: bool = False) -> Any:
-        return self._scope.register(self.get_metric_identifier(name), self._variables,
-                                    kind, metric, replace)
+    def _register(self, name: str, kind: str, metric: M, replace: bool = False) -> M:
+        """Register ``metric`` as ``name`` of this group, or get the metric registered
+        there: one of the same class, as a name stands for one ``kind`` of metric."""
+        registered = self._scope.register(self.get_metric_identifier(name), self._variables,
+                                          kind, metric, replace)
+        if not isinstance(registered, type(metric)):
+            msg = (f"the {kind} {name} is registered as a {type(registered).__name__}, not a "
+                   f"{type(metric).__name__}")
+            raise InternalError(msg)
+        return registered
 
 
 class Metric:
@@ -208,7 +216,21 @@ class Metric:
 
     __slots__ = ()
 
-    def _samples(self, name: str) -> MetricRows:
+    def samples(self, name: str) -> MetricRows:
+        """What a scrape shows of this metric exported as ``name``: ``(family, type,
+        sample, value)`` rows, ``type`` a Prometheus metric type.
+
+        Called by the TaskExecutor's metric registry on the thread serving ``/metrics``,
+        while the task's thread updates the metric: it reads the values the metric holds
+        at that moment, never blocks an update, and raises nothing but what a broken
+        metric raises (the registry then leaves it out of that scrape).
+
+        Example:
+            >>> counter = Counter()
+            >>> counter.inc(3)
+            >>> list(counter.samples("weir_user_hits"))
+            [('weir_user_hits', 'gauge', 'weir_user_hits', 3)]
+        """
         raise NotImplementedError
 
 
@@ -237,7 +259,7 @@ class Counter(Metric):
     def get_count(self) -> int | float:
         return self._count
 
-    def _samples(self, name: str) -> MetricRows:
+    def samples(self, name: str) -> MetricRows:
         return ((name, "gauge", name, self._count),)
 
 
@@ -246,11 +268,11 @@ class _Gauge(Metric):
 
     __slots__ = ("_read", "_warned")
 
-    def __init__(self, read: Callable[[], Any]) -> None:
+    def __init__(self, read: Callable[[], object]) -> None:
         self._read = read
         self._warned = False
 
-    def _samples(self, name: str) -> MetricRows:
+    def samples(self, name: str) -> MetricRows:
         try:
             value = self._read()
         except Exception as err:  # the user's function: leave the gauge out of this scrape
@@ -289,10 +311,10 @@ class Meter(Metric):
             msg = f"a meter's time span must be positive seconds, got {time_span_in_seconds!r}"
             raise ValueError(msg)
         self._count: int | float = 0
-        self._span = float(time_span_in_seconds)
-        self._clock = clock or _now
+        self._span: float = float(time_span_in_seconds)
+        self._clock: Callable[[], float] = clock or _now
         #: Guards the history, which only reads touch (never mark_event).
-        self._lock = threading.Lock()
+        self._lock: threading.Lock = threading.Lock()
         self._history: deque[tuple[float, int | float]] = deque([(self._clock(), 0)])
 
     def mark_event(self, value: int = 1) -> None:
@@ -316,7 +338,7 @@ class Meter(Metric):
             start, base = history[0]
         return (count - base) / (now - start) if now > start else 0.0
 
-    def _samples(self, name: str) -> MetricRows:
+    def samples(self, name: str) -> MetricRows:
         count = self._count
         return ((name, "gauge", name, self.get_rate()),
                 (f"{name}_events", "counter", f"{name}_events_total", count))
@@ -336,7 +358,7 @@ class Distribution(Metric):
 
     def __init__(self) -> None:
         #: (count, sum, min, max), replaced as a whole: a scrape never sees half an update.
-        self._state: tuple[int, int | float, Any, Any] = (0, 0, None, None)
+        self._state: tuple[int, float, float | None, float | None] = (0, 0, None, None)
 
     def update(self, value: int) -> None:
         """Add ``value`` to the distribution."""
@@ -345,11 +367,11 @@ class Distribution(Metric):
                        value if low is None or value < low else low,
                        value if high is None or value > high else high)
 
-    def _samples(self, name: str) -> MetricRows:
+    def samples(self, name: str) -> MetricRows:
         count, total, low, high = self._state
-        rows = [(name, "summary", f"{name}_count", count),
-                (name, "summary", f"{name}_sum", total)]
-        if count:
+        rows: list[tuple[str, str, str, float]] = [
+            (name, "summary", f"{name}_count", count), (name, "summary", f"{name}_sum", total)]
+        if low is not None and high is not None:  # once it saw a value
             rows += [(f"{name}_min", "gauge", f"{name}_min", low),
                      (f"{name}_max", "gauge", f"{name}_max", high)]
         return rows

@@ -36,11 +36,20 @@ from typing import Any
 import numpy as np
 
 from weir.core.errors import MailboxFullError
+from weir.core.ids import CheckpointId
 from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.types import TypeInformation
+from weir.datastream.async_retry_strategies import AsyncRetryStrategy
+from weir.datastream.functions import AsyncFunction
 from weir.operators.base import close_functions, open_functions
 from weir.state.descriptors import ListStateDescriptor
-from weir.taskexecutor.operator import MAILBOX_SERVICE, StateContext, StreamOperator
+from weir.state.snapshot import SnapshotLocation
+from weir.taskexecutor.operator import (
+    MAILBOX_SERVICE,
+    OperatorSnapshot,
+    StateContext,
+    StreamOperator,
+)
 
 #: Longest the task thread waits at once for a call (it checks again after).
 _WAIT_S = 0.05
@@ -56,8 +65,9 @@ class _Call:
 class AsyncWaitOperator(StreamOperator):
     """Runs an AsyncFunction (see the module docstring)."""
 
-    def __init__(self, name: str, fn: Any, timeout_ms: int, capacity: int, ordered: bool,
-                 retry: Any, output_type: TypeInformation | None = None) -> None:
+    def __init__(self, name: str, fn: AsyncFunction, timeout_ms: int, capacity: int,
+                 ordered: bool, retry: AsyncRetryStrategy,
+                 output_type: TypeInformation | None = None) -> None:
         super().__init__(name)
         if not inspect.iscoroutinefunction(getattr(fn, "async_invoke", None)):
             msg = (f"{name} needs an AsyncFunction whose async_invoke is a coroutine "
@@ -198,7 +208,8 @@ class AsyncWaitOperator(StreamOperator):
     def finish(self) -> None:
         self._complete_all()
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int, location: Any) -> Any:
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
+                       location: SnapshotLocation) -> OperatorSnapshot:
         self._drain()
         self._in_flight.update([(c.value, c.timestamp) for c in self._calls])
         return super().snapshot_state(checkpoint_id, timestamp_ms, location)

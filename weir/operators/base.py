@@ -4,20 +4,21 @@ the lifecycle of user functions, and keyed state with timers (:class:`KeyedOpera
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from weir.core import options
 from weir.core.records import NO_TIMESTAMP, Elements
-from weir.datastream.functions import Function, RuntimeContext
+from weir.core.types import TypeInformation
+from weir.datastream.functions import Function, RuntimeContext, _SideOutputs
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.timerservice import OperatorClock, TimerService, non_keyed_timer_service
 from weir.metrics.metricbase import task_metric_group
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
-from weir.taskexecutor.operator import OperatorContext, StreamOperator
+from weir.taskexecutor.operator import OperatorContext, Output, StreamOperator
 
 #: Largest batch a per-record operator processes at once.
 PER_RECORD_SLICE = 8192
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from weir.state.timers import Timer
 
 
-def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | None,
-                           contexts: Sequence[Any] = (),
-                           output_type: Any = None) -> None:
+def emit_with_side_outputs(output: Output, out: list[Any], stamps: Sequence[int] | None,
+                           contexts: Sequence[_SideOutputs] = (),
+                           output_type: TypeInformation | None = None) -> None:
     """Emit ``out`` (records a function returned, stamped with ``stamps``): the
     ``(OutputTag, value)`` pairs among them, and what ``ctx.output`` collected in the
     ``contexts``, to their side outputs, the rest to the main output."""
@@ -49,7 +50,7 @@ def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | 
                 main_stamps.append(stamp)
         out, stamps = main, (main_stamps if stamps is not None else None)
     for ctx in contexts:
-        collected = getattr(ctx, "_side", None)
+        collected = getattr(ctx, "_side", None)  # set by the first ctx.output
         if collected:
             for tag, value, stamp in collected:
                 records, side_stamps = sides.setdefault(tag, ([], []))
@@ -66,7 +67,8 @@ def emit_with_side_outputs(output: Any, out: list[Any], stamps: Sequence[int] | 
         output.emit_side(tag, Elements.from_records(records, None, timestamps))
 
 
-def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeContext:
+def runtime_context(ctx: OperatorContext, state_store: KeyedStateBackend | None = None
+                    ) -> RuntimeContext:
     """The RuntimeContext user functions of an operator running in ``ctx`` see (the job's
     global parameters travel in its configuration)."""
     parameters = options.job_parameters(ctx.get_configuration())
@@ -76,7 +78,8 @@ def runtime_context(ctx: OperatorContext, state_store: Any = None) -> RuntimeCon
                           metric_group)
 
 
-def open_functions(operator: StreamOperator, state_store: Any = None) -> None:
+def open_functions(operator: StreamOperator, state_store: KeyedStateBackend | None = None
+                   ) -> None:
     """Call ``open`` of the operator's rich functions (after ``setup``)."""
     assert operator.ctx is not None
     for fn in operator.functions():
@@ -94,7 +97,8 @@ def close_functions(operator: StreamOperator) -> None:
 class KeyedOperator(StreamOperator):
     """An operator on a keyed stream: keyed state in ``self.backend`` and, if it asks for
     them, event-time and processing-time timers in ``self.timers`` (stored in the same
-    backend). Subclasses call :meth:`open_keyed` from ``open``; closing, and firing
+    backend). Subclasses call :meth:`open_keyed` (then :meth:`open_timers`) from ``open``;
+    closing, and firing
     event-time timers as the watermark advances, are done here.
     """
 
@@ -113,7 +117,7 @@ class KeyedOperator(StreamOperator):
         assert self.ctx is not None
         return str(self.ctx.get_configuration().get(options.RUNTIME_MODE)).upper() == "BATCH"
 
-    def final_values(self, state: str, value: Any) -> list[Any]:
+    def final_values(self, state: str, value: Callable[[], Any]) -> list[Any]:
         """What ``value()`` (read with the current key set) gives for every key that has
         ``state`` in this subtask: the final values a BATCH aggregation emits."""
         assert self.backend is not None
@@ -123,10 +127,9 @@ class KeyedOperator(StreamOperator):
             out.append(value())
         return out
 
-    def open_keyed(self, timers: str | None = None) -> KeyedStateBackend:
+    def open_keyed(self) -> KeyedStateBackend:
         """Create the backend over this subtask's key groups, restored from the state
-        context's keyed handles when the task restarted from a checkpoint (and a timer
-        service named ``timers``, if given, with its restored timers scheduled)."""
+        context's keyed handles when the task restarted from a checkpoint."""
         assert self.ctx is not None
         backend = self.ctx.create_keyed_state_backend(self.uid or self.name)
         backend.owner = self.uid or self.name
@@ -136,11 +139,19 @@ class KeyedOperator(StreamOperator):
             assert context.storage is not None
             restore(backend, context.keyed_handles, context.storage,
                     build_on=context.owned)
-        if timers is not None:
-            self.timers = InternalTimerService(timers, backend, self.ctx.processing_time, self)
-            if context is not None and context.is_restored:
-                self.timers.restore()
         return backend
+
+    def open_timers(self, name: str) -> InternalTimerService:
+        """Create the timer service ``name`` in the backend :meth:`open_keyed` created (call
+        that first), with its restored timers scheduled when the task restarted from a
+        checkpoint."""
+        assert self.ctx is not None and self.backend is not None
+        timers = InternalTimerService(name, self.backend, self.ctx.processing_time, self)
+        self.timers = timers
+        context = self.state_context
+        if context is not None and context.is_restored:
+            timers.restore()
+        return timers
 
     def keyed_state_backend(self) -> KeyedStateBackend | None:
         return self.backend

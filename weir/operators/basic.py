@@ -28,10 +28,13 @@ from weir.taskexecutor.operator import StreamOperator
 
 
 class _FunctionOperator(KeyedOperator):
+    """Calls the user's function once per record: a function object's ``method`` (a
+    MapFunction's ``map``, ...) or a plain function, whichever ``fn`` is."""
+
     max_batch_records = PER_RECORD_SLICE
     method = ""
 
-    def __init__(self, name: str, fn: Any, output_type: TypeInformation | None = None,
+    def __init__(self, name: str, fn: object, output_type: TypeInformation | None = None,
                  key: KeySpec | None = None) -> None:
         super().__init__(name)
         self.fn = fn
@@ -240,7 +243,8 @@ def _as_batches(result: Any, name: str) -> list[pa.RecordBatch]:
     if isinstance(result, pa.RecordBatch):
         return [result]
     if isinstance(result, pa.Table):
-        return result.to_batches()
+        batches: list[pa.RecordBatch] = result.to_batches()  # pyarrow has no annotations
+        return batches
     if result is None:
         return []
     msg = (f"the function of '{name}' must return a pyarrow RecordBatch or Table, "

@@ -26,20 +26,22 @@ from weir.core.records import Elements
 from weir.core.types import TypeInformation
 from weir.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.datastream.timerservice import TimerService
-from weir.operators.base import KeyedOperator, open_functions
-from weir.operators.keyed import KeyedProcessOperator
+from weir.operators.base import open_functions
+from weir.operators.keyed import ProcessFunctionOperator
 from weir.operators.keys import KeySpec
+from weir.state.descriptors import MapStateDescriptor
 from weir.taskexecutor.operator import StateContext
 
 
-class BroadcastProcessOperator(KeyedProcessOperator):
+class BroadcastProcessOperator(ProcessFunctionOperator):
     """Runs a BroadcastProcessFunction, or with ``key`` a KeyedBroadcastProcessFunction,
     over the broadcast states of ``descriptors``."""
 
-    def __init__(self, name: str, fn: Any, descriptors: list[Any],
-                 key: KeySpec | None = None,
+    def __init__(self, name: str,
+                 fn: BroadcastProcessFunction | KeyedBroadcastProcessFunction,
+                 descriptors: list[MapStateDescriptor], key: KeySpec | None = None,
                  output_type: TypeInformation | None = None) -> None:
-        KeyedOperator.__init__(self, name)
+        super().__init__(name, output_type)
         for method in ("process_element", "process_broadcast_element"):
             if not callable(getattr(fn, method, None)):
                 kind = "KeyedBroadcastProcessFunction" if key is not None \
@@ -48,8 +50,10 @@ class BroadcastProcessOperator(KeyedProcessOperator):
                 raise TypeError(msg)
         self.fn = fn
         self.descriptors = list(descriptors)
-        self.key = key  # type: ignore[assignment]
-        self.output_type = output_type
+        self.key = key
+
+    def functions(self) -> list[Any]:
+        return [self.fn]
 
     def initialize_state(self, context: StateContext) -> None:
         super().initialize_state(context)
@@ -59,24 +63,29 @@ class BroadcastProcessOperator(KeyedProcessOperator):
                            for d in self.descriptors}
 
     def open(self) -> None:
-        self._pending: list[Any] = []
-        self._pending_ts: list[int] = []
-        self._on_timer = None
+        self._pending = []
+        self._pending_ts = []
         backend = None
+        self._fn_ctx: (BroadcastProcessFunction.ReadOnlyContext
+                       | KeyedBroadcastProcessFunction.ReadOnlyContext)
+        self._broadcast_ctx: (BroadcastProcessFunction.Context
+                              | KeyedBroadcastProcessFunction.Context)
         if self.key is not None:
-            backend = self.open_keyed(timers="user")
-            service = TimerService(self.timers)
-            self._fn_ctx: Any = KeyedBroadcastProcessFunction.ReadOnlyContext(
+            backend = self.open_keyed()
+            service = TimerService(self.open_timers("user"))
+            self._fn_ctx = KeyedBroadcastProcessFunction.ReadOnlyContext(
                 service, self._broadcast)
-            self._broadcast_ctx: Any = KeyedBroadcastProcessFunction.Context(
+            self._broadcast_ctx = KeyedBroadcastProcessFunction.Context(
                 service, self._broadcast, backend)
-            self._timer_ctx = KeyedBroadcastProcessFunction.OnTimerContext(  # type: ignore[assignment]
+            self._timer_ctx = KeyedBroadcastProcessFunction.OnTimerContext(
                 service, self._broadcast)
+            self._contexts = [self._fn_ctx, self._timer_ctx, self._broadcast_ctx]
             self._on_timer = getattr(self.fn, "on_timer", None)
         else:
             service = self.clock_service()
             self._fn_ctx = BroadcastProcessFunction.ReadOnlyContext(self._broadcast, service)
             self._broadcast_ctx = BroadcastProcessFunction.Context(self._broadcast, service)
+            self._contexts = [self._fn_ctx, self._broadcast_ctx]
         open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:

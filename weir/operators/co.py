@@ -21,11 +21,19 @@ from typing import Any
 
 from weir.core.records import Elements
 from weir.core.types import TypeInformation
-from weir.datastream.functions import CoProcessFunction, KeyedCoProcessFunction
+from weir.datastream.functions import (
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
+    KeyedCoProcessFunction,
+)
 from weir.datastream.timerservice import TimerService
-from weir.operators.base import KeyedOperator, open_functions
-from weir.operators.keyed import KeyedProcessOperator
+from weir.operators.base import open_functions
+from weir.operators.keyed import ProcessFunctionOperator
 from weir.operators.keys import KeySpec
+
+#: The functions of connected streams, one class per style (checked by their methods).
+CoFunction = CoMapFunction | CoFlatMapFunction | CoProcessFunction | KeyedCoProcessFunction
 
 #: Style -> (method for input 1, method for input 2, the function class to name).
 _STYLES = {
@@ -36,16 +44,16 @@ _STYLES = {
 }
 
 
-class CoOperator(KeyedProcessOperator):
+class CoOperator(ProcessFunctionOperator):
     """Runs a CoMap, CoFlatMap, CoProcess or KeyedCoProcess function (``style``: map,
     flat_map or process). With ``keys`` (one key per input) it is keyed: keyed state for
     the function and, for process, timers firing ``on_timer``. Outputs take the timestamp
     of the record they came from, as in :class:`KeyedProcessOperator`."""
 
-    def __init__(self, name: str, fn: Any, style: str,
+    def __init__(self, name: str, fn: CoFunction, style: str,
                  keys: tuple[KeySpec, KeySpec] | None = None,
                  output_type: TypeInformation | None = None) -> None:
-        KeyedOperator.__init__(self, name)
+        super().__init__(name, output_type)
         first, second, kind = _STYLES[style]
         if not (callable(getattr(fn, first, None)) and callable(getattr(fn, second, None))):
             msg = (f"{name} needs a {kind} (methods {first} and {second}), got "
@@ -54,23 +62,28 @@ class CoOperator(KeyedProcessOperator):
         self.fn = fn
         self.style = style
         self.keys = keys
-        self.output_type = output_type
+
+    def functions(self) -> list[Any]:
+        return [self.fn]
 
     def open(self) -> None:
         first, second, _ = _STYLES[self.style]
         self._calls = (getattr(self.fn, first), getattr(self.fn, second))
-        self._pending: list[Any] = []
-        self._pending_ts: list[int] = []
-        self._on_timer = None
+        self._pending = []
+        self._pending_ts = []
         backend = None
+        self._fn_ctx: CoProcessFunction.Context | KeyedCoProcessFunction.Context
         if self.keys is not None:
-            backend = self.open_keyed(timers="user" if self.style == "process" else None)
-            service = TimerService(self.timers) if self.timers is not None else None
-            self._fn_ctx: Any = KeyedCoProcessFunction.Context(service)
+            backend = self.open_keyed()
+            service = TimerService(self.open_timers("user")) if self.style == "process" \
+                else None
+            self._fn_ctx = KeyedCoProcessFunction.Context(service)
             self._timer_ctx = KeyedCoProcessFunction.OnTimerContext(service)
+            self._contexts = [self._fn_ctx, self._timer_ctx]
             self._on_timer = getattr(self.fn, "on_timer", None)
         else:
             self._fn_ctx = CoProcessFunction.Context(self.clock_service())
+            self._contexts = [self._fn_ctx]
         open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:

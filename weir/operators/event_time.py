@@ -12,13 +12,14 @@ when an input ends.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir.common.watermark_strategy import WatermarkStrategy
+from weir.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 from weir.core import options
 from weir.core.errors import UserError
 from weir.core.processing_time import ScheduledTimer
@@ -43,8 +44,13 @@ class TimestampsAndWatermarksOperator(StreamOperator):
     def open(self) -> None:
         assert self.ctx is not None
         assigner = self.strategy.timestamp_assigner
-        self._extract = None if assigner is None else getattr(
-            assigner, "extract_timestamp", assigner)
+        self._extract: Callable[[Any, int], object] | None
+        if assigner is None:
+            self._extract = None
+        elif isinstance(assigner, TimestampAssigner):
+            self._extract = assigner.extract_timestamp
+        else:  # a function, or an object with the method that is no TimestampAssigner
+            self._extract = getattr(assigner, "extract_timestamp", assigner)
         self._max_timestamp = MIN_WATERMARK
         self._warned_unstamped = False
         self._emitted = MIN_WATERMARK

@@ -7,12 +7,20 @@ job's keyed state backend (``state.backend.type``), so snapshots capture them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.row import Row
 from weir.core.types import TypeInformation
-from weir.datastream.functions import KeyedProcessFunction, resolve_callable
+from weir.datastream.functions import (
+    KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
+    ProcessFunction,
+    ReduceFunction,
+    _SideOutputs,
+    resolve_callable,
+)
 from weir.datastream.time_domain import TimeDomain
 from weir.datastream.timerservice import TimerService
 from weir.operators.base import (
@@ -31,7 +39,7 @@ class ReduceOperator(KeyedOperator):
 
     max_batch_records = PER_RECORD_SLICE
 
-    def __init__(self, name: str, key: KeySpec, fn: Any,
+    def __init__(self, name: str, key: KeySpec, fn: ReduceFunction | Callable[[Any, Any], Any],
                  output_type: TypeInformation | None = None) -> None:
         super().__init__(name)
         self.key = key
@@ -69,7 +77,7 @@ class ReduceOperator(KeyedOperator):
         set_current_key = self.backend.set_current_key
         state = self._state
         reduce = self._reduce
-        out = []
+        out: list[Any] = []
         append = out.append
         for key, group, record in zip(keys, groups, records, strict=True):
             set_current_key(key, group)
@@ -120,7 +128,8 @@ class FieldAggregateOperator(KeyedOperator):
 
     max_batch_records = PER_RECORD_SLICE
 
-    _OPS = {"sum": lambda a, b: a + b, "min": min, "max": max}
+    _OPS: dict[str, Callable[[Any, Any], Any]] = {
+        "sum": lambda a, b: a + b, "min": min, "max": max}
 
     def __init__(self, name: str, key: KeySpec, kind: str, field: str | int,
                  output_type: TypeInformation | None = None) -> None:
@@ -153,7 +162,7 @@ class FieldAggregateOperator(KeyedOperator):
         assert self.backend is not None
         set_current_key = self.backend.set_current_key
         state = self._state
-        out = []
+        out: list[Any] = []
         for key, group, record in zip(keys, groups, elements.records(), strict=True):
             set_current_key(key, group)
             current = state.value()
@@ -171,7 +180,99 @@ class FieldAggregateOperator(KeyedOperator):
         self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
 
 
-class KeyedProcessOperator(KeyedOperator):
+#: The context of ``on_timer`` (key, timestamp and time domain of the timer that fired).
+_OnTimerContext = (KeyedProcessFunction.OnTimerContext
+                   | KeyedBroadcastProcessFunction.OnTimerContext)
+
+
+class ProcessFunctionOperator(KeyedOperator):
+    """What the operators of process functions share (keyed or not, with one input or
+    two): calling the function for each record with its context, calling its
+    ``on_timer`` when a timer fires, and emitting what they return, and what ``ctx.output``
+    collected, with their record's (or event-time timer's) timestamp.
+
+    A subclass's ``open`` sets the function's contexts (``_contexts``: those whose side
+    outputs to emit) and, for a function with timers, ``_on_timer`` and ``_timer_ctx``.
+    """
+
+    max_batch_records = PER_RECORD_SLICE
+    #: The function's ``on_timer`` (None: it has no timers).
+    _on_timer: Callable[[int, _OnTimerContext], Iterable[Any] | None] | None = None
+    _timer_ctx: _OnTimerContext | None = None
+
+    def __init__(self, name: str, output_type: TypeInformation | None = None) -> None:
+        super().__init__(name)
+        self.output_type = output_type
+        self._contexts: list[_SideOutputs] = []
+        self._pending: list[Any] = []
+        self._pending_ts: list[int] = []
+
+    def _apply(self, elements: Elements, call: Callable[..., Any],
+               ctx: _SideOutputs | None, key: KeySpec | None, single: bool = False) -> None:
+        """``call(record, ctx)`` (``call(record)`` without a ``ctx``) for every record,
+        with the current key set to the record's by ``key`` (None: not keyed) and ``ctx``
+        told the key and the record's timestamp; emits what the calls return (one output
+        each if ``single``, else an iterable or None), stamped with their record's
+        timestamp. For operators whose inputs differ in function or key."""
+        records = elements.records()
+        keyed_ctx = ctx if isinstance(ctx, KeyedProcessFunction.Context) else None
+        if key is not None:
+            assert self.ctx is not None and self.backend is not None
+            keys = key.keys(elements)
+            groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
+            set_current_key = self.backend.set_current_key
+        timestamps = elements.timestamps.tolist() if elements.timestamps is not None else None
+        out: list[Any] = []
+        stamps: list[int] = []
+        for index, record in enumerate(records):
+            if key is not None:
+                set_current_key(keys[index], groups[index])
+                if keyed_ctx is not None:
+                    keyed_ctx._key = keys[index]
+            if timestamps is not None and ctx is not None:
+                ctx._timestamp = timestamps[index]
+            result = call(record) if ctx is None else call(record, ctx)
+            if single:
+                result = (result,)
+            if result is not None:
+                before = len(out)
+                out.extend(result)
+                if timestamps is not None:
+                    stamps.extend([timestamps[index]] * (len(out) - before))
+        self._emit(out, stamps if timestamps is not None else None)
+
+    def _emit(self, out: list[Any], stamps: list[int] | None) -> None:
+        assert self.output is not None
+        emit_with_side_outputs(self.output, out, stamps, self._contexts, self.output_type)
+
+    def _fire(self, timer: Timer, domain: TimeDomain) -> None:
+        if self._on_timer is None:
+            return
+        ctx = self._timer_ctx
+        assert ctx is not None
+        ctx._key = timer.key
+        ctx._timestamp = timer.timestamp
+        ctx._time_domain = domain
+        result = self._on_timer(timer.timestamp, ctx)
+        if result is not None:
+            before = len(self._pending)
+            self._pending.extend(result)
+            stamp = timer.timestamp if domain is TimeDomain.EVENT_TIME else NO_TIMESTAMP
+            self._pending_ts.extend([stamp] * (len(self._pending) - before))
+
+    def on_event_time(self, timer: Timer) -> None:
+        self._fire(timer, TimeDomain.EVENT_TIME)
+
+    def on_processing_time(self, timer: Timer) -> None:
+        self._fire(timer, TimeDomain.PROCESSING_TIME)
+
+    def after_timers(self) -> None:
+        out, stamps = self._pending, self._pending_ts
+        self._pending, self._pending_ts = [], []
+        self._emit(out, stamps)
+
+
+class KeyedProcessOperator(ProcessFunctionOperator):
     """Runs a :class:`KeyedProcessFunction`: keyed state scoped to each record's key, and
     event-time and processing-time timers (kept in the same backend) firing ``on_timer``.
 
@@ -179,28 +280,26 @@ class KeyedProcessOperator(KeyedOperator):
     the timer's timestamp for event-time timers, none for processing-time ones (as Flink).
     """
 
-    max_batch_records = PER_RECORD_SLICE
-
-    def __init__(self, name: str, key: KeySpec, fn: KeyedProcessFunction,
+    def __init__(self, name: str, key: KeySpec, fn: KeyedProcessFunction | ProcessFunction,
                  output_type: TypeInformation | None = None) -> None:
-        super().__init__(name)
+        super().__init__(name, output_type)
         self.key = key
         self.fn = fn
-        self.output_type = output_type
         resolve_callable(fn, "process_element")
 
     def functions(self) -> list[Any]:
         return [self.fn]
 
     def open(self) -> None:
-        backend = self.open_keyed(timers="user")
-        service = TimerService(self.timers)
+        backend = self.open_keyed()
+        service = TimerService(self.open_timers("user"))
         self._fn_ctx = KeyedProcessFunction.Context(service)
         self._timer_ctx = KeyedProcessFunction.OnTimerContext(service)
+        self._contexts = [self._fn_ctx, self._timer_ctx]
         self._process = resolve_callable(self.fn, "process_element")
         self._on_timer = getattr(self.fn, "on_timer", None)
-        self._pending: list[Any] = []
-        self._pending_ts: list[int] = []
+        self._pending = []
+        self._pending_ts = []
         open_functions(self, backend)
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
@@ -233,71 +332,4 @@ class KeyedProcessOperator(KeyedOperator):
                 before = len(out)
                 out.extend(result)
                 stamps.extend([stamp] * (len(out) - before))
-        self._emit(out, stamps)
-
-    def _apply(self, elements: Elements, call: Any, ctx: Any, key: KeySpec | None,
-               single: bool = False) -> None:
-        """``call(record, ctx)`` (``call(record)`` without a ``ctx``) for every record,
-        with the current key set to the record's by ``key`` (None: not keyed) and ``ctx``
-        told the key and the record's timestamp; emits what the calls return (one output
-        each if ``single``, else an iterable or None), stamped with their record's
-        timestamp. For operators whose inputs differ in function or key."""
-        records = elements.records()
-        if key is not None:
-            assert self.ctx is not None and self.backend is not None
-            keys = key.keys(elements)
-            groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
-            set_current_key = self.backend.set_current_key
-        timestamps = elements.timestamps.tolist() if elements.timestamps is not None else None
-        out: list[Any] = []
-        stamps: list[int] = []
-        for index, record in enumerate(records):
-            if key is not None:
-                set_current_key(keys[index], groups[index])
-                if ctx is not None:
-                    ctx._key = keys[index]
-            if timestamps is not None and ctx is not None:
-                ctx._timestamp = timestamps[index]
-            result = call(record) if ctx is None else call(record, ctx)
-            if single:
-                result = (result,)
-            if result is not None:
-                before = len(out)
-                out.extend(result)
-                if timestamps is not None:
-                    stamps.extend([timestamps[index]] * (len(out) - before))
-        self._emit(out, stamps if timestamps is not None else None)
-
-    def _emit(self, out: list[Any], stamps: list[int] | None) -> None:
-        assert self.output is not None
-        emit_with_side_outputs(self.output, out, stamps, self._contexts(), self.output_type)
-
-    def _contexts(self) -> list[Any]:
-        """The function's contexts, whose ``ctx.output`` side outputs to emit."""
-        return [c for c in (getattr(self, "_fn_ctx", None), getattr(self, "_timer_ctx", None),
-                            getattr(self, "_broadcast_ctx", None)) if c is not None]
-
-    def _fire(self, timer: Timer, domain: TimeDomain) -> None:
-        if self._on_timer is None:
-            return
-        ctx = self._timer_ctx
-        ctx._key = timer.key
-        ctx._timestamp = timer.timestamp
-        ctx._time_domain = domain
-        result = self._on_timer(timer.timestamp, ctx)
-        if result is not None:
-            before = len(self._pending)
-            self._pending.extend(result)
-            stamp = timer.timestamp if domain is TimeDomain.EVENT_TIME else NO_TIMESTAMP
-            self._pending_ts.extend([stamp] * (len(self._pending) - before))
-
-    def on_event_time(self, timer: Timer) -> None:
-        self._fire(timer, TimeDomain.EVENT_TIME)
-
-    def on_processing_time(self, timer: Timer) -> None:
-        self._fire(timer, TimeDomain.PROCESSING_TIME)
-
-    def after_timers(self) -> None:
-        out, stamps = self._pending, self._pending_ts
-        self._pending, self._pending_ts = [], []
         self._emit(out, stamps)

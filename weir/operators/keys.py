@@ -127,7 +127,13 @@ def key_groups_of_keys(keys: list[Any], max_parallelism: int) -> np.ndarray:
                        dtype=np.int32, count=len(keys))
 
 
-def key_spec(key: Any) -> KeySpec:
+#: What ``key_by`` takes: a column name or position, a tuple (or list) of them, a function
+#: of the record or a KeySelector (or a KeySpec already made).
+KeyBy = (str | int | tuple[str | int, ...] | list[str | int] | Callable[[Any], Any]
+         | KeySelector | KeySpec)
+
+
+def key_spec(key: KeyBy) -> KeySpec:
     """The KeySpec for what ``key_by`` was given: a field name/position, a tuple, a function."""
     if isinstance(key, KeySpec):
         return key

@@ -58,8 +58,8 @@ def running_aggregate(batch: pa.RecordBatch, key: str | int, kind: str, field: s
         values = np.ones(n, dtype=np.int64)
         out_name = "count"
     else:
-        column = batch.column(field)  # type: ignore[arg-type]
-        out_name = batch.schema.field(field).name  # type: ignore[arg-type]
+        column = batch.column(field)
+        out_name = batch.schema.field(field).name
         if column.null_count:
             # Nulls do not contribute: they add 0 to a sum and leave a min/max unchanged
             # (null while a key has no value yet). The fill only gives numpy a value.

@@ -7,7 +7,7 @@ Example:
     >>> source = CollectionSource(["a", "b", "c"])
     >>> reader = source.create_reader(ReaderContext(0, 1, batch_size=2))
     >>> reader.add_splits([CollectionSplit()])
-    >>> reader.poll().records(), reader.snapshot_state(checkpoint_id=1)
+    >>> reader.poll().records(), reader.snapshot_state(CheckpointId(1))
     (['a', 'b'], [CollectionSplit(split_id='collection', offset=2)])
 """
 
@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements, as_rows
 from weir.core.source import (
     ReaderContext,
@@ -92,7 +93,7 @@ class _CollectionReader(SourceReader):
     def position(self) -> tuple[Any, int] | None:
         return ("collection", self._offset)
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         if self._split is None or self._offset >= len(self._source.items):
             return []
         return [dataclasses.replace(self._split, offset=self._offset)]

@@ -62,8 +62,10 @@ import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from weir.common.serialization import Encoder
+from weir.common.time import TimeSpan
 from weir.core.config import ByteSize, Configuration
 from weir.core.errors import InvalidJobError, StorageError
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements, records_to_arrow
 from weir.core.source import (
     ReaderContext,
@@ -384,7 +386,7 @@ class FileSourceBuilder:
         self._paths = list(paths)
         self._monitor_interval: float | None = None
 
-    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+    def monitor_continuously(self, discovery_interval: TimeSpan) -> FileSourceBuilder:
         """Keep watching for new files, every ``discovery_interval`` (a Duration, or ms)."""
         self._monitor_interval = to_millis(discovery_interval) / 1000
         return self
@@ -429,7 +431,7 @@ class FileSplitEnumerator(SplitEnumerator):
             self._pending = list(checkpoint["pending"])
             self._seen = set(checkpoint["seen"])
 
-    def snapshot_state(self, checkpoint_id: int) -> dict[str, Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> dict[str, Any]:
         return {"pending": list(self._pending), "seen": sorted(self._seen)}
 
     def _discover(self) -> None:
@@ -531,7 +533,7 @@ class FileReader(SourceReader):
     def position(self) -> tuple[Any, int] | None:
         return (self._splits[0].split_id, self._rows) if self._splits else None
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         if not self._splits:
             return []
         current, *rest = self._splits
@@ -663,10 +665,10 @@ class FileSink(Sink):
                                 encoder=self.encoder, rollover_seconds=self.rollover_seconds)
 
     @staticmethod
-    def for_row_format(base_path: str, encoder: Encoder) -> FileSinkBuilder:
+    def for_row_format(base_path: str, encoder: Encoder) -> FileSink.RowFormatBuilder:
         """PyFlink's row-format file sink: lines of text made by ``encoder``, built with
-        :class:`FileSinkBuilder`. Every part is written under ``base_path`` (PyFlink's
-        ``BucketAssigner.base_path_bucket_assigner()``).
+        :class:`FileSink.RowFormatBuilder`. Every part is written under ``base_path``
+        (PyFlink's ``BucketAssigner.base_path_bucket_assigner()``).
 
         Example:
             >>> FileSink.for_row_format("/tmp/out", Encoder.simple_string_encoder()).build().name
@@ -676,15 +678,62 @@ class FileSink(Sink):
             msg = (f"for_row_format takes an Encoder, got {type(encoder).__name__}: use "
                    "Encoder.simple_string_encoder()")
             raise InvalidJobError(msg)
-        return FileSinkBuilder(base_path, encoder)
+        return FileSink.RowFormatBuilder(base_path, encoder)
 
     @staticmethod
-    def for_bulk_format(base_path: str, writer_factory: Any) -> FileSinkBuilder:
+    def for_bulk_format(base_path: str, writer_factory: Any) -> FileSink.RowFormatBuilder:
         """PyFlink's bulk-format sink takes Java writer factories (Parquet, ORC, Avro),
         which do not exist in weir: ``FileSink(path, format="parquet")`` writes Parquet."""
         msg = ("FileSink.for_bulk_format is not supported by weir: its writer factories are "
                f"Java classes; write Parquet with FileSink({base_path!r}, format='parquet')")
         raise InvalidJobError(msg)
+
+    class RowFormatBuilder:
+        """Builds a row-format :class:`FileSink` (``FileSink.for_row_format``): set the part
+        names and the rolling policy, then :meth:`build`."""
+
+        def __init__(self, base_path: str, encoder: Encoder) -> None:
+            self._path = base_path
+            self._encoder = encoder
+            self._names = OutputFileConfig("part", "")
+            self._rolling = RollingPolicy.default_rolling_policy()
+
+        def with_output_file_config(self, output_file_config: OutputFileConfig
+                                    ) -> FileSink.RowFormatBuilder:
+            self._names = output_file_config
+            return self
+
+        def with_rolling_policy(self, rolling_policy: RollingPolicy
+                                ) -> FileSink.RowFormatBuilder:
+            self._rolling = rolling_policy
+            return self
+
+        def with_bucket_check_interval(self, interval: int) -> FileSink.RowFormatBuilder:
+            """Accepted: weir checks the rolling policy as records arrive."""
+            return self
+
+        def with_bucket_assigner(self, bucket_assigner: Any) -> FileSink.RowFormatBuilder:
+            msg = ("FileSink bucket assigners are not supported by weir: every part is "
+                   "written under the base path (base_path_bucket_assigner)")
+            raise InvalidJobError(msg)
+
+        def enable_compact(self, strategy: Any, compactor: Any) -> FileSink.RowFormatBuilder:
+            msg = ("FileSink compaction is not supported by weir: size the parts with the "
+                   "rolling policy instead")
+            raise InvalidJobError(msg)
+
+        def disable_compact(self) -> FileSink.RowFormatBuilder:
+            return self
+
+        def build(self) -> FileSink:
+            rolling = self._rolling
+            return FileSink(self._path, "text",
+                            rolling_size=rolling.part_size or (1 << 62),
+                            part_prefix=self._names.part_prefix,
+                            part_suffix=self._names.part_suffix,
+                            encoder=self._encoder.encode,
+                            rollover_seconds=(rolling.rollover_interval_ms / 1000
+                                              if rolling.rollover_interval_ms else None))
 
 
 class OutputFileConfig:
@@ -708,31 +757,26 @@ class OutputFileConfig:
         return self.part_suffix
 
     @staticmethod
-    def builder() -> OutputFileConfigBuilder:
-        return OutputFileConfigBuilder()
+    def builder() -> OutputFileConfig.OutputFileConfigBuilder:
+        return OutputFileConfig.OutputFileConfigBuilder()
 
+    class OutputFileConfigBuilder:
+        """Builds an :class:`OutputFileConfig` (prefix ``part``, no suffix by default)."""
 
-class OutputFileConfigBuilder:
-    """Builds an :class:`OutputFileConfig` (prefix ``part``, no suffix by default)."""
+        def __init__(self) -> None:
+            self.part_prefix = "part"
+            self.part_suffix = ""
 
-    def __init__(self) -> None:
-        self.part_prefix = "part"
-        self.part_suffix = ""
+        def with_part_prefix(self, prefix: str) -> OutputFileConfig.OutputFileConfigBuilder:
+            self.part_prefix = prefix
+            return self
 
-    def with_part_prefix(self, prefix: str) -> OutputFileConfigBuilder:
-        self.part_prefix = prefix
-        return self
+        def with_part_suffix(self, suffix: str) -> OutputFileConfig.OutputFileConfigBuilder:
+            self.part_suffix = suffix
+            return self
 
-    def with_part_suffix(self, suffix: str) -> OutputFileConfigBuilder:
-        self.part_suffix = suffix
-        return self
-
-    def build(self) -> OutputFileConfig:
-        return OutputFileConfig(self.part_prefix, self.part_suffix)
-
-
-
-OutputFileConfig.OutputFileConfigBuilder = OutputFileConfigBuilder  # type: ignore[attr-defined]
+        def build(self) -> OutputFileConfig:
+            return OutputFileConfig(self.part_prefix, self.part_suffix)
 
 
 class RollingPolicy:
@@ -767,53 +811,3 @@ class RollingPolicy:
     def on_checkpoint_rolling_policy() -> RollingPolicy:
         """Roll only at checkpoints (and at the end of input)."""
         return RollingPolicy(None, None)
-
-
-class FileSinkBuilder:
-    """PyFlink's ``FileSink.RowFormatBuilder``: set the part names and the rolling policy,
-    then :meth:`build`."""
-
-    def __init__(self, base_path: str, encoder: Encoder) -> None:
-        self._path = base_path
-        self._encoder = encoder
-        self._names = OutputFileConfig("part", "")
-        self._rolling = RollingPolicy.default_rolling_policy()
-
-    def with_output_file_config(self, output_file_config: OutputFileConfig) -> FileSinkBuilder:
-        self._names = output_file_config
-        return self
-
-    def with_rolling_policy(self, rolling_policy: RollingPolicy) -> FileSinkBuilder:
-        self._rolling = rolling_policy
-        return self
-
-    def with_bucket_check_interval(self, interval: int) -> FileSinkBuilder:
-        """Accepted: weir checks the rolling policy as records arrive."""
-        return self
-
-    def with_bucket_assigner(self, bucket_assigner: Any) -> FileSinkBuilder:
-        msg = ("FileSink bucket assigners are not supported by weir: every part is written "
-               "under the base path (base_path_bucket_assigner)")
-        raise InvalidJobError(msg)
-
-    def enable_compact(self, strategy: Any, compactor: Any) -> FileSinkBuilder:
-        msg = ("FileSink compaction is not supported by weir: size the parts with the "
-               "rolling policy instead")
-        raise InvalidJobError(msg)
-
-    def disable_compact(self) -> FileSinkBuilder:
-        return self
-
-    def build(self) -> FileSink:
-        rolling = self._rolling
-        return FileSink(self._path, "text",
-                        rolling_size=rolling.part_size or (1 << 62),
-                        part_prefix=self._names.part_prefix,
-                        part_suffix=self._names.part_suffix,
-                        encoder=self._encoder.encode,
-                        rollover_seconds=(rolling.rollover_interval_ms / 1000
-                                          if rolling.rollover_interval_ms else None))
-
-
-
-FileSink.RowFormatBuilder = FileSinkBuilder  # type: ignore[attr-defined]

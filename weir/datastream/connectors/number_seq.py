@@ -10,10 +10,10 @@ Example:
     >>> reader.add_splits([SequenceSplit(1, 10)])
     >>> reader.poll().records()
     [1, 2, 3, 4]
-    >>> reader.snapshot_state(checkpoint_id=1)
+    >>> reader.snapshot_state(CheckpointId(1))
     [SequenceSplit(start=1, end=10, offset=4)]
     >>> restored = source.create_reader(ReaderContext(0, 1, batch_size=100))
-    >>> restored.add_splits(reader.snapshot_state(checkpoint_id=1))
+    >>> restored.add_splits(reader.snapshot_state(CheckpointId(1)))
     >>> restored.poll().records()
     [5, 6, 7, 8, 9, 10]
 """
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 from weir.core.source import (
     ReaderContext,
@@ -127,7 +128,7 @@ class _SequenceReader(SourceReader):
             return None
         return (self._splits[0].split_id, self._next - self._splits[0].start)
 
-    def snapshot_state(self, checkpoint_id: int) -> list[Any]:
+    def snapshot_state(self, checkpoint_id: CheckpointId) -> list[Any]:
         if not self._splits:
             return []
         current, *rest = self._splits

@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.core import options
 from weir.core.config import Configuration
@@ -36,6 +36,9 @@ from weir.core.execution import get_execution_context
 from weir.core.source import Source
 from weir.datastream.connectors.base import PreparedSource
 from weir.datastream.connectors.file_system import FileSource
+
+if TYPE_CHECKING:  # pyspark is imported lazily, on the client only
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ def default_staging_root(configuration: Configuration) -> Path:
 class SparkSource(PreparedSource):
     """Runs ``query(spark) -> DataFrame`` on the client and reads what it staged."""
 
-    def __init__(self, query: Callable[[Any], Any], *, streaming: bool = False,
+    def __init__(self, query: Callable[[SparkSession], DataFrame], *, streaming: bool = False,
                  staging: str | None = None) -> None:
         if not callable(query):
             msg = "from_spark expects a function query(spark) -> DataFrame"

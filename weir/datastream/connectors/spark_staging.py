@@ -72,7 +72,7 @@ from weir.core.files import fsync_directory, owned_private_directory
 
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
 
 __all__ = [

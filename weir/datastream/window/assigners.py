@@ -15,8 +15,8 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 from weir.core.generics import TypeParameters
 from weir.core.time import to_millis
@@ -29,6 +29,9 @@ from weir.datastream.window.triggers import (
     Trigger,
 )
 from weir.datastream.window.windows import GLOBAL_WINDOW, TimeWindow, positive_ms
+
+if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
 
 __all__ = ["CountSlidingWindowAssigner", "CountTumblingWindowAssigner",
            "DynamicEventTimeSessionWindows", "DynamicProcessingTimeSessionWindows",
@@ -66,18 +69,18 @@ class WindowAssigner(ABC, TypeParameters):
         raise NotImplementedError(msg)
 
 
-def _offset_ms(offset: Any) -> int:
+def _offset_ms(offset: TimeSpan | None) -> int:
     # PyFlink's of(size, offset=None) passes None for "no offset".
     return 0 if offset is None else to_millis(offset)
 
 
 class _Tumbling(WindowAssigner):
-    def __init__(self, size: Any, offset: Any = 0) -> None:
+    def __init__(self, size: TimeSpan, offset: TimeSpan | None = 0) -> None:
         self.size = positive_ms(size, "window size")
         self.offset = _offset_ms(offset) % self.size
 
     @classmethod
-    def of(cls, size: Any, offset: Any = None) -> Any:
+    def of(cls, size: TimeSpan, offset: TimeSpan | None = None) -> Self:
         """Windows of ``size`` (Duration, Time or ms), shifted by ``offset`` (None: 0)."""
         return cls(size, offset)
 
@@ -104,13 +107,13 @@ class TumblingProcessingTimeWindows(_Tumbling):
 
 
 class _Sliding(WindowAssigner):
-    def __init__(self, size: Any, slide: Any, offset: Any = 0) -> None:
+    def __init__(self, size: TimeSpan, slide: TimeSpan, offset: TimeSpan | None = 0) -> None:
         self.size = positive_ms(size, "window size")
         self.slide = positive_ms(slide, "window slide")
         self.offset = _offset_ms(offset) % self.slide
 
     @classmethod
-    def of(cls, size: Any, slide: Any, offset: Any = None) -> Any:
+    def of(cls, size: TimeSpan, slide: TimeSpan, offset: TimeSpan | None = None) -> Self:
         """Windows of ``size`` starting every ``slide`` (each record is in size/slide),
         shifted by ``offset`` (None: 0)."""
         return cls(size, slide, offset)
@@ -149,7 +152,7 @@ class SessionWindowTimeGapExtractor(ABC):
     def extract(self, element: Any) -> int: ...
 
 
-def _checked_extractor(extractor: Any) -> Any:
+def _checked_extractor(extractor: GapExtractor) -> GapExtractor:
     if not (callable(extractor) or callable(getattr(extractor, "extract", None))):
         msg = ("with_dynamic_gap needs a SessionWindowTimeGapExtractor or a function, "
                f"got {type(extractor).__name__}")
@@ -157,26 +160,33 @@ def _checked_extractor(extractor: Any) -> Any:
     return extractor
 
 
+#: What sets a dynamic session gap: an extractor, or a function of the element (ms).
+GapExtractor: TypeAlias = "SessionWindowTimeGapExtractor | Callable[[Any], TimeSpan]"
+
+
 class _Session(WindowAssigner):
-    def __init__(self, gap: Any, extractor: Any = None) -> None:
+    def __init__(self, gap: TimeSpan, extractor: GapExtractor | None = None) -> None:
         self.gap = positive_ms(gap, "session gap") if extractor is None else 0
         self.extractor = extractor
 
     @classmethod
-    def with_gap(cls, gap: Any) -> Any:
+    def with_gap(cls, gap: TimeSpan) -> Self:
         """A session ends after ``gap`` without records of its key."""
         return cls(gap)
 
     @classmethod
-    def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
+    def with_dynamic_gap(cls, extractor: GapExtractor) -> Self:
         """Each record sets the gap after it: ``extractor.extract(element)`` ms (a
         SessionWindowTimeGapExtractor, or a function of the element)."""
         return cls(0, _checked_extractor(extractor))
 
     def assign_windows(self, element: Any, timestamp: int) -> list[TimeWindow]:
         gap = self.gap
-        if self.extractor is not None:
-            extract = getattr(self.extractor, "extract", self.extractor)
+        extractor = self.extractor
+        if isinstance(extractor, SessionWindowTimeGapExtractor):
+            gap = positive_ms(extractor.extract(element), "dynamic session gap")
+        elif extractor is not None:  # a function, or an object with extract() all the same
+            extract = getattr(extractor, "extract", extractor)
             gap = positive_ms(extract(element), "dynamic session gap")
         return [TimeWindow(timestamp, timestamp + gap)]
 
@@ -240,11 +250,11 @@ class DynamicEventTimeSessionWindows(EventTimeSessionWindows):
     ``DynamicEventTimeSessionWindows.with_dynamic_gap(extractor)`` is
     ``EventTimeSessionWindows.with_dynamic_gap(extractor)``."""
 
-    def __init__(self, session_window_time_gap_extractor: Any) -> None:
+    def __init__(self, session_window_time_gap_extractor: GapExtractor) -> None:
         super().__init__(0, _checked_extractor(session_window_time_gap_extractor))
 
     @classmethod
-    def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
+    def with_dynamic_gap(cls, extractor: GapExtractor) -> Self:
         """Each record sets the gap after it (see ``EventTimeSessionWindows``)."""
         return cls(extractor)
 
@@ -254,11 +264,11 @@ class DynamicProcessingTimeSessionWindows(ProcessingTimeSessionWindows):
     ``DynamicProcessingTimeSessionWindows.with_dynamic_gap(extractor)`` is
     ``ProcessingTimeSessionWindows.with_dynamic_gap(extractor)``."""
 
-    def __init__(self, session_window_time_gap_extractor: Any) -> None:
+    def __init__(self, session_window_time_gap_extractor: GapExtractor) -> None:
         super().__init__(0, _checked_extractor(session_window_time_gap_extractor))
 
     @classmethod
-    def with_dynamic_gap(cls, extractor: SessionWindowTimeGapExtractor | Any) -> Any:
+    def with_dynamic_gap(cls, extractor: GapExtractor) -> Self:
         """Each record sets the gap after it (see ``ProcessingTimeSessionWindows``)."""
         return cls(extractor)
 

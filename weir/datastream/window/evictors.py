@@ -9,9 +9,12 @@ Example:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.datastream.window.windows import positive_ms
+
+if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
 
 __all__ = ["CountEvictor", "Evictor", "TimeEvictor"]
 
@@ -56,12 +59,12 @@ class CountEvictor(Evictor):
 class TimeEvictor(Evictor):
     """Keeps the records of a window at most ``window_size`` older than its newest one."""
 
-    def __init__(self, window_size: Any, do_evict_after: bool = False) -> None:
+    def __init__(self, window_size: TimeSpan, do_evict_after: bool = False) -> None:
         super().__init__(do_evict_after)
         self.window_size = positive_ms(window_size, "evictor window size")
 
     @classmethod
-    def of(cls, window_size: Any, do_evict_after: bool = False) -> TimeEvictor:
+    def of(cls, window_size: TimeSpan, do_evict_after: bool = False) -> TimeEvictor:
         return cls(window_size, do_evict_after)
 
     def _keep(self, records: list[tuple[Any, int]]) -> list[tuple[Any, int]]:

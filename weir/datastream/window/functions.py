@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from weir.core.generics import TypeParameters
-from weir.datastream.functions import Function
+from weir.datastream.functions import Function, RuntimeContext
 from weir.datastream.window.windows import TimeWindow
 
 __all__ = ["AggregateFunction", "AllWindowFunction", "ProcessAllWindowFunction",
@@ -145,6 +145,8 @@ class WindowFunctionAdapter(ProcessWindowFunction):
     ProcessWindowFunction the window operator calls (all-window ones see no key)."""
 
     def __init__(self, function: Any, style: str) -> None:
+        # The user's function, of the style's class or any object with its method (checked
+        # here, as PyFlink users pass either).
         method = "process" if style == "process_all" else "apply"
         if not callable(getattr(function, method, None)):
             kinds = {"apply": "WindowFunction", "apply_all": "AllWindowFunction",
@@ -154,7 +156,7 @@ class WindowFunctionAdapter(ProcessWindowFunction):
         self.function = function
         self.style = style
 
-    def open(self, runtime_context: Any) -> None:
+    def open(self, runtime_context: RuntimeContext) -> None:
         if isinstance(self.function, Function):
             self.function.open(runtime_context)
 
@@ -162,14 +164,18 @@ class WindowFunctionAdapter(ProcessWindowFunction):
         if isinstance(self.function, Function):
             self.function.close()
 
-    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
+    def process(self, key: Any, context: ProcessWindowFunction.Context,
+                elements: Iterable[Any]) -> Iterable[Any]:
+        outputs: Iterable[Any]  # what the user's function returns (or yields)
         if self.style == "apply":
-            return self.function.apply(key, context.window(), elements)  # type: ignore[no-any-return]
-        if self.style == "apply_all":
-            return self.function.apply(context.window(), elements)  # type: ignore[no-any-return]
-        return self.function.process(context, elements)  # type: ignore[no-any-return]
+            outputs = self.function.apply(key, context.window(), elements)
+        elif self.style == "apply_all":
+            outputs = self.function.apply(context.window(), elements)
+        else:
+            outputs = self.function.process(context, elements)
+        return outputs
 
-    def clear(self, context: Any) -> None:
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
         # Only ProcessAllWindowFunction has the hook; (All)WindowFunctions keep no state.
         clear = getattr(self.function, "clear", None)
         if self.style == "process_all" and callable(clear):

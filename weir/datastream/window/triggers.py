@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from weir.core.generics import TypeParameters
 from weir.datastream.window.windows import TimeWindow, positive_ms
+
+if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
+    from weir.state.backend import ReducingState, ValueState
+    from weir.state.descriptors import StateDescriptor
 
 __all__ = ["ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountTrigger",
            "EventTimeTrigger", "NeverTrigger", "ProcessingTimeTrigger", "PurgingTrigger",
@@ -49,24 +54,65 @@ class Trigger(ABC, TypeParameters):
     under PyFlink's names ``get_current_watermark()`` and ``get_current_processing_time()``)
     and ``ctx.get_partitioned_state(descriptor)`` (state per key and window)."""
 
+    class TriggerContext(ABC):
+        """What a trigger's methods get as ``ctx`` (PyFlink's ``Trigger.TriggerContext``):
+        the clocks, timers of the current key and window, and state per key and window.
+        The window operator passes its own implementation."""
+
+        @abstractmethod
+        def current_watermark(self) -> int:
+            """The operator's event time: the last watermark it received."""
+
+        @abstractmethod
+        def current_processing_time(self) -> int:
+            """The wall clock, epoch milliseconds."""
+
+        def get_current_watermark(self) -> int:
+            """PyFlink's name of :meth:`current_watermark`."""
+            return self.current_watermark()
+
+        def get_current_processing_time(self) -> int:
+            """PyFlink's name of :meth:`current_processing_time`."""
+            return self.current_processing_time()
+
+        @abstractmethod
+        def register_event_time_timer(self, time: int) -> None:
+            """Call ``on_event_time`` once the watermark reaches ``time``."""
+
+        @abstractmethod
+        def register_processing_time_timer(self, time: int) -> None:
+            """Call ``on_processing_time`` once the wall clock reaches ``time``."""
+
+        @abstractmethod
+        def delete_event_time_timer(self, time: int) -> None: ...
+
+        @abstractmethod
+        def delete_processing_time_timer(self, time: int) -> None: ...
+
+        @abstractmethod
+        def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
+            """The handle of ``state_descriptor``'s state of the current key and window."""
+
     @abstractmethod
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult: ...
+                   ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     @abstractmethod
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult: ...
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     @abstractmethod
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult: ...
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult: ...
 
     def can_merge(self) -> bool:
         return False
 
-    def on_merge(self, window: TimeWindow, ctx: Any) -> None:
+    def on_merge(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         msg = f"{type(self).__name__} does not support merging (session) windows"
         raise NotImplementedError(msg)
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
+    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         """The window is purged: delete the timers and state the trigger set."""
 
 
@@ -75,26 +121,28 @@ class EventTimeTrigger(Trigger):
     within the allowed lateness)."""
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         if window.max_timestamp() <= ctx.current_watermark():
             return TriggerResult.FIRE  # late but allowed: fire again at once
         ctx.register_event_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window: TimeWindow, ctx: Any) -> None:
+    def on_merge(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         if window.max_timestamp() > ctx.current_watermark():
             ctx.register_event_time_timer(window.max_timestamp())
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
+    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         ctx.delete_event_time_timer(window.max_timestamp())
 
     @classmethod
@@ -107,24 +155,26 @@ class ProcessingTimeTrigger(Trigger):
     """Fires when the wall clock passes the window's end."""
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         ctx.register_processing_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window: TimeWindow, ctx: Any) -> None:
+    def on_merge(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         if window.max_timestamp() > ctx.current_processing_time():
             ctx.register_processing_time_timer(window.max_timestamp())
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
+    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         ctx.delete_processing_time_timer(window.max_timestamp())
 
     @classmethod
@@ -149,14 +199,15 @@ class CountTrigger(Trigger):
     #: The name of the count's state (per key and window).
     _counter_name = "count-trigger"
 
-    def _counter(self, ctx: Any) -> Any:
+    def _counter(self, ctx: Trigger.TriggerContext) -> ReducingState:
         from weir.state.descriptors import ReducingStateDescriptor
 
-        return ctx.get_partitioned_state(
+        counter: ReducingState = ctx.get_partitioned_state(
             ReducingStateDescriptor(self._counter_name, lambda a, b: a + b))
+        return counter
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         counter = self._counter(ctx)
         counter.add(1)
         if counter.get() >= self.count:
@@ -164,13 +215,15 @@ class CountTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
+    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         self._counter(ctx).clear()
 
 
@@ -196,7 +249,7 @@ class FullSlidingCountTrigger(CountTrigger):
         return seen >= self.size and (seen - self.size) % self.slide == 0
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         counter = self._counter(ctx)
         counter.add(1)
         return TriggerResult.FIRE if self.fires_after(counter.get()) else TriggerResult.CONTINUE
@@ -206,13 +259,15 @@ class NeverTrigger(Trigger):
     """Never fires: the default of GlobalWindows."""
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
 
@@ -234,22 +289,24 @@ class PurgingTrigger(Trigger):
         return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         return self._purging(self.nested.on_element(element, timestamp, window, ctx))
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return self._purging(self.nested.on_event_time(time, window, ctx))
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return self._purging(self.nested.on_processing_time(time, window, ctx))
 
     def can_merge(self) -> bool:
         return self.nested.can_merge()
 
-    def on_merge(self, window: TimeWindow, ctx: Any) -> None:
+    def on_merge(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         self.nested.on_merge(window, ctx)
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
+    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         self.nested.clear(window, ctx)
 
 
@@ -258,25 +315,27 @@ class _ContinuousTrigger(Trigger):
 
     event_time = True
 
-    def __init__(self, interval: Any) -> None:
+    def __init__(self, interval: TimeSpan) -> None:
         self.interval = positive_ms(interval, "trigger interval")
 
     @classmethod
-    def of(cls, interval: Any) -> Any:
+    def of(cls, interval: TimeSpan) -> Self:
         return cls(interval)
 
-    def _next(self, ctx: Any) -> Any:
+    def _next(self, ctx: Trigger.TriggerContext) -> ValueState:
         from weir.state.descriptors import ValueStateDescriptor
 
-        return ctx.get_partitioned_state(ValueStateDescriptor(f"{type(self).__name__}-next"))
+        state: ValueState = ctx.get_partitioned_state(
+            ValueStateDescriptor(f"{type(self).__name__}-next"))
+        return state
 
-    def _register(self, ctx: Any, time: int) -> None:
+    def _register(self, ctx: Trigger.TriggerContext, time: int) -> None:
         if self.event_time:
             ctx.register_event_time_timer(time)
         else:
             ctx.register_processing_time_timer(time)
 
-    def _schedule(self, now: int, window: TimeWindow, ctx: Any) -> None:
+    def _schedule(self, now: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         state = self._next(ctx)
         if state.value() is None:
             start = now - now % self.interval
@@ -284,7 +343,7 @@ class _ContinuousTrigger(Trigger):
             state.update(fire_at)
             self._register(ctx, fire_at)
 
-    def _on_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def _on_time(self, time: int, window: TimeWindow, ctx: Trigger.TriggerContext) -> TriggerResult:
         if time == window.max_timestamp():
             return TriggerResult.FIRE
         state = self._next(ctx)
@@ -294,7 +353,7 @@ class _ContinuousTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def clear(self, window: TimeWindow, ctx: Any) -> None:
+    def clear(self, window: TimeWindow, ctx: Trigger.TriggerContext) -> None:
         state = self._next(ctx)
         fire_at = state.value()
         if fire_at is not None:
@@ -309,17 +368,19 @@ class ContinuousEventTimeTrigger(_ContinuousTrigger):
     """Fires every ``interval`` of event time within the window, and at its end."""
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         if window.max_timestamp() <= ctx.current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
         self._schedule(timestamp, window, ctx)
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return self._on_time(time, window, ctx)
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
 
@@ -329,12 +390,14 @@ class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     event_time = False
 
     def on_element(self, element: Any, timestamp: int, window: TimeWindow,
-                   ctx: Any) -> TriggerResult:
+                   ctx: Trigger.TriggerContext) -> TriggerResult:
         self._schedule(ctx.current_processing_time(), window, ctx)
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_event_time(self, time: int, window: TimeWindow,
+                      ctx: Trigger.TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time: int, window: TimeWindow, ctx: Any) -> TriggerResult:
+    def on_processing_time(self, time: int, window: TimeWindow,
+                           ctx: Trigger.TriggerContext) -> TriggerResult:
         return self._on_time(time, window, ctx)

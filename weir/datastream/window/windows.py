@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from weir.core.generics import TypeParameters
 from weir.core.records import MAX_WATERMARK
 from weir.core.time import to_millis
+
+if TYPE_CHECKING:
+    from weir.common.time import TimeSpan
 
 __all__ = ["CountWindow", "GlobalWindow", "TimeWindow", "Window"]
 
@@ -94,7 +97,7 @@ class GlobalWindow(Window):
 GLOBAL_WINDOW = TimeWindow(-(1 << 63) + 1, MAX_WATERMARK)
 
 
-def positive_ms(value: Any, what: str) -> int:
+def positive_ms(value: TimeSpan, what: str) -> int:
     """Milliseconds of the span ``value`` (Duration, Time or ms), which must be positive."""
     ms = to_millis(value)
     if ms <= 0:

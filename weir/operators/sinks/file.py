@@ -20,6 +20,7 @@ restored or rescaled subtask ever reuses a name.
 Example:
     >>> import tempfile
     >>> from weir.checkpoint.storage import create_storage
+    >>> from weir.core.ids import CheckpointId
     >>> from weir.state.snapshot import SnapshotLocation
     >>> from weir.taskexecutor.operator import OperatorContext, StateContext
     >>> out = tempfile.mkdtemp()
@@ -29,10 +30,10 @@ Example:
     >>> sink.open()
     >>> sink.process(Elements.from_records([{"n": 1}]))
     >>> where = SnapshotLocation.for_checkpoint(create_storage(out), "job", 1, "sink")
-    >>> _ = sink.snapshot_state(1, 0, where)        # pre-commit: pending, still hidden
+    >>> _ = sink.snapshot_state(CheckpointId(1), 0, where)  # pre-commit: pending, hidden
     >>> committed_parts(out)
     []
-    >>> sink.notify_checkpoint_complete(1)          # commit
+    >>> sink.notify_checkpoint_complete(CheckpointId(1))    # commit
     >>> committed_parts(out)
     ['part-0-0.jsonl']
     >>> sink.close()
@@ -53,7 +54,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,6 +63,7 @@ from weir.checkpoint.options import checkpointing_enabled
 from weir.checkpoint.s3 import S3CheckpointStorageAccess
 from weir.core.errors import MissingStateError, StateError, StorageError
 from weir.core.files import fsync_directory, owned_private_directory
+from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 from weir.core.row import Row
 from weir.state.descriptors import ListStateDescriptor
@@ -305,8 +307,8 @@ class FileSinkOperator(StreamOperator):
         self._opened_at = 0.0
         self._committer: PartCommitter | None = None
         self._counter = 0
-        self._writer: Any = None
-        self._file: Any = None
+        self._writer: pq.ParquetWriter | None = None
+        self._file: TextIO | None = None
         self._schema: pa.Schema | None = None
         self._current: str | None = None
         self._written = 0
@@ -354,7 +356,7 @@ class FileSinkOperator(StreamOperator):
         return LocalPartCommitter(Path(self.path.removeprefix("file://")), self._token,
                                   self.names)
 
-    def snapshot_state(self, checkpoint_id: int, timestamp_ms: int,
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
         """Pre-commit: roll the in-progress part and make every closed part pending for
         ``checkpoint_id``."""
@@ -372,7 +374,7 @@ class FileSinkOperator(StreamOperator):
             ListStateDescriptor(self.ALL_PENDING_STATE)).update(self._pending)
         return super().snapshot_state(checkpoint_id, timestamp_ms, location)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Commit every part pre-committed for ``checkpoint_id`` or before."""
         assert self._committer is not None
         left = []
@@ -399,20 +401,16 @@ class FileSinkOperator(StreamOperator):
         if self._committer is None:  # used without a task (no state): a fresh start
             self.initialize_state(StateContext())
 
-    def _roll(self) -> None:
+    def _roll(self) -> Path:
+        """Close the current part and start the next: the in-progress path to write."""
         assert self.ctx is not None and self._committer is not None
         self._close_part()
         name = self.names.final(self.ctx.subtask_index, self._counter)
         self._counter += 1
-        path = self._committer.in_progress_path(name)
-        if self.fmt == "parquet":
-            assert self._schema is not None
-            self._writer = pq.ParquetWriter(str(path), self._schema)
-        else:
-            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _close_part
         self._current = name
         self._written = 0
         self._opened_at = time.monotonic()
+        return self._committer.in_progress_path(name)
 
     def _must_roll(self) -> bool:
         return self._written >= self.rolling_bytes or (
@@ -423,19 +421,22 @@ class FileSinkOperator(StreamOperator):
         if self.fmt == "parquet":
             batch = elements.arrow()
             schema = batch.schema.remove_metadata()
-            if self._writer is None or schema != self._schema or self._must_roll():
+            writer = self._writer
+            if writer is None or schema != self._schema or self._must_roll():
                 self._schema = schema
-                self._roll()
-            self._writer.write_batch(batch.replace_schema_metadata(None))
+                writer = self._writer = pq.ParquetWriter(str(self._roll()), schema)
+            writer.write_batch(batch.replace_schema_metadata(None))
             self._written += batch.nbytes
         else:
             # Line by line, so that a part rolls at its size even inside one large batch.
             encode = self._encode_json if self.fmt == "json" else self.encoder
+            file = self._file
             for record in elements.records():
-                if self._file is None or self._must_roll():
-                    self._roll()
+                if file is None or self._must_roll():
+                    path = self._roll()
+                    file = self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _close_part
                 line = encode(record) + "\n"
-                self._file.write(line)
+                file.write(line)
                 self._written += len(line)
 
     @staticmethod

@@ -14,7 +14,7 @@ ListState (``process``). Results carry the window's ``max_timestamp()``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from weir.state.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from weir.state.timers import Timer
+from weir.state.timers import InternalTimerService, Timer
 
 REDUCE, AGGREGATE, PROCESS = "reduce", "aggregate", "process"
 
@@ -99,7 +99,7 @@ class CountPerKey:
 class _NamespacedState:
     """Keyed state of the current key in one namespace (a window, or None = across windows)."""
 
-    def __init__(self, backend: KeyedStateBackend, namespace: Any) -> None:
+    def __init__(self, backend: KeyedStateBackend, namespace: TimeWindow | None) -> None:
         self._backend = backend
         self._namespace = namespace
 
@@ -115,69 +115,73 @@ class _NamespacedState:
     get_aggregating_state = get_partitioned_state
 
 
-class _TriggerContext:
+class _TriggerContext(Trigger.TriggerContext):
     """What a trigger sees: timers and state of the current key and window."""
 
-    def __init__(self, operator: WindowOperator) -> None:
-        self._op = operator
+    def __init__(self, timers: InternalTimerService, backend: KeyedStateBackend) -> None:
+        self._timers = timers
+        self._backend = backend
         self.window: TimeWindow = TimeWindow(0, 0)
 
     def current_watermark(self) -> int:
-        return self._op.timers.current_watermark
+        return self._timers.current_watermark
 
     def current_processing_time(self) -> int:
-        return self._op.timers.current_processing_time()
-
-    # PyFlink's Trigger.TriggerContext names, for triggers written against PyFlink.
-    get_current_watermark = current_watermark
-    get_current_processing_time = current_processing_time
+        return self._timers.current_processing_time()
 
     def register_event_time_timer(self, time: int) -> None:
-        self._op.timers.register_event_time_timer(self.window, time)
+        self._timers.register_event_time_timer(self.window, time)
 
     def register_processing_time_timer(self, time: int) -> None:
-        self._op.timers.register_processing_time_timer(self.window, time)
+        self._timers.register_processing_time_timer(self.window, time)
 
     def delete_event_time_timer(self, time: int) -> None:
-        self._op.timers.delete_event_time_timer(self.window, time)
+        self._timers.delete_event_time_timer(self.window, time)
 
     def delete_processing_time_timer(self, time: int) -> None:
-        self._op.timers.delete_processing_time_timer(self.window, time)
+        self._timers.delete_processing_time_timer(self.window, time)
 
-    def get_partitioned_state(self, descriptor: StateDescriptor) -> Any:
-        return _NamespacedState(self._op.backend, self.window).get_partitioned_state(
-            descriptor)
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> Any:
+        return _NamespacedState(self._backend, self.window).get_partitioned_state(
+            state_descriptor)
 
 
 class _WindowContext(ProcessWindowFunction.Context, ProcessAllWindowFunction.Context):
     """What a ProcessWindowFunction sees (PyFlink's ``ProcessWindowFunction.Context``), and
     through WindowFunctionAdapter a ProcessAllWindowFunction."""
 
-    def __init__(self, operator: WindowOperator) -> None:
-        self._op = operator
+    def __init__(self, timers: InternalTimerService, backend: KeyedStateBackend) -> None:
+        self._timers = timers
+        self._backend = backend
         self._window: TimeWindow = TimeWindow(0, 0)
 
     def window(self) -> TimeWindow:
         return self._window
 
     def current_watermark(self) -> int:
-        return self._op.timers.current_watermark
+        return self._timers.current_watermark
 
     def current_processing_time(self) -> int:
-        return self._op.timers.current_processing_time()
+        return self._timers.current_processing_time()
 
     def window_state(self) -> _NamespacedState:
         """Keyed state scoped to this window (cleared with it via ``clear``)."""
-        return _NamespacedState(self._op.backend, self._window)
+        return _NamespacedState(self._backend, self._window)
 
     def global_state(self) -> _NamespacedState:
         """Keyed state shared by all windows of the key."""
-        return _NamespacedState(self._op.backend, None)
+        return _NamespacedState(self._backend, None)
 
 
 class WindowOperator(KeyedOperator):
     """``key_by(...).window(assigner)[.trigger(t)][.allowed_lateness(ms)].reduce/aggregate/
-    process(...)`` (see the module docstring)."""
+    process(...)`` (see the module docstring).
+
+    ``function`` is the user's, of the form ``kind`` says: a ReduceFunction or function of
+    two records, an AggregateFunction, or a ProcessWindowFunction or function of ``(key,
+    context, elements)``; ``window_function``, if any, one of the latter two. They are
+    checked by their methods, as PyFlink users pass any object that has them.
+    """
 
     max_batch_records = PER_RECORD_SLICE
 
@@ -236,7 +240,9 @@ class WindowOperator(KeyedOperator):
     # -- lifecycle -----------------------------------------------------------------------
 
     def open(self) -> None:
-        backend = self.open_keyed(timers="window")
+        backend = self.open_keyed()
+        self._timers = self.open_timers("window")
+        self._set_current_key = backend.set_current_key
         self._event_time = self.assigner.is_event_time()
         self.fire_processing_time_at_end = not self._event_time
         if self.evictor is not None:
@@ -251,8 +257,8 @@ class WindowOperator(KeyedOperator):
         self._contents = backend.get_state(descriptor)
         self._sessions = backend.get_state(ValueStateDescriptor("_window/sessions")) \
             if self.assigner.is_merging() else None
-        self._trigger_ctx = _TriggerContext(self)
-        self._window_ctx = _WindowContext(self)
+        self._trigger_ctx = _TriggerContext(self._timers, backend)
+        self._window_ctx = _WindowContext(self._timers, backend)
         self._emit_fn = self._make_emitter()
         self._out: list[Any] = []
         self._out_ts: list[int] = []
@@ -283,7 +289,8 @@ class WindowOperator(KeyedOperator):
             return window_fn(key, ctx, [value])
         return run_incremental
 
-    def _evicting_emitter(self, window_fn: Any) -> Callable[[Any, TimeWindow, Any], Any]:
+    def _evicting_emitter(self, window_fn: Callable[..., Any] | None
+                          ) -> Callable[[Any, TimeWindow, Any], Any]:
         """Evict, apply the function to what is left, evict again, and keep the rest."""
         evictor = self.evictor
         assert evictor is not None
@@ -333,8 +340,8 @@ class WindowOperator(KeyedOperator):
                 raise UserError(msg)
             timestamps = elements.timestamps.tolist()
         else:
-            timestamps = [self.timers.current_processing_time()] * len(records)
-        set_current_key = self.backend.set_current_key
+            timestamps = [self._timers.current_processing_time()] * len(records)
+        set_current_key = self._set_current_key
         late: list[Any] = []
         late_stamps: list[int] = []
         for key, group, record, stamp in zip(keys, groups, records, timestamps, strict=True):
@@ -343,9 +350,9 @@ class WindowOperator(KeyedOperator):
                 msg = (f"'{self.name}' uses event-time windows, but a record has no "
                        f"timestamp: {record!r:.80}")
                 raise UserError(msg)
-            windows = self.assigner.assign_windows(record, stamp)
-            if self._sessions is not None:
-                windows = self._merge_sessions(windows)
+            assigned = self.assigner.assign_windows(record, stamp)
+            windows: Sequence[TimeWindow | None] = assigned if self._sessions is None \
+                else self._merge_sessions(assigned)
             for window in windows:
                 if window is None or self._is_late(window):
                     if self.late_data_tag:
@@ -372,7 +379,7 @@ class WindowOperator(KeyedOperator):
         contents.add(record)
 
     def _is_late(self, window: TimeWindow) -> bool:
-        return self._event_time and self._cleanup_time(window) <= self.timers.current_watermark
+        return self._event_time and self._cleanup_time(window) <= self._timers.current_watermark
 
     def _cleanup_time(self, window: TimeWindow) -> int:
         return end_of_time_cleanup(window, self.allowed_lateness_ms, self._event_time)
@@ -382,9 +389,9 @@ class WindowOperator(KeyedOperator):
         if time == MAX_WATERMARK:
             return  # the end of time needs no timer: the final watermark ends everything
         if self._event_time:
-            self.timers.register_event_time_timer(window, time)
+            self._timers.register_event_time_timer(window, time)
         else:
-            self.timers.register_processing_time_timer(window, time)
+            self._timers.register_processing_time_timer(window, time)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -445,9 +452,9 @@ class WindowOperator(KeyedOperator):
     def _delete_cleanup(self, window: TimeWindow) -> None:
         time = self._cleanup_time(window)
         if self._event_time:
-            self.timers.delete_event_time_timer(window, time)
+            self._timers.delete_event_time_timer(window, time)
         else:
-            self.timers.delete_processing_time_timer(window, time)
+            self._timers.delete_processing_time_timer(window, time)
 
     # -- firing ----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ import pyarrow.compute as pc
 
 from weir.core.errors import UserError
 from weir.core.records import MAX_WATERMARK, Elements
-from weir.datastream.window.assigners import WindowAssigner
+from weir.datastream.window.assigners import WindowAssigner, _Sliding, _Tumbling
 from weir.operators.base import KeyedOperator
 from weir.state.backend import MISSING
 from weir.state.descriptors import ValueStateDescriptor
@@ -34,7 +35,8 @@ from weir.state.timers import Timer
 
 #: The keyed state holding each (key, window)'s aggregate; the namespace is the window start.
 _STATE = "_window/aggregate"
-_COMBINE = {"sum": lambda a, b: a + b, "count": lambda a, b: a + b, "min": min, "max": max}
+_COMBINE: dict[str, Callable[[Any, Any], Any]] = {
+    "sum": lambda a, b: a + b, "count": lambda a, b: a + b, "min": min, "max": max}
 
 
 def window_starts(timestamps: np.ndarray, size: int, slide: int,
@@ -61,21 +63,23 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
         if kind not in _COMBINE:
             msg = f"unknown aggregation {kind!r}"
             raise ValueError(msg)
-        if assigner.is_merging() or not hasattr(assigner, "size"):
+        if isinstance(assigner, _Sliding):
+            self.size, self.slide = assigner.size, assigner.slide
+        elif isinstance(assigner, _Tumbling):
+            self.size = self.slide = assigner.size
+        else:
             msg = "vectorised window aggregations need tumbling or sliding windows"
             raise ValueError(msg)
+        self.offset = assigner.offset
         self.key_column = key_column
         self.assigner = assigner
         self.kind = kind
         self.field = field
-        self.size: int = assigner.size  # type: ignore[attr-defined]
-        self.slide: int = getattr(assigner, "slide", self.size)
-        self.offset: int = assigner.offset  # type: ignore[attr-defined]
         self.allowed_lateness_ms = allowed_lateness_ms if assigner.is_event_time() else 0
 
     def open(self) -> None:
-        self._state = self.open_keyed(timers="window").get_state(
-            ValueStateDescriptor(_STATE))
+        self._state = self.open_keyed().get_state(ValueStateDescriptor(_STATE))
+        self._timers = self.open_timers("window")
         self._event_time = self.assigner.is_event_time()
         self.fire_processing_time_at_end = not self._event_time
         self._combine = _COMBINE[self.kind]
@@ -83,10 +87,17 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
         self._pending: list[tuple[Any, int, Any]] = []
         self.num_late_records_dropped = 0
 
-    def _cleanup_time(self, max_timestamp: np.ndarray | int) -> Any:
+    def _cleanup_times(self, max_timestamps: np.ndarray) -> np.ndarray:
+        """:meth:`_cleanup_time` of each window end, vectorised."""
         # Saturate instead of overflowing int64 (a window near the end of time).
-        return np.minimum(max_timestamp, MAX_WATERMARK - self.allowed_lateness_ms) + \
-            self.allowed_lateness_ms
+        lateness = self.allowed_lateness_ms
+        cleanup: np.ndarray = np.minimum(max_timestamps, MAX_WATERMARK - lateness) + lateness
+        return cleanup  # (numpy's ufuncs are typed to return Any)
+
+    def _cleanup_time(self, max_timestamp: int) -> int:
+        """When a window ending at ``max_timestamp`` is dropped (at most MAX_WATERMARK)."""
+        lateness = self.allowed_lateness_ms
+        return min(max_timestamp, MAX_WATERMARK - lateness) + lateness
 
     def process(self, elements: Elements, input_index: int = 0) -> None:
         assert self.ctx is not None
@@ -101,10 +112,10 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
                 raise UserError(msg)
             timestamps = elements.timestamps
         else:
-            timestamps = np.full(n, self.timers.current_processing_time(), dtype=np.int64)
+            timestamps = np.full(n, self._timers.current_processing_time(), dtype=np.int64)
         rows, starts = window_starts(timestamps, self.size, self.slide, self.offset)
         if self._event_time:
-            on_time = self._cleanup_time(starts + self.size - 1) > self.timers.current_watermark
+            on_time = self._cleanup_times(starts + self.size - 1) > self._timers.current_watermark
             if not on_time.all():
                 # A record is dropped when none of its windows is still open (Flink's count).
                 self.num_late_records_dropped += len(np.unique(rows)) - \
@@ -124,6 +135,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
         table = pa.table({"k": keys.take(take), "s": starts, "g": groups[rows],
                           "v": pa.array(np.zeros(len(rows), np.int8)) if values is None
                           else values.take(take)})
+        spec: list[tuple[str, str] | tuple[str, str, pc.CountOptions]]
         if self.kind == "count":
             spec = [("v", "count", pc.CountOptions(mode="all"))]
         else:
@@ -137,12 +149,12 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
               partials: list[Any]) -> None:
         """Fold one partial aggregate per (key, window) into state: per window, one batched
         read and one batched write of its keys, and one batched timer registration."""
-        assert self.backend is not None and self.timers is not None
+        assert self.backend is not None
         by_window: dict[int, list[int]] = {}
         for i, (start, partial) in enumerate(zip(starts, partials, strict=True)):
             if partial is not None:  # a group of only nulls adds nothing
                 by_window.setdefault(start, []).append(i)
-        backend, timers, combine = self.backend, self.timers, self._combine
+        backend, timers, combine = self.backend, self._timers, self._combine
         watermark = timers.current_watermark
         for start, rows in by_window.items():
             window_keys = [keys[i] for i in rows]
@@ -162,7 +174,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
             else:
                 timers.register_event_time_timers(window_keys, window_groups, start,
                                                   max_timestamp)
-            cleanup = int(self._cleanup_time(max_timestamp))
+            cleanup = self._cleanup_time(max_timestamp)
             if cleanup != max_timestamp and cleanup < MAX_WATERMARK:
                 timers.register_event_time_timers(window_keys, window_groups, start, cleanup)
 
@@ -175,7 +187,7 @@ class VectorizedWindowAggregateOperator(KeyedOperator):
             value = state.value()
             if value is not None:
                 self._pending.append((timer.key, start, value))
-        if timer.timestamp == int(self._cleanup_time(max_timestamp)):
+        if timer.timestamp == self._cleanup_time(max_timestamp):
             state.clear()
 
     def on_event_time(self, timer: Timer) -> None:
