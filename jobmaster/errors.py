@@ -32,6 +32,10 @@ class SnapshotUnreadableError(UserError):
     (missing, damaged, or its storage refuses access): the job was not submitted."""
 
 
+class JobMasterStoppingError(WeirError):
+    """Work was handed to the JobMaster's main thread after it began to stop."""
+
+
 class TaskExecutorNotRegisteredError(WeirError):
     """A heartbeat stream was opened for a registration the JobMaster does not hold (never
     registered, or replaced by a newer registration): the TaskExecutor must register."""

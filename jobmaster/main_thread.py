@@ -18,6 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from weir.jobmaster.errors import JobMasterStoppingError
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -50,7 +52,7 @@ class MainThreadExecutor:
     def submit(self, fn: Callable[[], T], timeout: float = 10.0) -> Future[T]:
         future: Future[T] = Future()
         if self._stopped.is_set():
-            future.set_exception(RuntimeError("the JobMaster is shutting down"))
+            future.set_exception(JobMasterStoppingError("the JobMaster is shutting down"))
             return future
         self._queue.put((fn, future), timeout=timeout)
         if self._stopped.is_set():
@@ -126,4 +128,4 @@ class MainThreadExecutor:
             except queue.Empty:
                 return
             if item is not None and not item[1].done():
-                item[1].set_exception(RuntimeError("the JobMaster is shutting down"))
+                item[1].set_exception(JobMasterStoppingError("the JobMaster is shutting down"))

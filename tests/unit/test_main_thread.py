@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from weir.jobmaster.errors import JobMasterStoppingError
 from weir.jobmaster.main_thread import MainThreadExecutor
 
 
@@ -102,5 +103,5 @@ def test_submit_after_stop_fails_fast() -> None:
     executor.start()
     executor.stop()
     future = executor.submit(lambda: 1)
-    with pytest.raises(RuntimeError, match=r"shutting down"):
+    with pytest.raises(JobMasterStoppingError, match=r"shutting down"):
         future.result(1)

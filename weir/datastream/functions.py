@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from weir.core.errors import StateError
 from weir.core.generics import TypeParameters
 from weir.core.records import NO_TIMESTAMP
 from weir.datastream.async_retry_strategies import AsyncRetryPredicate, AsyncRetryStrategy
@@ -210,7 +211,7 @@ class RuntimeContext:
         (ValueState for "value", ...): the backend hands out handles untyped."""
         if self._state_store is None:
             msg = "keyed state is only available on a keyed stream (use key_by first)"
-            raise RuntimeError(msg)
+            raise StateError(msg)
         if descriptor.kind != kind:
             msg = (f"get_{kind}_state needs a {kind.capitalize()}StateDescriptor, got "
                    f"{type(descriptor).__name__}")
@@ -339,7 +340,7 @@ class KeyedProcessFunction(Function):
         def timer_service(self) -> TimerService:
             if self._timer_service is None:
                 msg = "timers are only available on a keyed stream"
-                raise RuntimeError(msg)
+                raise StateError(msg)
             return self._timer_service
 
     class OnTimerContext(Context):
@@ -559,7 +560,7 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
             backend = self._backend
             if backend is None:  # a context made outside an operator
                 msg = "apply_to_keyed_state needs a keyed stream"
-                raise RuntimeError(msg)
+                raise StateError(msg)
             state = backend.get_state(state_descriptor)
             for key in list(backend.keys(state_descriptor.name)):
                 backend.set_current_key(key)
