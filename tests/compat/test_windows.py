@@ -197,3 +197,23 @@ def test_evictors_remove_records_before_or_after_the_function() -> None:
     after.process([("a", 1), ("a", 2), ("a", 4), ("a", 8)], timestamps=[1, 2, 3, 4])
     # Fires on 2 records (sum 3), keeps the newest (2); then 2 + 4 + 8.
     assert after.output.records == [("a", 3), ("a", 14)]
+
+
+@pytest.mark.parametrize("aggregation", ["sum", "min", "max"])
+def test_field_aggregations_of_windows_keyed_by_a_function(aggregation: str) -> None:
+    """``key_by(lambda)`` then ``window(...).sum/min/max(field)``: the aggregated field of
+    each window, the other fields from its first record (Flink's semantics)."""
+    env = _env(1)
+    records = [("a", 4, 1_000), ("b", 7, 1_500), ("a", 2, 2_000), ("a", 9, 3_000),
+               ("b", 1, 12_000), ("a", 5, 14_000), ("b", 3, 15_000)]
+    windowed = (_stamped(env, records).key_by(lambda r: r[0])
+                .window(TumblingEventTimeWindows.of(Time.seconds(10))))
+    got = getattr(windowed, aggregation)(1)
+    combine = {"sum": sum, "min": min, "max": max}[aggregation]
+    expected = []
+    for key in ("a", "b"):
+        for start in (0, 10_000):
+            inside = [r for r in records if r[0] == key and start <= r[2] < start + 10_000]
+            first = inside[0]
+            expected.append((first[0], combine(r[1] for r in inside), first[2]))
+    assert sorted(got.execute_and_collect()) == sorted(expected)

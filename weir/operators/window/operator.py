@@ -22,7 +22,7 @@ import numpy as np
 from weir.core.errors import UserError
 from weir.core.records import MAX_WATERMARK, NO_TIMESTAMP, Elements
 from weir.core.types import TypeInformation
-from weir.datastream.functions import resolve_callable
+from weir.datastream.functions import ReduceFunction, resolve_callable
 from weir.datastream.window.assigners import WindowAssigner
 from weir.datastream.window.evictors import Evictor
 from weir.datastream.window.functions import ProcessAllWindowFunction, ProcessWindowFunction
@@ -53,7 +53,7 @@ def end_of_time_cleanup(window: TimeWindow, allowed_lateness: int, event_time: b
         else MAX_WATERMARK
 
 
-class FieldReducer:
+class FieldReducer(ReduceFunction):
     """``sum``/``min``/``max`` of one field as a reduce function: the other fields come
     from the window's first record (Flink's semantics for windowed field aggregations)."""
 
