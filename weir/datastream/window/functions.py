@@ -54,6 +54,27 @@ class AggregateFunction(Function):
         raise NotImplementedError(msg)
 
 
+class WindowContext(ABC, TypeParameters):
+    """What a window's ``process`` gets as ``context``, keyed or not: the window, the
+    clocks, and keyed state per window (``window_state()``) or across the key's windows
+    (``global_state()``)."""
+
+    @abstractmethod
+    def window(self) -> TimeWindow: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def window_state(self) -> Any: ...
+
+    @abstractmethod
+    def global_state(self) -> Any: ...
+
+
 class ProcessWindowFunction(Function):
     """Evaluates a whole window: ``process(key, context, elements)`` yields the outputs.
 
@@ -63,25 +84,10 @@ class ProcessWindowFunction(Function):
     With ``reduce``/``aggregate``, ``elements`` holds the one pre-aggregated value.
     """
 
-    class Context(ABC, TypeParameters):
+    class Context(WindowContext):
         """What ``process`` gets as ``context`` (for annotations, also as PyFlink's
         ``ProcessWindowFunction.Context[TimeWindow]``: the runtime passes its own
         implementation)."""
-
-        @abstractmethod
-        def window(self) -> TimeWindow: ...
-
-        @abstractmethod
-        def current_watermark(self) -> int: ...
-
-        @abstractmethod
-        def current_processing_time(self) -> int: ...
-
-        @abstractmethod
-        def window_state(self) -> Any: ...
-
-        @abstractmethod
-        def global_state(self) -> Any: ...
 
     @abstractmethod
     def process(self, key: Any, context: ProcessWindowFunction.Context,
@@ -112,25 +118,10 @@ class ProcessAllWindowFunction(Function):
     ``context.window()`` is the window. With ``reduce``/``aggregate`` of ``window_all``,
     ``elements`` holds the one pre-aggregated value."""
 
-    class Context(ABC, TypeParameters):
+    class Context(WindowContext):
         """What ``process`` gets as ``context`` (for annotations, also as
         ``ProcessAllWindowFunction.Context[TimeWindow]``): ``window()``, the clocks, and
         ``window_state()``/``global_state()`` for state per window or across windows."""
-
-        @abstractmethod
-        def window(self) -> TimeWindow: ...
-
-        @abstractmethod
-        def current_watermark(self) -> int: ...
-
-        @abstractmethod
-        def current_processing_time(self) -> int: ...
-
-        @abstractmethod
-        def window_state(self) -> Any: ...
-
-        @abstractmethod
-        def global_state(self) -> Any: ...
 
     @abstractmethod
     def process(self, context: ProcessAllWindowFunction.Context,
