@@ -25,6 +25,7 @@ from weir.core.errors import ConfigError, InternalError, InvalidJobError, JobNot
 from weir.jobmaster.errors import (
     JobChangeFailedError,
     JobExistsError,
+    JobMasterStoppingError,
     JobNotStoredError,
     OperationTimeoutError,
     SavepointFailedError,
@@ -59,6 +60,8 @@ STATUS_CODES: Mapping[type, grpc.StatusCode] = {
     JobChangeFailedError: grpc.StatusCode.FAILED_PRECONDITION,
     SavepointNotDisposedError: grpc.StatusCode.FAILED_PRECONDITION,
     OperationTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
+    # The JobMaster is going away: another one (high availability) may take the call.
+    JobMasterStoppingError: grpc.StatusCode.UNAVAILABLE,
     InternalError: grpc.StatusCode.INTERNAL,
 }
 

@@ -24,7 +24,7 @@ from weir import (
 )
 from weir.core.clock import ManualClock
 from weir.core.config import Configuration
-from weir.core.errors import UserError
+from weir.core.errors import StateError, UserError
 from weir.core.processing_time import ProcessingTimeService
 from weir.core.records import MAX_WATERMARK, MIN_WATERMARK, TIMESTAMP_COLUMN, Elements
 from weir.operators.basic import (
@@ -429,5 +429,5 @@ def test_rich_functions_on_a_keyed_stream_get_state_scoped_to_each_records_key(
 
 
 def test_keyed_state_outside_a_keyed_stream_is_a_clear_error() -> None:
-    with pytest.raises(RuntimeError, match="key_by"):
+    with pytest.raises(StateError, match="key_by"):
         OperatorHarness(MapOperator("m", _RunningTotal()))  # open() asks for state

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.operators import CollectingOutput
+from weir.core.errors import StateError
 from weir.core.records import Elements, records_to_arrow
 from weir.core.row import Row
 from weir.core.types import Types
@@ -283,7 +284,7 @@ def test_state_needs_a_keyed_stream() -> None:
         def map(self, value):
             return value
 
-    with pytest.raises(RuntimeError, match=r"key_by"):
+    with pytest.raises(StateError, match=r"key_by"):
         opened(MapOperator("Map", Stateful()))
 
 
