@@ -226,14 +226,31 @@ class PipelinedResultPartition(ResultPartitionWriter):
         self.finished = False
 
     def emit(self, subpartition: int, elements: Elements) -> None:
-        pending = self._pending[subpartition]
-        pending.append(elements)
-        self._pending_bytes[subpartition] += elements.estimated_bytes()
-        if self._pending_since is None:
-            self._pending_since = time.monotonic()
+        """Add ``elements`` to the subpartition's pending buffer, handing over every buffer
+        that fills up. A buffer holds at most the buffer size (the segment size, or the
+        smaller one a debloating consumer announced) in estimated bytes: a batch larger
+        than the room left is cut at record boundaries and spans several buffers, and a
+        record larger than a buffer travels alone. Order is kept."""
+        n = len(elements)
+        if not n:
+            return
         limit = self.subpartitions[subpartition].flush_size or self._segment_size
-        if self._pending_bytes[subpartition] >= limit:
-            self._flush(subpartition)
+        size = elements.estimated_bytes()
+        per_record = size / n
+        room = limit - self._pending_bytes[subpartition]
+        pieces = [elements] if size <= room else elements.split_by_bytes(limit, first=room)
+        for piece in pieces:
+            piece_size = size if piece is elements else piece.estimated_bytes()
+            pending = self._pending_bytes[subpartition]
+            if pending and pending + piece_size > limit:
+                self._flush(subpartition)
+                pending = 0
+            self._pending[subpartition].append(piece)
+            self._pending_bytes[subpartition] = pending = pending + piece_size
+            if self._pending_since is None:
+                self._pending_since = time.monotonic()
+            if pending + per_record > limit:  # full: no more record like these fits
+                self._flush(subpartition)
 
     def _flush(self, index: int) -> None:
         pending = self._pending[index]

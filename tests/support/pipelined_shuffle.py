@@ -46,10 +46,20 @@ def batch(i: int, rows: int = 100) -> Elements:
     return Elements.from_arrow(pa.record_batch({"i": [i] * rows, "row": list(range(rows))}))
 
 
+class EagerPartition(PipelinedResultPartition):
+    """A producer that hands every emitted batch over as a buffer of its own, as a task
+    with ``execution.buffer-timeout: 0`` does (a batch larger than the segment size still
+    spans several buffers)."""
+
+    def emit(self, subpartition: int, elements: Elements) -> None:
+        super().emit(subpartition, elements)
+        self.flush_all()
+
+
 def producer(partitions: PartitionManager, pid: str = "p1", subs: int = 1,
              capacity: int = 1000) -> PipelinedResultPartition:
-    partition = PipelinedResultPartition(pid, "job", subs, capacity, segment_size=1,
-                                         wakeup=lambda: None)
+    partition = EagerPartition(pid, "job", subs, capacity, segment_size=SEGMENT,
+                               wakeup=lambda: None)
     partitions.register(partition)
     return partition
 

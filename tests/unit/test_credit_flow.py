@@ -21,7 +21,7 @@ def test_no_buffer_is_sent_without_credit_and_credits_come_back(plane):
     partitions, server, connections = plane
     part = producer(partitions)
     for i in range(50):
-        part.emit(0, batch(i))  # segment size 1: every batch is flushed as its own buffer
+        part.emit(0, batch(i))  # an eager producer: every batch is a buffer of its own
     ch, _ = channel(server, connections, exclusive=2)
     ch.request()
     wait_for(lambda: ch.queued() == 2, what="the two exclusive buffers to fill")
@@ -57,13 +57,16 @@ def test_backlog_borrows_floating_buffers_up_to_the_pool(plane):
     wait_for(lambda: pool.in_use == 0, what="floating buffers to return to the pool")
 
 
-def test_a_large_batch_spans_segment_sized_buffers_and_is_reassembled(plane):
+def test_a_large_batch_is_cut_into_segment_sized_buffers_and_a_large_record_spans_them(
+        plane):
     partitions, server, connections = plane
     part = PipelinedResultPartition("big", "job", 1, 100, SEGMENT, lambda: None)
     partitions.register(part)
     payload = pa.record_batch({"s": ["x" * 100] * 5000, "n": list(range(5000))})
     assert payload.nbytes > 10 * SEGMENT
+    large = pa.record_batch({"s": ["y" * (3 * SEGMENT)], "n": [-1]})
     part.emit(0, Elements.from_arrow(payload))
+    part.emit(0, Elements.from_arrow(large))
     part.emit(0, batch(7))
     part.finish()
     ch, _ = channel(server, connections, pid="big", exclusive=2)
@@ -74,11 +77,14 @@ def test_a_large_batch_spans_segment_sized_buffers_and_is_reassembled(plane):
         if buffer.end_of_partition:
             break
         got.append(buffer.elements[0].arrow())
-    # Two channel buffers could never hold the batch at once: its pieces were reassembled
-    # while credit kept flowing, and no piece exceeded the segment size.
-    assert got[0].equals(payload)
-    assert got[1].column("i")[0].as_py() == 7
-    assert ch.buffers_in > 10 and ch.largest_buffer <= SEGMENT
+    # The batch travelled in buffers of at most a segment, in order; the record larger than
+    # a segment alone, its pieces reassembled while credit kept flowing.
+    pieces = got[:-2]
+    assert len(pieces) > 10 and all(p.nbytes <= SEGMENT for p in pieces)
+    assert pa.Table.from_batches(pieces).combine_chunks().to_batches()[0].equals(payload)
+    assert got[-2].equals(large)
+    assert got[-1].column("i")[0].as_py() == 7
+    assert ch.buffers_in > len(pieces) + 2 and ch.largest_buffer <= SEGMENT
 
 
 def test_priority_event_overtakes_queued_buffers_which_are_returned(plane):
@@ -201,8 +207,9 @@ def test_pieces_free_their_buffers_until_a_complete_batch_waits_for_the_task(pla
     partitions, server, connections = plane
     part = PipelinedResultPartition("span", "job", 1, 100, SEGMENT, lambda: None)
     partitions.register(part)
-    first = pa.record_batch({"s": ["a" * 100] * 4000, "n": list(range(4000))})
-    second = pa.record_batch({"s": ["b" * 100] * 4000, "n": list(range(4000))})
+    # Records larger than a segment: each travels alone, as a batch of many buffers.
+    first = pa.record_batch({"s": ["a" * 400_000], "n": [0]})
+    second = pa.record_batch({"s": ["b" * 400_000], "n": [1]})
     part.emit(0, Elements.from_arrow(first))
     part.emit(0, Elements.from_arrow(second))
     part.finish()

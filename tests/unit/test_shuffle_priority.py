@@ -11,7 +11,7 @@ from weir.core.records import Elements
 from weir.shuffle.api import Event
 from weir.shuffle.pipelined.client import FloatingBufferPool
 from weir.shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
-from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from weir.shuffle.pipelined.partition import PartitionManager
 
 BARRIER = Event("checkpoint-barrier", b"7")
 
@@ -54,8 +54,11 @@ def test_a_half_sent_spanning_batch_counts_as_overtaken(plane) -> None:
     ch, _ = channel(server, connections, exclusive=2)
     ch.request()
     part.emit(0, batch(0, rows=10))                  # one buffer
-    big = Elements.from_arrow(pa.record_batch({"i": [1] * 20_000, "row": range(20_000)}))
-    part.emit(0, big)                                # spans several 32 KiB buffers
+    # A record larger than a segment: alone in its buffer, which spans several network
+    # buffers of 32 KiB.
+    big = Elements.from_arrow(pa.record_batch({"i": [1], "row": [0],
+                                               "blob": [b"x" * 320_000]}))
+    part.emit(0, big)
     part.emit(0, batch(2, rows=10))
     # Batch 0 and the first piece of batch 1 use both credits; the rest of batch 1 waits
     # at the producer, already taken out of its subpartition.
@@ -70,7 +73,7 @@ def test_a_half_sent_spanning_batch_counts_as_overtaken(plane) -> None:
     assert overtaken_ids(first) == [0, 1]
     rest = drain(ch, 3)
     assert ids(rest) == [0, 1, 2]
-    assert rest[1].elements[0].arrow().num_rows == 20_000
+    assert rest[1].elements[0].arrow().column("blob")[0].as_py() == b"x" * 320_000
 
 
 def test_remote_event_moved_ahead_at_the_consumer(plane) -> None:
@@ -133,10 +136,8 @@ def describe(items: list) -> list:
 
 def test_blocked_channel_gives_only_priority_events() -> None:
     partitions = PartitionManager()
-    a = PipelinedResultPartition("a", "job", 1, 100, 1, lambda: None)
-    b = PipelinedResultPartition("b", "job", 1, 100, 1, lambda: None)
-    partitions.register(a)
-    partitions.register(b)
+    a = producer(partitions, pid="a")
+    b = producer(partitions, pid="b")
     gate = local_gate(partitions, ["a", "b"])
     a.emit(0, batch(1))
     b.emit(0, batch(2))
@@ -150,8 +151,7 @@ def test_blocked_channel_gives_only_priority_events() -> None:
 
 def test_consumer_moves_a_local_event_ahead_and_counts_what_it_passed() -> None:
     partitions = PartitionManager()
-    a = PipelinedResultPartition("a", "job", 1, 100, 1, lambda: None)
-    partitions.register(a)
+    a = producer(partitions, pid="a")
     gate = local_gate(partitions, ["a"])
     a.emit(0, batch(1))
     a.emit(0, batch(2))

@@ -176,6 +176,57 @@ class Elements:
                                       None if ts is None else ts[i:i + size])
                 for i in range(0, n, size)]
 
+    def split_by_bytes(self, limit: int, first: int | None = None) -> list[Elements]:
+        """This batch cut at record boundaries into consecutive pieces of at most ``limit``
+        estimated bytes each (the first of at most ``first``, when at least one record fits
+        in it), each piece with its records' timestamps. A record larger than ``limit`` is
+        a piece of its own.
+
+        Cheap: the bytes of a record are estimated once, for the whole batch, and pieces are
+        cut by count (zero-copy for Arrow, list slices for Python records); an Arrow piece
+        is then checked against its real size, as a batch's records may differ in size.
+
+        >>> pieces = Elements.from_records([("x" * 60, i) for i in range(100)]).split_by_bytes(
+        ...     1000, first=300)
+        >>> [len(p) for p in pieces][:3], sum(map(len, pieces))
+        ([4, 13, 13], 100)
+        """
+        n = len(self)
+        if not n:
+            return []
+        size = self.estimated_bytes()
+        if size <= (limit if first is None else first):
+            return [self]
+        ts = 0 if self.timestamps is None else 8
+        per_record = size / n
+        budget = limit if first is None or first < per_record else first
+        pieces: list[Elements] = []
+        start = 0
+        while start < n:
+            count = max(1, min(n - start, int(budget // per_record)))
+            piece = self._slice(start, start + count, per_record - ts)
+            while count > 1 and piece.estimated_bytes() > budget:
+                # An Arrow piece of larger than average records: shrink it to fit.
+                count = max(1, min(count - 1, count * budget // piece.estimated_bytes()))
+                piece = self._slice(start, start + count, per_record - ts)
+            pieces.append(piece)
+            start += count
+            budget = limit
+        return pieces
+
+    def _slice(self, start: int, stop: int, record_bytes: float) -> Elements:
+        """Records ``start`` to ``stop``; Python records are taken to weigh ``record_bytes``
+        each (their batch's estimate), rather than sampled again."""
+        ts = None if self.timestamps is None else self.timestamps[start:stop]
+        if self._batch is not None:
+            piece = Elements(self._records[start:stop] if self._records is not None else None,
+                             self._batch.slice(start, stop - start), self.type_info, ts)
+        else:
+            assert self._records is not None
+            piece = Elements(self._records[start:stop], None, self.type_info, ts)
+            piece._bytes = int(record_bytes * (stop - start))
+        return piece
+
     def estimated_bytes(self) -> int:
         extra = 0 if self.timestamps is None else 8 * len(self.timestamps)
         if self._batch is not None:
@@ -191,8 +242,9 @@ class Elements:
 
 def _estimate_records_bytes(records: list[Any], samples: int = 8) -> int:
     """Bytes the records take encoded, estimated from a few of them (strings and bytes by
-    their length, at least :data:`ESTIMATED_RECORD_BYTES` a record): output buffers fill,
-    and backpressure starts, at about the configured size even for wide records."""
+    their encoded length and offset, at least :data:`ESTIMATED_RECORD_BYTES` a record):
+    output buffers fill, and backpressure starts, at about the configured size even for
+    wide records."""
     n = len(records)
     if not n:
         return 0
@@ -203,8 +255,12 @@ def _estimate_records_bytes(records: list[Any], samples: int = 8) -> int:
 
 
 def _payload_bytes(value: Any, depth: int = 0) -> int:
-    if isinstance(value, str | bytes | bytearray):
-        return len(value)
+    # A string or bytes value takes its UTF-8 bytes and a 4-byte offset in Arrow: counting
+    # only its characters would let buffers of wide records outgrow the segment size.
+    if isinstance(value, str):
+        return (len(value) if value.isascii() else len(value.encode())) + 4
+    if isinstance(value, bytes | bytearray):
+        return len(value) + 4
     if isinstance(value, int | float | bool) or value is None or depth > 2:
         return 8
     if isinstance(value, tuple | list):
