@@ -255,6 +255,12 @@ class PipelinedResultPartition(ResultPartitionWriter):
     def _flush(self, index: int) -> None:
         pending = self._pending[index]
         if pending:
+            if len(pending) > 1:
+                # One batch a buffer: one message on the wire and one call downstream,
+                # and its framing persisted once by an unaligned checkpoint.
+                joined = Elements.concat(pending)
+                if joined is not None:
+                    pending = [joined]
             sub = self.subpartitions[index]
             buffer = Buffer(pending, self._pending_bytes[index])
             if sub.remote:

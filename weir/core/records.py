@@ -159,6 +159,7 @@ class Elements:
         if self._batch is None:
             assert self._records is not None
             self._batch = records_to_arrow(self._records, self.type_info)
+            self._bytes = None  # the encoded size replaces the estimate from a few records
         return self._batch
 
     def slices(self, size: int) -> list[Elements]:
@@ -182,14 +183,17 @@ class Elements:
         in it), each piece with its records' timestamps. A record larger than ``limit`` is
         a piece of its own.
 
-        Cheap: the bytes of a record are estimated once, for the whole batch, and pieces are
-        cut by count (zero-copy for Arrow, list slices for Python records); an Arrow piece
-        is then checked against its real size, as a batch's records may differ in size.
+        Cheap: a record's bytes are estimated once, as the batch's average, and pieces are
+        cut by count (zero-copy for Arrow, list slices for Python records), each weighing
+        its share of the batch's estimate. Records of very different sizes in one batch
+        may make a piece heavier than its estimate.
 
         >>> pieces = Elements.from_records([("x" * 60, i) for i in range(100)]).split_by_bytes(
         ...     1000, first=300)
         >>> [len(p) for p in pieces][:3], sum(map(len, pieces))
         ([4, 13, 13], 100)
+        >>> [p.estimated_bytes() for p in pieces][:3]
+        [288, 936, 936]
         """
         n = len(self)
         if not n:
@@ -197,42 +201,69 @@ class Elements:
         size = self.estimated_bytes()
         if size <= (limit if first is None else first):
             return [self]
-        ts = 0 if self.timestamps is None else 8
         per_record = size / n
+        # Without the timestamps' 8 bytes a record, which estimated_bytes adds back.
+        record_bytes = per_record - (0 if self.timestamps is None else 8)
         budget = limit if first is None or first < per_record else first
         pieces: list[Elements] = []
         start = 0
         while start < n:
-            count = max(1, min(n - start, int(budget // per_record)))
-            piece = self._slice(start, start + count, per_record - ts)
-            while count > 1 and piece.estimated_bytes() > budget:
-                # An Arrow piece of larger than average records: shrink it to fit.
-                count = max(1, min(count - 1, count * budget // piece.estimated_bytes()))
-                piece = self._slice(start, start + count, per_record - ts)
+            stop = start + max(1, min(n - start, int(budget // per_record)))
+            ts = None if self.timestamps is None else self.timestamps[start:stop]
+            piece = Elements(
+                None if self._records is None else self._records[start:stop],
+                None if self._batch is None else self._batch.slice(start, stop - start),
+                self.type_info, ts)
+            piece._bytes = int(record_bytes * (stop - start))
             pieces.append(piece)
-            start += count
+            start = stop
             budget = limit
         return pieces
 
-    def _slice(self, start: int, stop: int, record_bytes: float) -> Elements:
-        """Records ``start`` to ``stop``; Python records are taken to weigh ``record_bytes``
-        each (their batch's estimate), rather than sampled again."""
-        ts = None if self.timestamps is None else self.timestamps[start:stop]
-        if self._batch is not None:
-            piece = Elements(self._records[start:stop] if self._records is not None else None,
-                             self._batch.slice(start, stop - start), self.type_info, ts)
-        else:
-            assert self._records is not None
-            piece = Elements(self._records[start:stop], None, self.type_info, ts)
-            piece._bytes = int(record_bytes * (stop - start))
-        return piece
+    @classmethod
+    def concat(cls, parts: Sequence[Elements]) -> Elements | None:
+        """The records of ``parts``, in order, as one batch; None when they cannot be one
+        (Python records with different declared types, Arrow batches with different
+        schemas, timestamps on some only). Arrow batches are copied into one, Python
+        records joined as one list.
+
+        >>> Elements.concat([Elements.from_records([1, 2]), Elements.from_records([3])]).records()
+        [1, 2, 3]
+        """
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        stamped = first.timestamps is not None
+        if any((p.timestamps is not None) != stamped for p in parts):
+            return None
+        timestamps = np.concatenate([p.timestamps for p in parts]) if stamped else None
+        total = 0
+        for p in parts:
+            total += p._bytes if p._bytes is not None else p.estimated_bytes() - (
+                8 * len(p) if stamped else 0)
+        joined: Elements | None = None
+        if all(p._batch is not None for p in parts):
+            schema = first._batch.schema  # type: ignore[union-attr]  # checked above
+            if all(p._batch.schema.equals(schema, check_metadata=True)  # type: ignore[union-attr]
+                   for p in parts):
+                joined = Elements(None, pa.concat_batches([p._batch for p in parts]),
+                                  first.type_info, timestamps)
+        elif all(p._records is not None and p.type_info is first.type_info for p in parts):
+            records: list[Any] = []
+            for p in parts:
+                records.extend(p._records)  # type: ignore[arg-type]  # checked above
+            joined = Elements(records, None, first.type_info, timestamps)
+        if joined is not None:
+            joined._bytes = total
+        return joined
 
     def estimated_bytes(self) -> int:
+        """Bytes the records take in Arrow, with their timestamps: an Arrow batch's size,
+        a piece's share of its batch's estimate, or an estimate from a few records."""
         extra = 0 if self.timestamps is None else 8 * len(self.timestamps)
-        if self._batch is not None:
-            return int(self._batch.nbytes) + extra
         if self._bytes is None:
-            self._bytes = _estimate_records_bytes(self._records or [])
+            self._bytes = int(self._batch.nbytes) if self._batch is not None else \
+                _estimate_records_bytes(self._records or [])
         return self._bytes + extra
 
     def __repr__(self) -> str:
