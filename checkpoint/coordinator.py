@@ -685,6 +685,7 @@ class CheckpointCoordinator:
         row.state_size = sum(m.state_size for m in metrics)
         row.incremental_size = sum(m.incremental_size for m in metrics)
         row.persisted_bytes = sum(m.persisted_bytes for m in metrics)
+        row.in_flight_bound_bytes = sum(m.in_flight_bound_bytes for m in metrics)
         row.processed_bytes = sum(m.processed_bytes for m in metrics)
         row.alignment_ms = max((m.alignment_duration_ms for m in metrics), default=0)
         last_ack = max((m.ack_timestamp_ms for m in metrics), default=0)

@@ -292,6 +292,12 @@ class ShuffleEnvironment(ABC):
                           deployment: jobgraph_pb2.InputGateDeployment) -> InputGate:
         """The gate reading the channels described by ``deployment``."""
 
+    def is_local_channel(self, channel: jobgraph_pb2.InputChannelDeployment) -> bool:
+        """Whether ``channel`` reads its producer's queue on this TaskExecutor in memory
+        (True), or holds network buffers of its own (False, the default). Tells how much
+        in-flight data the channel can hold; any thread, never blocks."""
+        return False
+
     @abstractmethod
     def release_partitions_of_job(self, job_id: JobId) -> None:
         """Drop every partition of a job that ended."""

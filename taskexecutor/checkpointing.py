@@ -139,11 +139,16 @@ class SubtaskCheckpointing:
                  responder: CheckpointResponder, clock_ms: Callable[[], int],
                  local_root: Path | None = None,
                  savepoint_storage: Callable[[str], CheckpointStorageAccess] | None = None,
-                 gate_channels: list[int] | None = None) -> None:
+                 gate_channels: list[int] | None = None,
+                 in_flight_bound_bytes: int = 0) -> None:
         """``local_root``: task-local recovery keeps a copy of every file there too.
         ``savepoint_storage``: the storage of a savepoint's directory (its URI).
-        ``gate_channels``: channels per input gate (recorded with in-flight data)."""
+        ``gate_channels``: channels per input gate (recorded with in-flight data).
+        ``in_flight_bound_bytes``: the most in-flight data an unaligned checkpoint of this
+        subtask can persist (:mod:`weir.taskexecutor.in_flight`), reported with each
+        checkpoint beside what it persisted."""
         self._gate_channels = list(gate_channels or [])
+        self._in_flight_bound_bytes = in_flight_bound_bytes
         self._savepoint_storage = savepoint_storage or _no_savepoints
         self.job_id = job_id
         self.attempt_id = attempt_id
@@ -214,7 +219,8 @@ class SubtaskCheckpointing:
         metrics = CheckpointTaskMetrics(
             sync_duration_ms=round((time.monotonic() - started) * 1000),
             alignment_duration_ms=alignment_ms, start_delay_ms=start_delay_ms,
-            processed_bytes=processed_bytes, unaligned=unaligned)
+            processed_bytes=processed_bytes, unaligned=unaligned,
+            in_flight_bound_bytes=self._in_flight_bound_bytes)
         self._pending[checkpoint_id] = _Pending(
             barrier, snapshots, channel_state, metrics, location,
             outputs_pending=barrier.timeoutable and not unaligned and bool(self._writers))

@@ -68,6 +68,7 @@ from weir.state.key_groups import operator_indexes
 from weir.state.local_recovery import RestoreStorage
 from weir.state.snapshot import SnapshotLocation
 from weir.taskexecutor.checkpointing import SnapshotParticipant, SubtaskCheckpointing, UploadPool
+from weir.taskexecutor.in_flight import in_flight_bound_bytes
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
 from weir.taskexecutor.mailbox import Mailbox
 from weir.taskexecutor.operator import (
@@ -355,7 +356,9 @@ class Task:
             storage=self._checkpoint_storage, pool=self._upload_pool,
             responder=self._gateway, clock_ms=wall_clock_ms,
             local_root=self._local_state_root, savepoint_storage=self._savepoint_storage,
-            gate_channels=self._input.gate_channels)
+            gate_channels=self._input.gate_channels,
+            in_flight_bound_bytes=in_flight_bound_bytes(self.tdd, self.configuration,
+                                                        self._shuffle.is_local_channel))
         handler = None
         if self._input.num_channels:
             at_least_once = config.get(checkpoint_options.CHECKPOINTING_MODE) == "AT_LEAST_ONCE"

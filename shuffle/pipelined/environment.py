@@ -90,7 +90,7 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
             descriptor = dataplane_pb2.PipelinedShuffleDescriptor.FromString(
                 channel.shuffle_descriptor)
             partition_id = PartitionId(descriptor.partition_id)
-            if descriptor.producer_resource_id == self._context.resource_id:
+            if self.is_local_channel(channel):
                 channels.append(LocalInputChannel(
                     self.partitions, partition_id, channel.subpartition,
                     task.wakeup, *self._backoff))
@@ -112,6 +112,11 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                 max_size=self._segment_size,
                 buffers_in_flight=remote * self._exclusive + self._floating)
         return PipelinedInputGate(channels, pool, self._exclusive, debloater)
+
+    def is_local_channel(self, channel: jobgraph_pb2.InputChannelDeployment) -> bool:
+        descriptor = dataplane_pb2.PipelinedShuffleDescriptor.FromString(
+            channel.shuffle_descriptor)
+        return bool(descriptor.producer_resource_id == self._context.resource_id)
 
     def release_partitions_of_job(self, job_id: JobId) -> None:
         self.partitions.release_job(job_id)

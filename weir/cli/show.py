@@ -123,6 +123,7 @@ def _subtasks(row: checkpoint_pb2.CheckpointStats) -> list[dict[str, Any]]:
              "start_delay_ms": s.metrics.start_delay_ms,
              "processed_bytes": s.metrics.processed_bytes,
              "persisted_bytes": s.metrics.persisted_bytes,
+             "in_flight_bound_bytes": s.metrics.in_flight_bound_bytes,
              "state_size_bytes": s.metrics.state_size, "unaligned": s.metrics.unaligned}
             for s in row.subtasks]
 
@@ -137,7 +138,9 @@ def checkpoints_json(history: dispatcher_pb2.CheckpointHistory,
             "savepoint": row.savepoint, "trigger_timestamp_ms": row.trigger_timestamp_ms,
             "duration_ms": row.duration_ms, "state_size_bytes": row.state_size,
             "checkpointed_size_bytes": row.incremental_size,
-            "persisted_bytes": row.persisted_bytes, "processed_bytes": row.processed_bytes,
+            "persisted_bytes": row.persisted_bytes,
+            "in_flight_bound_bytes": row.in_flight_bound_bytes,
+            "processed_bytes": row.processed_bytes,
             "alignment_ms": row.alignment_ms, "failure_reason": _reason(row),
             "failure_message": row.failure_message or None,
             "path": row.external_path or None,
@@ -146,6 +149,13 @@ def checkpoints_json(history: dispatcher_pb2.CheckpointHistory,
             item["subtasks"] = _subtasks(row)
         rows.append(item)
     return rows
+
+
+def _in_flight(sub: dict[str, Any]) -> str:
+    """A subtask's persisted in-flight data against the most its network buffers hold."""
+    bound = sub["in_flight_bound_bytes"]
+    persisted = _size(sub["persisted_bytes"])
+    return f"{persisted} / bound {_size(bound)}" if bound else persisted
 
 
 def _size(n: float) -> str:
@@ -183,4 +193,4 @@ def print_checkpoints(history: dispatcher_pb2.CheckpointHistory, tasks: bool = F
                 print(f"{'':8}{sub['task'][:40]:40} ({sub['subtask'] + 1})  sync "
                       f"{sub['sync_ms']}ms  async {sub['async_ms']}ms  alignment "
                       f"{sub['alignment_ms']}ms  start delay {sub['start_delay_ms']}ms  "
-                      f"persisted {_size(sub['persisted_bytes'])}")
+                      f"persisted {_in_flight(sub)}")

@@ -237,24 +237,23 @@ class Elements:
         if any((p.timestamps is not None) != stamped for p in parts):
             return None
         timestamps = np.concatenate([p.timestamps for p in parts]) if stamped else None
-        total = 0
-        for p in parts:
-            total += p._bytes if p._bytes is not None else p.estimated_bytes() - (
-                8 * len(p) if stamped else 0)
-        joined: Elements | None = None
-        if all(p._batch is not None for p in parts):
-            schema = first._batch.schema  # type: ignore[union-attr]  # checked above
-            if all(p._batch.schema.equals(schema, check_metadata=True)  # type: ignore[union-attr]
-                   for p in parts):
-                joined = Elements(None, pa.concat_batches([p._batch for p in parts]),
-                                  first.type_info, timestamps)
-        elif all(p._records is not None and p.type_info is first.type_info for p in parts):
+        batches = [p._batch for p in parts if p._batch is not None]
+        lists = [p._records for p in parts
+                 if p._records is not None and p.type_info is first.type_info]
+        if len(batches) == len(parts):
+            schema = batches[0].schema
+            if not all(b.schema.equals(schema, check_metadata=True) for b in batches):
+                return None
+            joined = Elements(None, pa.concat_batches(batches), first.type_info, timestamps)
+        elif len(lists) == len(parts):
             records: list[Any] = []
-            for p in parts:
-                records.extend(p._records)  # type: ignore[arg-type]  # checked above
+            for part in lists:
+                records.extend(part)
             joined = Elements(records, None, first.type_info, timestamps)
-        if joined is not None:
-            joined._bytes = total
+        else:
+            return None
+        joined._bytes = sum(p.estimated_bytes() for p in parts) - (
+            8 * len(timestamps) if timestamps is not None else 0)
         return joined
 
     def estimated_bytes(self) -> int:
