@@ -4,6 +4,11 @@ The producer's task thread appends; one consumer (a local input channel on the c
 task thread, or the data server's connection thread for a remote consumer) takes. A
 subpartition holds at most ``capacity`` buffers; the producer checks ``is_available``
 before processing more input, which is how a slow consumer holds its producer back.
+
+A buffer carries at most the segment size of records (or the smaller size a debloating
+consumer announced), one record larger than that alone: the writer cuts larger batches at
+record boundaries. So a capacity in buffers is a capacity in bytes, and so is what an
+unaligned checkpoint can find queued here (``taskexecutor/in_flight.py``).
 """
 
 from __future__ import annotations
