@@ -199,7 +199,7 @@ class Elements:
         if not n:
             return []
         size = self.estimated_bytes()
-        if size <= (limit if first is None else first):
+        if not size or size <= (limit if first is None else first):
             return [self]
         per_record = size / n
         # Without the timestamps' 8 bytes a record, which estimated_bytes adds back.
