@@ -244,6 +244,15 @@ class InputGate(ABC):
         Raises the cause when a channel failed (producer lost, partition not found).
         """
 
+    def poll_priority(self) -> BufferOrEvent | None:
+        """A priority event waiting at the head of any channel (blocked or not), taken; None
+        when there is none. Called between the records of a buffer being processed, so it
+        must be cheap; a gate whose channels never carry priority events keeps this default.
+
+        Raises the cause when a channel failed.
+        """
+        return None
+
     @abstractmethod
     def block_consumption(self, channel: int) -> None:
         """Take nothing but priority events from ``channel`` until it is resumed (barrier

@@ -202,6 +202,19 @@ class InternalTimerService:
             self._target.on_event_time(timer)
         return fired
 
+    def advance_watermark_in_slice(self, watermark: int) -> bool:
+        """Fire the event-time timers at or before ``watermark`` until the task's time slice
+        expired (at least one); True once none is left. The caller calls again, on a later
+        turn of the task, until then (and forwards the watermark only after)."""
+        self.current_watermark = watermark
+        time_slice = self._processing_time.time_slice
+        while (timer := self._event.pop_due(watermark)) is not None:
+            self._target.on_event_time(timer)
+            if time_slice.expired():
+                earliest = self._event.earliest()
+                return earliest is None or earliest > watermark
+        return True
+
     def _schedule(self, timestamp: int) -> None:
         """Make sure the wall clock wakes us by ``timestamp`` (one wake-up at a time, for
         the earliest timer, as Flink's timer service does)."""
@@ -219,11 +232,16 @@ class InternalTimerService:
             after()
 
     def fire_processing_time(self, now: int) -> int:
-        """Fire every processing-time timer at or before ``now``; returns how many fired."""
+        """Fire the processing-time timers at or before ``now`` until the task's time slice
+        expired (at least one; all when it is unlimited); returns how many fired. What is
+        left fires on a later turn (its wake-up is due at once)."""
         fired = 0
+        time_slice = self._processing_time.time_slice
         while (timer := self._processing.pop_due(now)) is not None:
             fired += 1
             self._target.on_processing_time(timer)
+            if time_slice.expired():
+                break
         earliest = self._processing.earliest()
         if earliest is not None:
             self._schedule(earliest)

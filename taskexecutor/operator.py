@@ -65,6 +65,10 @@ NO_JOB = JobId("")
 COLLECT_SERVICE = "collect"
 #: Service key of ``put(mail)``: run ``mail()`` on the task thread soon (from any thread).
 MAILBOX_SERVICE = "mailbox"
+#: Service key of ``defer(work)`` (task thread): an operator whose work ran out of its time
+#: slice (timers of a watermark) hands the rest over; the task runs ``work()`` on a later
+#: turn, before it takes any more input, so records after the watermark wait for it.
+CONTINUATION_SERVICE = "continuation"
 
 
 class Output(ABC):

@@ -73,12 +73,14 @@ from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
 from weir.taskexecutor.mailbox import Mailbox
 from weir.taskexecutor.operator import (
     COLLECT_SERVICE,
+    CONTINUATION_SERVICE,
     MAILBOX_SERVICE,
     OperatorContext,
     OperatorSnapshot,
     StateContext,
 )
 from weir.taskexecutor.operator_chain import OperatorChain, TaskCounters
+from weir.taskexecutor.pending_input import PendingInput
 from weir.taskexecutor.record_writer import (
     WATERMARK_EVENT,
     WATERMARK_STATUS_EVENT,
@@ -95,6 +97,9 @@ from weir.taskexecutor.watermark_valve import StatusWatermarkValve
 log = logging.getLogger(__name__)
 
 _MAX_IDLE_WAIT_S = 0.5
+#: The channel a source's own records count as (its in-flight data, taken from its reader
+#: but not processed at a checkpoint, is that channel's).
+SOURCE_CHANNEL = 0
 
 
 class TaskCancelledError(WeirError):
@@ -166,7 +171,12 @@ class Task:
         # End of input: channels that delivered end of data.
         self._data_ended: set[int] = set()
         self._data_finished = False
-        self._replay: deque[tuple[int, Elements]] = deque()
+        #: What was taken (a buffer, a source's batch, restored in-flight data) and is not
+        #: processed yet: handed to the chain in chunks, so that the loop turns between them.
+        self._pending = PendingInput()
+        #: Work an operator handed over when its time slice ran out (the rest of the timers
+        #: of a watermark): done before any more input is taken.
+        self._continuations: deque[Callable[[], None]] = deque()
         self._finished_on_restore = tdd.restore.finished if tdd.HasField("restore") else False
         self._savepoint_storages: dict[str, CheckpointStorageAccess] = {}
         self._record_writers: list[RecordWriter] = []
@@ -310,10 +320,14 @@ class Task:
             task_name=tdd.task_name, subtask_index=tdd.subtask_index,
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=self.job_id, config=dict(tdd.config),
-            services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put},
+            services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put,
+                      CONTINUATION_SERVICE: self._continuations.append},
             configuration=job_config, processing_time=self.processing_time,
             metrics=self.metrics)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
+        # Per-record operators (a user function a record) get their input in chunks; a
+        # chain of vectorised ones in whole batches (see pending_input).
+        self._pending.chunked = any(op.max_batch_records is not None for op in operators)
         uids = list(tdd.operator_uids)
         if tdd.source:
             self._source_uid = uids.pop(0) if uids else "source"
@@ -400,10 +414,12 @@ class Task:
                 self._writers[partition].emit(subpartition, elements)
         for writer in self._writers:
             writer.flush_all()
+        replayed = 0
         for channel, batches in sorted(state.inputs.items()):
-            self._replay.extend((channel, elements) for elements in batches)
+            self._pending.add(channel, self._input.input_of(channel), batches)
+            replayed += len(batches)
         log.info("task %s restored %d output and %d input buffers of in-flight data",
-                 self.name, sum(map(len, state.outputs.values())), len(self._replay))
+                 self.name, sum(map(len, state.outputs.values())), replayed)
 
     def _restore_rescaled_channel_state(self, restore: TaskStateRestore) -> None:
         """In-flight data of an unaligned checkpoint taken at another parallelism: output
@@ -427,7 +443,7 @@ class Task:
                 for elements in batches:
                     mine = self._my_share(elements, gate, old_index, selectors)
                     if mine is not None and len(mine):
-                        self._replay.append((channel, mine))
+                        self._pending.add(channel, self._input.input_of(channel), [mine])
                         replayed += 1
         if outputs or inputs:
             log.info("task %s restored in-flight data of %d old subtasks at another "
@@ -464,7 +480,9 @@ class Task:
             for mail in self.mailbox.drain():
                 mail()
             self._check_cancelled()
+            time_slice = self.processing_time.time_slice
             if not self._input_suspended():
+                time_slice.start()
                 self.processing_time.fire_due()
             self._flush_if_due()
             self._input.maintain()
@@ -476,6 +494,7 @@ class Task:
                 counters.backpressured_s += time.monotonic() - started
                 continue
             started = time.monotonic()
+            time_slice.start()
             status = self._process_input()
             if status == "end":
                 return
@@ -519,14 +538,17 @@ class Task:
                 writer.flush_all()
 
     def _process_input(self) -> str:
-        """One unit of work: 'more' if something was processed, 'nothing', or 'end'."""
+        """One unit of work: 'more' if something was processed, 'nothing', or 'end'. A
+        unit is an event, or a chunk of records (see :mod:`weir.taskexecutor.pending_input`):
+        the loop turns — mails, timers, priority events, backpressure — between two
+        chunks of one buffer."""
         assert self._chain is not None
         if self._checkpoints is not None and self._checkpoints.input_suspended:
             return "end" if self._checkpoints.stopped else "nothing"
-        if self._replay:
-            channel, elements = self._replay.popleft()
-            self._chain.process(elements, self._input.input_of(channel))
-            return "more"
+        if self._continuations:
+            return self._continue()
+        if self._pending:
+            return self._process_chunk()
         if self._reader is not None:
             return self._process_source()
         polled = self._input.poll()
@@ -534,17 +556,56 @@ class Task:
             return self._end_or_wait() if self._input.is_finished() else "nothing"
         channel, item = polled.channel, polled.item
         if item.elements:
-            if self._checkpoints is not None:
-                self._checkpoints.on_data(channel, item.elements, item.size)
-            for elements in item.elements:
-                self._chain.process(elements, polled.input_index)
-        elif item.event is not None:
+            self._pending.add(channel, polled.input_index, item.elements, item.size)
+            return self._process_chunk()
+        if item.event is not None:
             self._on_event(channel, item)
         elif item.end_of_partition:
             self._on_end_of_data(channel)
             if self._checkpoints is not None:
                 self._checkpoints.on_end_of_partition(channel)
         return "more"
+
+    def _process_chunk(self) -> str:
+        """Process the next chunk of the pending input, unless a priority event (an
+        unaligned barrier) waits: that comes first, ahead of the records still pending."""
+        assert self._chain is not None
+        if self._checkpoints is not None:
+            polled = self._input.poll_priority()
+            if polled is not None:
+                self._on_event(polled.channel, polled.item)
+                return "more"
+        chunk = self._pending.next_chunk()
+        assert chunk is not None
+        if self._checkpoints is not None:
+            self._checkpoints.on_data(chunk.channel, (chunk.elements,), chunk.nbytes)
+        started = time.perf_counter()
+        self._chain.process(chunk.elements, chunk.input_index)
+        self._pending.record_cost(len(chunk.elements), time.perf_counter() - started)
+        return "more"
+
+    def _continue(self) -> str:
+        """Run the next piece of work an operator handed over (unless a priority event
+        waits: that comes first)."""
+        if self._checkpoints is not None:
+            polled = self._input.poll_priority()
+            if polled is not None:
+                self._on_event(polled.channel, polled.item)
+                return "more"
+        self._continuations.popleft()()
+        return "more"
+
+    def _process_pending(self) -> None:
+        """Do everything taken or handed over now, without yielding (``stop --drain``, end
+        of input: before event time ends)."""
+        assert self._chain is not None
+        self.processing_time.time_slice.unlimited = True
+        while self._continuations:
+            self._continuations.popleft()()
+        while (chunk := self._pending.next_chunk()) is not None:
+            if self._checkpoints is not None:
+                self._checkpoints.on_data(chunk.channel, (chunk.elements,), chunk.nbytes)
+            self._chain.process(chunk.elements, chunk.input_index)
 
     def _end_or_wait(self) -> str:
         """Every input ended: end now, or once the final checkpoint completed."""
@@ -570,8 +631,11 @@ class Task:
                 self._chain.process_watermark_status(True)
         elif event.type == BARRIER_EVENT:
             if self._checkpoints is not None:
+                # Records of this channel taken before its barrier but not processed yet
+                # were sent before it: in-flight data of the checkpoint.
                 self._checkpoints.on_barrier(channel, CheckpointBarrier.from_event(event),
-                                             item.priority, item.overtaken)
+                                             item.priority, item.overtaken,
+                                             self._pending.of_channel(channel))
         elif event.type == END_OF_DATA_EVENT:
             self._on_end_of_data(channel)
 
@@ -590,6 +654,7 @@ class Task:
         checkpointing) consumers learn that no more data follows (``report``: a source
         tells the JobMaster, which takes the final checkpoint)."""
         assert self._chain is not None
+        self._process_pending()  # from here on, nothing yields: the input ends now
         self._data_finished = True
         # End of input is the end of event time: every event-time timer fires, here and
         # (through the writers) downstream, before operators flush what they hold.
@@ -616,8 +681,8 @@ class Task:
         if not self._data_finished:
             elements = self._reader.poll()
             if elements is not None:
-                self._chain.process(elements)
-                return "more"
+                self._pending.add(SOURCE_CHANNEL, 0, [elements])
+                return self._process_chunk() if self._pending else "more"
         if self._no_more_splits:
             return self._end_or_wait()
         if not self._split_request_in_flight and time.monotonic() >= self._next_split_request:
@@ -713,6 +778,9 @@ class _CheckpointedTask:
 
     def drain(self) -> None:
         self._task._finish_operators(report=False)
+
+    def unprocessed(self) -> list[tuple[int, Elements]]:
+        return self._task._pending.everything()
 
     def notify_operators(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         chain = self._task._chain

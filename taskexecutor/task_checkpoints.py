@@ -96,8 +96,12 @@ class CheckpointedTask(Protocol):
         """What a snapshot covers, by operator uid: the operators, the source reader."""
 
     def drain(self) -> None:
-        """``stop --drain``: end the input now (event time to its end, operators flush),
-        before the savepoint's barrier."""
+        """``stop --drain``: end the input now (what was taken is processed, event time
+        goes to its end, operators flush), before the savepoint's barrier."""
+
+    def unprocessed(self) -> list[tuple[int, Elements]]:
+        """What the task took and has not processed yet, with the task-wide channel it came
+        from (a source's: channel 0), in order."""
 
     def notify_operators(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         """Tell every operator that ``checkpoint_id`` completed (or was aborted)."""
@@ -201,7 +205,9 @@ class TaskCheckpoints:
 
     def on_trigger(self, barrier: CheckpointBarrier) -> None:
         """Take checkpoint ``barrier`` now: a source, or a task whose inputs all ended (its
-        input side is complete at once)."""
+        input side is complete at once). What the task took and has not processed yet (a
+        source's reader is past it; a finished producer sends it no more) is in-flight data
+        of the checkpoint: persisted as channel state, processed after the snapshot."""
         if self._task.awaiting_splits:
             self._deferred_triggers.append(barrier)
             return
@@ -213,6 +219,8 @@ class TaskCheckpoints:
         delay_ms = max(0, self._clock() - barrier.timestamp_ms)
         if self._take_snapshot(barrier, unaligned=barrier.options.unaligned,
                                start_delay_ms=delay_ms):
+            for channel, elements in self._task.unprocessed():
+                self.checkpointing.persist_input(barrier.checkpoint_id, channel, elements)
             self.checkpointing.input_complete(barrier.checkpoint_id)
 
     def on_splits_arrived(self) -> None:

@@ -155,6 +155,14 @@ class PipelinedInputGate(InputGate):
             return None
         index, buffer = taken
         self._next = (index + 1) % len(self.channels)
+        return self._delivered(index, buffer)
+
+    def poll_priority(self) -> BufferOrEvent | None:
+        taken = self._poll_priority()
+        return None if taken is None else self._delivered(*taken)
+
+    def _delivered(self, index: int, buffer: Buffer) -> BufferOrEvent:
+        """What taking ``buffer`` from channel ``index`` delivers."""
         self.buffers_in += 1
         if buffer.end_of_partition:
             self.channels[index].finished = True

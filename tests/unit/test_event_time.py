@@ -431,3 +431,32 @@ def test_rich_functions_on_a_keyed_stream_get_state_scoped_to_each_records_key(
 def test_keyed_state_outside_a_keyed_stream_is_a_clear_error() -> None:
     with pytest.raises(StateError, match="key_by"):
         OperatorHarness(MapOperator("m", _RunningTotal()))  # open() asks for state
+
+
+def test_processing_time_callbacks_yield_when_the_time_slice_is_over() -> None:
+    """Due callbacks run within the task's time slice (at least one a turn); the rest stay
+    due and run on the next turns, in time order."""
+    from weir.core.processing_time import TimeSlice
+
+    now = [0.0]
+    service = ProcessingTimeService(clock_ms=lambda: 1_000)
+    service.time_slice = TimeSlice(0.010, clock=lambda: now[0])
+    fired: list[int] = []
+
+    def slow(timestamp: int) -> None:
+        fired.append(timestamp)
+        now[0] += 0.004                       # each callback takes 4 ms
+
+    for timestamp in (500, 100, 300, 200, 400):
+        service.register_timer(timestamp, slow)
+    turns = []
+    while service.seconds_until_next() is not None:
+        service.time_slice.start()
+        turns.append(service.fire_due())
+    assert fired == [100, 200, 300, 400, 500]
+    assert turns == [3, 2]                    # 3 times 4 ms passes the 10 ms slice
+    service.time_slice.unlimited = True       # the task ends its input: no yielding
+    for timestamp in (600, 700, 800):
+        service.register_timer(min(timestamp, 1_000), slow)
+    service.time_slice.start()
+    assert service.fire_due() == 3

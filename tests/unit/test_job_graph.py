@@ -159,6 +159,29 @@ def test_from_collection_runs_with_parallelism_one() -> None:
     assert edges(graph) == {("Source: Collection", "Map -> Sink: Print", "REBALANCE")}
 
 
+def test_watermarks_are_assigned_at_their_inputs_parallelism() -> None:
+    """As Flink's assignTimestampsAndWatermarks: a non-parallel source's records are stamped
+    in its own chain (their order kept), unless the assigner's parallelism is set."""
+    from weir import WatermarkStrategy
+
+    env = env_with(4)
+    strategy = WatermarkStrategy.for_monotonous_timestamps()
+    env.from_collection([1, 2, 3]).assign_timestamps_and_watermarks(strategy) \
+        .map(lambda x: x).print()
+    assert {v.name: v.parallelism for v in env.get_job_graph().vertices} == {
+        "Source: Collection -> Timestamps/Watermarks": 1, "Map -> Sink: Print": 4}
+    env = env_with(4)
+    env.from_sequence(1, 9).set_parallelism(3).assign_timestamps_and_watermarks(strategy) \
+        .print()
+    assert {v.name: v.parallelism for v in env.get_job_graph().vertices} == {
+        "Source: Sequence -> Timestamps/Watermarks": 3, "Sink: Print": 4}
+    env = env_with(4)
+    env.from_collection([1]).assign_timestamps_and_watermarks(strategy) \
+        .set_parallelism(2).print()
+    assert {v.name: v.parallelism for v in env.get_job_graph().vertices} == {
+        "Source: Collection": 1, "Timestamps/Watermarks": 2, "Sink: Print": 4}
+
+
 def test_from_collection_with_another_parallelism_is_invalid() -> None:
     env = env_with(1)
     env.from_collection([1]).set_parallelism(2).print()

@@ -180,9 +180,14 @@ class FakeTask:
         self.drained = 0
         self.notified: list[tuple[int, bool]] = []
         self.woken = 0
+        #: What the task took and has not processed yet: (channel, batch).
+        self.pending: list[tuple[int, Elements]] = []
 
     def snapshot_participants(self) -> dict[str, SnapshotParticipant]:
         return {"op": self.operator}
+
+    def unprocessed(self) -> list[tuple[int, Elements]]:
+        return list(self.pending)
 
     def drain(self) -> None:
         self.drained += 1
@@ -529,3 +534,109 @@ def test_a_handler_comes_with_the_inputs_it_aligns(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="barrier handler"):
         TaskCheckpoints(h.subtask, h.task, TaskCounters(), h.clock,
                         handler=BarrierHandler(1, h.clock))
+
+
+# -- a buffer split into chunks (PendingInput), as the task processes it ----------------------
+
+
+def flat(batches: list[list[int]]) -> list[int]:
+    return [value for records in batches for value in records]
+
+
+class ChunkedTask:
+    """What the task loop does with a buffer: queue it in a PendingInput, process it chunk
+    by chunk (``on_data`` before each), and pass the barrier its channel's unprocessed
+    records. ``processed`` is every record the operators got, in order."""
+
+    def __init__(self, h: Harness, chunk: int) -> None:
+        from weir.taskexecutor.pending_input import PendingInput
+
+        self.h = h
+        self.pending = PendingInput(initial_records=chunk, max_records=chunk)
+        h.task.unprocessed = self.pending.everything  # type: ignore[method-assign]
+        self.processed: list[int] = []
+
+    def take(self, channel: int, *values: int) -> None:
+        self.pending.add(channel, 0, [batch(*values)], nbytes=10 * len(values))
+
+    def process_chunk(self) -> None:
+        chunk = self.pending.next_chunk()
+        assert chunk is not None
+        self.h.checkpoints.on_data(chunk.channel, (chunk.elements,), chunk.nbytes)
+        self.processed.extend(chunk.elements.records())
+
+    def process_all(self) -> None:
+        while self.pending:
+            self.process_chunk()
+
+    def priority_barrier(self, channel: int, n: int, overtaken: OvertakenData | None = None
+                         ) -> None:
+        self.h.checkpoints.on_barrier(channel, barrier(n, UNALIGNED), priority=True,
+                                      overtaken=overtaken,
+                                      unprocessed=self.pending.of_channel(channel))
+
+
+def test_a_barrier_between_two_chunks_of_its_channels_buffer(tmp_path: Path) -> None:
+    """The barrier's channel had records taken but not processed: they were sent before it,
+    so they are persisted and processed once, after the snapshot."""
+    h = Harness(tmp_path, channels=2)
+    task = ChunkedTask(h, chunk=3)
+    task.take(0, *range(10))
+    task.process_chunk()                               # 0, 1, 2 before the checkpoint
+    task.priority_barrier(0, 1, OvertakenData(1, [batch(10, 11)]))
+    assert h.barriers_out() == [(1, True)]             # the snapshot was taken at once
+    task.process_all()                                 # 3..9 after the snapshot
+    task.take(0, 10, 11)                               # what the barrier overtook
+    task.process_all()
+    h.checkpoints.on_barrier(1, barrier(1, UNALIGNED), priority=True)
+    h.checkpoints.on_tick()
+    assert task.processed == list(range(12))           # each record once, in order
+    persisted = h.persisted_inputs(1)
+    assert flat(persisted[0]) == [*range(3, 10), 10, 11]
+    assert 1 not in persisted
+
+
+def test_a_barrier_of_another_channel_persists_this_ones_rest_as_it_is_processed(
+        tmp_path: Path) -> None:
+    """Channel 0's buffer is half processed when channel 1's barrier comes first: the rest
+    of channel 0's buffer precedes channel 0's barrier, so it is persisted chunk by chunk as
+    it is processed — and not again when that barrier arrives."""
+    h = Harness(tmp_path, channels=2)
+    task = ChunkedTask(h, chunk=4)
+    task.take(0, *range(8))
+    task.process_chunk()                               # 0..3
+    task.priority_barrier(1, 1)
+    task.process_all()                                 # 4..7: before channel 0's barrier
+    task.priority_barrier(0, 1)
+    h.checkpoints.on_tick()
+    assert task.processed == list(range(8))
+    assert flat(h.persisted_inputs(1)[0]) == [4, 5, 6, 7]
+
+
+def test_a_sources_trigger_mid_batch_persists_the_rest_of_the_batch(tmp_path: Path) -> None:
+    """A source's reader is past the whole batch it returned: what the task had not
+    processed of it at the trigger is in-flight data of the checkpoint (restored first),
+    processed once, after the snapshot."""
+    h = Harness(tmp_path)
+    task = ChunkedTask(h, chunk=2)
+    task.take(0, 1, 2, 3, 4, 5)
+    task.process_chunk()
+    h.checkpoints.on_trigger(barrier(1))
+    task.process_all()
+    assert task.processed == [1, 2, 3, 4, 5]
+    assert flat(h.persisted_inputs(1)[0]) == [3, 4, 5]
+    assert h.barriers_out() == [(1, False)]
+
+
+def test_aligned_barriers_never_find_records_pending(tmp_path: Path) -> None:
+    """In band, a barrier is taken only once the buffer before it was processed whole: an
+    aligned checkpoint persists nothing."""
+    h = Harness(tmp_path, channels=2)
+    task = ChunkedTask(h, chunk=2)
+    task.take(0, 1, 2, 3)
+    task.process_all()
+    h.checkpoints.on_barrier(0, barrier(1), unprocessed=task.pending.of_channel(0))
+    task.take(1, 4, 5)
+    task.process_all()
+    h.checkpoints.on_barrier(1, barrier(1))
+    assert task.processed == [1, 2, 3, 4, 5] and h.persisted_inputs(1) == {}

@@ -423,3 +423,61 @@ def test_time_window_geometry() -> None:
     assert TumblingEventTimeWindows.of(10).assign_windows(None, -1) == [TimeWindow(-10, 0)]
     with pytest.raises(ValueError, match="positive"):
         TumblingEventTimeWindows.of(0)
+
+
+# --- many windows at one watermark: fired over several turns of the task -------------------
+
+
+class EveryCallExpires:
+    """A time-slice clock on which every check finds the slice over (one timer a turn)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("vectorised", [False, True])
+def test_a_watermark_firing_many_windows_yields_between_them(vectorised: bool) -> None:
+    """The timers of a watermark fire within the task's time slices: the operator hands
+    the rest over (CONTINUATION_SERVICE) and passes the watermark on only after the last
+    one; the results are those of firing them all at once."""
+    from weir.core.processing_time import TimeSlice
+    from weir.taskexecutor.operator import CONTINUATION_SERVICE
+
+    records = [(f"k{i}", i, 5 + i % 3) for i in range(40)]
+
+    def run(sliced: bool) -> tuple[list[tuple], list[tuple[str, Any]], int]:
+        assigner = TumblingEventTimeWindows.of(10)
+        operator = VectorizedWindowAggregateOperator(
+            "w", "k", assigner, "sum", "v") if vectorised else \
+            _window_operator(REDUCE, assigner, 0)
+        harness = OperatorHarness(operator)
+        continuations: list[Any] = []
+        if sliced:
+            harness.ctx.services[CONTINUATION_SERVICE] = continuations.append
+            harness.processing_time.time_slice = TimeSlice(0.0, clock=EveryCallExpires())
+        steps = _drive(harness, [("records", records)], vectorised=vectorised)
+        assert steps == [[]]
+        harness.output.clear()
+        harness.processing_time.time_slice.start()
+        harness.watermark(100)
+        turns = 0
+        while continuations:
+            assert harness.output.watermarks == []     # not before the last timer fired
+            turns += 1
+            harness.processing_time.time_slice.start()
+            continuations.pop(0)()
+        out = harness.output.records
+        if vectorised:
+            out = [(r["k"], r["window_start"], r["window_end"], r["v"]) for r in out]
+        return sorted(out), harness.output.events, turns
+
+    whole, whole_events, no_turns = run(sliced=False)
+    sliced, sliced_events, turns = run(sliced=True)
+    assert no_turns == 0 and turns >= 2
+    assert sliced == whole and len(whole) == 40
+    assert sliced_events[-1] == ("watermark", 100) and whole_events[-1] == ("watermark", 100)
+    assert [e for e in sliced_events if e[0] == "watermark"] == [("watermark", 100)]

@@ -22,9 +22,46 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import time
 from collections.abc import Callable
 
 from weir.core.clock import wall_clock_ms
+
+#: How long one unit of a task's work (a chunk of records, a run of timers) should take
+#: before the task turns its loop again (mails, priority events, cancellation).
+TIME_SLICE_S = 0.002
+
+
+class TimeSlice:
+    """The time the task's current unit of work may take before it yields to the loop.
+
+    The task starts a slice before each unit; work that may go on for long — firing many
+    timers — asks :meth:`expired` as it goes and, once it is, stops after what it just did
+    and continues on a later turn. ``unlimited``: the task is ending its input and needs
+    the work done now.
+
+    Example:
+        >>> now = [0.0]
+        >>> budget = TimeSlice(0.002, clock=lambda: now[0])
+        >>> budget.start(); budget.expired()
+        False
+        >>> now[0] = 0.003; budget.expired()
+        True
+    """
+
+    def __init__(self, seconds: float = TIME_SLICE_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.seconds = seconds
+        self.unlimited = False
+        self._clock = clock
+        self._deadline = math.inf
+
+    def start(self) -> None:
+        self._deadline = self._clock() + self.seconds
+
+    def expired(self) -> bool:
+        return not self.unlimited and self._clock() >= self._deadline
 
 
 class ScheduledTimer:
@@ -48,6 +85,8 @@ class ProcessingTimeService:
         self._clock_ms = clock_ms
         self._queue: list[tuple[int, int, ScheduledTimer]] = []
         self._sequence = itertools.count()
+        #: The task's current unit of work: long runs of timers yield when it expired.
+        self.time_slice = TimeSlice()
 
     def current_time_ms(self) -> int:
         return self._clock_ms()
@@ -59,7 +98,9 @@ class ProcessingTimeService:
         return timer
 
     def fire_due(self) -> int:
-        """Run every callback whose time has come (in time order); returns how many ran.
+        """Run the callbacks whose time has come (in time order), until the task's time
+        slice expired (at least one); returns how many ran. What is left is due at the
+        next call.
 
         A callback registering a timer that is already due runs in the same call: the
         clock is read once, so a callback re-registering "now" cannot loop forever.
@@ -67,11 +108,14 @@ class ProcessingTimeService:
         now = self._clock_ms()
         fired = 0
         queue = self._queue
+        time_slice = self.time_slice
         while queue and queue[0][0] <= now:
             _, _, timer = heapq.heappop(queue)
             if not timer.cancelled:
                 fired += 1
                 timer.callback(timer.timestamp)
+                if time_slice.expired():
+                    break
         return fired
 
     def seconds_until_next(self) -> float | None:

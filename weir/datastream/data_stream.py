@@ -250,7 +250,10 @@ class DataStream:
                    f"{type(watermark_strategy).__name__}")
             raise TypeError(msg)
         name = "Timestamps/Watermarks"
-        return self._then(name, TimestampsAndWatermarksOperator(name, watermark_strategy))
+        stream = self._then(name, TimestampsAndWatermarksOperator(name, watermark_strategy))
+        # As in Flink, at its input's parallelism: a source's records keep their order.
+        stream._t.inherits_parallelism = True
+        return stream
 
     # -- vectorised operators ---------------------------------------------------------------
 

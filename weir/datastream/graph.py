@@ -51,6 +51,9 @@ class Transformation:
     partitioner: PartitionerType | None = None
     key: KeySpec | None = None
     parallelism: int | None = None
+    #: Unless set, the parallelism is its input's, not the job's default (Flink's
+    #: ``assignTimestampsAndWatermarks``: the watermarks of a source stay in its chain).
+    inherits_parallelism: bool = False
     max_parallelism: int | None = None
     uid: str | None = None
     #: Its inputs are the two inputs of a two-input operator (``connect``), not a union.
@@ -117,7 +120,11 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
         for edge in inputs[n.id]:
             downstream[edge.node.id] += 1
 
-    parallelism = {n.id: _parallelism(n, default_parallelism) for n in nodes}
+    parallelism: dict[int, int] = {}
+    for n in nodes:  # inputs first: ids grow in the order the program made them
+        inherited = [edge.node.id for edge in inputs[n.id]] if n.inherits_parallelism else []
+        parallelism[n.id] = parallelism[inherited[0]] if inherited and n.parallelism is None \
+            else _parallelism(n, default_parallelism)
     max_par = {n.id: n.max_parallelism or default_max_parallelism for n in nodes}
     for n in nodes:
         try:

@@ -18,7 +18,12 @@ from weir.datastream.timerservice import OperatorClock, TimerService, non_keyed_
 from weir.metrics.metricbase import task_metric_group
 from weir.state.restore import restore
 from weir.state.timers import InternalTimerService
-from weir.taskexecutor.operator import OperatorContext, Output, StreamOperator
+from weir.taskexecutor.operator import (
+    CONTINUATION_SERVICE,
+    OperatorContext,
+    Output,
+    StreamOperator,
+)
 
 #: Largest batch a per-record operator processes at once.
 PER_RECORD_SLICE = 8192
@@ -174,10 +179,20 @@ class KeyedOperator(StreamOperator):
         as one batch."""
 
     def process_watermark(self, watermark: int) -> None:
+        """Fire the event-time timers ``watermark`` completes, then pass it on. Many timers
+        fire over several turns of the task (each within its time slice, see
+        ``CONTINUATION_SERVICE``): the watermark goes on once the last one fired, and no
+        record after it is processed meanwhile."""
         if self.clock is not None:
             self.clock.current_watermark = watermark
         if self.timers is not None:
-            self.timers.advance_watermark(watermark)
+            defer = self.ctx.services.get(CONTINUATION_SERVICE) if self.ctx else None
+            if defer is None:
+                self.timers.advance_watermark(watermark)
+            elif not self.timers.advance_watermark_in_slice(watermark):
+                self.after_timers()
+                defer(lambda: self.process_watermark(watermark))
+                return
             self.after_timers()
         super().process_watermark(watermark)
 
