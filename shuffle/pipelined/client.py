@@ -558,18 +558,24 @@ class RemoteInputChannel:
 
     # -- consuming (task thread) ------------------------------------------------------------
 
-    def take(self) -> Buffer | None:
+    def take(self, max_size: int | None = None) -> Buffer | None:
         """The next batch, event or end of partition; None while nothing complete is there.
-        Every piece taken frees its buffer; the credits are announced together."""
+        With ``max_size``: the next batch only, if it is there and at most that large (None,
+        taking nothing but the pieces before it, otherwise). Every piece taken frees its
+        buffer; the credits are announced together."""
         credit = surplus = 0
         try:
             while True:
                 with self._lock:
-                    item = self._queue.popleft() if self._queue else None
+                    item = self._queue[0] if self._queue else None
                     if item is None:
-                        if self.failure is not None:
+                        if self.failure is not None and max_size is None:
                             raise self.failure
                         return None
+                    if max_size is not None and (isinstance(item, Buffer) or (
+                            item.message is not None and item.message.size > max_size)):
+                        return None
+                    self._queue.popleft()
                     if isinstance(item, _Piece) and item.kind == _Kind.DATA:
                         if item.message is not None:
                             self._ready -= 1

@@ -111,7 +111,8 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                 min_size=conf.get(shuffle_options.MIN_SEGMENT_SIZE),
                 max_size=self._segment_size,
                 buffers_in_flight=remote * self._exclusive + self._floating)
-        return PipelinedInputGate(channels, pool, self._exclusive, debloater)
+        return PipelinedInputGate(channels, pool, self._exclusive, debloater,
+                                  batch_bytes=self._segment_size)
 
     def is_local_channel(self, channel: jobgraph_pb2.InputChannelDeployment) -> bool:
         descriptor = dataplane_pb2.PipelinedShuffleDescriptor.FromString(

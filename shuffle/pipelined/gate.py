@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.ids import PartitionId
+from weir.core.records import Elements
 from weir.shuffle.api import BufferOrEvent, Event, InputGate, poll_round_robin
 from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.debloat import BufferDebloater
@@ -30,7 +31,8 @@ class InputChannel(ABC):
     def request(self) -> None: ...
 
     @abstractmethod
-    def take(self) -> Buffer | None: ...
+    def take(self, max_size: int | None = None) -> Buffer | None:
+        """The next buffer; with ``max_size``, only a data buffer of at most that size."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -87,12 +89,12 @@ class LocalInputChannel(InputChannel):
     def retry_due(self) -> float | None:
         return None if self._sub is not None else self._next_try
 
-    def take(self) -> Buffer | None:
+    def take(self, max_size: int | None = None) -> Buffer | None:
         if not self._try_subscribe():
             return None
         assert self._sub is not None
         try:
-            buffer = self._sub.poll()
+            buffer = self._sub.poll() if max_size is None else self._sub.poll_data(max_size)
         except ProducerFailedError as err:
             msg = f"producer of partition {self._partition_id} failed: {err}"
             raise RemoteTransportError(msg) from err
@@ -122,8 +124,15 @@ class PipelinedInputGate(InputGate):
 
     def __init__(self, channels: Sequence[InputChannel | RemoteInputChannel],
                  pool: FloatingBufferPool | None = None, exclusive_per_channel: int = 0,
-                 debloater: BufferDebloater | None = None) -> None:
+                 debloater: BufferDebloater | None = None,
+                 batch_bytes: int | None = None) -> None:
+        """``batch_bytes`` (the segment size): data buffers of one channel that are there
+        already are handed to the task together, as one batch of up to that many bytes.
+        Buffers smaller than a segment (debloated, or flushed early) then cost the task
+        and its operators one call, not one each; the task still holds at most a segment
+        of taken data, as with one full buffer."""
         self.channels = channels
+        self._batch_bytes = batch_bytes
         self._pool = pool
         self._exclusive = exclusive_per_channel
         self.debloater = debloater
@@ -171,9 +180,24 @@ class PipelinedInputGate(InputGate):
         if buffer.event is not None:
             return BufferOrEvent(index, event=buffer.event, priority=buffer.priority,
                                  overtaken=buffer.overtaken)
+        elements, size = buffer.elements, buffer.size
+        room = 0 if self._batch_bytes is None else self._batch_bytes - size
+        if room > 0 and elements is not None:
+            channel = self.channels[index]
+            while room > 0 and (more := channel.take(room)) is not None:
+                if elements is buffer.elements:
+                    elements = list(elements)
+                elements.extend(more.elements or ())
+                size += more.size
+                room -= more.size
+                self.buffers_in += 1
+            if elements is not buffer.elements:
+                joined = Elements.concat(elements)
+                if joined is not None:
+                    elements = [joined]
         if self.debloater is not None:
-            self.debloater.on_consumed(buffer.size)
-        return BufferOrEvent(index, elements=buffer.elements, size=buffer.size)
+            self.debloater.on_consumed(size)
+        return BufferOrEvent(index, elements=elements, size=size)
 
     def _poll_priority(self) -> tuple[int, Buffer] | None:
         """A priority event at the head of any channel, blocked or not."""

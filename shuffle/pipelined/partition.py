@@ -191,6 +191,19 @@ class Subpartition:
         if self.producer_listener is not None:
             self.producer_listener()
 
+    def poll_data(self, max_size: int) -> Buffer | None:
+        """The next buffer if it is data of at most ``max_size`` bytes, there now; None
+        otherwise (nothing, an event, a failure: the next :meth:`poll` gives it)."""
+        with self._cond:
+            head = self._queue[0] if self._queue and not self.released else None
+            if head is None or head.elements is None or head.size > max_size:
+                return None
+            self._queue.popleft()
+            drained = len(self._queue) == self._capacity - 1
+        if drained and self.producer_listener is not None:
+            self.producer_listener()
+        return head
+
     def poll(self, timeout: float | None = None) -> Buffer | None:
         """The next buffer; None if there is none (after waiting up to ``timeout``)."""
         with self._cond:

@@ -7,9 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from tests.support.pipelined_shuffle import channel, wait_for
 from weir.core.records import Elements
 from weir.shuffle.api import Event
-from weir.shuffle.pipelined.partition import Buffer, PipelinedResultPartition, Subpartition
+from weir.shuffle.pipelined.client import FloatingBufferPool
+from weir.shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
+from weir.shuffle.pipelined.partition import (
+    Buffer,
+    PartitionManager,
+    PipelinedResultPartition,
+    Subpartition,
+)
 
 SEGMENT = 32 * 1024
 
@@ -141,3 +149,67 @@ def test_concat_keeps_order_timestamps_and_refuses_what_cannot_join() -> None:
     y = Elements.from_arrow(pa.record_batch({"y": ["a"]}))
     assert Elements.concat([x, y]) is None                            # two schemas
     assert Elements.concat([x, x]).arrow().column("x").to_pylist() == [1, 1]  # type: ignore[union-attr]
+
+
+# --- the consumer: small buffers of one channel reach the task together ----------------------
+
+
+def eager(partitions: PartitionManager, pid: str) -> PipelinedResultPartition:
+    """A producer whose every batch is a buffer (a small one here)."""
+    part = PipelinedResultPartition(pid, "job", 1, 10_000, SEGMENT, lambda: None)
+    partitions.register(part)
+    return part
+
+
+def emit_flushed(part: PipelinedResultPartition, start: int, rows: int = 10) -> None:
+    part.emit(0, Elements.from_records([(start + i, "r" * 64) for i in range(rows)]))
+    part.flush_all()
+
+
+def test_a_gate_hands_small_buffers_of_one_channel_over_together_up_to_a_segment() -> None:
+    partitions = PartitionManager()
+    a, b = eager(partitions, "a"), eager(partitions, "b")
+    gate = PipelinedInputGate([LocalInputChannel(partitions, pid, 0, lambda: None, 0.01, 1.0)
+                               for pid in ("a", "b")], FloatingBufferPool(0),
+                              batch_bytes=SEGMENT)
+    gate.request_partitions()
+    for i in range(60):                                   # 60 buffers of 760 bytes
+        emit_flushed(a, 10 * i)
+    emit_flushed(b, 1000)
+    a.broadcast_event(Event("watermark", b"1"))           # coalescing stops at an event
+    emit_flushed(a, 600)
+    items = []
+    while (item := gate.poll_next()) is not None:
+        items.append(item)
+    data = [(i.channel, [r[0] for e in i.elements or () for r in e.records()], i.size)
+            for i in items if i.elements]
+    # Channel a: 43 buffers make a segment (43 x 760 <= 32 KiB), then the other 17; the
+    # batch after the event comes on its own. Channel b in between, never mixed in.
+    assert [(c, len(records)) for c, records, _ in data] == [(0, 430), (1, 10), (0, 170),
+                                                             (0, 10)]
+    assert all(size <= SEGMENT for *_, size in data)
+    assert [r for c, records, _ in data if c == 0 for r in records] == list(range(610))
+    assert all(len(i.elements or ()) == 1 for i in items if i.elements)  # one batch
+    assert [(i.channel, i.event.type if i.event else "data") for i in items] == [
+        (0, "data"), (1, "data"), (0, "data"), (0, "watermark"), (0, "data")]
+
+
+def test_a_remote_channel_takes_only_data_that_fits(plane) -> None:
+    partitions, server, connections = plane
+    part = eager(partitions, "r")
+    ch, _ = channel(server, connections, pid="r", exclusive=8)
+    ch.request()
+    emit_flushed(part, 0)
+    emit_flushed(part, 10, rows=100)
+    part.broadcast_event(Event("watermark", b"1"))
+    emit_flushed(part, 200)
+    wait_for(lambda: ch.queued() == 3 and any(getattr(b, "event", None) for b in list(ch._queue))
+             and len(ch._queue) >= 5, what="everything to arrive")
+    assert ch.take(max_size=100) is None                  # the first batch is larger
+    first = ch.take(max_size=SEGMENT)
+    assert first is not None and len(first.elements[0]) == 10
+    assert ch.take(max_size=1000) is None                 # 100 records do not fit in 1000 B
+    assert len(ch.take(max_size=SEGMENT).elements[0]) == 100
+    assert ch.take(max_size=SEGMENT) is None              # an event is next: left for take()
+    assert ch.take().event == Event("watermark", b"1")
+    assert len(ch.take(max_size=SEGMENT).elements[0]) == 10
