@@ -22,8 +22,8 @@ is counted:
     (``Buffer.in_flight``, granted credit over the budget): E + 2 a channel, F a gate.
   - A *local* channel reads its producer's subpartition in memory: what it delivers
     before its barrier comes from that queue, Q buffers.
-* **one more buffer**: the unit of work the task is processing when the barrier comes
-  (an input buffer, or a source's batch).
+* **one more buffer**: the unit of work the task took and has not processed when the
+  barrier comes (what it took from one channel, at most a segment; or a source's batch).
 
 Each counted buffer is persisted as at most a segment of records and its Arrow IPC framing
 (schema and message header, about 0.5 KiB for a few columns; :data:`FRAMING_BYTES` is
@@ -41,10 +41,11 @@ Debloating only makes buffers smaller. Blocking (BATCH) partitions carry no barr
 are not counted.
 
 What the bound assumes: a batch's records are of about one size (buffers are cut by the
-batch's average record); a source's batch (``pipeline.batch-size`` records) and what one
-unit of work emits fit in a buffer; and barriers reach a subtask's channels about
-together, as unaligned barriers overtake every queue on their way (data a channel delivers
-between the subtask's first barrier and its own comes on top).
+batch's average record); a source's batch (``pipeline.batch-size`` records, taken from its
+reader whole and persisted in the part not processed yet) fits in a buffer; and barriers
+reach a subtask's channels about together, as unaligned barriers overtake every queue on
+their way (data a channel delivers between the subtask's first barrier and its own comes
+on top). A source with larger batches persists more than its bound, visibly.
 
 Example:
     >>> from weir.core.config import Configuration

@@ -49,8 +49,9 @@ def test_unaligned_checkpoints_persist_at_most_the_reported_bound(cluster_factor
                                                                    tmp_path: Path) -> None:
     cluster = cluster_factory(2, 2)
     job = write_job(tmp_path, WIDE_RECORDS, "wide.py")
-    # A source batch (pipeline.batch-size records) must fit in a buffer for the bound to
-    # hold: the source emits a whole batch between two looks at backpressure.
+    # A source's batch (pipeline.batch-size records) must fit in a buffer for the bound to
+    # hold: a source takes a whole batch from its reader, and persists what of it is not
+    # processed yet at a checkpoint.
     pairs = [f"-D{k}={v}" for k, v in {
         "execution.checkpointing.interval": "500 ms",
         "execution.checkpointing.unaligned.enabled": "true",
