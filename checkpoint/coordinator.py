@@ -278,6 +278,8 @@ class CheckpointCoordinator:
         self.consecutive_failures = 0
         self.history: deque[CheckpointStats] = deque(maxlen=HISTORY_SIZE)
         self.counts = {"completed": 0, "failed": 0}
+        #: Retained checkpoints found unusable and forgotten.
+        self._forgotten: dict[CheckpointId, str] = {}
 
     # -- inputs: the job ----------------------------------------------------------------
 
@@ -599,9 +601,21 @@ class CheckpointCoordinator:
         """Retained completed checkpoints, oldest first."""
         return list(self._completed)
 
-    def forget_completed(self, checkpoint_id: CheckpointId) -> None:
-        """A retained checkpoint turned out unusable (missing or corrupt files)."""
+    def forget_completed(self, checkpoint_id: CheckpointId, why: str = "") -> None:
+        """A retained checkpoint turned out unusable (missing or corrupt files): ``why``."""
         self._completed = deque(c for c in self._completed if c.checkpoint_id != checkpoint_id)
+        self._forgotten[checkpoint_id] = why
+
+    def unusable(self) -> list[str]:
+        """Why each forgotten checkpoint could not be restored, oldest first."""
+        return [f"checkpoint {n}: {why}" if why else f"checkpoint {n}"
+                for n, why in sorted(self._forgotten.items())]
+
+    def had_completed(self) -> bool:
+        """Whether the job has, or had, a retained checkpoint (or the snapshot it started
+        from), even if each one turned out unusable: a restart without state would then
+        repeat output the job already committed."""
+        return bool(self._completed or self._forgotten)
 
     def pending_ids(self) -> list[CheckpointId]:
         return sorted(self._pending)

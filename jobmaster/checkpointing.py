@@ -302,9 +302,9 @@ class JobCheckpointing:
             return f"its file {missing[0]}{more} does not exist"
         return None
 
-    def forget(self, checkpoint_id: CheckpointId) -> None:
-        """A restore found ``checkpoint_id`` unusable: never restore it again."""
-        self.coordinator.forget_completed(checkpoint_id)
+    def forget(self, checkpoint_id: CheckpointId, why: str = "") -> None:
+        """A restore found ``checkpoint_id`` unusable (``why``): never restore it again."""
+        self.coordinator.forget_completed(checkpoint_id, why)
 
     def add_restored(self, checkpoint: CompletedCheckpoint) -> None:
         """A checkpoint completed under an earlier JobMaster (high availability) and read

@@ -520,14 +520,15 @@ class JobScheduler:
         if checkpointing is None:
             self._restart(self.restarter.on_checkpoint_found(None))
             return
-        had_checkpoints = bool(checkpointing.coordinator.completed())
+        had_checkpoints = checkpointing.coordinator.had_completed()
 
         def found(checkpoint: CompletedCheckpoint | None, warnings: list[str],
                   unreachable: Exception | None = None) -> None:
             for warning in warnings:
                 log.warning("job %s: %s", self.job_id, warning)
+            problems = [*checkpointing.coordinator.unusable(), *warnings]
             self._restart(self.restarter.on_checkpoint_found(
-                checkpoint, had_checkpoints=had_checkpoints, problems=warnings,
+                checkpoint, had_checkpoints=had_checkpoints, problems=problems,
                 unreachable=unreachable))
 
         checkpointing.find_restorable(found)
@@ -648,7 +649,7 @@ class JobScheduler:
             log.warning("job %s: checkpoint %d is unusable (%s); the next restart uses "
                         "an older retained checkpoint", self.job_id,
                         self.restored.checkpoint_id, error.message)
-            self.checkpointing.forget(self.restored.checkpoint_id)
+            self.checkpointing.forget(self.restored.checkpoint_id, error.message)
         if error.reason == common_pb2.STATE_INCOMPATIBLE and \
                 self.changes.phase is not ChangePhase.DEPLOYING:
             # Restarting would restore the same state into the same code again.

@@ -183,7 +183,9 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
             reused = self._base.get(name) if is_shared_file(name) else None
             if reused is not None and reused.length == (self._scratch / name).stat().st_size:
                 if self._savepoint:
-                    copies.append((name, f"{location.shared_prefix}/{name}"))
+                    # Unique as uploads are: every subtask's RocksDB numbers its files alike,
+                    # and a savepoint's shared directory holds all of them.
+                    copies.append((name, f"{location.shared_prefix}/{uuid.uuid4().hex}-{name}"))
                 else:
                     shared[name] = reused
             elif is_shared_file(name):

@@ -354,3 +354,28 @@ def test_a_jobmaster_killed_before_the_first_checkpoint_restores_the_savepoint_a
     gate.touch()
     finished_exactly_once(cluster, resumed, out, N,
                           details=lambda: answered(lambda: job_details(cluster, resumed)))
+
+
+@pytest.mark.extended
+def test_a_savepoint_that_cannot_be_restored_fails_the_job_instead_of_starting_empty(
+        cluster_factory: Any, tmp_path: Path) -> None:
+    """A state file of the savepoint is damaged: the resumed job fails naming the file, and
+    commits nothing — it must not run on without state and repeat the stopped job's output."""
+    from tests.support.cluster import wait_job_status
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _config(tmp_path)
+    path = _stopped_savepoint(cluster, tmp_path, out, gate, config)
+    committed = committed_output(out)
+    shared = sorted((Path(path.removeprefix("file://")) / "shared").iterdir())
+    assert shared
+    data = shared[0].read_bytes()
+    shared[0].write_bytes(data[: len(data) // 2])     # damaged in transit, say
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, N, config=config, gate=gate,
+                     run_args=("-s", path))
+    final = wait_job_status(cluster, resumed, {"FAILED"}, timeout=120)
+    assert "no retained checkpoint can be restored" in final.failure.message
+    assert shared[0].name in final.failure.message
+    assert committed_output(out) == committed

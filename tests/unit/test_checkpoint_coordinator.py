@@ -315,3 +315,20 @@ def test_options_sent_with_the_trigger(unaligned: bool, timeout: int,
     c = coordinator(clock, unaligned=unaligned, aligned_timeout_ms=timeout)
     options = trigger(c, clock).options
     assert (options.unaligned, options.aligned_timeout_ms) == expected
+
+
+def test_a_job_that_had_a_checkpoint_remembers_it_when_every_one_proved_unusable() -> None:
+    """A job started from a savepoint whose files are corrupt has no retained checkpoint
+    left once it is forgotten, but it had one: its restart must not start without state
+    (the scheduler fails it instead of repeating output already committed)."""
+    clock = ManualClock(0)
+    fresh = coordinator(clock)
+    assert not fresh.had_completed()
+    restored = coordinator(clock)
+    restored.add_completed(CompletedCheckpoint(5, CheckpointMetadata(), "file:///sp",
+                                               owned=False))
+    assert restored.had_completed()
+    restored.forget_completed(5)
+    assert restored.completed() == [] and restored.had_completed()
+    complete(fresh, trigger(fresh, clock).checkpoint_id)
+    assert fresh.had_completed()

@@ -343,3 +343,47 @@ def test_the_first_checkpoint_after_a_clip_rescale_reuses_the_base_files(backend
         assert following.uploaded_bytes < 0.5 * old.state_size
     finally:
         half.dispose()
+
+
+def test_subtasks_of_one_native_savepoint_never_overwrite_each_others_files(tmp_path):
+    """Two subtasks' RocksDB instances number their SST files alike (000009.sst in both):
+    their copies into the savepoint's one shared directory must not land on one path, or
+    one subtask's state is corrupt (or another's) when the savepoint is restored."""
+    from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE
+    from weir.state.key_groups import KeyGroupRange
+
+    checkpoints = FaultyStorage(tmp_path / "checkpoints")
+    savepoints = FaultyStorage(tmp_path / "savepoint")
+    halves = [KeyGroupRange(0, MAX_PAR // 2 - 1), KeyGroupRange(MAX_PAR // 2, MAX_PAR - 1)]
+    backends = [RocksDBKeyedStateBackend(MAX_PAR, r, tmp_path / f"rocks-{i}")
+                for i, r in enumerate(halves)]
+    handles = []
+    try:
+        for index, (backend, key_groups) in enumerate(zip(backends, halves, strict=True)):
+            backend.get_state(ValueStateDescriptor("v"))
+            keys = [k for k in range(20_000)
+                    if key_groups.start <= assign_to_key_group(k, MAX_PAR) <= key_groups.end]
+            put(backend, keys, random.Random(10 + index), size=100 + 50 * index)
+            backend.compact()
+            location = SnapshotLocation.for_checkpoint(checkpoints, "job", 1, f"op-{index}")
+            backend.snapshot_to(1, location).run()
+            backend.notify_checkpoint_complete(1)
+            savepoint = SnapshotLocation.for_savepoint(savepoints, f"op-{index}",
+                                                       SAVEPOINT_NATIVE)
+            handle = backend.snapshot_to(2, savepoint).run()
+            assert isinstance(handle, IncrementalRocksDBStateHandle)
+            handles.append(handle)
+        names = [set(h.shared) for h in handles]
+        assert names[0] & names[1], "the two instances share SST file names"
+        uris = [h.uri for handle in handles for h in handle.shared.values()]
+        assert len(uris) == len(set(uris))
+        for index, (handle, key_groups) in enumerate(zip(handles, halves, strict=True)):
+            restored = RocksDBKeyedStateBackend(MAX_PAR, key_groups, tmp_path / f"back-{index}")
+            try:
+                restore(restored, [handle], savepoints)
+                assert list(restored.entries()) == list(backends[index].entries())
+            finally:
+                restored.dispose()
+    finally:
+        for backend in backends:
+            backend.dispose()
