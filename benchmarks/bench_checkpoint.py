@@ -22,8 +22,10 @@ rocksdb) and checkpoint storage (``--storages``: the cluster's ``file://`` direc
 server). A pair's overhead is with / without - 1 (0.08 = 8% slower); the median over the
 pairs is reported (and, for comparison, median(with) / median(without) - 1). A bounded job
 with checkpointing also waits for its final checkpoint before it ends (FLIP-147): that is
-part of the cost measured. For every checkpointed run, the completed checkpoints are
-counted and their slowest subtask's synchronous and asynchronous durations noted.
+part of the cost measured. The CPU time of the cluster's processes in each run is
+reported the same way (the CPU overhead is less sensitive to other load on the machine).
+For every checkpointed run, the completed and failed checkpoints are counted and the
+slowest subtask's synchronous and asynchronous durations noted.
 ``--profile`` adds one checkpointed run per form, backend and storage under py-spy
 (``--gil``: only the thread holding each TaskExecutor's GIL is sampled, so the samples say
 which thread the interpreter served) with the CPU time of every thread from ``/proc``.
@@ -202,12 +204,15 @@ CATEGORIES = [
 
 def overhead_cell(cluster: LocalCluster, form: str, root: Path, backend: str, pairs: int,
                   label: str) -> dict[str, Any]:
-    """``pairs`` alternating runs of ``form`` without and with 1 s checkpoints."""
+    """``pairs`` alternating runs of ``form`` without and with 1 s checkpoints.
+
+    Besides the wall time, the CPU time the cluster's processes used in each run: on a
+    shared machine it separates "checkpoints cost work" from "the run waited"."""
     off_config = {"state.backend.type": backend}
     on_config = {**off_config, "execution.checkpointing.interval": "1 s"}
     run_form(cluster, form, root, on_config)  # warm-up (and the backend's first use)
-    off: list[float] = []
-    on: list[float] = []
+    wall: dict[str, list[float]] = {"off": [], "1s": []}
+    cpu: dict[str, list[float]] = {"off": [], "1s": []}
     stats: list[dict[str, Any]] = []
     for pair in range(pairs):
         order = [("off", off_config), ("1s", on_config)]
@@ -215,33 +220,42 @@ def overhead_cell(cluster: LocalCluster, form: str, root: Path, backend: str, pa
             order.reverse()
         for side, config in order:
             timing = run_form(cluster, form, root, config)
-            (on if side == "1s" else off).append(round(timing.wall_s, 3))
+            wall[side].append(round(timing.wall_s, 3))
+            cpu[side].append(round(sum(timing.cpu_s.values()), 2))
             note = ""
             if side == "1s":
                 stats.append(checkpoint_stats(checkpoints(cluster, timing.job_id, tasks=True)))
-                note = (f"  ({stats[-1]['completed']} checkpoints, sync p50 "
-                        f"{stats[-1]['sync_ms_p50']} ms, async p50 "
+                note = (f"  ({stats[-1]['completed']} checkpoints, {stats[-1]['failed']} failed; "
+                        f"sync p50 {stats[-1]['sync_ms_p50']} ms, async p50 "
                         f"{stats[-1]['async_ms_p50']} ms)")
             print(f"  {label} pair {pair + 1}/{pairs}: {form:10} checkpoints {side:3} "
-                  f"{timing.wall_s:6.2f} s{note}", flush=True)
-    ratios = [round(b / a - 1, 4) for a, b in zip(off, on, strict=True)]
+                  f"{timing.wall_s:6.2f} s, {cpu[side][-1]:5.1f} CPU-s{note}", flush=True)
+    ratios = [round(b / a - 1, 4) for a, b in zip(wall["off"], wall["1s"], strict=True)]
+    cpu_ratios = [round(b / a - 1, 4) for a, b in zip(cpu["off"], cpu["1s"], strict=True)]
     return {"form": form, "backend": backend, "storage": label.split("/")[0],
-            "off_s": off, "on_s": on, "pair_overhead": ratios,
+            "off_s": wall["off"], "on_s": wall["1s"], "pair_overhead": ratios,
             "overhead": round(median(ratios), 4),
-            "overhead_of_medians": round(median(on) / median(off) - 1, 4),
+            "overhead_of_medians": round(median(wall["1s"]) / median(wall["off"]) - 1, 4),
+            "off_cpu_s": cpu["off"], "on_cpu_s": cpu["1s"],
+            "cpu_overhead": round(median(cpu_ratios), 4),
             "checkpoints": [s["completed"] for s in stats],
+            "failed": [s["failed"] for s in stats],
+            "failure_reasons": sorted({r for s in stats for r in s["failure_reasons"]}),
             "sync_ms_p50": median([s["sync_ms_p50"] for s in stats]),
             "async_ms_p50": median([s["async_ms_p50"] for s in stats]),
             "state_bytes": max((s["state_bytes"] for s in stats), default=0)}
 
 
 def checkpoint_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Completed checkpoints of a run, and the median over them of their slowest subtask's
-    synchronous and asynchronous durations."""
+    """Completed and failed checkpoints of a run, and the median over the completed ones
+    of their slowest subtask's synchronous and asynchronous durations."""
     done = [r for r in rows if r["status"] == "COMPLETED"]
+    failed = [r for r in rows if r["status"] == "FAILED"]
     sync = [max((s["sync_ms"] for s in r["subtasks"]), default=0) for r in done]
     asynchronous = [max((s["async_ms"] for s in r["subtasks"]), default=0) for r in done]
-    return {"completed": len(done), "sync_ms_p50": median(sync) if sync else 0,
+    return {"completed": len(done), "failed": len(failed),
+            "failure_reasons": sorted({r["failure_reason"] or "?" for r in failed}),
+            "sync_ms_p50": median(sync) if sync else 0,
             "async_ms_p50": median(asynchronous) if asynchronous else 0,
             "state_bytes": max((r["state_size_bytes"] for r in done), default=0)}
 
@@ -312,13 +326,12 @@ def run_overhead(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[d
 
 def overhead_table(cells: list[dict[str, Any]]) -> str:
     return format_table(
-        ["form", "backend", "storage", "without s (median)", "with 1 s (median)",
-         "overhead (median of pairs)", "pairs", "checkpoints/run", "sync ms p50",
-         "async ms p50", "state"],
+        ["form", "backend", "storage", "without s", "with 1 s", "overhead", "CPU overhead",
+         "checkpoints", "failed", "sync ms", "async ms", "state"],
         [[c["form"], c["backend"], c["storage"], f"{median(c['off_s']):.2f}",
-          f"{median(c['on_s']):.2f}", f"{c['overhead']:+.1%}", len(c["off_s"]),
-          f"{median(c['checkpoints']):.0f}", c["sync_ms_p50"], c["async_ms_p50"],
-          f"{c['state_bytes'] / 2**20:.1f} MiB"] for c in cells])
+          f"{median(c['on_s']):.2f}", f"{c['overhead']:+.1%}", f"{c['cpu_overhead']:+.1%}",
+          f"{median(c['checkpoints']):.0f}", sum(c["failed"]), c["sync_ms_p50"],
+          c["async_ms_p50"], f"{c['state_bytes'] / 2**20:.1f} MiB"] for c in cells])
 
 
 # -- (c) recovery -------------------------------------------------------------------------------
@@ -504,8 +517,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"aligned/unaligned p50 {result['aligned_unaligned_p50_ratio']}x (target >= 10); "
               f"unaligned p99 {result['unaligned_p99_s']} s (target <= 1.5)")
     if cells:
-        print(f"\ncost of 1 s checkpoints ({args.words:,} words, median of {args.pairs} "
-              "alternating pairs; target <= 5%):")
+        print(f"\ncost of 1 s checkpoints ({args.words:,} words; without / with: medians "
+              f"of the wall times; overhead: median over {args.pairs} alternating pairs of "
+              "with / without - 1, of the wall time (target <= 5%) and of the cluster's CPU "
+              "time; checkpoints: completed per run (median), failed: in all runs; sync, "
+              "async: median over the checkpoints of the slowest subtask):")
         print(overhead_table(cells))
     if "recovery_s" in result:
         print(f"recovery with {result['state_bytes'] / 2**20:.0f} MiB of RocksDB state: "
