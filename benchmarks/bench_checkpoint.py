@@ -169,10 +169,11 @@ PROFILE_DIR = BUILD_DIR / "bench-profiles"
 THREAD_GROUPS = [
     ("keyed task (count / reduce)", ("task Keyed",)),
     ("source task (read, split, hash)", ("task Source",)),
-    ("checkpoint upload threads", ("checkpoint-upload",)),
+    # With the threads they start: RocksDB's file transfers, boto3's (unnamed) S3 transfers.
+    ("checkpoint upload threads", ("checkpoint-upload", "state-transfer",
+                                   "ThreadPoolExecutor")),
     ("network (data server, data client)", ("data-server", "data-client", "channel-")),
-    ("gRPC, heartbeats, metrics", ("grpc", "heartbeat", "metrics", "ThreadPoolExecutor",
-                                   "process_request_thread")),
+    ("gRPC, heartbeats, metrics", ("grpc", "heartbeat", "metrics", "process_request_thread")),
 ]
 
 #: Kinds of work (the innermost frame that matches decides; see categorise_profile).
@@ -213,6 +214,8 @@ def overhead_cell(cluster: LocalCluster, form: str, root: Path, backend: str, pa
     run_form(cluster, form, root, on_config)  # warm-up (and the backend's first use)
     wall: dict[str, list[float]] = {"off": [], "1s": []}
     cpu: dict[str, list[float]] = {"off": [], "1s": []}
+    jobmaster_cpu: dict[str, list[float]] = {"off": [], "1s": []}
+    jobmaster = cluster.jobmaster_pid()
     stats: list[dict[str, Any]] = []
     for pair in range(pairs):
         order = [("off", off_config), ("1s", on_config)]
@@ -222,6 +225,7 @@ def overhead_cell(cluster: LocalCluster, form: str, root: Path, backend: str, pa
             timing = run_form(cluster, form, root, config)
             wall[side].append(round(timing.wall_s, 3))
             cpu[side].append(round(sum(timing.cpu_s.values()), 2))
+            jobmaster_cpu[side].append(round(timing.cpu_s.get(jobmaster, 0.0), 2))
             note = ""
             if side == "1s":
                 stats.append(checkpoint_stats(checkpoints(cluster, timing.job_id, tasks=True)))
@@ -238,6 +242,7 @@ def overhead_cell(cluster: LocalCluster, form: str, root: Path, backend: str, pa
             "overhead_of_medians": round(median(wall["1s"]) / median(wall["off"]) - 1, 4),
             "off_cpu_s": cpu["off"], "on_cpu_s": cpu["1s"],
             "cpu_overhead": round(median(cpu_ratios), 4),
+            "off_jobmaster_cpu_s": jobmaster_cpu["off"], "on_jobmaster_cpu_s": jobmaster_cpu["1s"],
             "checkpoints": [s["completed"] for s in stats],
             "failed": [s["failed"] for s in stats],
             "failure_reasons": sorted({r for s in stats for r in s["failure_reasons"]}),
