@@ -383,7 +383,7 @@ def frame_source(frame: str) -> str:
     if path not in _source_lines:
         try:
             _source_lines[path] = (REPO_ROOT / path).read_text().splitlines()
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError, ValueError):  # ValueError: a NUL in the name
             _source_lines[path] = []
     lines = _source_lines[path]
     index = int(line) - 1

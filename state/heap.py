@@ -13,9 +13,14 @@ O(key groups) and processing goes on while the asynchronous part writes:
   holds. Plain writes pay nothing for this.
 
 The asynchronous part mostly pickles values: each table keeps its keys in the canonical
-order with their encoded bytes (its *layout*), a copy inherits it, and the next snapshot
-only sorts the keys added since into it (a deleted key drops it). Encoding and sorting every
-key was two thirds of a snapshot's time; the layout costs one bytes object per entry.
+order with their encoded bytes and their positions in the dict (its *layout*), a copy
+inherits it — also when it was copied before the snapshot computed it, as a table written
+right after the freeze is — and the next snapshot only sorts the keys added since into it
+(a deleted key drops it). The values are taken in the dict's order and put in the canonical
+one with an array index, and pickled and joined in C-level loops: an upload thread holds
+the interpreter lock, which the task thread needs, about 0.3 µs per entry. Encoding and
+sorting every key was two thirds of a snapshot's time; the layout costs one bytes object
+and one array slot per entry.
 
 Example:
     >>> from weir.state.descriptors import ValueStateDescriptor
@@ -39,10 +44,19 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from weir.state.backend import MISSING, Entry, KeyedStateBackend
 from weir.state.canonical import Segment, encode_segment
 from weir.state.key_groups import KeyGroupRange
-from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
+from weir.state.serializers import (
+    decode_key,
+    deserialize_value,
+    encode_key,
+    serialize_value,
+    serialize_values,
+)
 
 decode_value = deserialize_value
 _U32 = struct.Struct(">I")
@@ -51,72 +65,101 @@ _U32 = struct.Struct(">I")
 class _Table:
     """The entries of one state in one key group: (key, namespace) -> value."""
 
-    __slots__ = ("__weakref__", "data", "epoch", "frozen", "layout")
+    __slots__ = ("__weakref__", "base", "data", "epoch", "frozen", "layout")
 
     def __init__(self, epoch: int, data: dict[tuple[Any, Any], Any] | None = None,
-                 frozen: _Table | None = None, layout: _Layout | None = None) -> None:
+                 frozen: _Table | None = None) -> None:
         self.data = data if data is not None else {}
         self.epoch = epoch
         # The frozen table this one was copied from, whose values it may still share.
         self.frozen = weakref.ref(frozen) if frozen is not None else None
-        # The snapshot layout of (a head of) ``data``'s keys; None once a key is removed.
-        self.layout = layout
+        # Where a snapshot that froze this table leaves its layout.
+        self.layout = _LayoutCell()
+        # The cell of the table this one was copied from: its layout describes a head of
+        # ``data``'s keys (None once a key is removed, or once this table has its own).
+        self.base = frozen.layout if frozen is not None else None
+
+
+class _LayoutCell:
+    """A frozen table's layout, once the asynchronous part of a snapshot computed it.
+
+    A copy of a frozen table is made at the first write after the freeze, usually before
+    the upload thread got to that table: the copy keeps the cell, not the table (whose
+    values the snapshot releases), and the next snapshot extends the layout found there
+    instead of encoding and sorting every key again. Written once, on an upload thread;
+    read by the next snapshot's (a reference assignment: no lock needed)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: _Layout | None = None
 
 
 class _Layout(NamedTuple):
-    """A table's entries in the canonical order, each with its encoded prefix.
+    """A table's entries in the canonical order: each one's encoded prefix, and where it
+    is in the table's dict.
 
-    It describes the first ``len(entries)`` keys of the table's dict: keys are only ever
+    It describes the first ``len(order)`` keys of the table's dict: keys are only ever
     appended to a dict (deleting one drops the layout), so the keys added since it was
-    made are the dict's tail, and ``extend`` sorts only those into it."""
+    made are the dict's tail, and ``extend`` sorts only those into it. Positions rather
+    than keys: a snapshot takes the values in the dict's own order, one pass through its
+    memory, and puts them in the canonical order with one array index, instead of a dict
+    look-up per entry (hashing a tuple, touching its key: a cache miss or two each)."""
 
-    entries: list[tuple[Any, Any]]
     prefixes: list[bytes]
+    #: ``order[i]``: the position in the dict of the entry ``prefixes[i]`` encodes.
+    order: npt.NDArray[np.intp]
     # Length of every namespace's encoding, or None if they differ: when they are all the
     # same length, prefixes sort in the canonical order themselves.
     namespace_length: int | None
 
     @classmethod
     def of(cls, data: dict[tuple[Any, Any], Any]) -> _Layout:
-        rows, lengths = _rows(data)
+        rows, lengths = _rows(data, 0)
         rows.sort()
-        return cls([row[2] for row in rows], [row[1] for row in rows],
+        return cls([row[1] for row in rows],
+                   np.fromiter((row[2] for row in rows), dtype=np.intp, count=len(rows)),
                    next(iter(lengths)) if len(lengths) == 1 else None)
 
     def extend(self, data: dict[tuple[Any, Any], Any]) -> _Layout:
-        """The layout of ``data``, whose first ``len(self.entries)`` keys this describes."""
-        known = len(self.entries)
+        """The layout of ``data``, whose first ``len(self.order)`` keys this describes."""
+        known = len(self.order)
         if known == len(data):
             return self
-        rows, lengths = _rows(itertools.islice(data, known, None))
+        rows, lengths = _rows(itertools.islice(data, known, None), known)
         if known == 0 or self.namespace_length is None or lengths != {self.namespace_length}:
             return _Layout.of(data)
         rows.sort()
         # Two sorted runs: the sort merges them in one pass.
-        merged = [*zip(self.prefixes, self.entries, strict=True),
+        merged = [*zip(self.prefixes, self.order.tolist(), strict=True),
                   *((row[1], row[2]) for row in rows)]
         merged.sort(key=operator.itemgetter(0))
-        return _Layout([row[1] for row in merged], [row[0] for row in merged],
+        return _Layout([row[0] for row in merged],
+                       np.fromiter((row[1] for row in merged), dtype=np.intp,
+                                   count=len(merged)),
                        self.namespace_length)
 
+    def values(self, data: dict[tuple[Any, Any], Any]) -> npt.NDArray[np.object_]:
+        """The values of ``data`` (which this describes whole) in the canonical order."""
+        return np.fromiter(data.values(), dtype=object, count=len(data))[self.order]
 
-def _rows(entries: Iterable[tuple[Any, Any]]
-          ) -> tuple[list[tuple[bytes, bytes, tuple[Any, Any]]], set[int]]:
-    """(sort key, prefix, entry) of each entry, and the lengths of their encoded
-    namespaces. The canonical order is RocksDB's row-key
+
+def _rows(entries: Iterable[tuple[Any, Any]], start: int
+          ) -> tuple[list[tuple[bytes, bytes, int]], set[int]]:
+    """(sort key, prefix, position) of each entry, positions counted from ``start``, and
+    the lengths of their encoded namespaces. The canonical order is RocksDB's row-key
     order: key group, key length, key bytes, namespace bytes; as one bytes object per entry
     (unique, since the length fixes where the key ends) it sorts by plain byte comparison."""
     pack32 = _U32.pack
     namespaces: dict[tuple[type, Any], bytes] = {}  # few distinct namespaces
     rows = []
-    for entry in entries:
-        key, namespace = entry
+    for position, (key, namespace) in enumerate(entries, start):
         encoded = namespaces.get((type(namespace), namespace))
         if encoded is None:
             encoded = namespaces[(type(namespace), namespace)] = encode_key(namespace)
         key_bytes = encode_key(key)
         head = pack32(len(key_bytes)) + key_bytes
-        rows.append((head + encoded, head + pack32(len(encoded)) + encoded, entry))
+        rows.append((head + encoded, head + pack32(len(encoded)) + encoded, position))
     return rows, {len(encoded) for encoded in namespaces.values()}
 
 
@@ -146,8 +189,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             table = tables[index] = _Table(self._epoch)
         elif table.epoch < self._epoch and create:
             # Frozen by a snapshot: the snapshot keeps it, writes go to a copy.
-            table = tables[index] = _Table(self._epoch, dict(table.data), frozen=table,
-                                           layout=table.layout)
+            table = tables[index] = _Table(self._epoch, dict(table.data), frozen=table)
         return table
 
     def _get(self, state: str, namespace: Any) -> Any:
@@ -181,7 +223,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         table = self._table(state, self.current_key_group, create=True)
         assert table is not None
         del table.data[(self.current_key, namespace)]
-        table.layout = None
+        table.base = None
 
     def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any) -> list[Any]:
@@ -216,7 +258,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             table = self._table(state, key_group, create=True)
             assert table is not None
             del table.data[(key, namespace)]
-            table.layout = None
+            table.base = None
 
     def keys(self, state: str, namespace: Any = None) -> Iterator[Any]:
         self._await_restored()
@@ -255,7 +297,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             table = self._table(state, key_group, create=True)
             assert table is not None
             table.data[(decode_key(key), decode_key(namespace))] = deserialize_value(value)
-            table.layout = None
+            table.base = None
             loaded += 1
         return loaded
 
@@ -282,23 +324,24 @@ class HeapSnapshot:
                 if table is None or not table.data:
                     continue
                 # A frozen table never changes (writes go to a copy), so its layout may be
-                # computed here, off the task thread, and kept for the copies made later.
-                layout = table.layout
-                layout = table.layout = (_Layout.of(table.data) if layout is None
-                                         else layout.extend(table.data))
+                # computed here, off the task thread, and kept for the copies made of it.
+                layout = table.layout.value
+                if layout is None:
+                    base = table.base.value if table.base is not None else None
+                    layout = _Layout.of(table.data) if base is None else base.extend(table.data)
+                    table.layout.value = layout
+                    table.base = None  # its own layout serves from now on
                 yield state, self._range.start + index, table, layout
 
     def entries(self) -> Iterator[Entry]:
         for state, key_group, table, layout in self._layouts():
-            data = table.data
-            for entry, prefix in zip(layout.entries, layout.prefixes, strict=True):
+            for prefix, value in zip(layout.prefixes, layout.values(table.data), strict=True):
                 key_length = _U32.unpack_from(prefix)[0]
                 key = prefix[4:4 + key_length]
-                yield state, key_group, key, prefix[8 + key_length:], serialize_value(data[entry])
+                yield state, key_group, key, prefix[8 + key_length:], serialize_value(value)
 
     def segments(self) -> Iterator[Segment]:
         """The frozen state as canonical segments (what a snapshot writes)."""
         for state, key_group, table, layout in self._layouts():
-            data = table.data
-            values = list(map(serialize_value, map(data.__getitem__, layout.entries)))
+            values = serialize_values(layout.values(table.data))
             yield Segment(state, key_group, len(values), encode_segment(layout.prefixes, values))

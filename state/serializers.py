@@ -14,8 +14,10 @@ Example:
 from __future__ import annotations
 
 import datetime
+import itertools
 import pickle
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 from weir.core import relocations
@@ -113,8 +115,18 @@ def _decode(view: memoryview, position: int, end: int | None = None) -> tuple[An
     raise ValueError(msg)
 
 
+#: The pickle protocol of stored values.
+VALUE_PROTOCOL = 5
+
+
 def serialize_value(value: Any) -> bytes:
-    return pickle.dumps(value, protocol=5)
+    return pickle.dumps(value, protocol=VALUE_PROTOCOL)
+
+
+def serialize_values(values: Iterable[Any]) -> list[bytes]:
+    """``serialize_value`` of each of ``values``, in one C-level loop (no Python call per
+    value): what a snapshot encodes by the thousand."""
+    return list(map(pickle.dumps, values, itertools.repeat(VALUE_PROTOCOL)))
 
 
 def deserialize_value(data: bytes | memoryview) -> Any:
