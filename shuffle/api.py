@@ -99,6 +99,12 @@ class ResultPartitionWriter(ABC):
     """Output of one producing subtask for one consumer vertex, split in subpartitions."""
 
     num_subpartitions: int
+    #: Estimated bytes of every batch ``emit`` was given so far: the task sizes its chunks
+    #: of input so that one chunk's output stays within a buffer or so.
+    emitted_bytes: int = 0
+    #: The largest record emitted so far (estimated by its batch's average): a buffer holds
+    #: at most a segment or one such record (the in-flight bound of a checkpoint).
+    largest_record_bytes: int = 0
 
     @abstractmethod
     def emit(self, subpartition: int, elements: Elements) -> None:
@@ -274,6 +280,14 @@ class InputGate(ABC):
     def maintain(self) -> None:  # noqa: B027 - optional hook
         """Periodic housekeeping, called often on the task thread (e.g. buffer debloating).
         Must be cheap when there is nothing to do."""
+
+    def deliver_whole_channels(self) -> None:  # noqa: B027 - optional hook
+        """Hand the task everything a channel holds when it takes data from it, joined into
+        one batch, rather than about a segment at a time. Called once, before the first
+        poll, by a task whose operators are all vectorised: such a task processes what it
+        took whole before it looks at a barrier, so it never persists it, and a call costs
+        it the same whatever the batch's length. What a channel holds is bounded by its
+        credit (or its producer's queue), so the task's taken data still is."""
 
     @abstractmethod
     def close(self) -> None:

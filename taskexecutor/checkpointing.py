@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +39,7 @@ from weir.shuffle.api import ResultPartitionWriter
 from weir.state.local_recovery import LocalCopyTracker, keep_local_file
 from weir.state.operator_state import split_only
 from weir.state.snapshot import SnapshotLocation
+from weir.taskexecutor.in_flight import InFlightBound
 from weir.taskexecutor.operator import OperatorSnapshot
 
 log = logging.getLogger(__name__)
@@ -140,15 +141,15 @@ class SubtaskCheckpointing:
                  local_root: Path | None = None,
                  savepoint_storage: Callable[[str], CheckpointStorageAccess] | None = None,
                  gate_channels: list[int] | None = None,
-                 in_flight_bound_bytes: int = 0) -> None:
+                 in_flight_bound: InFlightBound | None = None) -> None:
         """``local_root``: task-local recovery keeps a copy of every file there too.
         ``savepoint_storage``: the storage of a savepoint's directory (its URI).
         ``gate_channels``: channels per input gate (recorded with in-flight data).
-        ``in_flight_bound_bytes``: the most in-flight data an unaligned checkpoint of this
+        ``in_flight_bound``: the most in-flight data an unaligned checkpoint of this
         subtask can persist (:mod:`weir.taskexecutor.in_flight`), reported with each
         checkpoint beside what it persisted."""
         self._gate_channels = list(gate_channels or [])
-        self._in_flight_bound_bytes = in_flight_bound_bytes
+        self._in_flight_bound = in_flight_bound
         self._savepoint_storage = savepoint_storage or _no_savepoints
         self.job_id = job_id
         self.attempt_id = attempt_id
@@ -213,14 +214,14 @@ class SubtaskCheckpointing:
             for subpartition, batches in enumerate(overtaken):
                 if batches:
                     channel_state.add_output(index, subpartition, batches)
+                    self._observe(batches)
         self.last_checkpoint_id = max(self.last_checkpoint_id, checkpoint_id)
         self.last_alignment_ms = alignment_ms
         self.last_start_delay_ms = start_delay_ms
         metrics = CheckpointTaskMetrics(
             sync_duration_ms=round((time.monotonic() - started) * 1000),
             alignment_duration_ms=alignment_ms, start_delay_ms=start_delay_ms,
-            processed_bytes=processed_bytes, unaligned=unaligned,
-            in_flight_bound_bytes=self._in_flight_bound_bytes)
+            processed_bytes=processed_bytes, unaligned=unaligned)
         self._pending[checkpoint_id] = _Pending(
             barrier, snapshots, channel_state, metrics, location,
             outputs_pending=barrier.timeoutable and not unaligned and bool(self._writers))
@@ -231,6 +232,14 @@ class SubtaskCheckpointing:
         pending = self._pending.get(checkpoint_id)
         if pending is not None:
             pending.channel_state.add_input(channel, elements)
+            self._observe([elements])
+
+    def _observe(self, batches: Sequence[Elements]) -> None:
+        """Persisted records count for the bound too (a record larger than any seen may be
+        persisted before the task took it)."""
+        if self._in_flight_bound is not None:
+            for batch in batches:
+                self._in_flight_bound.observe(batch.estimated_bytes(), len(batch))
 
     def input_complete(self, checkpoint_id: CheckpointId) -> None:
         pending = self._pending.get(checkpoint_id)
@@ -356,6 +365,8 @@ class SubtaskCheckpointing:
                 state.channel_state.input_bytes = pending.channel_state.input_bytes
                 state.channel_state.output_bytes = pending.channel_state.output_bytes
                 metrics.persisted_bytes = written.length
+            if self._in_flight_bound is not None:
+                metrics.in_flight_bound_bytes = self._in_flight_bound.bytes()
         except Exception as err:  # storage, state or encoding failures: decline, go on
             _cancel(pending)
             log.warning("checkpoint %d of %s failed writing %s: %s", checkpoint_id,

@@ -23,29 +23,37 @@ is counted:
   - A *local* channel reads its producer's subpartition in memory: what it delivers
     before its barrier comes from that queue, Q buffers.
 * **one more buffer**: the unit of work the task took and has not processed when the
-  barrier comes (what it took from one channel, at most a segment; or a source's batch).
+  barrier comes (what it took from one channel, at most a segment).
+* **one more for outputs**: the task checks its outputs for room between two chunks of
+  input only, and a chunk is cut so that it emits about a segment
+  (:mod:`weir.taskexecutor.pending_input`): what a subtask's outputs may hold beyond
+  their capacity. A source's reader
+  stores a position before the records of its batch not processed yet
+  (``SourceReader.snapshot_state_unread``), so they are not persisted.
 
-Each counted buffer is persisted as at most a segment of records and its Arrow IPC framing
-(schema and message header, about 0.5 KiB for a few columns; :data:`FRAMING_BYTES` is
-allowed). So, with S the segment size::
+Each counted buffer is persisted as at most a segment of records, or one record larger
+than that, and its Arrow IPC framing (schema and message header, about 0.5 KiB for a few
+columns; :data:`FRAMING_BYTES` is allowed). So, with S the segment size and R the largest
+record the subtask has seen (in its inputs, outputs or persisted data)::
 
-    bound = (S + FRAMING_BYTES) * (  Q * output subpartitions
-                                   + sum over input gates of
-                                       (E + 2) * remote channels + Q * local channels
-                                       + F if the gate has a remote channel
-                                   + 1)
+    bound = (max(S, R) + FRAMING_BYTES) * (  Q * output subpartitions
+                                           + sum over input gates of
+                                               (E + 2) * remote channels
+                                               + Q * local channels
+                                               + F if the gate has a remote channel
+                                           + 1 + 1 if the subtask has outputs)
 
-With the defaults (S = 32 KiB, Q = 4, E = 2, F = 8), a subtask with one gate of two remote
-channels and one output of two subpartitions: 8 + (2 * 4 + 8) + 1 = 25 buffers, 825 KiB.
+With the defaults (S = 32 KiB, Q = 4, E = 2, F = 8) and records under 32 KiB, a subtask
+with one gate of two remote channels and one output of two subpartitions:
+8 + (2 * 4 + 8) + 2 = 26 buffers, 858 KiB.
 Debloating only makes buffers smaller. Blocking (BATCH) partitions carry no barriers and
 are not counted.
 
 What the bound assumes: a batch's records are of about one size (buffers are cut by the
-batch's average record); a source's batch (``pipeline.batch-size`` records, taken from its
-reader whole and persisted in the part not processed yet) fits in a buffer; and barriers
-reach a subtask's channels about together, as unaligned barriers overtake every queue on
-their way (data a channel delivers between the subtask's first barrier and its own comes
-on top). A source with larger batches persists more than its bound, visibly.
+batch's average record); barriers reach a subtask's channels about together, as unaligned
+barriers overtake every queue on their way (data a channel delivers between the subtask's
+first barrier and its own comes on top); and a source's reader can rewind (those of your
+own that cannot make the task persist the unprocessed rest of their batch, visibly).
 
 Example:
     >>> from weir.core.config import Configuration
@@ -55,18 +63,22 @@ Example:
     ...         jobgraph_pb2.InputChannelDeployment(), jobgraph_pb2.InputChannelDeployment()])],
     ...     partitions=[jobgraph_pb2.ResultPartitionDeployment(num_subpartitions=2)])
     >>> in_flight_bound_bytes(tdd, Configuration(), is_local=lambda channel: False)
-    844800
+    878592
+    >>> in_flight_bound_bytes(tdd, Configuration(), is_local=lambda channel: False,
+    ...                       largest_record=1 << 20)   # records of 1 MiB
+    27289600
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from weir.core import options
 from weir.core.config import Configuration
 from weir.proto import jobgraph_pb2
 from weir.shuffle import options as shuffle_options
+from weir.shuffle.api import ResultPartitionWriter
 
 #: Arrow IPC framing allowed for each persisted buffer: the channel state stores each one
 #: as an IPC stream (schema, message header, end marker) behind a 13-byte record header.
@@ -99,22 +111,65 @@ def in_flight_buffers(tdd: jobgraph_pb2.TaskDeploymentDescriptor, buffers: Netwo
     persist at most (see the module docstring). ``is_local`` tells whether a channel reads
     a producer on the same TaskExecutor."""
     q = buffers.buffers_per_subpartition
-    count = sum(q * p.num_subpartitions for p in tdd.partitions if not p.blocking)
+    pipelined = [p for p in tdd.partitions if not p.blocking]
+    count = sum(q * p.num_subpartitions for p in pipelined)
     for gate in tdd.input_gates:
         local = sum(1 for channel in gate.channels if is_local(channel))
         remote = len(gate.channels) - local
         count += q * local + (buffers.buffers_per_channel + REMOTE_EXTRA_BUFFERS) * remote
         if remote:
             count += buffers.floating_per_gate
-    return count + 1
+    # The unit of work being processed, and one chunk's output beyond the outputs' room.
+    return count + 1 + (1 if pipelined else 0)
 
 
 def in_flight_bound_bytes(tdd: jobgraph_pb2.TaskDeploymentDescriptor,
                           configuration: Configuration,
-                          is_local: Callable[[jobgraph_pb2.InputChannelDeployment], bool]
-                          ) -> int:
+                          is_local: Callable[[jobgraph_pb2.InputChannelDeployment], bool],
+                          largest_record: int = 0) -> int:
     """Bytes an unaligned checkpoint of the subtask ``tdd`` deploys can persist at most,
-    with the network buffers ``configuration`` (the TaskExecutor's) sets. Called once, on
-    the task thread, when the task sets up its checkpoints; pure."""
+    with the network buffers ``configuration`` (the TaskExecutor's) sets and records of at
+    most ``largest_record`` bytes. Pure."""
     buffers = NetworkBuffers.from_configuration(configuration)
-    return in_flight_buffers(tdd, buffers, is_local) * (buffers.segment_size + FRAMING_BYTES)
+    per_buffer = max(buffers.segment_size, largest_record) + FRAMING_BYTES
+    return in_flight_buffers(tdd, buffers, is_local) * per_buffer
+
+
+class InFlightBound:
+    """The bound of one running subtask: its buffers, counted once from its deployment, and
+    the largest record it has seen so far, which only grows. Task thread only.
+
+    Example:
+        >>> bound = InFlightBound(buffers=10, segment_size=32 * 1024, writers=[])
+        >>> bound.bytes()                       # 10 x (32 KiB + 1 KiB)
+        337920
+        >>> bound.observe(nbytes=3 << 20, records=3)   # three records of 1 MiB
+        >>> bound.bytes()
+        10496000
+    """
+
+    def __init__(self, buffers: int, segment_size: int,
+                 writers: Sequence[ResultPartitionWriter]) -> None:
+        self.buffers = buffers
+        self.segment_size = segment_size
+        self._writers = writers
+        self._largest = 0
+
+    @classmethod
+    def of(cls, tdd: jobgraph_pb2.TaskDeploymentDescriptor, configuration: Configuration,
+           is_local: Callable[[jobgraph_pb2.InputChannelDeployment], bool],
+           writers: Sequence[ResultPartitionWriter]) -> InFlightBound:
+        buffers = NetworkBuffers.from_configuration(configuration)
+        return cls(in_flight_buffers(tdd, buffers, is_local), buffers.segment_size, writers)
+
+    def observe(self, nbytes: int, records: int) -> None:
+        """A batch of ``records`` taking ``nbytes`` came in (or is persisted)."""
+        if records and nbytes > self._largest * records:
+            self._largest = -(-nbytes // records)
+
+    def largest_record(self) -> int:
+        return max(self._largest, *(w.largest_record_bytes for w in self._writers), 0)
+
+    def bytes(self) -> int:
+        """The bound now."""
+        return self.buffers * (max(self.segment_size, self.largest_record()) + FRAMING_BYTES)

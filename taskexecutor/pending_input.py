@@ -8,15 +8,19 @@ taken and hands it out in chunks sized so that a chunk takes about ``target_s`` 
 (it measures the chain's cost per record as it goes): between two chunks the task turns its
 loop, so a barrier waits for a few records — one, when a record takes longer than the
 target — not for a buffer. Fast records go in large chunks, so the loop's own cost stays
-small. A chain of vectorised operators only (``chunked`` False) gets whole batches: their
-cost grows with every piece a batch is cut into (a keyed aggregation's work per batch
-grows with the distinct keys in it), a batch takes them milliseconds, and the byte bound
-of network buffers and the source's batch size bound it.
+small. A chunk is also cut so that its output stays within ``output_target_bytes`` (a
+network buffer): the task checks its outputs for room between chunks only, so what one
+chunk emits is what an output may hold beyond its capacity.
+
+A chain of vectorised operators only (``chunked`` False) gets whole batches: their cost
+grows with every piece a batch is cut into (a keyed aggregation's work per batch grows
+with the distinct keys in it), a batch takes them milliseconds, and what a channel holds
+(its credit) and the source's batch size bound it.
 
 What a checkpoint needs of the queue: the batches of one channel not processed yet (a
 priority barrier of that channel overtook them in its queue: they were sent before it, so
 they are in-flight data of the checkpoint), or all of it (a source's trigger: its reader's
-position is past them).
+position is past them, unless it rewinds: ``SourceReader.snapshot_state_unread``).
 
 Example:
     >>> from weir.core.records import Elements
@@ -44,8 +48,10 @@ from weir.core.records import Elements
 #: How long a chunk should take to process (seconds): the longest a barrier or a mail waits
 #: behind records that take less than that each.
 CHUNK_TARGET_S = 0.002
-#: The first chunk of a task: small, as the cost of its records is not known yet.
-INITIAL_CHUNK_RECORDS = 16
+#: The first chunk of a task: one record, as the cost of its records is not known yet (a
+#: chunk's output leaves when the chunk is done, so the first record of a slow job must
+#: not wait for the next 15). Growth reaches full size within a few chunks.
+INITIAL_CHUNK_RECORDS = 1
 #: The largest chunk (a vectorised chain may get through a whole buffer in the target).
 MAX_CHUNK_RECORDS = 1 << 16
 #: A chunk grows at most this many times per measurement (one fast chunk is no proof).
@@ -82,9 +88,14 @@ class PendingInput:
 
     def __init__(self, target_s: float = CHUNK_TARGET_S,
                  initial_records: int = INITIAL_CHUNK_RECORDS,
-                 max_records: int = MAX_CHUNK_RECORDS, *, chunked: bool = True) -> None:
+                 max_records: int = MAX_CHUNK_RECORDS, *, chunked: bool = True,
+                 output_target_bytes: int | None = None) -> None:
         self._entries: deque[_Entry] = deque()
         self._target_s = target_s
+        #: The most a chunk should emit (the segment size): the task checks its outputs
+        #: for room between chunks, so one chunk's output is what a subpartition may hold
+        #: beyond its capacity, and an unaligned checkpoint persist on top of it.
+        self._output_target = output_target_bytes
         self._max = max_records
         #: False: every batch is handed out whole (a vectorised chain).
         self.chunked = chunked
@@ -120,9 +131,10 @@ class PendingInput:
             self._entries.popleft()
         return Chunk(entry.channel, entry.input_index, elements, nbytes)
 
-    def record_cost(self, records: int, seconds: float) -> None:
-        """A chunk of ``records`` took ``seconds`` to process: size the next ones to take
-        about the target."""
+    def record_cost(self, records: int, seconds: float, output_bytes: int = 0) -> None:
+        """A chunk of ``records`` took ``seconds`` to process and emitted ``output_bytes``:
+        size the next ones to take about the target time, and to emit at most the output
+        target (at once: a chunk that emitted too much is not repeated)."""
         if records <= 0 or not self.chunked:
             return
         if seconds <= 0:
@@ -131,7 +143,10 @@ class PendingInput:
             wanted = int(self._target_s * records / seconds)
         # Halfway towards what this chunk suggests: one outlier moves the size only so far.
         wanted = min(wanted, self.chunk_records * _MAX_GROWTH)
-        self.chunk_records = max(1, min(self._max, (self.chunk_records + wanted) // 2))
+        size = (self.chunk_records + wanted) // 2
+        if self._output_target is not None and output_bytes > 0:
+            size = min(size, records * self._output_target // output_bytes)
+        self.chunk_records = max(1, min(self._max, size))
 
     def of_channel(self, channel: int) -> list[Elements]:
         """What of ``channel`` was taken and not processed yet, in order."""

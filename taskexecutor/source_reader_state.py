@@ -48,18 +48,20 @@ class SourceReaderState:
 
     @staticmethod
     def snapshot(reader: SourceReader, checkpoint_id: CheckpointId,
-                 backend: OperatorStateBackend | None = None) -> bytes:
+                 backend: OperatorStateBackend | None = None,
+                 splits: list[Any] | None = None) -> bytes:
         """The operator state snapshot of ``reader`` for checkpoint ``checkpoint_id``.
 
         Called on the task thread between two polls. ``backend`` is the source operator's
         own operator state backend when it has other states too (the splits are written
         into it and the whole backend is snapshotted); without one, a snapshot holding only
         the splits is made. Raises what ``reader.snapshot_state`` raises, and StateError if
-        a split cannot be pickled.
+        a split cannot be pickled. ``splits``: what the reader's ``snapshot_state_unread``
+        returned, stored instead of its ``snapshot_state``.
         """
         backend = backend if backend is not None else OperatorStateBackend()
         backend.get_list_state(SourceReaderState.descriptor()).update(
-            reader.snapshot_state(checkpoint_id))
+            reader.snapshot_state(checkpoint_id) if splits is None else splits)
         return backend.snapshot()
 
     @staticmethod

@@ -170,6 +170,11 @@ class TaskInput:
         """Every channel of every gate delivered the end of its partition."""
         return all(gate.is_finished() for gate in self.gates)
 
+    def deliver_whole_channels(self) -> None:
+        """Every gate hands over all a channel holds at once (a vectorised chain)."""
+        for gate in self.gates:
+            gate.deliver_whole_channels()
+
     def maintain(self) -> None:
         """The gates' periodic housekeeping (every turn of the task loop)."""
         for gate in self.gates:

@@ -242,7 +242,9 @@ class ExternalResultPartitionWriter(ResultPartitionWriter):
         if self._state != _OPEN:
             return  # aborted (the job is being released): the data is not wanted
         self._pending[subpartition].append(elements)
-        self._pending_bytes[subpartition] += elements.estimated_bytes()
+        size = elements.estimated_bytes()
+        self.emitted_bytes += size
+        self._pending_bytes[subpartition] += size
         if self._pending_since is None:
             self._pending_since = time.monotonic()
         if self._pending_bytes[subpartition] >= self._chunk_bytes:

@@ -13,6 +13,7 @@ unaligned checkpoint can find queued here (``taskexecutor/in_flight.py``).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -255,6 +256,9 @@ class PipelinedResultPartition(ResultPartitionWriter):
         limit = self.subpartitions[subpartition].flush_size or self._segment_size
         size = elements.estimated_bytes()
         per_record = size / n
+        self.emitted_bytes += size
+        if per_record > self.largest_record_bytes:
+            self.largest_record_bytes = math.ceil(per_record)
         room = limit - self._pending_bytes[subpartition]
         pieces = [elements] if size <= room else elements.split_by_bytes(limit, first=room)
         for piece in pieces:

@@ -194,6 +194,31 @@ def test_a_gate_hands_small_buffers_of_one_channel_over_together_up_to_a_segment
         (0, "data"), (1, "data"), (0, "data"), (0, "watermark"), (0, "data")]
 
 
+def test_a_vectorised_task_takes_all_a_channel_holds_up_to_an_event() -> None:
+    partitions = PartitionManager()
+    a, b = eager(partitions, "a"), eager(partitions, "b")
+    gate = PipelinedInputGate([LocalInputChannel(partitions, pid, 0, lambda: None, 0.01, 1.0)
+                               for pid in ("a", "b")], FloatingBufferPool(0),
+                              batch_bytes=SEGMENT)
+    gate.deliver_whole_channels()
+    gate.request_partitions()
+    for i in range(60):                                   # 60 buffers of 760 bytes
+        emit_flushed(a, 10 * i)
+    emit_flushed(b, 1000)
+    a.broadcast_event(Event("watermark", b"1"))           # joining stops at an event
+    emit_flushed(a, 600)
+    items = []
+    while (item := gate.poll_next()) is not None:
+        items.append(item)
+    data = [(i.channel, [r[0] for e in i.elements or () for r in e.records()])
+            for i in items if i.elements]
+    # Channel a's 60 buffers, beyond a segment, as one batch; channel b's; after the event,
+    # the last one of a.
+    assert [(c, len(records)) for c, records in data] == [(0, 600), (1, 10), (0, 10)]
+    assert [r for c, records in data if c == 0 for r in records] == list(range(610))
+    assert all(len(i.elements or ()) == 1 for i in items if i.elements)
+
+
 def test_a_remote_channel_takes_only_data_that_fits(plane) -> None:
     partitions, server, connections = plane
     part = eager(partitions, "r")

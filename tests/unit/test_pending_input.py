@@ -70,3 +70,19 @@ def test_a_vectorised_chain_gets_whole_batches() -> None:
     pending.add(0, 0, [Elements.from_records(list(range(5))), Elements.from_records([5])])
     pending.record_cost(5, 10.0)
     assert drain(pending) == [[0, 1, 2, 3, 4], [5]]
+
+
+def test_a_chunk_that_emitted_more_than_a_buffer_is_cut_at_once() -> None:
+    # Cheap records, but each emits 1 KiB (a flat_map fanning out): 1000 records took 1 ms
+    # and emitted 1000 KiB. The task checks its outputs for room between chunks only, so
+    # the next chunk must emit about the target, 32 KiB: 32 records, not more records.
+    pending = PendingInput(target_s=0.002, initial_records=1000, max_records=1 << 16,
+                           output_target_bytes=32 * 1024)
+    pending.record_cost(1000, 0.001, output_bytes=1000 * 1024)
+    assert pending.chunk_records == 32
+    # A record whose own output exceeds the target goes alone.
+    pending.record_cost(32, 0.0001, output_bytes=32 * 64 * 1024)
+    assert pending.chunk_records == 1
+    # Output within the target lets the time rule grow the chunk again.
+    pending.record_cost(1, 0.00001, output_bytes=100)
+    assert pending.chunk_records > 1

@@ -614,9 +614,10 @@ def test_a_barrier_of_another_channel_persists_this_ones_rest_as_it_is_processed
 
 
 def test_a_sources_trigger_mid_batch_persists_the_rest_of_the_batch(tmp_path: Path) -> None:
-    """A source's reader is past the whole batch it returned: what the task had not
-    processed of it at the trigger is in-flight data of the checkpoint (restored first),
-    processed once, after the snapshot."""
+    """A source's reader that cannot rewind is past the whole batch it returned: what the
+    task had not processed of it at the trigger is in-flight data of the checkpoint
+    (restored first), processed once, after the snapshot. (Readers that rewind store a
+    position instead: test_source_rewind.py.)"""
     h = Harness(tmp_path)
     task = ChunkedTask(h, chunk=2)
     task.take(0, 1, 2, 3, 4, 5)

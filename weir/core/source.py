@@ -98,6 +98,22 @@ class SourceReader(ABC):
         msg = f"{type(self).__name__} cannot be checkpointed (it has no snapshot_state)"
         raise NotImplementedError(msg)
 
+    def snapshot_state_unread(self, checkpoint_id: CheckpointId,
+                              unread: int) -> list[Any] | None:
+        """``snapshot_state`` as if the last ``unread`` records of the batch ``poll``
+        returned last had not been read yet: a reader restored from it emits them again.
+
+        A source task takes a whole batch from its reader and processes it a few records
+        at a time, so a checkpoint may come in the middle of it. A reader that can rewind
+        its position by records (its splits carry an offset) returns the splits here, and
+        the checkpoint stores a position, as Flink's sources do; the default, None, makes
+        the task persist the unprocessed records with the checkpoint instead, as in-flight
+        data that the configured network buffers do not bound.
+
+        Called like ``snapshot_state``, with ``0 < unread <=`` the last batch's length.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027
         """Release files and connections; called on the task thread, also after failure."""
 

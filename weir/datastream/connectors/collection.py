@@ -97,3 +97,9 @@ class _CollectionReader(SourceReader):
         if self._split is None or self._offset >= len(self._source.items):
             return []
         return [dataclasses.replace(self._split, offset=self._offset)]
+
+    def snapshot_state_unread(self, checkpoint_id: CheckpointId,
+                              unread: int) -> list[Any] | None:
+        if self._split is None:
+            return None
+        return [dataclasses.replace(self._split, offset=self._offset - unread)]

@@ -541,6 +541,15 @@ class FileReader(SourceReader):
             return [current, *rest]
         return [dataclasses.replace(current, offset=self._rows), *rest]
 
+    def snapshot_state_unread(self, checkpoint_id: CheckpointId,
+                              unread: int) -> list[Any] | None:
+        # The last batch came from the first split, opened (a split is dropped only when
+        # the batch after its last is asked for).
+        if not self._splits or self._batches is None:
+            return None
+        current, *rest = self._splits
+        return [dataclasses.replace(current, offset=self._rows - unread), *rest]
+
 
 def _skip_rows(batches: Iterator[pa.RecordBatch], skip: int,
                split: FileSplit) -> Iterator[pa.RecordBatch]:

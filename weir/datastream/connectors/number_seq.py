@@ -136,6 +136,15 @@ class _SequenceReader(SourceReader):
             return list(rest)
         return [dataclasses.replace(current, offset=self._next - current.start), *rest]
 
+    def snapshot_state_unread(self, checkpoint_id: CheckpointId,
+                              unread: int) -> list[Any] | None:
+        # The last batch came from the first split (``poll`` drops a split only when it
+        # is asked for the batch after its last).
+        if not self._splits:
+            return None
+        current, *rest = self._splits
+        return [dataclasses.replace(current, offset=self._next - current.start - unread), *rest]
+
 
 class NumberSequenceSource(SequenceSource):
     """PyFlink's ``NumberSequenceSource(start, end)``: the numbers ``start..end``
