@@ -72,9 +72,8 @@ def run_backpressured(cluster: LocalCluster, tmp_path: Path, name: str,
     """The completed checkpoints after the first; with ``metrics``, also fills in the
     task checkpoint metrics seen at the end."""
     job = write_job(tmp_path, BACKPRESSURED, f"{name}.py")
-    # Small source batches: backpressure holds the source back batch by batch.
     pairs = [f"-D{k}={v}" for k, v in {"execution.checkpointing.interval": "1 s",
-                                       "pipeline.batch-size": "200", **config}.items()]
+                                       **config}.items()]
     result = cluster.weir("run", "--detached", *pairs, str(job))
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip().splitlines()[-1]

@@ -49,13 +49,11 @@ def test_unaligned_checkpoints_persist_at_most_the_reported_bound(cluster_factor
                                                                    tmp_path: Path) -> None:
     cluster = cluster_factory(2, 2)
     job = write_job(tmp_path, WIDE_RECORDS, "wide.py")
-    # A source's batch (pipeline.batch-size records) must fit in a buffer for the bound to
-    # hold: a source takes a whole batch from its reader, and persists what of it is not
-    # processed yet at a checkpoint.
+    # Defaults everywhere: a source's checkpoint stores its reader's position, so its large
+    # batches are never persisted.
     pairs = [f"-D{k}={v}" for k, v in {
         "execution.checkpointing.interval": "500 ms",
-        "execution.checkpointing.unaligned.enabled": "true",
-        "pipeline.batch-size": "100"}.items()]
+        "execution.checkpointing.unaligned.enabled": "true"}.items()]
     result = cluster.weir("run", "--detached", *pairs, str(job))
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip().splitlines()[-1]

@@ -149,9 +149,11 @@ def submit(cluster: LocalCluster, tmp_path: Path, out: Path | str, n: int, keys:
     return result.stdout.strip().splitlines()[-1]
 
 
-def checkpoints(cluster: LocalCluster, job_id: str) -> list[dict[str, Any]]:
-    """``weir checkpoints JOB_ID --json``: the job's checkpoint history, newest last."""
-    result = cluster.weir("checkpoints", job_id, "--json")
+def checkpoints(cluster: LocalCluster, job_id: str, tasks: bool = False
+                ) -> list[dict[str, Any]]:
+    """``weir checkpoints JOB_ID --json``: the job's checkpoint history, newest last
+    (``tasks``: with each subtask's stats)."""
+    result = cluster.weir("checkpoints", job_id, "--json", *(["--tasks"] if tasks else []))
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
