@@ -119,6 +119,17 @@ class _ReaderParticipant:
         self._unread = unread
         self.covers_unread = unread == 0
 
+    @classmethod
+    def of(cls, task: Task) -> _ReaderParticipant:
+        assert task._reader is not None
+        if task._pending and not task._pending_is_reader_batch:
+            # Restored in-flight data of an older checkpoint, not the reader's batch: the
+            # reader's position is not past it, so it cannot be rewound over; persist it.
+            participant = cls(task._reader, 0)
+            participant.covers_unread = False
+            return participant
+        return cls(task._reader, task._pending.records())
+
     def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
                        location: SnapshotLocation) -> OperatorSnapshot:
         splits = None
@@ -188,6 +199,9 @@ class Task:
         #: The most in-flight data a checkpoint of this subtask can persist (with
         #: checkpointing on): it learns the largest record from the input taken.
         self._in_flight_bound: InFlightBound | None = None
+        #: A source's pending input is (the rest of) its reader's last batch, which the
+        #: reader can rewind over; not restored in-flight data of an older checkpoint.
+        self._pending_is_reader_batch = False
         #: Work an operator handed over when its time slice ran out (the rest of the timers
         #: of a watermark): done before any more input is taken.
         self._continuations: deque[Callable[[], None]] = deque()
@@ -436,6 +450,7 @@ class Task:
         replayed = 0
         for channel, batches in sorted(state.inputs.items()):
             self._pending.add(channel, self._input.input_of(channel), batches)
+            self._pending_is_reader_batch = False
             replayed += len(batches)
         log.info("task %s restored %d output and %d input buffers of in-flight data",
                  self.name, sum(map(len, state.outputs.values())), replayed)
@@ -463,6 +478,7 @@ class Task:
                     mine = self._my_share(elements, gate, old_index, selectors)
                     if mine is not None and len(mine):
                         self._pending.add(channel, self._input.input_of(channel), [mine])
+                        self._pending_is_reader_batch = False
                         replayed += 1
         if outputs or inputs:
             log.info("task %s restored in-flight data of %d old subtasks at another "
@@ -708,6 +724,7 @@ class Task:
             elements = self._reader.poll()
             if elements is not None:
                 self._pending.add(SOURCE_CHANNEL, 0, [elements])
+                self._pending_is_reader_batch = True
                 return self._process_chunk() if self._pending else "more"
         if self._no_more_splits:
             return self._end_or_wait()
@@ -800,8 +817,7 @@ class _CheckpointedTask:
         assert task._chain is not None
         participants: dict[str, SnapshotParticipant] = {}
         if task._reader is not None:
-            self._reader_participant = _ReaderParticipant(
-                task._reader, task._pending.records())
+            self._reader_participant = _ReaderParticipant.of(task)
             participants[task._source_uid] = self._reader_participant
         for operator in task._chain.operators:
             participants[operator.uid or operator.name] = operator

@@ -117,3 +117,25 @@ def test_a_reader_that_rewinds_covers_the_unread_records() -> None:
     participant = _ReaderParticipant(reader, unread=4)
     participant.snapshot_state(1, 0, None)  # type: ignore[arg-type]
     assert participant.covers_unread
+
+
+def test_restored_in_flight_data_of_an_older_checkpoint_is_persisted_not_rewound() -> None:
+    # A source restored from a checkpoint that persisted the rest of a batch processes
+    # that first; a trigger meanwhile must not rewind the reader over records it never
+    # read, so the participant leaves them to be persisted.
+    from types import SimpleNamespace
+
+    from weir.core.records import Elements
+    from weir.taskexecutor.pending_input import PendingInput
+
+    reader, _ = sequence_reader()
+    pending = PendingInput()
+    pending.add(0, 0, [Elements.from_records([1, 2, 3])])
+    restored = SimpleNamespace(_reader=reader, _pending=pending,
+                               _pending_is_reader_batch=False)
+    participant = _ReaderParticipant.of(restored)  # type: ignore[arg-type]
+    participant.snapshot_state(1, 0, None)  # type: ignore[arg-type]
+    assert not participant.covers_unread
+    polled = SimpleNamespace(_reader=reader, _pending=pending, _pending_is_reader_batch=True)
+    participant = _ReaderParticipant.of(polled)  # type: ignore[arg-type]
+    assert participant._unread == 3
