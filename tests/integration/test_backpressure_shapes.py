@@ -64,11 +64,17 @@ def test_unaligned_checkpoints_of_a_backpressured_job_take_a_second_at_most(
     # p99 of six is their maximum.
     assert durations[-1] <= 1000, durations
     assert statistics.median(r["persisted_bytes"] for r in rows) > 0, rows
-    # No subtask persisted more than the network buffers of its configuration hold.
+    # No subtask persisted more than the network buffers of its configuration hold
+    # (`weir checkpoints --tasks`); a checkpoint's bound is its subtasks'.
     subtasks = [(r["id"], s["task"], s["subtask"], s["persisted_bytes"],
                  s["in_flight_bound_bytes"]) for r in rows for s in r["subtasks"]]
+    assert all(len(r["subtasks"]) >= 4 for r in rows), rows  # source, keyed (, sink)
     over = [s for s in subtasks if s[4] <= 0 or s[3] > s[4]]
     assert not over, over
+    assert all(r["in_flight_bound_bytes"] == sum(s["in_flight_bound_bytes"]
+                                                 for s in r["subtasks"]) for r in rows)
+    # Backpressure filled the buffers: some subtask persisted a good part of its bound.
+    assert max(p / b for *_, p, b in subtasks) > 0.1, subtasks
     print(shape, "durations", durations, "persisted/bound per checkpoint:",
           [(r["persisted_bytes"], r["in_flight_bound_bytes"]) for r in rows])
 

@@ -8,15 +8,16 @@ per backend), and :meth:`Backends.maker` gives the conformance suite
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from weir.state.backend import KeyedStateBackend
+from weir.state.descriptors import ValueStateDescriptor
 from weir.state.heap import HeapKeyedStateBackend
-from weir.state.key_groups import KeyGroupRange
+from weir.state.key_groups import KeyGroupRange, assign_to_key_group
 from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.testing.state_backend import BackendMaker
 
@@ -86,3 +87,23 @@ def make_backend(backend_kind: str, backends: Backends) -> Callable[..., KeyedSt
         return backends(kind or backend_kind, key_groups, clock)
 
     return make
+
+
+def apply_write(backends: Iterable[KeyedStateBackend], op: str, keys: list[int], value: int,
+                namespace: Any, max_parallelism: int) -> None:
+    """One write of a generated sequence to each of ``backends``, all alike: ``put_many``,
+    ``delete_many`` (the batch paths), ``put`` or ``clear`` (a ValueState ``"v"`` a key)."""
+    groups = [assign_to_key_group(k, max_parallelism) for k in keys]
+    for backend in backends:
+        if op == "put_many":
+            backend.put_many("v", groups, keys, namespace, [value] * len(keys))
+        elif op == "delete_many":
+            backend.delete_many("v", groups, keys, namespace)
+        else:
+            state = backend.get_state(ValueStateDescriptor("v"))
+            for key in keys:
+                backend.set_current_key(key)
+                if op == "put":
+                    state.update(value)
+                else:
+                    state.clear()

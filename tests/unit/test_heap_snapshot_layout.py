@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.support.state_backends import apply_write
 from weir.state import heap as heap_module
 from weir.state.canonical import encode_prefix, encode_segment, write_segments
 from weir.state.descriptors import ValueStateDescriptor
@@ -64,18 +65,7 @@ def test_late_snapshots_write_what_rocksdb_writes(ops: list[tuple[str, list[int]
                     frozen_heap, frozen_rocks = pending.popleft()
                     assert frozen_bytes(frozen_heap) == frozen_bytes(frozen_rocks)
                 continue
-            namespace = namespace if namespaced else None
-            groups = [assign_to_key_group(k, 4) for k in keys]
-            for backend in (heap, rocks):
-                if op == "put_many":
-                    backend.put_many("v", groups, keys, namespace, [value] * len(keys))
-                elif op == "delete_many":
-                    backend.delete_many("v", groups, keys, namespace)
-                else:
-                    state = backend.get_state(ValueStateDescriptor("v"))
-                    for key in keys:
-                        backend.set_current_key(key)
-                        state.update(value)
+            apply_write((heap, rocks), op, keys, value, namespace if namespaced else None, 4)
         while pending:
             frozen_heap, frozen_rocks = pending.popleft()
             assert frozen_bytes(frozen_heap) == frozen_bytes(frozen_rocks)

@@ -13,13 +13,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import weir.state.serializers
+from tests.support.state_backends import apply_write
 from weir.core.errors import StateError
 from weir.core.time import Time
 from weir.state.backend import KeyedStateBackend
 from weir.state.canonical import read_canonical, write_segments
 from weir.state.descriptors import ValueStateDescriptor
 from weir.state.heap import HeapKeyedStateBackend
-from weir.state.key_groups import KeyGroupRange, assign_to_key_group, key_group_range_for_operator
+from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator
 from weir.state.restore import restore_canonical
 from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.serializers import decode_key, encode_key
@@ -96,18 +97,7 @@ def test_heap_snapshot_layout_follows_every_key_change(ops, namespaced, tmp_path
             if op == "snapshot":
                 assert frozen_bytes(heap.snapshot()) == frozen_bytes(rocks.snapshot())
                 continue
-            namespace = namespace if namespaced else None
-            groups = [assign_to_key_group(k, 4) for k in keys]
-            for backend in (heap, rocks):
-                if op == "put_many":
-                    backend.put_many("v", groups, keys, namespace, [value] * len(keys))
-                elif op == "delete_many":
-                    backend.delete_many("v", groups, keys, namespace)
-                else:
-                    state = backend.get_state(ValueStateDescriptor("v"))
-                    for key in keys:
-                        backend.set_current_key(key)
-                        state.update(value) if op == "put" else state.clear()
+            apply_write((heap, rocks), op, keys, value, namespace if namespaced else None, 4)
         assert frozen_bytes(heap.snapshot()) == frozen_bytes(rocks.snapshot()) == \
             canonical_bytes(heap)
     finally:
