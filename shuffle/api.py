@@ -281,13 +281,13 @@ class InputGate(ABC):
         """Periodic housekeeping, called often on the task thread (e.g. buffer debloating).
         Must be cheap when there is nothing to do."""
 
-    def deliver_whole_channels(self) -> None:  # noqa: B027 - optional hook
-        """Hand the task everything a channel holds when it takes data from it, joined into
-        one batch, rather than about a segment at a time. Called once, before the first
-        poll, by a task whose operators are all vectorised: such a task processes what it
-        took whole before it looks at a barrier, so it never persists it, and a call costs
-        it the same whatever the batch's length. What a channel holds is bounded by its
-        credit (or its producer's queue), so the task's taken data still is."""
+    def set_batch_bytes(self, limit: int) -> None:  # noqa: B027 - optional hook
+        """Hand the task up to ``limit`` bytes of what a channel holds when it takes data
+        from it, joined into one batch (by default about a segment). Called by a task whose
+        operators are all vectorised and fast: it processes what it took whole before it
+        looks at a barrier, so it never persists it, and a call of a keyed aggregation
+        costs about the same whatever the batch's length. What a channel holds is bounded
+        by its credit (or its producer's queue), so the task's taken data still is."""
 
     @abstractmethod
     def close(self) -> None:

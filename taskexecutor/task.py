@@ -100,6 +100,9 @@ _MAX_IDLE_WAIT_S = 0.5
 #: The channel a source's own records count as (its in-flight data, taken from its reader
 #: but not processed at a checkpoint, is that channel's).
 SOURCE_CHANNEL = 0
+#: How long a chain of vectorised operators should take for what it takes of a channel at
+#: once: it looks at barriers only between such batches.
+VECTORISED_BATCH_TARGET_S = 0.02
 
 
 class TaskCancelledError(WeirError):
@@ -195,7 +198,12 @@ class Task:
         self._data_finished = False
         #: What was taken (a buffer, a source's batch, restored in-flight data) and is not
         #: processed yet: handed to the chain in chunks, so that the loop turns between them.
-        self._pending = PendingInput(output_target_bytes=configuration.get(options.SEGMENT_SIZE))
+        self._segment_size = int(configuration.get(options.SEGMENT_SIZE))
+        self._pending = PendingInput(output_target_bytes=self._segment_size)
+        #: A vectorised chain's measured bytes per second, and the most it takes of a
+        #: channel at once (see _size_vectorised_batches).
+        self._vectorised_rate: float | None = None
+        self._batch_bytes = self._segment_size
         #: The most in-flight data a checkpoint of this subtask can persist (with
         #: checkpointing on): it learns the largest record from the input taken.
         self._in_flight_bound: InFlightBound | None = None
@@ -356,10 +364,6 @@ class Task:
         # Per-record operators (a user function a record) get their input in chunks; a
         # chain of vectorised ones in whole batches (see pending_input).
         self._pending.chunked = any(op.max_batch_records is not None for op in operators)
-        if not self._pending.chunked:
-            # ...and the more of it at once, the cheaper (a keyed aggregation's call costs
-            # about the same for 3,000 records as for 30,000).
-            self._input.deliver_whole_channels()
         uids = list(tdd.operator_uids)
         if tdd.source:
             self._source_uid = uids.pop(0) if uids else "source"
@@ -619,9 +623,26 @@ class Task:
         emitted = self._emitted_bytes()
         started = time.perf_counter()
         self._chain.process(chunk.elements, chunk.input_index)
-        self._pending.record_cost(len(chunk.elements), time.perf_counter() - started,
-                                  self._emitted_bytes() - emitted)
+        seconds = time.perf_counter() - started
+        self._pending.record_cost(len(chunk.elements), seconds, self._emitted_bytes() - emitted)
+        if not self._pending.chunked:
+            self._size_vectorised_batches(chunk.nbytes, seconds)
         return "more"
+
+    def _size_vectorised_batches(self, nbytes: int, seconds: float) -> None:
+        """A vectorised chain processes what it takes whole, and the more of it at once the
+        cheaper (a keyed aggregation's call costs about the same for 3,000 records as for
+        30,000): let it take as much of a channel as it gets through in
+        ``VECTORISED_BATCH_TARGET_S``, and never less than a segment."""
+        if nbytes <= 0 or seconds <= 0:
+            return
+        rate = nbytes / seconds
+        self._vectorised_rate = rate if self._vectorised_rate is None \
+            else (self._vectorised_rate + rate) / 2
+        limit = max(self._segment_size, int(self._vectorised_rate * VECTORISED_BATCH_TARGET_S))
+        if limit != self._batch_bytes:
+            self._batch_bytes = limit
+            self._input.set_batch_bytes(limit)
 
     def _emitted_bytes(self) -> int:
         return sum(writer.emitted_bytes for writer in self._writers)

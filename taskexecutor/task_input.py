@@ -170,10 +170,10 @@ class TaskInput:
         """Every channel of every gate delivered the end of its partition."""
         return all(gate.is_finished() for gate in self.gates)
 
-    def deliver_whole_channels(self) -> None:
-        """Every gate hands over all a channel holds at once (a vectorised chain)."""
+    def set_batch_bytes(self, limit: int) -> None:
+        """Every gate hands over up to ``limit`` bytes of a channel at once."""
         for gate in self.gates:
-            gate.deliver_whole_channels()
+            gate.set_batch_bytes(limit)
 
     def maintain(self) -> None:
         """The gates' periodic housekeeping (every turn of the task loop)."""

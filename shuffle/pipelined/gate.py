@@ -119,11 +119,6 @@ class LocalInputChannel(InputChannel):
             self._sub.subscribe(None)
 
 
-#: ``batch_bytes`` of a gate that delivers all a channel holds at once (bounded by its credit
-#: or its producer's queue, not by this number).
-_WHOLE_CHANNEL = 1 << 62
-
-
 class PipelinedInputGate(InputGate):
     """Round-robin over channels that have data; finished when all sent end-of-partition."""
 
@@ -151,8 +146,8 @@ class PipelinedInputGate(InputGate):
         for channel in self.channels:
             channel.request()
 
-    def deliver_whole_channels(self) -> None:
-        self._batch_bytes = _WHOLE_CHANNEL
+    def set_batch_bytes(self, limit: int) -> None:
+        self._batch_bytes = limit
 
     def block_consumption(self, channel: int) -> None:
         self._blocked.add(channel)

@@ -194,13 +194,13 @@ def test_a_gate_hands_small_buffers_of_one_channel_over_together_up_to_a_segment
         (0, "data"), (1, "data"), (0, "data"), (0, "watermark"), (0, "data")]
 
 
-def test_a_vectorised_task_takes_all_a_channel_holds_up_to_an_event() -> None:
+def test_a_fast_vectorised_task_takes_more_of_a_channel_up_to_an_event() -> None:
     partitions = PartitionManager()
     a, b = eager(partitions, "a"), eager(partitions, "b")
     gate = PipelinedInputGate([LocalInputChannel(partitions, pid, 0, lambda: None, 0.01, 1.0)
                                for pid in ("a", "b")], FloatingBufferPool(0),
                               batch_bytes=SEGMENT)
-    gate.deliver_whole_channels()
+    gate.set_batch_bytes(1 << 20)
     gate.request_partitions()
     for i in range(60):                                   # 60 buffers of 760 bytes
         emit_flushed(a, 10 * i)
