@@ -76,6 +76,11 @@ def _code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
+#: Error codes of a service that cannot answer now (S3's 5xx answers and throttling).
+_UNAVAILABLE_CODES = frozenset({"InternalError", "ServiceUnavailable", "SlowDown",
+                                "RequestTimeout", "503"})
+
+
 def _status(err: ClientError) -> int | None:
     status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return int(status) if status is not None else None
@@ -222,8 +227,17 @@ class S3CheckpointStorageAccess(CheckpointStorageAccess):
                 "check 's3.access-key' / 's3.secret-key' and that this identity may use "
                 "the bucket")
         message = err.response.get("Error", {}).get("Message", "")
+        status = _status(err)
+        if code in _UNAVAILABLE_CODES or (status is not None and status >= 500):
+            # The service answers, but cannot serve now (starting, overloaded, a backend
+            # down) even after botocore's retries: as unreachable, so a restore waits for
+            # it instead of taking its checkpoints for broken.
+            detail = f"{code or status}: {message}" if message else f"{code or status}"
+            return StorageUnreachableError(
+                f"S3 endpoint {self._where()} cannot serve {uri} now ({detail}); it is "
+                "starting, overloaded or failing: check that the service is healthy")
         return StorageError(f"S3 request for {uri} at {self._where()} failed: "
-                            f"{code or _status(err)} {message}".rstrip())
+                            f"{code or status} {message}".rstrip())
 
     def _raise_if_bucket_missing(self, bucket: str, uri: str) -> None:
         # HEAD answers have no body, so a 404 does not say whether the key or the bucket is

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -159,6 +161,51 @@ def test_unreachable_endpoint_fails_fast_and_clearly(seaweed_s3: SeaweedS3, tmp_
         message = str(info.value)
         assert isinstance(info.value, UserError)
         assert endpoint in message and "s3.endpoint" in message
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+    """An S3 endpoint that answers every request as SeaweedFS does while it starts: 500
+    InternalError."""
+
+    def _fail(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>InternalError</Code>"
+                b"<Message>We encountered an internal error, please try again.</Message>"
+                b"</Error>")
+        self.send_response(500)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _fail  # noqa: N815 - http.server's names
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_service_that_cannot_serve_is_unreachable_not_damaged_state(
+        seaweed_s3: SeaweedS3, tmp_path: Path):
+    # A 5xx answer (after botocore's retries) says nothing about the state: a restore must
+    # wait for the service, not take the checkpoint for broken and give up on it.
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        storage = create_storage("s3://some-bucket/x",
+                                 seaweed_s3.config("some-bucket", **{"s3.endpoint": endpoint}))
+        handle = StreamStateHandle("s3://some-bucket/x/chk-1/_metadata", 1, checksum_of(b"x"))
+        for attempt in (lambda: storage.read(handle), lambda: storage.write("state", b"abc"),
+                        lambda: storage.list()):
+            with pytest.raises(StorageUnreachableError) as info:
+                attempt()
+            assert "InternalError" in str(info.value) and endpoint in str(info.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def test_missing_bucket_is_a_clear_access_error(seaweed_s3: SeaweedS3, tmp_path: Path):

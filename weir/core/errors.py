@@ -92,7 +92,9 @@ class StorageAccessError(UserError, StorageError):
 
 
 class StorageUnreachableError(UserError, StorageError):
-    """The checkpoint storage endpoint cannot be reached (connection refused or timed out)."""
+    """The checkpoint storage endpoint cannot be reached (connection refused or timed out),
+    or answers that it cannot serve now (a 5xx answer after retries): retried, never taken
+    for damaged state."""
 
 
 class MailboxFullError(WeirError):
