@@ -4,6 +4,8 @@ debloated size is honoured; a subpartition's capacity in buffers bounds it in by
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -166,23 +168,38 @@ def emit_flushed(part: PipelinedResultPartition, start: int, rows: int = 10) -> 
     part.flush_all()
 
 
-def test_a_gate_hands_small_buffers_of_one_channel_over_together_up_to_a_segment() -> None:
+def two_channels_polled(batch_bytes: int | None = None) -> list[Any]:
+    """What a gate of two local channels delivers: 60 buffers of 760 bytes on channel a,
+    10 records on b, then on a an event and 10 more records (``batch_bytes``: what the task
+    asked the gate to join at most; by default a segment)."""
     partitions = PartitionManager()
     a, b = eager(partitions, "a"), eager(partitions, "b")
     gate = PipelinedInputGate([LocalInputChannel(partitions, pid, 0, lambda: None, 0.01, 1.0)
                                for pid in ("a", "b")], FloatingBufferPool(0),
                               batch_bytes=SEGMENT)
+    if batch_bytes is not None:
+        gate.set_batch_bytes(batch_bytes)
     gate.request_partitions()
-    for i in range(60):                                   # 60 buffers of 760 bytes
+    for i in range(60):
         emit_flushed(a, 10 * i)
     emit_flushed(b, 1000)
-    a.broadcast_event(Event("watermark", b"1"))           # coalescing stops at an event
+    a.broadcast_event(Event("watermark", b"1"))           # joining stops at an event
     emit_flushed(a, 600)
     items = []
     while (item := gate.poll_next()) is not None:
         items.append(item)
-    data = [(i.channel, [r[0] for e in i.elements or () for r in e.records()], i.size)
+    return items
+
+
+def data_of(items: list[Any]) -> list[tuple[int, list[int], int]]:
+    """(channel, record numbers, size) of each data item delivered."""
+    return [(i.channel, [r[0] for e in i.elements or () for r in e.records()], i.size)
             for i in items if i.elements]
+
+
+def test_a_gate_hands_small_buffers_of_one_channel_over_together_up_to_a_segment() -> None:
+    items = two_channels_polled()
+    data = data_of(items)
     # Channel a: 43 buffers make a segment (43 x 760 <= 32 KiB), then the other 17; the
     # batch after the event comes on its own. Channel b in between, never mixed in.
     assert [(c, len(records)) for c, records, _ in data] == [(0, 430), (1, 10), (0, 170),
@@ -195,27 +212,12 @@ def test_a_gate_hands_small_buffers_of_one_channel_over_together_up_to_a_segment
 
 
 def test_a_fast_vectorised_task_takes_more_of_a_channel_up_to_an_event() -> None:
-    partitions = PartitionManager()
-    a, b = eager(partitions, "a"), eager(partitions, "b")
-    gate = PipelinedInputGate([LocalInputChannel(partitions, pid, 0, lambda: None, 0.01, 1.0)
-                               for pid in ("a", "b")], FloatingBufferPool(0),
-                              batch_bytes=SEGMENT)
-    gate.set_batch_bytes(1 << 20)
-    gate.request_partitions()
-    for i in range(60):                                   # 60 buffers of 760 bytes
-        emit_flushed(a, 10 * i)
-    emit_flushed(b, 1000)
-    a.broadcast_event(Event("watermark", b"1"))           # joining stops at an event
-    emit_flushed(a, 600)
-    items = []
-    while (item := gate.poll_next()) is not None:
-        items.append(item)
-    data = [(i.channel, [r[0] for e in i.elements or () for r in e.records()])
-            for i in items if i.elements]
+    items = two_channels_polled(batch_bytes=1 << 20)
+    data = data_of(items)
     # Channel a's 60 buffers, beyond a segment, as one batch; channel b's; after the event,
     # the last one of a.
-    assert [(c, len(records)) for c, records in data] == [(0, 600), (1, 10), (0, 10)]
-    assert [r for c, records in data if c == 0 for r in records] == list(range(610))
+    assert [(c, len(records)) for c, records, _ in data] == [(0, 600), (1, 10), (0, 10)]
+    assert [r for c, records, _ in data if c == 0 for r in records] == list(range(610))
     assert all(len(i.elements or ()) == 1 for i in items if i.elements)
 
 

@@ -24,7 +24,12 @@ from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator
 from weir.state.restore import restore_canonical
 from weir.state.rocksdb import RocksDBKeyedStateBackend
 from weir.state.serializers import decode_key, encode_key
-from weir.testing.state_backend import STATE_BACKEND_CHECKS, canonical_bytes, fill_randomly
+from weir.testing.state_backend import (
+    STATE_BACKEND_CHECKS,
+    canonical_bytes,
+    fill_counts,
+    fill_randomly,
+)
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -121,12 +126,7 @@ def _subtasks(parallelism: int) -> list[KeyGroupRange]:
 def _rescale_and_check(keys: list[object], old: int, new: int, tmp_path: Path,
                        backend_type: str) -> None:
     source = HeapKeyedStateBackend(MAX_PAR, ALL)
-    count = source.get_state(ValueStateDescriptor("count"))
-    expected = {}
-    for i, key in enumerate(keys):
-        source.set_current_key(key)
-        count.update(i + 1)
-        expected[encode_key(key)] = i + 1
+    expected = fill_counts(source, keys)
     # Snapshot at the old parallelism: one snapshot per old subtask.
     snapshots = []
     for key_groups in _subtasks(old):

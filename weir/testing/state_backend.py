@@ -90,6 +90,18 @@ def canonical_bytes(backend: KeyedStateBackend) -> bytes:
     return out.getvalue()
 
 
+def fill_counts(backend: KeyedStateBackend, keys: list[Any]) -> dict[bytes, int]:
+    """Write ``i + 1`` to value state ``count`` of the ``i``-th of ``keys``; returns what a
+    restore must find, by encoded key."""
+    count = backend.get_state(ValueStateDescriptor("count"))
+    expected = {}
+    for i, key in enumerate(keys):
+        backend.set_current_key(key)
+        count.update(i + 1)
+        expected[encode_key(key)] = i + 1
+    return expected
+
+
 def fill_randomly(backend: KeyedStateBackend, seed: int, keys: int = 200) -> None:
     """2,000 random writes and deletes of value, list and map state (``v``, ``l``, ``m``)
     under ``keys`` keys of three kinds (ints, strings, tuples): the same ``seed`` makes the
@@ -373,12 +385,7 @@ def check_rescaling(maker: BackendMaker) -> None:
     keys: list[Any] = [f"user-{i}" for i in range(300)] + list(range(300))
     with _backends(maker) as make:
         source = make()
-        count = source.get_state(ValueStateDescriptor("count"))
-        expected = {}
-        for i, key in enumerate(keys):
-            source.set_current_key(key)
-            count.update(i + 1)
-            expected[encode_key(key)] = i + 1
+        expected = fill_counts(source, keys)
         whole = canonical_bytes(source)
         for old, new in RESCALINGS:
             snapshots = []
