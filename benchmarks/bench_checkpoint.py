@@ -363,7 +363,7 @@ def run_overhead(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[d
         flags = ["--with-s3"] if storage == "s3" else []
         with LocalCluster(CLUSTER_DIR, 2, 2, flags=flags) as cluster:
             for backend in args.backends:
-                for form in OVERHEAD_FORMS:
+                for form in args.forms:
                     label = f"{storage}/{backend}"
                     cells.append(overhead_cell(cluster, form, root, backend, args.pairs, label))
                     if args.profile:
@@ -489,6 +489,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "separated (default hashmap,rocksdb; quick hashmap)")
     parser.add_argument("--storages", help="checkpoint storages of the overhead runs: file, "
                         "s3 (default file,s3; quick file)")
+    parser.add_argument("--forms", help="word-count forms of the overhead runs, comma-"
+                        "separated (default vectorized,per_record)")
     parser.add_argument("--profile", action="store_true", help="one more checkpointed run "
                         "per form, backend and storage under py-spy")
     parser.add_argument("--bp-seconds", type=float,
@@ -508,9 +510,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      ).split(",")
     args.storages = (args.storages or ("file" if args.quick else ",".join(STORAGES))
                      ).split(",")
+    args.forms = (args.forms or ",".join(OVERHEAD_FORMS)).split(",")
     if not set(args.backends) <= set(BACKENDS) or not set(args.storages) <= set(STORAGES) or \
-            args.pairs < 1:
-        parser.error(f"--backends from {BACKENDS}, --storages from {STORAGES}, --pairs >= 1")
+            not set(args.forms) <= set(OVERHEAD_FORMS) or args.pairs < 1:
+        parser.error(f"--backends from {BACKENDS}, --storages from {STORAGES}, --forms from "
+                     f"{OVERHEAD_FORMS}, --pairs >= 1")
     args.bp_seconds = args.bp_seconds or (7.0 if args.quick else 25.0)
     args.state_mb = args.state_mb or (20 if args.quick else 100)
     args.words = args.words or (2_000_000 if args.quick else 10_000_000)

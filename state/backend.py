@@ -39,6 +39,7 @@ from weir.state.descriptors import (
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group
 
 if TYPE_CHECKING:
+    from weir.state.canonical import SegmentView
     from weir.state.handles import KeyedStateHandle
     from weir.state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
 
@@ -199,6 +200,11 @@ class KeyedStateBackend(ABC):
     def load_entries(self, entries: Iterable[Entry]) -> int:
         """Insert entries (restore); entries outside the key-group range are skipped.
         Returns how many were inserted."""
+
+    def load_segment(self, segment: SegmentView) -> int:
+        """Insert one (state, key group) of a canonical snapshot (restore), in the form of
+        it this backend stores; as ``load_entries`` otherwise."""
+        return self.load_entries(segment.entries())
 
     @abstractmethod
     def snapshot(self) -> Any:

@@ -12,15 +12,13 @@ O(key groups) and processing goes on while the asynchronous part writes:
   shared any more), and a value is shared while it is the very object the frozen table
   holds. Plain writes pay nothing for this.
 
-The asynchronous part mostly pickles values: each table keeps its keys in the canonical
-order with their encoded bytes and their positions in the dict (its *layout*), a copy
-inherits it — also when it was copied before the snapshot computed it, as a table written
-right after the freeze is — and the next snapshot only sorts the keys added since into it
-(a deleted key drops it). The values are taken in the dict's order and put in the canonical
-one with an array index, and pickled and joined in C-level loops: an upload thread holds
-the interpreter lock, which the task thread needs, about 0.3 µs per entry. Encoding and
-sorting every key was two thirds of a snapshot's time; the layout costs one bytes object
-and one array slot per entry.
+The asynchronous part writes each frozen table as one packed segment (state/canonical.py):
+its keys encoded, in the dict's order, and its values pickled in one call. Both run in C
+loops, because an upload thread holds the interpreter lock the task thread needs. Encoding
+the keys was most of the rest: each table keeps its keys' encoding (its *key block*), a
+copy inherits it — also when it was copied before the snapshot computed it, as a table
+written right after the freeze is — and the next snapshot encodes only the keys added
+since (keys are only ever appended to a dict; a deleted key drops the block).
 
 Example:
     >>> from weir.state.descriptors import ValueStateDescriptor
@@ -44,18 +42,14 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-import numpy.typing as npt
-
 from weir.state.backend import MISSING, Entry, KeyedStateBackend
-from weir.state.canonical import Segment, encode_segment
+from weir.state.canonical import Segment, SegmentView, encode_packed
 from weir.state.key_groups import KeyGroupRange
 from weir.state.serializers import (
     decode_key,
     deserialize_value,
     encode_key,
     serialize_value,
-    serialize_values,
 )
 
 decode_value = deserialize_value
@@ -65,7 +59,7 @@ _U32 = struct.Struct(">I")
 class _Table:
     """The entries of one state in one key group: (key, namespace) -> value."""
 
-    __slots__ = ("__weakref__", "base", "data", "epoch", "frozen", "layout")
+    __slots__ = ("__weakref__", "base", "data", "epoch", "frozen", "keys")
 
     def __init__(self, epoch: int, data: dict[tuple[Any, Any], Any] | None = None,
                  frozen: _Table | None = None) -> None:
@@ -73,94 +67,58 @@ class _Table:
         self.epoch = epoch
         # The frozen table this one was copied from, whose values it may still share.
         self.frozen = weakref.ref(frozen) if frozen is not None else None
-        # Where a snapshot that froze this table leaves its layout.
-        self.layout = _LayoutCell()
-        # The cell of the table this one was copied from: its layout describes a head of
+        # Where a snapshot that froze this table leaves its key block.
+        self.keys = _KeysCell()
+        # The cell of the table this one was copied from: its block encodes a head of
         # ``data``'s keys (None once a key is removed, or once this table has its own).
-        self.base = frozen.layout if frozen is not None else None
+        self.base = frozen.keys if frozen is not None else None
 
 
-class _LayoutCell:
-    """A frozen table's layout, once the asynchronous part of a snapshot computed it.
+class _KeysCell:
+    """A frozen table's key block, once the asynchronous part of a snapshot computed it.
 
     A copy of a frozen table is made at the first write after the freeze, usually before
     the upload thread got to that table: the copy keeps the cell, not the table (whose
-    values the snapshot releases), and the next snapshot extends the layout found there
-    instead of encoding and sorting every key again. Written once, on an upload thread;
-    read by the next snapshot's (a reference assignment: no lock needed)."""
+    values the snapshot releases), and the next snapshot extends the block found there
+    instead of encoding every key again. Written once, on an upload thread; read by the
+    next snapshot's (a reference assignment: no lock needed)."""
 
     __slots__ = ("value",)
 
     def __init__(self) -> None:
-        self.value: _Layout | None = None
+        self.value: _KeyBlock | None = None
 
 
-class _Layout(NamedTuple):
-    """A table's entries in the canonical order: each one's encoded prefix, and where it
-    is in the table's dict.
+class _KeyBlock(NamedTuple):
+    """The ``encode_prefix`` of the first ``keys`` keys of a table's dict, joined."""
 
-    It describes the first ``len(order)`` keys of the table's dict: keys are only ever
-    appended to a dict (deleting one drops the layout), so the keys added since it was
-    made are the dict's tail, and ``extend`` sorts only those into it. Positions rather
-    than keys: a snapshot takes the values in the dict's own order, one pass through its
-    memory, and puts them in the canonical order with one array index, instead of a dict
-    look-up per entry (hashing a tuple, touching its key: a cache miss or two each)."""
+    keys: int
+    data: bytes
 
-    prefixes: list[bytes]
-    #: ``order[i]``: the position in the dict of the entry ``prefixes[i]`` encodes.
-    order: npt.NDArray[np.intp]
-    # Length of every namespace's encoding, or None if they differ: when they are all the
-    # same length, prefixes sort in the canonical order themselves.
-    namespace_length: int | None
-
-    @classmethod
-    def of(cls, data: dict[tuple[Any, Any], Any]) -> _Layout:
-        rows, lengths = _rows(data, 0)
-        rows.sort()
-        return cls([row[1] for row in rows],
-                   np.fromiter((row[2] for row in rows), dtype=np.intp, count=len(rows)),
-                   next(iter(lengths)) if len(lengths) == 1 else None)
-
-    def extend(self, data: dict[tuple[Any, Any], Any]) -> _Layout:
-        """The layout of ``data``, whose first ``len(self.order)`` keys this describes."""
-        known = len(self.order)
-        if known == len(data):
+    def extend(self, data: dict[tuple[Any, Any], Any]) -> _KeyBlock:
+        """The block of ``data``, whose first ``self.keys`` keys this encodes."""
+        if self.keys == len(data):
             return self
-        rows, lengths = _rows(itertools.islice(data, known, None), known)
-        if known == 0 or self.namespace_length is None or lengths != {self.namespace_length}:
-            return _Layout.of(data)
-        rows.sort()
-        # Two sorted runs: the sort merges them in one pass.
-        merged = [*zip(self.prefixes, self.order.tolist(), strict=True),
-                  *((row[1], row[2]) for row in rows)]
-        merged.sort(key=operator.itemgetter(0))
-        return _Layout([row[0] for row in merged],
-                       np.fromiter((row[1] for row in merged), dtype=np.intp,
-                                   count=len(merged)),
-                       self.namespace_length)
-
-    def values(self, data: dict[tuple[Any, Any], Any]) -> npt.NDArray[np.object_]:
-        """The values of ``data`` (which this describes whole) in the canonical order."""
-        return np.fromiter(data.values(), dtype=object, count=len(data))[self.order]
+        tail = _prefixes(itertools.islice(data, self.keys, None))
+        return _KeyBlock(len(data), self.data + b"".join(tail))
 
 
-def _rows(entries: Iterable[tuple[Any, Any]], start: int
-          ) -> tuple[list[tuple[bytes, bytes, int]], set[int]]:
-    """(sort key, prefix, position) of each entry, positions counted from ``start``, and
-    the lengths of their encoded namespaces. The canonical order is RocksDB's row-key
-    order: key group, key length, key bytes, namespace bytes; as one bytes object per entry
-    (unique, since the length fixes where the key ends) it sorts by plain byte comparison."""
+_NO_KEYS = _KeyBlock(0, b"")
+
+
+def _prefixes(entries: Iterable[tuple[Any, Any]]) -> list[bytes]:
+    """``encode_prefix`` of each (key, namespace), encoding each distinct namespace once."""
     pack32 = _U32.pack
     namespaces: dict[tuple[type, Any], bytes] = {}  # few distinct namespaces
-    rows = []
-    for position, (key, namespace) in enumerate(entries, start):
+    out = []
+    for key, namespace in entries:
         encoded = namespaces.get((type(namespace), namespace))
         if encoded is None:
-            encoded = namespaces[(type(namespace), namespace)] = encode_key(namespace)
+            ns = encode_key(namespace)
+            encoded = namespaces[(type(namespace), namespace)] = pack32(len(ns)) + ns
         key_bytes = encode_key(key)
-        head = pack32(len(key_bytes)) + key_bytes
-        rows.append((head + encoded, head + pack32(len(encoded)) + encoded, position))
-    return rows, {len(encoded) for encoded in namespaces.values()}
+        out.append(pack32(len(key_bytes)) + key_bytes + encoded)
+    return out
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
@@ -301,6 +259,19 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             loaded += 1
         return loaded
 
+    def load_segment(self, segment: SegmentView) -> int:
+        if segment.key_group not in self.key_group_range:
+            return 0
+        self._register(segment.state)
+        table = self._table(segment.state, segment.key_group, create=True)
+        assert table is not None
+        data = table.data
+        before = len(data)
+        for key, namespace, value in segment.objects():
+            data[(decode_key(key), decode_key(namespace))] = value
+        table.base = None
+        return len(data) - before
+
     def dispose(self) -> None:
         self._close_restore_gate()
         self._tables.clear()
@@ -318,30 +289,39 @@ class HeapSnapshot:
     def release(self) -> None:
         self._tables = {}
 
-    def _layouts(self) -> Iterator[tuple[str, int, _Table, _Layout]]:
+    def _frozen(self) -> Iterator[tuple[str, int, _Table]]:
         for state in sorted(self._tables):
             for index, table in enumerate(self._tables[state]):
-                if table is None or not table.data:
-                    continue
-                # A frozen table never changes (writes go to a copy), so its layout may be
-                # computed here, off the task thread, and kept for the copies made of it.
-                layout = table.layout.value
-                if layout is None:
-                    base = table.base.value if table.base is not None else None
-                    layout = _Layout.of(table.data) if base is None else base.extend(table.data)
-                    table.layout.value = layout
-                    table.base = None  # its own layout serves from now on
-                yield state, self._range.start + index, table, layout
+                if table is not None and table.data:
+                    yield state, self._range.start + index, table
 
     def entries(self) -> Iterator[Entry]:
-        for state, key_group, table, layout in self._layouts():
-            for prefix, value in zip(layout.prefixes, layout.values(table.data), strict=True):
-                key_length = _U32.unpack_from(prefix)[0]
-                key = prefix[4:4 + key_length]
-                yield state, key_group, key, prefix[8 + key_length:], serialize_value(value)
+        """The canonical entries, in the canonical order (sorted here: the entries of
+        savepoint tools and tests, not of checkpoints)."""
+        for state, key_group, table in self._frozen():
+            rows = sorted(zip(map(_sort_key, table.data), table.data.values(), strict=True),
+                          key=operator.itemgetter(0))
+            for (sized_key, namespace), value in rows:
+                yield state, key_group, sized_key[4:], namespace, serialize_value(value)
 
     def segments(self) -> Iterator[Segment]:
-        """The frozen state as canonical segments (what a snapshot writes)."""
-        for state, key_group, table, layout in self._layouts():
-            values = serialize_values(layout.values(table.data))
-            yield Segment(state, key_group, len(values), encode_segment(layout.prefixes, values))
+        """The frozen state as packed segments (what a snapshot writes)."""
+        for state, key_group, table in self._frozen():
+            # A frozen table never changes (writes go to a copy), so its key block may be
+            # computed here, off the task thread, and kept for the copies made of it.
+            block = table.keys.value
+            if block is None:
+                base = table.base.value if table.base is not None else None
+                block = (base or _NO_KEYS).extend(table.data)
+                table.keys.value = block
+                table.base = None  # its own block serves from now on
+            yield Segment(state, key_group, len(table.data),
+                          encode_packed(block.data, list(table.data.values())))
+
+
+def _sort_key(entry: tuple[Any, Any]) -> tuple[bytes, bytes]:
+    """(key bytes, namespace bytes) of a table's key; sorting by the length of the key
+    first, as RocksDB's row keys do (state/rocksdb.py ``row_key``)."""
+    key, namespace = entry
+    key_bytes = encode_key(key)
+    return _U32.pack(len(key_bytes)) + key_bytes, encode_key(namespace)

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from weir.core.errors import StateError
 from weir.state.backend import KeyedStateBackend
-from weir.state.canonical import read_index, read_segment
+from weir.state.canonical import SegmentView, read_index
 from weir.state.handles import CanonicalStateHandle
 
 log = logging.getLogger(__name__)
@@ -211,8 +211,8 @@ class LazyRestore:
 
     def _run(self) -> None:
         views: dict[int, memoryview] = {}
-        # (handle, key group) -> [(state, offset, length)]
-        segments: dict[tuple[int, int], list[tuple[str, int, int]]] = {}
+        # (handle, key group) -> its segments (one per state)
+        segments: dict[tuple[int, int], list[SegmentView]] = {}
         try:
             while True:
                 with self._cond:
@@ -225,11 +225,10 @@ class LazyRestore:
                     if index not in views:
                         views[index] = self._index(index, segments)
                 for index in self._sources[target]:
-                    for state, offset, length in segments.pop((index, target), ()):
+                    for segment in segments.pop((index, target), ()):
                         if self._closed:
                             return
-                        self._backend.load_entries(
-                            read_segment(views[index], state, target, offset, length))
+                        self._backend.load_segment(segment)
                 with self._cond:
                     self._unloaded.discard(target)
                     self.load_order.append(target)
@@ -248,12 +247,10 @@ class LazyRestore:
         finally:
             views.clear()
 
-    def _index(self, index: int, segments: dict[tuple[int, int], list[tuple[str, int, int]]]
+    def _index(self, index: int, segments: dict[tuple[int, int], list[SegmentView]]
                ) -> memoryview:
         view = memoryview(self._fetch(self._handles[index]))
-        names, rows = read_index(view)
-        for state_id, key_group, offset, length in rows:
-            if key_group in self._owned and index in self._sources.get(key_group, ()):
-                segments.setdefault((index, key_group), []).append(
-                    (names[state_id], offset, length))
+        for segment in read_index(view).segments(view, self._owned):
+            if index in self._sources.get(segment.key_group, ()):
+                segments.setdefault((index, segment.key_group), []).append(segment)
         return view

@@ -40,7 +40,7 @@ from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.storage import CheckpointStorageAccess
 from weir.core.errors import CorruptStateError, MissingStateError, StateError, StorageError
 from weir.state.backend import KeyedStateBackend
-from weir.state.canonical import read_canonical
+from weir.state.canonical import read_segments
 from weir.state.handles import CanonicalStateHandle, IncrementalRocksDBStateHandle, KeyedStateHandle
 from weir.state.incremental import TRANSFER_THREADS
 from weir.state.lazy import DEFAULT_WAIT_TIMEOUT, LazyRestore
@@ -56,10 +56,8 @@ def restore_canonical(backend: KeyedStateBackend,
                       snapshots: Iterable[bytes | memoryview]) -> int:
     """Load the entries of ``snapshots`` in ``backend``'s key-group range; returns how many
     entries were loaded."""
-    loaded = 0
-    for data in snapshots:
-        loaded += backend.load_entries(read_canonical(data, backend.key_group_range))
-    return loaded
+    return sum(backend.load_segment(segment) for data in snapshots
+               for segment in read_segments(data, backend.key_group_range))
 
 
 @dataclass
@@ -160,7 +158,7 @@ def restore(backend: KeyedStateBackend, handles: Iterable[KeyedStateHandle],
         for handle in canonical:
             data, local = fetch_canonical(handle, storage)
             result.local_copies_used += local
-            result.entries += backend.load_entries(read_canonical(data, owned))
+            result.entries += sum(map(backend.load_segment, read_segments(data, owned)))
     return result
 
 

@@ -8,6 +8,8 @@ per backend), and :meth:`Backends.maker` gives the conformance suite
 
 from __future__ import annotations
 
+import io
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,12 @@ from typing import Any
 import pytest
 
 from weir.state.backend import KeyedStateBackend
+from weir.state.canonical import read_canonical, write_segments
 from weir.state.descriptors import ValueStateDescriptor
 from weir.state.heap import HeapKeyedStateBackend
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group
 from weir.state.rocksdb import RocksDBKeyedStateBackend
+from weir.state.serializers import deserialize_value
 from weir.testing.state_backend import BackendMaker
 
 MAX_PAR = 128
@@ -107,3 +111,21 @@ def apply_write(backends: Iterable[KeyedStateBackend], op: str, keys: list[int],
                     state.update(value)
                 else:
                     state.clear()
+
+
+def frozen_bytes(frozen: Any) -> bytes:
+    """What the asynchronous part of a snapshot writes for ``frozen`` (then released)."""
+    out = io.BytesIO()
+    write_segments(frozen.segments(), out)
+    frozen.release()
+    return out.getvalue()
+
+
+def snapshot_entries(data: bytes) -> list[tuple[Any, ...]]:
+    """The entries of a canonical snapshot, values unpickled, in the canonical order (a
+    packed segment's are in the writer's order): what two snapshots of the same state
+    share whatever their segments' encodings."""
+    return sorted((state, key_group, struct.pack(">I", len(key)) + key, namespace,
+                   deserialize_value(value))
+                  for state, key_group, key, namespace, value
+                  in read_canonical(data, KeyGroupRange(0, (1 << 15) - 1)))
