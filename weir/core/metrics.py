@@ -8,9 +8,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -44,25 +48,114 @@ def parse_port_range(spec: str) -> list[int]:
 _POLL_S = 0.05
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+#: Threads that answer requests: a scrape takes milliseconds, so a few serve any scraper.
+WORKERS = 4
+#: Connections accepted at once (answered or waiting for a thread); when a new one comes
+#: and all are taken, the oldest is closed: a scraper that connects later is answered
+#: within REQUEST_DEADLINE_S whatever idle connections were opened before it.
+MAX_CONNECTIONS = 32
+#: From accept to the last byte of the answer: a client sending its request a byte at a
+#: time (or reading the answer so) is cut off then.
+REQUEST_DEADLINE_S = 10.0
+#: Longest wait for one read or write of a connection.
+IO_TIMEOUT_S = 5.0
+
+
+class _BoundedWSGIServer(WSGIServer):
+    """A WSGI server with a fixed pool of threads and a bounded number of connections,
+    each with a deadline (``socketserver.ThreadingMixIn`` starts a thread per connection
+    and waits for none: hundreds of half-sent requests left hundreds of threads).
+
+    The accept loop enforces the deadlines between accepts (``service_actions`` runs every
+    poll interval): an overdue connection's socket is shut down, which ends its thread's
+    blocking read or write."""
+
+    # Connections the kernel queues before the loop accepts them (socketserver's 5 drops
+    # the SYNs of a burst of scrapers, who then retry a second later).
+    request_queue_size = 128
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="metrics-http")
+        self._lock = threading.Lock()
+        # Connection -> its deadline (monotonic), oldest first.
+        self._open: OrderedDict[socket.socket, float] = OrderedDict()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            while len(self._open) >= MAX_CONNECTIONS:
+                oldest, _ = self._open.popitem(last=False)
+                _cut(oldest)
+            self._open[request] = time.monotonic() + REQUEST_DEADLINE_S
+        try:
+            self._pool.submit(self._handle, request, client_address)
+        except RuntimeError:  # the pool was shut down: the server is stopping
+            self._forget(request)
+            self.shutdown_request(request)
+
+    def _handle(self, request: Any, client_address: Any) -> None:
+        try:
+            with self._lock:
+                waiting = request in self._open
+            if waiting:  # not closed as the oldest while it waited for a thread
+                self.finish_request(request, client_address)
+        except Exception:  # one client's failure ends its connection only
+            self.handle_error(request, client_address)
+        finally:
+            self._forget(request)
+            self.shutdown_request(request)
+
+    def _forget(self, request: Any) -> None:
+        with self._lock:
+            self._open.pop(request, None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A cut-off or misbehaving client is not worth a traceback on stderr."""
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            overdue = [c for c, deadline in self._open.items() if deadline <= now]
+            for connection in overdue:
+                del self._open[connection]
+        for connection in overdue:
+            _cut(connection)
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._lock:
+            connections = list(self._open)
+            self._open.clear()
+        for connection in connections:
+            _cut(connection)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _cut(connection: socket.socket) -> None:
+    """End a connection's reads and writes, from any thread (its owner closes it)."""
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = IO_TIMEOUT_S
+
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not logged."""
 
 
 class MetricsServer:
     """The /metrics HTTP endpoint of one daemon (prometheus-client's WSGI app), served by a
-    thread of its own until ``stop``."""
+    thread of its own and ``WORKERS`` answering threads until ``stop``; at most
+    ``MAX_CONNECTIONS`` connections, each cut off ``REQUEST_DEADLINE_S`` after it was
+    accepted."""
 
     def __init__(self, host: str, port_spec: str, registry: CollectorRegistry) -> None:
         app = make_wsgi_app(registry)
         last_error: OSError | None = None
         for port in parse_port_range(port_spec):
             try:
-                self._server = make_server(host, port, app, _ThreadingWSGIServer,
+                self._server = make_server(host, port, app, _BoundedWSGIServer,
                                            handler_class=_QuietHandler)
                 break
             except OSError as err:
