@@ -32,6 +32,11 @@ from weir.state.key_groups import check_parallelism
 #: Logical inputs a head operator may have (one- and two-input operators).
 MAX_INPUTS = 2
 _NAME_CHARS = 60
+#: Longest job and operator name: a name travels in every status answer and log line
+#: (metrics cut label values further, to ``MAX_LABEL_VALUE_CHARS``).
+MAX_NAME_CHARS = 1024
+#: Longest vertex name: the names of a chain's operators, joined.
+MAX_VERTEX_NAME_CHARS = 16 * MAX_NAME_CHARS
 _MESSAGE_CHARS = 400
 _MEMO_OPCODES = {"MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"}
 
@@ -58,6 +63,10 @@ def validate_job_graph(graph: jobgraph_pb2.JobGraph) -> None:
 def _problems(graph: jobgraph_pb2.JobGraph) -> Iterator[str]:
     if not is_valid_job_id(graph.job_id):
         yield f"job id {_short(graph.job_id)} is not 32 hex digits"
+        return
+    if len(graph.name) > MAX_NAME_CHARS:
+        yield (f"the job name has {len(graph.name):,} characters; at most {MAX_NAME_CHARS:,} "
+               "are allowed (name the job in a few words)")
         return
     yield from _config_problems(graph)
     if not graph.vertices:
@@ -105,6 +114,13 @@ def _config_problems(graph: jobgraph_pb2.JobGraph) -> Iterator[str]:
 def _vertex_problems(vertex: jobgraph_pb2.JobVertex, uid_owner: dict[str, int]
                      ) -> Iterator[str]:
     where = _vertex(vertex)
+    if len(vertex.name) > MAX_VERTEX_NAME_CHARS:
+        yield (f"{where}: the name has {len(vertex.name):,} characters; at most "
+               f"{MAX_VERTEX_NAME_CHARS:,} are allowed")
+    for name in vertex.operator_names:
+        if len(name) > MAX_NAME_CHARS:
+            yield (f"{where}: operator name {_short(name)} has {len(name):,} characters; at "
+                   f"most {MAX_NAME_CHARS:,} are allowed")
     try:
         check_parallelism(vertex.parallelism, vertex.max_parallelism)
     except ValueError as err:

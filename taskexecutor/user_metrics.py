@@ -14,6 +14,8 @@ from typing import Protocol
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from weir.core.metric_names import label_value
+
 log = logging.getLogger(__name__)
 
 #: What a registered metric reads at scrape time: ``(family, type, sample, value)`` rows,
@@ -141,7 +143,7 @@ class MetricRegistry(Collector):
                     self._failed.add(name)
                     log.warning("cannot read the user metric %s: %s", name, err)
                 continue
-            values = dict(labels)
+            values = {key: label_value(value) for key, value in labels}
             for family_name, kind, sample, value in rows:
                 family = families.get(family_name)
                 if family is None:

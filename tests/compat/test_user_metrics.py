@@ -316,3 +316,21 @@ def test_task_executor_daemon_serves_the_counters_of_a_running_job(cluster_facto
     wait_job_status(cluster, job_id, {"CANCELED"}, timeout=20)
     poll(lambda: not _user_samples(urls, job_id), 10,
          what="the cancelled tasks' metrics to be unregistered")
+
+
+def test_label_values_are_cut_to_80_characters():
+    # Task names come from job authors, and every scrape repeats them.
+    from weir.taskexecutor.user_metrics import MetricRegistry
+
+    registry = MetricRegistry()
+    scope = registry.scope(job_id="j1", task="T" * 5000, subtask_index="0")
+
+    class Fixed:
+        def samples(self, name):
+            yield name, "gauge", name, 7
+
+    scope.register("weir_user_seven", (("shard", "s" * 300),), "gauge", Fixed())
+    [sample] = [s for f in registry.collect() for s in f.samples]
+    assert sample.labels == {"job_id": "j1", "task": "T" * 80, "subtask_index": "0",
+                             "shard": "s" * 80}
+    scope.close()

@@ -4,6 +4,7 @@ daemon answers every raw submission with a status, keeps serving and leaks no sl
 from __future__ import annotations
 
 import secrets
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -236,3 +237,43 @@ def test_weir_run_of_a_malformed_graph_prints_one_line(cluster, tmp_path: Path):
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1, ran.stderr
     assert "self-loop" in lines[0] and "Traceback" not in ran.stderr
+
+
+# -- names ----------------------------------------------------------------------------------
+
+def test_a_huge_job_or_operator_name_is_refused_in_one_line():
+    graph = jobgraph_pb2.JobGraph()
+    graph.CopyFrom(BASE)
+    graph.name = "n" * 10_000_000
+    with pytest.raises(JobGraphValidationError, match=r"the job name has 10,000,000 char"):
+        validate_job_graph(graph)
+    graph.name = "fine"
+    graph.vertices[0].operator_names[0] = "o" * 5000
+    with pytest.raises(JobGraphValidationError, match=r"operator name .* has 5,000 char") as err:
+        validate_job_graph(graph)
+    assert len(str(err.value)) < 500
+
+
+def test_a_jobmaster_refuses_a_10_mb_job_name_and_scrapes_stay_small(cluster, stub):
+    graph = jobgraph_pb2.JobGraph()
+    graph.CopyFrom(BASE)
+    graph.name = "n" * 10_000_000
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.SubmitJob(dispatcher_pb2.SubmitJobRequest(job_graph=graph), timeout=60)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "job name has 10,000,000 characters" in (refused.value.details() or "")
+    # The longest accepted name is cut in every label the scrapes repeat.
+    graph.name = "a" * 1024
+    graph.job_id = secrets.token_hex(16)
+    response = stub.SubmitJob(dispatcher_pb2.SubmitJobRequest(job_graph=graph), timeout=30)
+    try:
+        url = cluster.status()["jobmaster"]["metrics_url"]
+        def scraped() -> str | None:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                text = answer.read().decode()
+            return text if response.job_id in text else None
+
+        text = poll(scraped, timeout=30, what="the job's metrics")
+        assert "a" * 80 + '"' in text and "a" * 81 not in text
+    finally:
+        stub.CancelJob(dispatcher_pb2.JobIdRequest(job_id=response.job_id), timeout=10)

@@ -29,6 +29,29 @@ from prometheus_client.core import GaugeMetricFamily
 #: The Prometheus type of every metric below: each reads a value at scrape time.
 GAUGE = "gauge"
 
+#: Longest label value exported (Flink cuts operator names in metric identifiers to 80
+#: characters too): names come from job authors, and every scrape repeats them.
+MAX_LABEL_VALUE_CHARS = 80
+
+
+def label_value(value: object) -> str:
+    """``value`` as a label value, cut to :data:`MAX_LABEL_VALUE_CHARS`.
+
+    Example:
+        >>> len(label_value("x" * 10_000))
+        80
+    """
+    text = str(value)
+    return text if len(text) <= MAX_LABEL_VALUE_CHARS else text[:MAX_LABEL_VALUE_CHARS]
+
+
+class Gauge(GaugeMetricFamily):
+    """A gauge family whose label values are cut by :func:`label_value`."""
+
+    def add_metric(self, labels: Iterable[object], value: float,  # type: ignore[override]
+                   timestamp: float | None = None) -> None:
+        super().add_metric([label_value(v) for v in labels], value, timestamp)
+
 
 @dataclass(frozen=True)
 class MetricSpec:
@@ -45,12 +68,12 @@ class MetricSpec:
         """The name without ``weir_<scope>_``: Flink's metric name where there is one."""
         return self.name.split("_", 2)[2]
 
-    def family(self) -> GaugeMetricFamily:
+    def family(self) -> Gauge:
         """A new, empty metric family for one scrape; called on the scraping thread."""
-        return GaugeMetricFamily(self.name, self.help, labels=list(self.labels))
+        return Gauge(self.name, self.help, labels=list(self.labels))
 
 
-def families(specs: Iterable[MetricSpec]) -> dict[str, GaugeMetricFamily]:
+def families(specs: Iterable[MetricSpec]) -> dict[str, Gauge]:
     """New families for one scrape, by :attr:`MetricSpec.short_name`, in declared order."""
     return {spec.short_name: spec.family() for spec in specs}
 

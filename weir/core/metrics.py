@@ -19,10 +19,10 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from weir.core.errors import ConfigError
+from weir.core.metric_names import Gauge
 
 
 def parse_port_range(spec: str) -> list[int]:
@@ -190,5 +190,5 @@ class CallbackCollector(Collector):
             return list(self._produce())
 
 
-def gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"weir_{name}", doc, labels=labels)
+def gauge(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(f"weir_{name}", doc, labels=labels)
