@@ -1,5 +1,6 @@
 """What peers that never authenticate can cost a data port: not the room of genuine ones, not
-the accept loop, not the log; and a data server that stops accepting says so.
+the accept loop, not the log; and a data server that stops accepting makes its TaskExecutor
+leave the cluster instead of looking healthy.
 
 In-process tests run a DataServer and real consumers over loopback sockets; the descriptor
 test runs the DataServer in a subprocess with a low open files limit.
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,12 @@ from tests.security.test_data_plane_auth import (
 )
 from tests.security.test_tls_data_plane import pki
 from tests.support.dataplane import connect, read_error, read_frame
+from tests.support.resource_manager import ResourceManagerHarness
+from weir.client.minicluster import MiniCluster
 from weir.core.clock import ManualClock
+from weir.core.config import Configuration
 from weir.core.tls import TlsFiles
-from weir.proto import dataplane_pb2
+from weir.proto import common_pb2, dataplane_pb2, jobmaster_pb2
 from weir.shuffle.pipelined import protocol
 from weir.shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.partition import PartitionManager
@@ -375,7 +379,7 @@ def test_a_flood_of_refused_connections_logs_a_bounded_number_of_lines(plane, ca
     assert lines[0].startswith("refusing data connection from 127.0.0.1:")
 
 
-# -- (e) a data server that stops accepting says so -------------------------------------------
+# -- (e) a data server that stops accepting takes its TaskExecutor out -------------------------
 
 
 class InjectedError(Exception):
@@ -402,3 +406,46 @@ def test_a_dead_accept_thread_marks_the_server_unhealthy_and_refuses_at_once(pla
     # Consumers are refused at once rather than left waiting for a challenge.
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(host_port(server), timeout=10).close()
+
+
+def test_a_heartbeat_reporting_the_taskexecutor_unhealthy_removes_it():
+    m = ResourceManagerHarness(10.0)
+    record = m.register("a", slots=2)
+    assert m.rm.allocate("job", 1, spread=False) is not None
+    assert m.heartbeat(record.registration_id)
+    healthy = m.rm.heartbeat("te-1", jobmaster_pb2.TaskExecutorHeartbeat(
+        resource_id="te-1", registration_id=record.registration_id,
+        unhealthy_reason="the data server's accept thread failed"))
+    assert not healthy                           # its heartbeat stream ends
+    assert m.rm.get("te-1") is None and m.rm.total_slots() == 0
+    assert m.rm.allocate("job", 1, spread=False) is None
+    [(resource_id, reason, message)] = m.lost    # its jobs fail over, with the reason
+    assert (resource_id, reason) == ("te-1", common_pb2.TASK_EXECUTOR_LOST)
+    assert "reported itself unhealthy: the data server's accept thread failed" in message
+
+
+def until(predicate: Callable[[], object], what: str, timeout: float = 20) -> None:
+    poll(predicate, timeout, what=what)
+
+
+def test_a_taskexecutor_whose_data_server_died_reports_it_and_leaves(monkeypatch, caplog):
+    caplog.set_level(logging.WARNING)
+    conf = Configuration.from_pairs({"heartbeat.interval": "200 ms"})
+    with MiniCluster(num_slots=1, num_task_executors=2, configuration=conf) as cluster:
+        assert cluster.jobmaster is not None
+        jobmaster = cluster.jobmaster
+        broken, other = cluster.task_executors
+        server = broken.shuffle._server
+        assert isinstance(server, DataServer)
+        break_accept_loop(server, monkeypatch)
+        until(lambda: jobmaster.main.call(lambda: jobmaster.resources.get(
+            broken.resource_id)) is None, "the JobMaster to remove the TaskExecutor")
+        until(broken.stopped.is_set, "the TaskExecutor to stop")
+        assert broken.fatal_error is not None
+        assert "InjectedError: injected failure" in broken.fatal_error
+        assert jobmaster.main.call(lambda: jobmaster.resources.get(other.resource_id)) \
+            is not None, "the healthy one stays"
+        assert jobmaster.main.call(jobmaster.resources.total_slots) == 1
+        lost = [r.getMessage() for r in caplog.records if "lost: it reported itself "
+                "unhealthy" in r.getMessage()]
+        assert lost and "InjectedError" in lost[0]
