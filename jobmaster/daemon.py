@@ -457,7 +457,8 @@ class JobMaster:
         stream's reader thread; waits for the main thread, at most 10 s). Returns the
         attempts it reports running that the JobMaster does not know (tasks of ended jobs
         too), which the TaskExecutor is to cancel; None when a newer registration replaced
-        the stream's, which then ends.
+        the stream's, or the heartbeat reported the TaskExecutor unhealthy and removed it:
+        the stream then ends.
         """
         def handle() -> list[ExecutionAttemptId] | None:
             if not self.resources.heartbeat(resource_id, message):

@@ -102,7 +102,8 @@ class JobMasterGatewayServicer(jobmaster_pb2_grpc.JobMasterGatewayServicer):
                 for message in request_iterator:
                     attempts = jm.heartbeat(resource_id, message)
                     if attempts is None:
-                        log.info("ending a replaced heartbeat stream of %s", resource_id)
+                        log.info("ending the heartbeat stream of %s: its registration was "
+                                 "replaced or removed", resource_id)
                         break
                     unknown[0] = attempts
             except Exception:  # the stream ended or broke: heartbeats_ended handles it

@@ -7,6 +7,10 @@ replaces it once it timed out, so a restarted process keeps its id. Every regist
 registration id that its heartbeats must carry, so a replaced registration's heartbeat
 stream cannot keep its successor alive or speak for it.
 
+A TaskExecutor whose heartbeat says it is unhealthy (``unhealthy_reason``: it can no longer
+do its work, e.g. its data server stopped accepting connections) is removed at once with
+that reason: no slot of it is offered again, and its tasks fail over.
+
 Besides its heartbeat stream, a TaskExecutor is lost when ``heartbeat.rpc-failure-threshold``
 of the JobMaster's own calls to it in a row cannot reach it (``weir.core.heartbeat``): its
 stream may be fine while its RPC address is not (a firewall, a TLS certificate that does not
@@ -219,9 +223,17 @@ class ResourceManager:
 
     def heartbeat(self, resource_id: ResourceId, message: jobmaster_pb2.TaskExecutorHeartbeat
                   ) -> bool:
-        """Note a heartbeat; False (and ignored) unless it is of the current registration."""
+        """Note a heartbeat; False (and ignored) unless it is of the current registration.
+        One reporting the TaskExecutor unhealthy removes it (and is False too: its heartbeat
+        stream ends)."""
         record = self.task_executors.get(resource_id)
         if record is None or message.registration_id != record.registration_id:
+            return False
+        if message.unhealthy_reason:
+            # Its slots must not be offered again, and the tasks it runs cannot be served
+            # by it (a dead data server): the same as losing it, with its own reason.
+            self.remove(resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                        f"it reported itself unhealthy: {message.unhealthy_reason}")
             return False
         record.last_heartbeat = self._clock()
         record.metrics = {ExecutionAttemptId(m.attempt_id): m for m in message.task_metrics}

@@ -87,16 +87,18 @@ class TaskMetrics(_message.Message):
     def __init__(self, attempt_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., back_pressured_ms_per_s: _Optional[float] = ..., busy_ms_per_s: _Optional[float] = ..., idle_ms_per_s: _Optional[float] = ...) -> None: ...
 
 class TaskExecutorHeartbeat(_message.Message):
-    __slots__ = ("resource_id", "running_attempts", "task_metrics", "registration_id")
+    __slots__ = ("resource_id", "running_attempts", "task_metrics", "registration_id", "unhealthy_reason")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     RUNNING_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     TASK_METRICS_FIELD_NUMBER: _ClassVar[int]
     REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    UNHEALTHY_REASON_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     running_attempts: _containers.RepeatedScalarFieldContainer[str]
     task_metrics: _containers.RepeatedCompositeFieldContainer[TaskMetrics]
     registration_id: str
-    def __init__(self, resource_id: _Optional[str] = ..., running_attempts: _Optional[_Iterable[str]] = ..., task_metrics: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ..., registration_id: _Optional[str] = ...) -> None: ...
+    unhealthy_reason: str
+    def __init__(self, resource_id: _Optional[str] = ..., running_attempts: _Optional[_Iterable[str]] = ..., task_metrics: _Optional[_Iterable[_Union[TaskMetrics, _Mapping]]] = ..., registration_id: _Optional[str] = ..., unhealthy_reason: _Optional[str] = ...) -> None: ...
 
 class JobMasterHeartbeat(_message.Message):
     __slots__ = ("jobmaster_id", "unknown_attempts")

@@ -328,6 +328,12 @@ class ShuffleEnvironment(ABC):
     def metrics(self) -> dict[str, Any]:
         return {}
 
+    def unhealthy_reason(self) -> str | None:
+        """Why this environment can no longer do its part (e.g. the thread accepting data
+        connections died), or None while it can. The TaskExecutor's heartbeat reports it to
+        the JobMaster; any thread, never blocks."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Stop serving; release everything. Called once, at TaskExecutor shutdown."""

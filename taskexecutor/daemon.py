@@ -4,6 +4,11 @@ Threads: the gRPC server's pool (SubmitTask/CancelTask/ReleaseJob only start, fl
 release things), one heartbeat thread (registration and the heartbeat stream), one mailbox
 thread per task, and the shuffle environment's network threads.
 
+A TaskExecutor whose shuffle environment can no longer do its part (its data server's accept
+thread died: no consumer could read what its tasks produce) says so in its heartbeats; the
+JobMaster removes it and fails over its tasks, and the TaskExecutor exits with the reason
+instead of registering again (a supervisor restarts it with a working data server).
+
 The TaskExecutorService servicer only translates: requests become calls of
 :class:`TaskExecutor`, whose domain errors become status codes in one place
 (:data:`STATUS_CODES`).
@@ -352,11 +357,23 @@ class TaskExecutor:
 
     # -- registration and heartbeats --------------------------------------------------------
 
+    def _unhealthy_reason(self) -> str | None:
+        return self.shuffle.unhealthy_reason()
+
+    def _stop_unhealthy(self, reason: str) -> None:
+        """Stop for good: a TaskExecutor that cannot serve its data must not offer slots."""
+        self.fatal_error = f"the TaskExecutor cannot do its work: {reason}"
+        log.error("%s; shutting down", self.fatal_error)
+        self._stopped.set()
+
     def _heartbeat_loop(self) -> None:
         timeout = self.configuration.get(te_options.REGISTRATION_TIMEOUT)
         deadline = time.monotonic() + timeout
         backoff = 0.1
         while not self._stopped.is_set():
+            if (reason := self._unhealthy_reason()) is not None:
+                self._stop_unhealthy(reason)
+                return
             try:
                 response = self._register()
             except grpc.RpcError as err:
@@ -388,6 +405,10 @@ class TaskExecutor:
                                  response.heartbeat_timeout_ms / 1000)
             self._registered.clear()
             if self._stopped.is_set():
+                return
+            if (reason := self._unhealthy_reason()) is not None:
+                # The JobMaster ended the stream on hearing it (or was lost meanwhile).
+                self._stop_unhealthy(reason)
                 return
             self.jobmaster_lost.set()
             # The JobMaster forgot us (or died): our tasks cannot report anywhere.
@@ -425,10 +446,15 @@ class TaskExecutor:
         def outgoing() -> Iterator[jobmaster_pb2.TaskExecutorHeartbeat]:
             while not ended.is_set() and not self._stopped.is_set():
                 tasks = self.tasks()
+                unhealthy = self._unhealthy_reason()
+                if unhealthy is not None:
+                    log.error("reporting this TaskExecutor unhealthy to the JobMaster: %s",
+                              unhealthy)
                 yield jobmaster_pb2.TaskExecutorHeartbeat(
                     resource_id=self.resource_id, registration_id=self.registration_id,
                     running_attempts=[t.attempt_id for t in tasks],
-                    task_metrics=[self._task_metrics(t, sample=True) for t in tasks])
+                    task_metrics=[self._task_metrics(t, sample=True) for t in tasks],
+                    unhealthy_reason=unhealthy or "")
                 ended.wait(interval)
 
         call = gateway.heartbeats(outgoing())

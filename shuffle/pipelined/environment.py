@@ -125,6 +125,9 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
     def metrics(self) -> dict[str, Any]:
         return {"partitions": len(self.partitions)}
 
+    def unhealthy_reason(self) -> str | None:
+        return None if self._server is None else self._server.unhealthy_reason
+
     def close(self) -> None:
         self.connections.close()
         if self._server is not None:

@@ -25,7 +25,7 @@ import hmac
 import socket
 import struct
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from weir.core.errors import WeirError
 from weir.proto import dataplane_pb2
@@ -51,19 +51,62 @@ MAX_BUFFERS_PER_FRAME = 16
 DATA_FRAME_OVERHEAD = 64 * 1024
 
 
-#: A consumer that has not answered the challenge by then is disconnected.
+#: How long a consumer waits for the producer's TLS handshake and challenge.
 HANDSHAKE_TIMEOUT_S = 10.0
+#: How long a producer keeps a connection that has not authenticated, from its accept to
+#: the consumer's answer, TLS handshake included: a genuine consumer answers in
+#: milliseconds, and until then the connection costs a descriptor and a thread.
+UNAUTHENTICATED_TIMEOUT_S = 5.0
 #: Longest a producer holds a request for a partition it does not have yet (the consumer's
 #: ``wait_ms`` is capped to it): a hostile ``wait_ms`` cannot pin anything for long.
 MAX_HOLD_MS = 30_000
 #: Requests one connection may have held at once; more are answered at once.
 MAX_HELD_PER_CONNECTION = 1024
-#: Data connections a producer accepts from one host, and in all (each costs two threads).
+#: Authenticated data connections a producer keeps from one host, and in all (each costs
+#: two threads); a connection is counted, and refused over these, once it authenticated.
 MAX_CONNECTIONS_PER_PEER = 64
 MAX_CONNECTIONS = 1024
+#: Connections still in their handshake (not authenticated yet) from one host, and in all.
+#: When full, the oldest of them (of the host that holds the most) is closed to make room:
+#: a genuine consumer authenticates within milliseconds of connecting, so sockets that a
+#: peer without the token opens and leaves idle can delay it but never lock it out.
+MAX_PENDING_PER_PEER = 32
+MAX_PENDING = 256
 #: A producer closes a connection that served nothing (no subpartition, no held request)
 #: for this long; its consumer reconnects when it needs to.
 IDLE_TIMEOUT_S = 300.0
+
+
+class ConnectionLimits(NamedTuple):
+    """What a producer's data server admits at once (see :func:`connection_limits`)."""
+
+    pending: int
+    pending_per_peer: int
+    connections: int
+    per_peer: int
+
+
+def connection_limits(descriptors: int) -> ConnectionLimits:
+    """The connection caps of a process that may have ``descriptors`` files open: every
+    connection holds one, and a data server that ran out of them could accept nothing.
+
+    The data server takes at most half (the rest is for state files, RocksDB, gRPC, the
+    TaskExecutor's own outgoing data connections and logs), an eighth of that for
+    connections still in their handshake; the constants above cap each.
+
+    Example:
+        >>> connection_limits(1 << 20)
+        ConnectionLimits(pending=256, pending_per_peer=32, connections=1024, per_peer=64)
+        >>> connection_limits(256)
+        ConnectionLimits(pending=16, pending_per_peer=4, connections=112, per_peer=64)
+    """
+    share = max(0, descriptors) // 2
+    pending = max(4, min(MAX_PENDING, share // 8))
+    return ConnectionLimits(
+        pending=pending,
+        pending_per_peer=max(1, min(MAX_PENDING_PER_PEER, pending // 4)),
+        connections=max(1, min(MAX_CONNECTIONS, share - pending)),
+        per_peer=max(1, min(MAX_CONNECTIONS_PER_PEER, share - pending)))
 
 
 def hello_mac(token: str | None, nonce: bytes) -> bytes:

@@ -13,20 +13,30 @@ Records are encoded for the wire by the producing task (a record that cannot be 
 fails that task, not the connection other jobs share). What a peer can cost is bounded:
 frames by the segment size, held requests by ``MAX_HOLD_MS`` and a count (one timer thread
 per server, not one per request), connections per host and in all; idle and
-unauthenticated connections are closed. A refused peer is logged once, at WARNING.
+unauthenticated connections are closed.
+
+Connections that have not authenticated yet (TLS handshake included) live in a pool of
+their own, small and time-limited, and never count against the limits of authenticated
+ones: a peer without the token cannot lock a genuine TaskExecutor out by opening sockets
+and leaving them idle (see ``protocol.MAX_PENDING``). Every cap stays below the process's
+limit on open files, and running out of descriptors anyway only pauses accepting. Refusals
+are logged at WARNING, at most one line per peer address per 10 s
+(:class:`RateLimitedWarnings`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import resource
 import select
 import socket
 import ssl
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import TypeVar, cast
 
@@ -51,6 +61,111 @@ _POLL_S = 0.2
 _Kind = dataplane_pb2.BufferHeader
 _Error = dataplane_pb2.ErrorResponse
 _M = TypeVar("_M", bound=Message)
+
+#: accept() failures that mean the process (or the host) ran out of something that frees
+#: up again (descriptors, socket buffers, memory): the server waits, longer each time up
+#: to the maximum, and accepts again.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_BACKOFF_S = (0.01, 1.0)
+#: accept() failures that are about one connection that went away before it was accepted
+#: (Linux reports its pending network errors there): the next one is accepted at once.
+_CONNECTION_GONE = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.ENETDOWN,
+                              errno.ENOPROTOOPT, errno.EHOSTDOWN, errno.ENONET,
+                              errno.EHOSTUNREACH, errno.EOPNOTSUPP, errno.ENETUNREACH,
+                              errno.EINTR, errno.EAGAIN})
+#: A connection's own thread closes it at the handshake deadline; the server closes what is
+#: still pending this much later, e.g. a TLS handshake fed one byte at a time (each read
+#: has its own timeout, the handshake as a whole none).
+_PENDING_GRACE_S = 1.0
+#: A process without a limit on open files is treated as having this many.
+_UNLIMITED_DESCRIPTORS = 1 << 20
+
+
+class RateLimitedWarnings:
+    """WARNING lines about peers, at most one per key (a peer's address) per ``interval_s``.
+
+    The lines held back in a key's window are counted, and the next line about that key says
+    how many there were; so does :meth:`flush` (called regularly by the data server's accept
+    thread) once the window ended, so a flood that stops is still accounted for. At most
+    ``max_keys`` keys are tracked at once; further ones share one window, so many source
+    addresses cannot grow it. Thread-safe; ``clock`` gives monotonic seconds.
+
+    Example:
+        >>> now = [0.0]
+        >>> warnings = RateLimitedWarnings(logging.getLogger("doc"), clock=lambda: now[0])
+        >>> [warnings.warning("10.0.0.1", "refused %s", n) for n in range(3)]
+        [True, False, False]
+        >>> now[0] = 10.0
+        >>> warnings.warning("10.0.0.1", "refused %s", 3)   # logs '... (2 more ...)'
+        True
+    """
+
+    OTHERS = "other peers"
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic, max_keys: int = 1024) -> None:
+        self._log = logger
+        self._interval = interval_s
+        self._clock = clock
+        self._max_keys = max_keys
+        #: key -> [start of its window, lines held back in it]
+        self._windows: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def warning(self, key: str, msg: str, *args: object) -> bool:
+        """Log ``msg % args`` unless a line about ``key`` was logged less than the interval
+        ago; True if it was logged."""
+        with self._lock:
+            now = self._clock()
+            window = self._windows.get(key)
+            if window is None and len(self._windows) >= self._max_keys:
+                key = self.OTHERS
+                window = self._windows.get(key)
+            if window is not None and now - window[0] < self._interval:
+                window[1] += 1
+                return False
+            held, since = (int(window[1]), now - window[0]) if window else (0, 0.0)
+            self._windows[key] = [now, 0]
+        if held:
+            self._log.warning(msg + " (%d more about %s in the last %.0f s were not logged)",
+                              *args, held, key, since)
+        else:
+            self._log.warning(msg, *args)
+        return True
+
+    def flush(self) -> None:
+        """Forget the windows that ended, logging how many lines each held back."""
+        with self._lock:
+            now = self._clock()
+            ended = [(key, window) for key, window in self._windows.items()
+                     if now - window[0] >= self._interval]
+            for key, _ in ended:
+                del self._windows[key]
+        for key, (started, held) in ended:
+            if held:
+                self._log.warning("%d more warnings about %s in the last %.0f s were not "
+                                  "logged", int(held), key, now - started)
+
+
+def descriptor_limit() -> int:
+    """How many files this process may have open: the soft RLIMIT_NOFILE, raised first to
+    the hard limit where that is allowed (a default soft limit of 1024 is easily reached by
+    a TaskExecutor with many connections, RocksDB files and gRPC channels)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return _UNLIMITED_DESCRIPTORS
+    if soft == resource.RLIM_INFINITY:
+        return _UNLIMITED_DESCRIPTORS
+    target = _UNLIMITED_DESCRIPTORS if hard == resource.RLIM_INFINITY else hard
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (OSError, ValueError) as err:
+            log.debug("cannot raise the open files limit from %d to %d: %s", soft, target,
+                      err)
+    return int(soft)
 
 
 class ProtocolError(WeirError):
@@ -217,15 +332,23 @@ class ServerConnection:
     ``token``: the cluster token the peer must prove it holds (None: anyone is accepted).
     ``tls_context``: TLS first, with a certificate from the cluster's CA (None: plain TCP).
     ``timers``: the server's timer thread (held requests). ``on_closed`` is called once,
-    from whichever thread closes the connection.
+    from whichever thread closes the connection. ``on_authenticated`` is called (reader
+    thread) once the peer proved it holds the token, before anything it asked is served;
+    it returns why the connection is refused (it is then closed), or None. The peer must
+    authenticate within ``protocol.UNAUTHENTICATED_TIMEOUT_S`` of the connection's creation.
+    ``warnings``: where refusals are logged (the server shares one among its connections).
     """
 
     def __init__(self, sock: socket.socket, partitions: PartitionManager,
                  segment_size: int, token: str | None = None,
                  timers: TimerThread | None = None,
                  on_closed: Callable[[ServerConnection], None] | None = None,
-                 tls_context: ssl.SSLContext | None = None) -> None:
+                 tls_context: ssl.SSLContext | None = None, *,
+                 on_authenticated: Callable[[ServerConnection], str | None] | None = None,
+                 warnings: RateLimitedWarnings | None = None) -> None:
         self._sock: socket.socket | tls.TlsSocket = sock
+        #: The TLS socket while its handshake runs: close() must be able to wake it.
+        self._handshaking: ssl.SSLSocket | None = None
         self._tls_context = tls_context
         self._partitions = partitions
         self._segment_size = segment_size
@@ -233,7 +356,13 @@ class ServerConnection:
         self._own_timers = timers is None
         self._timers = timers or TimerThread("data-server-timers")
         self._on_closed = on_closed
+        self._on_authenticated = on_authenticated
+        self._warnings = warnings or RateLimitedWarnings(log)
+        #: When it was accepted: its handshake deadline counts from here.
+        self.accepted_at = time.monotonic()
         self.peer = _address(sock)
+        #: The peer's address without its port: what the per-host limits count.
+        self.host = self.peer.rpartition(":")[0] or self.peer
         self._views: dict[int, SubpartitionView] = {}
         # Requests waiting for their partition: the timer and the registration callback.
         self._held: dict[int, tuple[DelayedCall, Callable[[], None], PartitionId]] = {}
@@ -245,7 +374,6 @@ class ServerConnection:
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
         self.authenticated = False
-        self._warned = False
         name = f"data-server-{self.peer.rpartition(':')[2]}"
         self._reader = threading.Thread(target=self._read_loop, name=f"{name}-in", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name=f"{name}-out",
@@ -256,24 +384,33 @@ class ServerConnection:
         return self._closed.is_set()
 
     def start(self) -> None:
+        """Start the reader thread; raises RuntimeError when no thread can be started."""
         self._reader.start()
 
-    def refuse(self, message: str) -> None:
-        """Turn the peer away before the handshake (the connection is not started)."""
-        log.warning("refusing data connection from %s: %s", self.peer, message)
-        if self._tls_context is None:   # a TLS peer could not read a plain error frame
-            self._send_error(0, _Error.PROTOCOL_ERROR, message)
-        self.close()
+    def _warn(self, msg: str, *args: object) -> None:
+        self._warnings.warning(self.host, msg, *args)
 
     # -- reader: handshake, requests and credit ---------------------------------------------
 
     def _read_loop(self) -> None:
-        if self._tls_context is not None and not self._start_tls(self._tls_context):
+        # One deadline for everything before authentication, TLS included.
+        deadline = self.accepted_at + protocol.UNAUTHENTICATED_TIMEOUT_S
+        if self._tls_context is not None and not self._start_tls(self._tls_context, deadline):
             return
         reader = protocol.FrameReader(self._sock, 64 * 1024, protocol.MAX_CONTROL_FRAME)
         try:
-            if not self._handshake(reader):
+            pipelined = self._handshake(reader, deadline)
+            if pipelined is None:
                 return
+            refusal = self._on_authenticated(self) if self._on_authenticated else None
+            if refusal is not None:
+                if not self._closed.is_set():
+                    self._warn("refusing data connection from %s: %s", self.peer, refusal)
+                    self._send_error(0, _Error.PROTOCOL_ERROR, refusal)
+                return
+            # Requests sent right behind the answer are served once the peer is admitted.
+            for kind, message in pipelined:
+                self._on_control(kind, message)
             self._writer.start()
             while not self._closed.is_set():
                 if not self._wait_readable(_POLL_S * 5):
@@ -290,43 +427,79 @@ class ServerConnection:
                     self._on_control(kind, bytes(payload))
         except (protocol.CorruptFrameError, ProtocolError) as err:
             kind = getattr(err, "kind", _Error.PROTOCOL_ERROR)
-            log.warning("refusing data connection from %s: %s", self.peer, err)
+            self._warn("refusing data connection from %s: %s", self.peer, err)
             self._send_error(0, kind, str(err))
         except (OSError, ConnectionError, ValueError) as err:
             log.debug("data connection from %s ended: %s", self.peer, err)
         finally:
             self.close()
 
-    def _start_tls(self, context: ssl.SSLContext) -> bool:
+    def _start_tls(self, context: ssl.SSLContext, deadline: float) -> bool:
+        """The server side of the TLS handshake (as ``tls.accept``), done here so that the
+        data server can abort it from another thread: it closes connections that did not
+        authenticate in time, or to make room for new ones."""
+        raw = self._sock
+        assert isinstance(raw, socket.socket)
+        # Wrapping takes over the plain socket's descriptor; under the lock, so that
+        # close() either closes the plain socket before or wakes the TLS one after.
+        with self._cond:
+            try:
+                if self._closed.is_set():
+                    return False
+                raw.settimeout(max(0.01, deadline - time.monotonic()))
+                wrapped = context.wrap_socket(raw, server_side=True,
+                                              do_handshake_on_connect=False)
+            except (OSError, ValueError) as err:
+                failure: BaseException | None = err
+            else:
+                failure = None
+                self._handshaking = wrapped
+        if failure is not None:
+            self._tls_failed(failure)
+            return False
         try:
-            self._sock = tls.accept(self._sock, context,  # type: ignore[arg-type]
-                                    protocol.HANDSHAKE_TIMEOUT_S)
+            wrapped.do_handshake()
         except (OSError, ValueError) as err:
-            log.warning("refusing data connection from %s: TLS handshake failed: %s",
-                        self.peer, err)
-            self.close()
+            with self._cond:
+                self._handshaking = None
+            wrapped.close()  # this thread's socket: closed by no other
+            self._tls_failed(err)
+            return False
+        with self._cond:
+            self._handshaking = None
+            self._sock = tls.TlsSocket(wrapped)
+            closed = self._closed.is_set()
+        if closed:  # close() ran before the socket was in place
+            wrapped.close()
             return False
         self._sock.settimeout(None)
         return True
 
-    def _handshake(self, reader: protocol.FrameReader) -> bool:
-        """Challenge the peer; True once it proved it holds the token. Raises ProtocolError
-        for a wrong answer, anything but an answer, or none in time."""
+    def _tls_failed(self, err: BaseException) -> None:
+        if not self._closed.is_set():
+            self._warn("refusing data connection from %s: TLS handshake failed: %s",
+                       self.peer, err)
+        self.close()
+
+    def _handshake(self, reader: protocol.FrameReader, deadline: float
+                   ) -> list[tuple[int, bytes]] | None:
+        """Challenge the peer; once it proved it holds the token, the frames it sent right
+        behind its answer; None when the connection was closed first. Raises ProtocolError
+        for a wrong answer, anything but an answer, or none by ``deadline``."""
         nonce = os.urandom(32)
         self._sock.sendall(protocol.frame(
             protocol.CHALLENGE, dataplane_pb2.Challenge(nonce=nonce).SerializeToString()))
-        deadline = time.monotonic() + protocol.HANDSHAKE_TIMEOUT_S
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not self._wait_readable(left):
                 if self._closed.is_set():
-                    return False
+                    return None
                 raise ProtocolError(_Error.NOT_AUTHENTICATED,
                                     "no handshake within "
-                                    f"{protocol.HANDSHAKE_TIMEOUT_S:.0f} s")
+                                    f"{protocol.UNAUTHENTICATED_TIMEOUT_S:.0f} s")
             frames = reader.read()
             if frames is None:
-                return False
+                return None
             if frames:
                 break
         kind, payload = frames[0]
@@ -339,9 +512,8 @@ class ServerConnection:
                                 "the data connection did not prove it holds the cluster's "
                                 "security.auth.token (both TaskExecutors need the same token)")
         self.authenticated = True
-        for kind, payload in frames[1:]:
-            self._on_control(kind, bytes(payload))
-        return True
+        # Copied: the views are valid only until the reader's next receive.
+        return [(kind, bytes(payload)) for kind, payload in frames[1:]]
 
     def _wait_readable(self, timeout: float) -> bool:
         if isinstance(self._sock, tls.TlsSocket) and self._sock.pending():
@@ -404,11 +576,9 @@ class ServerConnection:
         if not sub.subscribe(lambda: self._notify(view), remote=True):
             with self._cond:
                 self._views.pop(request.receiver_id, None)
-            if not self._warned:     # once per connection: a peer must not flood the log
-                self._warned = True
-                log.warning("data connection from %s asked for subpartition %d of partition "
-                            "%s, which another consumer reads: refused", self.peer,
-                            request.subpartition, request.partition_id)
+            self._warn("data connection from %s asked for subpartition %d of partition %s, "
+                       "which another consumer reads: refused", self.peer,
+                       request.subpartition, request.partition_id)
             self._send_error(request.receiver_id, _Error.ALREADY_SUBSCRIBED,
                              f"subpartition {request.subpartition} of partition "
                              f"{request.partition_id} is read by another consumer")
@@ -541,10 +711,17 @@ class ServerConnection:
         for timer, answer, partition_id in held:
             timer.cancel()
             self._partitions.forget_waiter(partition_id, answer)
+        with self._cond:
+            sock, handshaking = self._sock, self._handshaking
+        if handshaking is not None:
+            # Wakes the reader inside the TLS handshake, which then closes the socket
+            # itself: closing a descriptor another thread is reading could hit a new one.
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(handshaking, socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
+            sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
-            self._sock.close()
+            sock.close()
         if self._own_timers:
             self._timers.close()
         if self._on_closed is not None:
@@ -577,6 +754,16 @@ class DataServer:
 
     ``token``: the cluster token every connection must prove it holds (None: none needed);
     ``tls_context``: a server context, for TLS on every connection (None: plain TCP).
+
+    A new connection waits for its handshake in the pending pool (``limits.pending`` in
+    all, ``limits.pending_per_peer`` per host; when full, the oldest connection of the
+    host holding the most is closed), and is closed if it has not authenticated within
+    ``protocol.UNAUTHENTICATED_TIMEOUT_S``. Once authenticated it counts against
+    ``limits.connections`` and ``limits.per_peer`` (refused over them). ``limits`` derive
+    from the process's open files limit, raised to its hard limit first.
+
+    ``healthy`` is False, with ``unhealthy_reason``, once the accept thread died: the
+    TaskExecutor reports it to the JobMaster.
     """
 
     def __init__(self, host: str, port: int, partitions: PartitionManager,
@@ -586,13 +773,25 @@ class DataServer:
         self._tls_context = tls_context
         self._segment_size = segment_size
         self._token = token
+        descriptors = descriptor_limit()
+        self.limits = protocol.connection_limits(descriptors)
+        if self.limits.connections < protocol.MAX_CONNECTIONS:
+            log.info("the data server admits %d connections (%d waiting for their "
+                     "handshake): the process may open %d files", self.limits.connections,
+                     self.limits.pending, descriptors)
         self._sock = socket.create_server((host, port), backlog=128)
         self._sock.settimeout(_POLL_S)
         self.address = f"{host}:{self._sock.getsockname()[1]}"
         self._closed = threading.Event()
+        #: Authenticated connections, and how many of them each host has.
         self._connections: set[ServerConnection] = set()
+        self._per_host: Counter[str] = Counter()
+        #: Connections waiting for their handshake, per host, oldest first.
+        self._pending: dict[str, deque[ServerConnection]] = {}
         self._lock = threading.Lock()
         self._timers = TimerThread("data-server-timers")
+        self._warnings = RateLimitedWarnings(log)
+        self._failure: str | None = None
         self._acceptor = threading.Thread(target=self._accept_loop, name="data-server",
                                           daemon=True)
 
@@ -601,38 +800,166 @@ class DataServer:
 
     @property
     def connections(self) -> int:
+        """Open data connections, authenticated or still in their handshake."""
         with self._lock:
-            return len(self._connections)
+            return len(self._connections) + sum(map(len, self._pending.values()))
+
+    @property
+    def pending(self) -> int:
+        """Connections that have not authenticated yet."""
+        with self._lock:
+            return sum(map(len, self._pending.values()))
+
+    @property
+    def unhealthy_reason(self) -> str | None:
+        """Why this server can no longer accept connections, or None while it can."""
+        if self._failure is not None:
+            return self._failure
+        if self._acceptor.ident is not None and not self._acceptor.is_alive() and \
+                not self._closed.is_set():
+            return "the data server's accept thread ended"
+        return None
+
+    @property
+    def healthy(self) -> bool:
+        return self.unhealthy_reason is None
+
+    # -- accepting --------------------------------------------------------------------------
 
     def _accept_loop(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, (host, *_) = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
+        backoff = _ACCEPT_BACKOFF_S[0]
+        try:
+            while not self._closed.is_set():
+                self._close_expired()
+                self._warnings.flush()
+                try:
+                    conn, address = self._sock.accept()
+                except TimeoutError:
+                    continue
+                except OSError as err:
+                    if self._closed.is_set():
+                        return
+                    if err.errno in _OUT_OF_RESOURCES:
+                        # The connection stays queued in the kernel: accepting it later,
+                        # once descriptors were freed, serves it.
+                        self._warnings.warning(
+                            "accept", "the data server at %s cannot accept connections "
+                            "(%s); trying again in %.0f ms", self.address,
+                            os.strerror(err.errno or 0), backoff * 1000)
+                        self._closed.wait(backoff)
+                        backoff = min(2 * backoff, _ACCEPT_BACKOFF_S[1])
+                        continue
+                    if err.errno in _CONNECTION_GONE:
+                        continue
+                    raise
+                backoff = _ACCEPT_BACKOFF_S[0]
+                self._add(conn, str(address[0]))
+        except Exception as err:
+            if not self._closed.is_set():
+                self._fail(f"the data server's accept thread failed: "
+                           f"{type(err).__name__}: {err}")
+
+    def _fail(self, reason: str) -> None:
+        """The server cannot accept connections any more: say so, and close the listening
+        socket, so that consumers are refused at once instead of waiting for a handshake."""
+        self._failure = reason
+        log.error("%s; the data server at %s accepts no more connections", reason,
+                  self.address)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def _add(self, conn: socket.socket, host: str) -> None:
+        """Put a new connection into the pending pool (making room in it) and start it."""
+        try:
             conn.settimeout(None)
             protocol.configure_socket(conn)
-            connection = ServerConnection(conn, self._partitions, self._segment_size,
-                                          self._token, self._timers, self._forget,
-                                          self._tls_context)
-            with self._lock:
-                from_peer = sum(c.peer.rpartition(":")[0] == host for c in self._connections)
-                full = (f"{from_peer} connections from {host} already"
-                        if from_peer >= protocol.MAX_CONNECTIONS_PER_PEER else
-                        f"{len(self._connections)} connections already"
-                        if len(self._connections) >= protocol.MAX_CONNECTIONS else None)
-                if full is None:
-                    self._connections.add(connection)
-            if full is not None:
-                connection.refuse(f"too many data connections ({full})")
-                continue
+        except OSError as err:   # the peer reset it already
+            log.debug("data connection from %s ended before its handshake: %s", host, err)
+            conn.close()
+            return
+        connection = ServerConnection(
+            conn, self._partitions, self._segment_size, self._token, self._timers,
+            self._forget, self._tls_context, on_authenticated=self._admit,
+            warnings=self._warnings)
+        with self._lock:
+            evicted = self._make_room(connection.host)
+            self._pending.setdefault(connection.host, deque()).append(connection)
+        if evicted is not None:
+            self._warnings.warning(
+                evicted.host, "closing data connection from %s before its handshake: too "
+                "many connections are waiting for theirs (%d from %s, %d in all)",
+                evicted.peer, self.limits.pending_per_peer, evicted.host, self.limits.pending)
+            evicted.close()
+        try:
             connection.start()
+        except RuntimeError as err:   # no thread can be started now: as out of descriptors
+            self._warnings.warning("accept", "cannot serve data connection from %s: %s",
+                                   connection.peer, err)
+            connection.close()
+
+    def _make_room(self, host: str) -> ServerConnection | None:
+        """The pending connection to close for one more from ``host`` (lock held): its own
+        oldest when it has its share already, else when the pool is full the oldest of the
+        host holding the most (a host with one pending connection keeps it; one flooding
+        the pool only churns its own). None when there is room."""
+        queue = self._pending.get(host)
+        if queue is not None and len(queue) >= self.limits.pending_per_peer:
+            victim = queue
+        elif sum(map(len, self._pending.values())) >= self.limits.pending:
+            victim = max(self._pending.values(), key=lambda q: (len(q), -q[0].accepted_at))
+        else:
+            return None
+        evicted = victim.popleft()
+        if not victim:
+            del self._pending[evicted.host]
+        return evicted
+
+    def _close_expired(self) -> None:
+        """Close pending connections past their handshake deadline that their own thread
+        did not close (see _PENDING_GRACE_S)."""
+        oldest = time.monotonic() - protocol.UNAUTHENTICATED_TIMEOUT_S - _PENDING_GRACE_S
+        with self._lock:
+            expired = [c for queue in self._pending.values() for c in queue
+                       if c.accepted_at < oldest]
+        for connection in expired:
+            self._warnings.warning(
+                connection.host, "closing data connection from %s: no handshake within "
+                "%.0f s", connection.peer, protocol.UNAUTHENTICATED_TIMEOUT_S)
+            connection.close()
+
+    def _admit(self, connection: ServerConnection) -> str | None:
+        """``connection`` authenticated (its reader thread): it leaves the pending pool and
+        counts against the limits; returns why it is refused, or None."""
+        host = connection.host
+        with self._lock:
+            queue = self._pending.get(host)
+            if queue is None or connection not in queue:
+                return "the connection was closed before its handshake completed"
+            queue.remove(connection)
+            if not queue:
+                del self._pending[host]
+            full = (f"{self._per_host[host]} connections from {host} already"
+                    if self._per_host[host] >= self.limits.per_peer else
+                    f"{len(self._connections)} connections already"
+                    if len(self._connections) >= self.limits.connections else None)
+            if full is None:
+                self._connections.add(connection)
+                self._per_host[host] += 1
+        return None if full is None else f"too many data connections ({full})"
 
     def _forget(self, connection: ServerConnection) -> None:
+        host = connection.host
         with self._lock:
-            self._connections.discard(connection)
+            queue = self._pending.get(host)
+            if queue is not None and connection in queue:
+                queue.remove(connection)
+                if not queue:
+                    del self._pending[host]
+            elif connection in self._connections:
+                self._connections.discard(connection)
+                self._per_host[host] -= 1
+                if self._per_host[host] <= 0:
+                    del self._per_host[host]
 
     def close(self) -> None:
         self._closed.set()
@@ -640,7 +967,8 @@ class DataServer:
             self._sock.close()
         self._acceptor.join(timeout=5)
         with self._lock:
-            connections = list(self._connections)
+            connections = [*self._connections,
+                           *(c for queue in self._pending.values() for c in queue)]
         for connection in connections:
             connection.close()
         for connection in connections:

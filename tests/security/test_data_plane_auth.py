@@ -7,7 +7,6 @@ from raw sockets.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -196,28 +195,33 @@ def test_malformed_control_messages_are_refused_not_crashing(plane):
 
 @pytest.mark.extended
 def test_taskexecutor_refuses_unauthenticated_and_excess_connections(cluster_factory, tmp_path):
-    cluster = cluster_factory(1, 1)
+    cluster = cluster_factory(1, 1)          # no token: any answer authenticates
     host, port, pid = data_address(cluster.dir)
     threads = thread_count(pid)
-    sockets = []
+    idle, admitted = [], []
     try:
-        for _ in range(protocol.MAX_CONNECTIONS_PER_PEER):
-            sockets.append(connect(host, port, handshake=False))
-        with socket.create_connection((host, port), timeout=10) as refused:
-            assert "too many data connections" in read_error(refused).message
+        # Sockets that never answer the challenge wait in the pending pool: the oldest are
+        # closed for newer ones, so they hold at most the pool's share of one host.
+        for _ in range(protocol.MAX_CONNECTIONS_PER_PEER + 16):
+            idle.append(connect(host, port, handshake=False))
         grown = thread_count(pid) - threads
-        assert grown <= protocol.MAX_CONNECTIONS_PER_PEER + 4, f"{grown} threads"
-        # Nobody answered the challenge: every one is closed after the handshake timeout.
-        for sock in sockets:
-            sock.settimeout(protocol.HANDSHAKE_TIMEOUT_S + 20)
+        assert grown <= protocol.MAX_PENDING_PER_PEER + 4, f"{grown} threads"
+        # Those still open are closed after the handshake timeout.
+        for sock in idle[-protocol.MAX_PENDING_PER_PEER:]:
+            sock.settimeout(protocol.UNAUTHENTICATED_TIMEOUT_S + 20)
             assert read_error(sock).kind == Error.NOT_AUTHENTICATED
+        # They never counted against the authenticated connections' limit; these do.
+        for _ in range(protocol.MAX_CONNECTIONS_PER_PEER):
+            admitted.append(connect(host, port))
+        with connect(host, port) as refused:
+            assert "too many data connections" in read_error(refused).message
     finally:
-        for sock in sockets:
+        for sock in idle + admitted:
             sock.close()
     poll(lambda: thread_count(pid) <= threads + 2, 20, what="the threads to end")
     assert process_alive(pid)
     log = (cluster.dir / "log" / "taskexecutor-0.log").read_text()
-    assert "no handshake within" in log
+    assert "closing data connection from 127.0.0.1:" in log   # rate-limited: the first
     job = write_job(tmp_path, """
         from weir import StreamExecutionEnvironment
         env = StreamExecutionEnvironment.get_execution_environment()
