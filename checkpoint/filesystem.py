@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from weir.checkpoint.storage import (
     CheckpointStorageAccess,
     Checksum,
     StreamStateHandle,
+    TargetOutsideStorageError,
     check_relative,
     checksum_of,
     contained_relative,
@@ -217,29 +219,92 @@ class FsCheckpointStorageAccess(CheckpointStorageAccess):
         self._contained(target).unlink(missing_ok=True)
 
     def delete_prefix(self, relative_prefix: str) -> None:
+        """Delete the directory ``relative_prefix`` names below the base (all of the base's
+        contents for an empty prefix, keeping the base itself).
+
+        Raises TargetOutsideStorageError, deleting nothing, if a component of the prefix is
+        a symbolic link: it could lead out of the base (the base's own path may hold links:
+        those the user chose). A prefix that names nothing, or a file, deletes nothing.
+        """
         relative = contained_relative(relative_prefix, self.base_uri, allow_empty=True)
-        directory = self._base / relative if relative else self._base
-        if not directory.is_dir():
+        try:
+            base_fd = os.open(self._base, os.O_RDONLY | os.O_DIRECTORY)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        if relative:
+        try:
+            if relative:
+                self._delete_below(base_fd, relative)
+            else:
+                self._empty(base_fd)
+        finally:
+            os.close(base_fd)
+
+    def _delete_below(self, base_fd: int, relative: str) -> None:
+        """rmtree of ``relative`` below the directory ``base_fd``, reached one component at a
+        time without following a symlink: a link swapped in for a checked directory is not
+        followed either, which a check of the path before deleting it could not promise."""
+        *parents, name = relative.split("/")
+        fd = os.dup(base_fd)
+        try:
+            for depth, part in enumerate(parents):
+                try:
+                    child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                    dir_fd=fd)
+                except FileNotFoundError:
+                    return
+                except NotADirectoryError:
+                    # A file holds nothing to delete; a symlink is refused.
+                    with contextlib.suppress(FileNotFoundError):
+                        if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
+                            link = "/".join(parents[:depth + 1])
+                            raise self._symlink_error(link, relative) from None
+                    return
+                os.close(fd)
+                fd = child
+            try:
+                info = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                return
+            if stat.S_ISLNK(info.st_mode):
+                raise self._symlink_error(relative, relative)
+            if not stat.S_ISDIR(info.st_mode):
+                return
             # A writer still finishing inside (a task's late upload to an aborted
             # checkpoint) can refill a directory between the unlinks and the rmdir.
+            # rmtree's fd-based walk (dir_fd) follows no symlink met inside, and refuses a
+            # top that became one since the lstat.
             for attempt in range(3):
                 try:
-                    shutil.rmtree(directory)
+                    shutil.rmtree(name, dir_fd=fd)
                     return
                 except FileNotFoundError:
                     return
                 except OSError:
                     if attempt == 2:
                         raise
-            return
-        # The whole storage: empty the base directory but keep it (it may be a mount point).
-        for entry in directory.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
+        finally:
+            os.close(fd)
+
+    def _symlink_error(self, link: str, relative: str) -> TargetOutsideStorageError:
+        """The refusal to delete ``relative`` because ``link`` (both below the base) is a
+        symbolic link."""
+        return TargetOutsideStorageError(
+            f"refusing to delete {self.base_uri}/{relative}: {self.base_uri}/{link} is a "
+            f"symbolic link, which may lead out of this checkpoint storage ({self.base_uri}); "
+            "only what lies under its base may be deleted")
+
+    @staticmethod
+    def _empty(base_fd: int) -> None:
+        """Delete every entry of the base but keep the base (it may be a mount point). A
+        symlink is unlinked, never followed."""
+        with os.scandir(base_fd) as entries:
+            names = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        for name, is_dir in names:
+            if is_dir:
+                shutil.rmtree(name, dir_fd=base_fd)
             else:
-                entry.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=base_fd)
 
     def exists(self, target: StreamStateHandle | str) -> bool:
         return self._local(target).is_file()

@@ -19,6 +19,17 @@ from a throw-away self-signed key pair (mutual TLS). What still answers without 
 serves no object data: health checks, metrics, the volume server's ``/status`` (volume ids,
 sizes, bucket names) and the master's ``/cluster/status``.
 
+Nothing of weed's lands in the shared ``/tmp``, where another user could plant a file or a
+symlink under the name it will use. weed names a Unix socket after each gRPC port at a fixed
+``/tmp/seaweedfs-<component>-grpc-<port>.sock`` (no flag or ``TMPDIR`` moves it), and its log
+files ``weed.<host>.<user>.log.<level>.<time>.<pid>`` go to the temporary directory. So
+weed runs in a mount namespace of its own (a user namespace too when not root) where
+``/tmp`` is ``<data_dir>/tmp``, a private directory (see :func:`enter_private_tmp`); its
+logs go to ``-logdir`` ``<data_dir>/weed-logs`` and ``TMPDIR`` is the private directory too.
+Where no namespace can be created (unprivileged user namespaces switched off), the sockets
+stay in the shared ``/tmp``: ports whose socket names another user holds are not chosen,
+and a start fails, naming the file, if one appears meanwhile.
+
 Example:
     >>> import tempfile
     >>> with SeaweedServer(tempfile.mkdtemp()) as server:           # doctest: +SKIP
@@ -29,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import random
@@ -36,15 +48,18 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from weir.core.errors import UserError
+from weir.core.files import private_directory
 from weir.core.processes import process_alive
 from weir.core.tls import write_self_signed
 
@@ -64,6 +79,20 @@ TLS_KEY_FILE = "grpc-tls.key"
 GRPC_ROLES = ("master", "volume", "filer", "s3", "admin", "worker", "client")
 #: Lifetime of the JWTs weed mints for itself; its own default.
 JWT_EXPIRY_S = 10
+#: Where weed puts its port-named Unix sockets: a literal in weed, not its temp directory.
+SHARED_TMP = Path("/tmp")
+#: weed's private /tmp (and TMPDIR), and its glog directory, under the data directory.
+PRIVATE_TMP_DIR = "tmp"
+LOG_DIR = "weed-logs"
+#: Socket paths weed is given are shorter than this: sun_path holds 108 bytes, its NUL
+#: included.
+MAX_SOCKET_PATH = 100
+#: unshare(2) and mount(2) flags (linux/sched.h, linux/mount.h).
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
 
 
 class S3ServerError(UserError):
@@ -115,8 +144,10 @@ def _candidate_range() -> tuple[int, int]:
     return 10_000, 65_535 - GRPC_OFFSET
 
 
-def free_port_pairs(count: int, exclude: set[int] | None = None) -> list[int]:
-    """``count`` distinct ports p such that both p and p + 10000 are free on 127.0.0.1."""
+def free_port_pairs(count: int, exclude: set[int] | None = None,
+                    usable: Callable[[int], bool] | None = None) -> list[int]:
+    """``count`` distinct ports p such that both p and p + 10000 are free on 127.0.0.1
+    (and, if given, ``usable(p)``)."""
     taken = set(exclude or ())
     chosen: list[int] = []
     rng = random.Random()
@@ -125,7 +156,7 @@ def free_port_pairs(count: int, exclude: set[int] | None = None) -> list[int]:
         if len(chosen) == count:
             return chosen
         port = rng.randrange(low, high)
-        if {port, port + GRPC_OFFSET} & taken:
+        if {port, port + GRPC_OFFSET} & taken or (usable is not None and not usable(port)):
             continue
         if _bindable(port) and _bindable(port + GRPC_OFFSET):
             chosen.append(port)
@@ -239,15 +270,151 @@ def _server_environment() -> dict[str, str]:
             if not name.startswith("WEED_") and name not in dropped}
 
 
+#: The module run as ``python -m`` to give weed its private /tmp (see :func:`launch`).
+LAUNCHER_MODULE = "weir.checkpoint.seaweedfs"
+
+
+def shared_socket_paths(name: str, port: int) -> list[Path]:
+    """The Unix sockets weed puts in the shared /tmp for component ``name`` on HTTP port
+    ``port`` when it has no private /tmp: its gRPC socket and its local socket (the
+    default of ``-s3.localSocket``/``-filer.localSocket``)."""
+    return [SHARED_TMP / f"seaweedfs-{name}-grpc-{port + GRPC_OFFSET}.sock",
+            SHARED_TMP / f"seaweedfs-{name}-{port}.sock"]
+
+
+def _socket_names_free(port: int) -> bool:
+    """Whether no file holds a name weed would use in the shared /tmp for ``port``, for any
+    component (which one gets the port is decided later)."""
+    return not any(os.path.lexists(path) for name in COMPONENTS
+                   for path in shared_socket_paths(name, port))
+
+
+def enter_private_tmp(private: Path, keep: list[str]) -> None:
+    """Move this process into a mount namespace where ``private`` is mounted over /tmp.
+
+    Root gets a new mount namespace; another user a user namespace as well, mapping only
+    their own uid and gid (files stay theirs; no privilege is gained outside it). The
+    entries of the real /tmp named in ``keep`` (the ones the data directory or the binary
+    lie in) are bound back at their own paths. Linux only. Raises OSError when the kernel
+    refuses: unprivileged user namespaces switched off, or no CAP_SYS_ADMIN in a container.
+    """
+    # os.unshare is Python 3.12+, and os has no mount: the C library's, through ctypes.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.unshare.argtypes = [ctypes.c_int]
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                           ctypes.c_void_p]
+
+    def check(result: int, what: str) -> None:
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def mount(source: str | None, target: str, flags: int) -> None:
+        check(libc.mount(source.encode() if source else None, target.encode(), None, flags,
+                         None), f"mount {source or 'none'} on {target}")
+
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+        # setgroups must be denied before an unprivileged process may write its gid_map.
+        for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            Path(f"/proc/self/{name}").write_text(line)
+    # What is mounted here must not propagate to the namespace we came from.
+    mount(None, "/", MS_REC | MS_PRIVATE)
+    # The real /tmp, opened in the new namespace (a bind's source must be in it) before it
+    # is covered.
+    shared = os.open(SHARED_TMP, os.O_PATH | os.O_DIRECTORY)
+    try:
+        mount(str(private), str(SHARED_TMP), MS_BIND)
+        for name in keep:
+            source, target = f"/proc/self/fd/{shared}/{name}", SHARED_TMP / name
+            if os.path.isdir(source):
+                target.mkdir(mode=0o700, exist_ok=True)
+            else:
+                target.touch(mode=0o600)
+            mount(source, str(target), MS_BIND | MS_REC)
+    finally:
+        os.close(shared)
+
+
+def launch(argv: list[str]) -> int:
+    """The launcher, run as ``python -m weir.checkpoint.seaweedfs``: ``exec PRIVATE [KEEP
+    ...] -- COMMAND ...`` runs COMMAND (weed) with PRIVATE as its /tmp, in the same process
+    (so its pid is weed's); ``check`` only tries whether this user may, exiting 0 if so."""
+    if argv[:1] == ["check"]:
+        try:
+            enter_private_tmp(SHARED_TMP, [])
+        except OSError as err:
+            print(f"cannot give weed a private /tmp: {err}", file=sys.stderr)
+            return 1
+        return 0
+    split = argv.index("--") if "--" in argv else -1
+    if argv[:1] != ["exec"] or split < 2 or split == len(argv) - 1:
+        print(f"usage: python -m {LAUNCHER_MODULE} exec PRIVATE_TMP [KEEP ...] -- COMMAND "
+              "...  |  check", file=sys.stderr)
+        return 2
+    private, keep, command = argv[1], argv[2:split], argv[split + 1:]
+    try:
+        enter_private_tmp(Path(private), keep)
+    except OSError as err:
+        print(f"weir: cannot give weed a private /tmp: {err}", file=sys.stderr)
+        return 1
+    os.execv(command[0], command)
+    return 1  # not reached: execv replaces this process or raises
+
+
+_private_tmp_refusals: dict[int, str] = {}
+
+
+def private_tmp_refusal() -> str:
+    """Why weed cannot have a private /tmp here; empty if it can. Tried once per process
+    and user, in a child (a namespace once entered cannot be left)."""
+    euid = os.geteuid()
+    if euid not in _private_tmp_refusals:
+        if not sys.platform.startswith("linux"):
+            reason = "mount namespaces are Linux only"
+        else:
+            try:
+                tried = subprocess.run(
+                    [sys.executable, "-P", "-m", LAUNCHER_MODULE, "check"], timeout=30,
+                    stdin=subprocess.DEVNULL, capture_output=True, env=_server_environment())
+            except (OSError, subprocess.TimeoutExpired) as err:
+                reason = f"cannot run {sys.executable}: {err}"
+            else:
+                lines = tried.stderr.decode(errors="replace").strip().splitlines()
+                reason = "" if tried.returncode == 0 else (
+                    lines[-1] if lines else f"the check exited with status {tried.returncode}")
+        _private_tmp_refusals[euid] = reason
+    return _private_tmp_refusals[euid]
+
+
+def tmp_entries_kept(paths: list[Path]) -> list[str] | None:
+    """The entries of /tmp that ``paths`` lie in (symlinks resolved): what a private /tmp must
+    keep visible for weed to reach them. None if one of them is /tmp itself."""
+    tmp = Path(os.path.realpath(SHARED_TMP))
+    names: list[str] = []
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        if real == tmp:
+            return None
+        if real.is_relative_to(tmp):
+            name = real.relative_to(tmp).parts[0]
+            if name not in names:
+                names.append(name)
+    return names
+
+
 class SeaweedServer:
     """One ``weed mini`` process serving S3 on 127.0.0.1 with enforced credentials.
 
     Files under ``data_dir``: ``store/`` (the data), ``identities.json`` (weed's identity
     configuration), ``security.toml`` with the gRPC key pair beside it (see
-    :func:`write_security_config`; all 0600, rewritten at every start) and, by default,
-    ``weed.log``. :meth:`start` returns once a signed request succeeds; :meth:`stop` ends the
-    process (SIGTERM, then SIGKILL after ``STOP_TIMEOUT_S``) and keeps the data. Not
-    thread-safe: one owner starts and stops it.
+    :func:`write_security_config`; all 0600, rewritten at every start), ``tmp/`` (weed's
+    private /tmp and TMPDIR, emptied at every start and stop), ``weed-logs/`` (weed's own
+    log files) and, by default, ``weed.log``. :meth:`start` returns once a signed request
+    succeeds; :meth:`stop` ends the process (SIGTERM, then SIGKILL after
+    ``STOP_TIMEOUT_S``) and keeps the data. Not thread-safe: one owner starts and stops it.
     """
 
     def __init__(self, data_dir: str | Path, credentials: S3Credentials | None = None, *,
@@ -261,6 +428,9 @@ class SeaweedServer:
         self.startup_timeout = startup_timeout
         self.ports: dict[str, int] = {}
         self.process: subprocess.Popen[bytes] | None = None
+        #: Whether weed runs without a private /tmp (see the module's documentation).
+        self.shares_tmp = False
+        self._kept_tmp_entries: list[str] = []
 
     @property
     def endpoint(self) -> str:
@@ -277,6 +447,29 @@ class SeaweedServer:
     def store_dir(self) -> Path:
         return self.data_dir / "store"
 
+    @property
+    def private_tmp(self) -> Path:
+        """weed's /tmp and TMPDIR."""
+        return self.data_dir / PRIVATE_TMP_DIR
+
+    @property
+    def weed_log_dir(self) -> Path:
+        """Where weed writes its own log files (``-logdir``), besides its output to the log."""
+        return self.data_dir / LOG_DIR
+
+    def _choose_tmp(self, binary: Path) -> None:
+        """Decide whether weed gets a private /tmp; if not, say why in the log."""
+        refusal = private_tmp_refusal()
+        kept = None if refusal else tmp_entries_kept([self.data_dir, binary])
+        if kept is None and not refusal:
+            refusal = f"its data directory {self.data_dir} is /tmp itself"
+        self.shares_tmp = bool(refusal)
+        self._kept_tmp_entries = kept or []
+        if refusal:
+            with self.log_path.open("a") as log:
+                log.write(f"weir: weed shares {SHARED_TMP} ({refusal}); ports whose socket "
+                          "names there another user holds are not used\n")
+
     def _command(self, binary: Path) -> list[str]:
         config = self.data_dir / "identities.json"
         write_private(config, json.dumps({"identities": [{
@@ -287,10 +480,17 @@ class SeaweedServer:
         }]}))
         write_security_config(self.data_dir)
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        # Emptied: what a previous weed left there (sockets) is of no use to this one.
+        shutil.rmtree(self.private_tmp, ignore_errors=True)
+        private_directory(self.private_tmp)
+        private_directory(self.weed_log_dir)
         p = self.ports
         command = [
             # -config_dir: security.toml must be ours, not one in ~/.seaweedfs or /etc.
-            str(binary), f"-config_dir={self.data_dir}", "mini", f"-dir={self.store_dir}",
+            # -logdir: glog would otherwise create its files under predictable names in the
+            # temp directory, where a planted symlink redirects the write.
+            str(binary), f"-config_dir={self.data_dir}", f"-logdir={self.weed_log_dir}",
+            "mini", f"-dir={self.store_dir}",
             "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.config={config}", f"-s3.port={p['s3']}",
             f"-master.port={p['master']}", f"-volume.port={p['volume']}",
             f"-filer.port={p['filer']}", f"-admin.port={p['admin']}", "-webdav=false",
@@ -304,13 +504,33 @@ class SeaweedServer:
             # signature; the S3 gateway reaches them over gRPC, so it does not need them.
             "-disableHttp",
         ]
-        # weed leaves these Unix sockets behind in /tmp by default; keep them in the data
-        # dir when the path fits in sun_path (108 bytes).
+        # weed puts these Unix sockets in /tmp by default; keep them in the data dir when
+        # the path fits in sun_path (108 bytes). Otherwise the default it is: in the private
+        # /tmp, or, in a shared one, a name guarded like those of the gRPC sockets.
         for name in ("s3", "filer"):
             sock = self.data_dir / f"{name}.sock"
-            if len(str(sock)) < 100:
+            if len(str(sock)) < MAX_SOCKET_PATH:
                 command.append(f"-{name}.localSocket={sock}")
-        return command
+        if self.shares_tmp:
+            return command
+        return [sys.executable, "-P", "-m", LAUNCHER_MODULE, "exec", str(self.private_tmp),
+                *self._kept_tmp_entries, "--", *command]
+
+    def _foreign_socket(self) -> str:
+        """With a shared /tmp: a file another user holds under a name weed needs there for
+        one of its sockets (to block weed, or to receive its connections); empty if none.
+        Every name of each port is checked, including local sockets weed is told to keep
+        elsewhere: a stricter check than needed, on names that are free when chosen."""
+        for name, port in self.ports.items():
+            for path in shared_socket_paths(name, port):
+                try:
+                    owner = os.lstat(path).st_uid
+                except OSError:
+                    continue
+                if owner != os.geteuid():
+                    return (f"{path} belongs to another user (uid {owner}); weed needs that "
+                            "name for a socket in the shared /tmp")
+        return ""
 
     def client(self, access_key: str | None = None, secret_key: str | None = None,
                endpoint: str | None = None, **config: Any) -> Any:
@@ -342,6 +562,7 @@ class SeaweedServer:
         binary = self.binary or find_weed()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._choose_tmp(binary)
         # Ports are only reserved by probing, so another process can take one between the
         # probe and weed's bind; weed then exits early and another attempt gets new ports.
         failure = ""
@@ -350,7 +571,8 @@ class SeaweedServer:
             if previous:
                 self.ports = previous
             else:
-                ports = free_port_pairs(len(COMPONENTS))
+                ports = free_port_pairs(len(COMPONENTS), usable=(
+                    _socket_names_free if self.shares_tmp else None))
                 self.ports = dict(zip(COMPONENTS, ports, strict=True))
             failure = self._launch_and_wait(binary)
             if not failure:
@@ -373,8 +595,9 @@ class SeaweedServer:
             try:
                 self.process = subprocess.Popen(
                     self._command(binary), stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, cwd=self.data_dir, env=_server_environment(),
-                    # Its Unix sockets (some in /tmp) and data files: for the owner only.
+                    stdin=subprocess.DEVNULL, cwd=self.data_dir,
+                    env={**_server_environment(), "TMPDIR": str(self.private_tmp)},
+                    # Its Unix sockets and data files: for the owner only.
                     umask=0o077,
                     # Own session: a Ctrl-C in the terminal must not kill weed before stop()
                     # gets to shut it down cleanly, and it outlives `weir cluster start`.
@@ -389,12 +612,15 @@ class SeaweedServer:
             code = self.process.poll()
             if code is not None:
                 return f"weed exited with status {code} during start-up"
+            foreign = self._foreign_socket() if self.shares_tmp else ""
+            if foreign:
+                return foreign
             try:
                 probe.list_buckets()
             except (BotoCoreError, ClientError) as err:
                 last_error = f"{type(err).__name__}: {err}"
             else:
-                return ""
+                return self._foreign_socket() if self.shares_tmp else ""
             time.sleep(0.1)
         return f"the S3 endpoint did not answer within {self.startup_timeout:.0f} s ({last_error})"
 
@@ -409,7 +635,7 @@ class SeaweedServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
-        remove_stray_sockets(self.ports)
+        remove_stray_sockets(self.ports, self.data_dir)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop the server (SIGTERM, SIGKILL after ``timeout``); the data is kept."""
@@ -446,15 +672,22 @@ def s3_client(endpoint: str, credentials: S3Credentials, **config: Any) -> Any:
         config=Config(s3={"addressing_style": "path"}, **config))
 
 
-def remove_stray_sockets(ports: dict[str, int]) -> None:
-    """Remove the Unix sockets weed leaves in $TMPDIR for ``ports`` (named by port, with no
-    flag to move them, and not always removed on shutdown; the ports were ours, so are
-    these)."""
-    tmp = Path(os.environ.get("TMPDIR") or "/tmp")
+def remove_stray_sockets(ports: dict[str, int], data_dir: str | Path | None = None) -> None:
+    """Once weed is gone, remove what it leaves behind (it does not always remove its
+    sockets on shutdown): its private /tmp under ``data_dir``, and the sockets named after
+    ``ports`` in the shared /tmp that are this user's (left there when weed had no private
+    /tmp; the ports were ours, so are these). Another user's file there is not touched."""
+    if data_dir is not None:
+        shutil.rmtree(Path(data_dir) / PRIVATE_TMP_DIR, ignore_errors=True)
     for name, port in ports.items():
-        for sock in (tmp / f"seaweedfs-{name}-grpc-{port + GRPC_OFFSET}.sock",
-                     tmp / f"seaweedfs-{name}-{port}.sock"):
-            if sock.is_socket():
+        for sock in shared_socket_paths(name, port):
+            try:
+                info = os.lstat(sock)
+            except OSError:
+                continue
+            # Only a socket of ours: no one else can swap it for something else, as the
+            # sticky /tmp lets only its owner remove it.
+            if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.geteuid():
                 with contextlib.suppress(OSError):
                     sock.unlink()
 
@@ -489,5 +722,10 @@ def stop_server(info: dict[str, Any], timeout: float = STOP_TIMEOUT_S) -> bool:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and process_alive(pid):
             time.sleep(0.05)
-    remove_stray_sockets({str(k): int(v) for k, v in info.get("ports", {}).items()})
+    remove_stray_sockets({str(k): int(v) for k, v in info.get("ports", {}).items()},
+                         info.get("data_dir"))
     return True
+
+
+if __name__ == "__main__":
+    sys.exit(launch(sys.argv[1:]))

@@ -53,20 +53,30 @@ Call = tuple[str, bytes, bool]
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A listening socket of the server: a TCP port on an IP address, or a Unix socket."""
+    """A listening socket of the server: a TCP port on an IP address, or a Unix socket.
+
+    ``path`` is where the server sees its Unix socket; ``root`` the server's root directory
+    as seen from here (``/proc/<pid>/root``), through which the path is reached: the server
+    has a /tmp of its own.
+    """
 
     host: str = ""
     port: int = 0
     path: str = ""
+    root: str = ""
 
     def __str__(self) -> str:
         return f"unix:{self.path}" if self.path else f"{self.host}:{self.port}"
+
+    @property
+    def reachable_path(self) -> str:
+        return self.path if self.path.startswith("\0") else self.root + self.path
 
     def connect(self) -> socket.socket:
         if self.path:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(TIMEOUT_S)
-            sock.connect(self.path)
+            sock.connect(self.reachable_path)
             return sock
         return socket.create_connection((self.host, self.port), timeout=TIMEOUT_S)
 
@@ -75,7 +85,7 @@ class Endpoint:
         if self.path.startswith("\0"):
             return f"unix-abstract:{self.path[1:]}"
         if self.path:
-            return f"unix:{self.path}"
+            return f"unix:{self.reachable_path}"
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
@@ -128,7 +138,10 @@ def listening_endpoints(pid: int) -> list[Endpoint]:
         if (len(fields) == 8 and int(fields[6]) in inodes and fields[4] == "0001"
                 and int(fields[3], 16) & 0x10000):
             path = fields[7]
-            endpoints.append(Endpoint(path="\0" + path[1:] if path.startswith("@") else path))
+            if path.startswith("@"):
+                endpoints.append(Endpoint(path="\0" + path[1:]))
+            else:
+                endpoints.append(Endpoint(path=path, root=f"/proc/{pid}/root"))
     return endpoints
 
 

@@ -68,6 +68,88 @@ def test_file_delete_prefix_refuses_escapes(layout):
     assert victim.exists()
 
 
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory outside the storage holding checkpoint-like contents."""
+    elsewhere = tmp_path / "outside"
+    (elsewhere / "chk-5" / "op").mkdir(parents=True)
+    (elsewhere / "chk-5" / "op" / "state").write_text("not the storage's")
+    (elsewhere / "kept").write_text("not the storage's")
+    return elsewhere
+
+
+def _outside_intact(outside: Path) -> None:
+    assert (outside / "chk-5" / "op" / "state").read_text() == "not the storage's"
+    assert (outside / "kept").read_text() == "not the storage's"
+
+
+def _prefix_refused(storage, prefix: str, link: Path) -> None:
+    with pytest.raises(TargetOutsideStorageError) as info:
+        storage.delete_prefix(prefix)
+    message = str(info.value)
+    assert "refusing to delete" in message and "symbolic link" in message
+    assert storage.base_uri in message
+    assert link.is_symlink(), "the link itself was deleted"
+
+
+@pytest.mark.parametrize("prefix", ["jobA/chk-5", "jobA/chk-5/", "jobA/chk-5/op"])
+def test_file_delete_prefix_refuses_a_symlinked_directory_on_the_way(layout, outside, prefix):
+    storage, base, _ = layout
+    os.symlink(outside, base / "jobA")
+
+    _prefix_refused(storage, prefix, base / "jobA")
+
+    _outside_intact(outside)
+    assert storage.list("job")  # nothing of the storage's went either
+
+
+def test_file_delete_prefix_refuses_a_symlinked_directory_deeper_down(layout, outside):
+    storage, base, _ = layout
+    os.symlink(outside, base / "job" / "link")
+
+    _prefix_refused(storage, "job/link/chk-5", base / "job" / "link")
+
+    _outside_intact(outside)
+
+
+def test_file_delete_prefix_refuses_a_symlink_as_the_directory_itself(layout, outside):
+    storage, base, _ = layout
+    os.symlink(outside / "chk-5", base / "job" / "chk-5")
+
+    _prefix_refused(storage, "job/chk-5", base / "job" / "chk-5")
+
+    _outside_intact(outside)
+    assert storage.list("job")
+
+
+def test_file_delete_of_the_whole_storage_removes_links_not_what_they_point_to(
+        layout, outside):
+    storage, base, _ = layout
+    os.symlink(outside, base / "linked-dir")
+    os.symlink(outside / "kept", base / "linked-file")
+
+    storage.delete_prefix("")
+
+    assert sorted(os.listdir(base)) == []
+    _outside_intact(outside)
+
+
+def test_file_delete_prefix_still_deletes_real_directories(layout, outside):
+    storage, base, _ = layout
+    storage.write("job/chk-2/op/state", b"ours")
+    # A link inside the deleted directory is removed, not followed.
+    os.symlink(outside, base / "job" / "chk-2" / "link")
+
+    storage.delete_prefix("job/chk-2")
+
+    assert not (base / "job" / "chk-2").exists()
+    assert storage.list("job") == [f"{storage.base_uri}/job/chk-1/state"]
+    _outside_intact(outside)
+    storage.delete_prefix("job/chk-2")  # a missing prefix is still fine
+    storage.delete_prefix("job/chk-1/state")  # a file is not a prefix: nothing deleted
+    assert storage.list("job") == [f"{storage.base_uri}/job/chk-1/state"]
+
+
 def test_file_targets_inside_the_base_are_still_deleted(layout):
     storage, _, _ = layout
     [uri] = storage.list("job")
