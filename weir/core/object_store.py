@@ -1,0 +1,105 @@
+"""Files a job reads or stages, wherever they are: the local file system or S3.
+
+Checkpoints talk to S3 through boto3 (:mod:`weir.checkpoint.s3`: multipart uploads, error
+translation). Sources read data files through :mod:`pyarrow.fs`, whose S3 file system does
+ranged reads in C++ without holding the interpreter lock, and which Parquet, CSV and JSON
+readers take directly. Both are configured by the same ``s3.*`` options, so one set of
+credentials serves a job's checkpoints, its sources and its staged Spark data.
+
+Example:
+    >>> fs, path = filesystem("/data/events", Configuration())
+    >>> type(fs).__name__, path
+    ('LocalFileSystem', '/data/events')
+    >>> filesystem("file:///data/events", Configuration())[1]
+    '/data/events'
+    >>> split_uri("s3://bucket/staging/run-1")
+    ('s3', 'bucket/staging/run-1')
+"""
+
+from __future__ import annotations
+
+import functools
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
+
+from weir.core.config import Configuration
+from weir.core.errors import ConfigError
+
+#: URI schemes a job's data can live under (no scheme: a local path).
+SCHEMES = ("file", "s3")
+
+
+def scheme(uri: str) -> str:
+    """The lower-case scheme of ``uri``; "" for a plain path."""
+    return uri.split("://", 1)[0].lower() if "://" in uri else ""
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """(scheme, path as :mod:`pyarrow.fs` names it): ``bucket/key`` for S3, an absolute
+    path for local files."""
+    kind = scheme(uri)
+    if kind == "s3":
+        return "s3", uri[len("s3://"):].strip("/")
+    if kind in ("", "file"):
+        return "file", uri[len("file://"):] if kind else uri
+    msg = (f"{uri!r} has an unsupported scheme {kind}://: use a local path, file:// or "
+           "s3://bucket/prefix")
+    raise ConfigError(msg)
+
+
+def filesystem(uri: str, config: Configuration) -> tuple[pafs.FileSystem, str]:
+    """The file system holding ``uri`` and the path of ``uri`` in it. S3 takes the
+    ``s3.*`` options (``s3.access-key`` unset: the AWS default credential chain).
+
+    Raises ConfigError for an unsupported scheme, an ``s3://`` URI without a bucket or
+    half-set credentials.
+    """
+    kind, path = split_uri(uri)
+    if kind == "file":
+        return pafs.LocalFileSystem(), path
+    if not path.split("/", 1)[0]:
+        msg = f"{uri!r} has no bucket (use s3://bucket/prefix)"
+        raise ConfigError(msg)
+    return s3_filesystem(config), path
+
+
+def s3_filesystem(config: Configuration) -> pafs.S3FileSystem:
+    """A pyarrow S3 file system configured from the ``s3.*`` options (one per process and
+    settings: creating one resolves credentials and starts the SDK's thread pool)."""
+    from weir.checkpoint.options import (
+        S3_ACCESS_KEY,
+        S3_ENDPOINT,
+        S3_PATH_STYLE,
+        S3_REGION,
+        S3_SECRET_KEY,
+    )
+
+    endpoint = config.get(S3_ENDPOINT)
+    access_key, secret_key = config.get(S3_ACCESS_KEY), config.get(S3_SECRET_KEY)
+    if (access_key is None) != (secret_key is None):
+        msg = ("set both 's3.access-key' and 's3.secret-key', or neither to use the AWS "
+               "default credential chain")
+        raise ConfigError(msg)
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        msg = (f"invalid value for 's3.endpoint': {endpoint!r} "
+               "(use a URL such as http://127.0.0.1:8333)")
+        raise ConfigError(msg)
+    return _s3(endpoint, config.get(S3_REGION) or "us-east-1", access_key, secret_key,
+               bool(config.get(S3_PATH_STYLE)))
+
+
+@functools.lru_cache(maxsize=8)
+def _s3(endpoint: str | None, region: str, access_key: str | None, secret_key: str | None,
+        path_style: bool) -> pafs.S3FileSystem:
+    override, use_scheme = None, "https"
+    if endpoint is not None:
+        parts = urlsplit(endpoint)
+        override, use_scheme = parts.netloc, parts.scheme
+    return pafs.S3FileSystem(
+        access_key=access_key, secret_key=secret_key, region=region,
+        endpoint_override=override, scheme=use_scheme,
+        force_virtual_addressing=not path_style,
+        connect_timeout=5, request_timeout=60,
+        # A missing bucket is an error to report, never something to create.
+        allow_bucket_creation=False, allow_bucket_deletion=False)
