@@ -99,7 +99,7 @@ class JobScheduler:
         self._clock = clock
         self.graph = ExecutionGraph(job_graph, clock)
         self.job_id = self.graph.job_id
-        self.sources = SourceCoordinator(job_graph)
+        self.sources = SourceCoordinator(job_graph, configuration)
         self.collect = CollectBuffer(configuration.get(jm_options.COLLECT_BUFFER_BATCHES))
         self._resources = resources
         self._main = main

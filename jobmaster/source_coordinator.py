@@ -18,8 +18,9 @@ from typing import Any
 import cloudpickle
 
 from weir.core import relocations
+from weir.core.config import Configuration
 from weir.core.ids import CheckpointId
-from weir.core.source import SplitEnumerator
+from weir.core.source import EnumeratorContext, SplitEnumerator
 from weir.proto import checkpoint_pb2, jobgraph_pb2, jobmaster_pb2
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,15 @@ VALVE_RETRY_MS = 20
 
 
 class SourceCoordinator:
-    """Creates each source vertex's enumerator on first use and answers split requests."""
+    """Creates each source vertex's enumerator on first use and answers split requests.
 
-    def __init__(self, job_graph: jobgraph_pb2.JobGraph) -> None:
+    ``configuration`` is the JobMaster's merged with the job's: enumerators list storage
+    with the JobMaster's credentials, which the job graph does not carry.
+    """
+
+    def __init__(self, job_graph: jobgraph_pb2.JobGraph,
+                 configuration: Configuration | None = None) -> None:
+        self._configuration = configuration if configuration is not None else Configuration()
         self._vertices = {v.id: v for v in job_graph.vertices if v.source}
         self._enumerators: dict[int, SplitEnumerator] = {}
         #: Checkpoints whose enumerator snapshot was taken and that are still pending.
@@ -57,7 +64,7 @@ class SourceCoordinator:
         if enumerator is None:
             vertex = self._vertices[vertex_id]
             source = cloudpickle.loads(vertex.source)
-            enumerator = source.create_enumerator(vertex.parallelism)
+            enumerator = source.create_enumerator_in(self._context(vertex))
             self._enumerators[vertex_id] = enumerator
         return enumerator
 
@@ -132,8 +139,11 @@ class SourceCoordinator:
             if vertex is None:
                 continue
             source = cloudpickle.loads(vertex.source)
-            self._enumerators[state.vertex_id] = source.restore_enumerator(
-                vertex.parallelism, relocations.loads(state.enumerator))
+            self._enumerators[state.vertex_id] = source.restore_enumerator_in(
+                self._context(vertex), relocations.loads(state.enumerator))
+
+    def _context(self, vertex: jobgraph_pb2.JobVertex) -> EnumeratorContext:
+        return EnumeratorContext(vertex.parallelism, self._configuration)
 
     def close(self) -> None:
         for enumerator in self._enumerators.values():

@@ -380,9 +380,11 @@ class Task:
                                       if restore is not None else StateContext())
         if tdd.source:
             source = cloudpickle.loads(tdd.source)
+            # The TaskExecutor's configuration with the job's: a reader opens storage with
+            # this process's credentials, which the job graph does not carry.
             self._reader = source.create_reader(ReaderContext(
                 tdd.subtask_index, tdd.parallelism,
-                job_config.get(options.BATCH_SIZE), dict(tdd.config)))
+                job_config.get(options.BATCH_SIZE), job_config.options_dict()))
             if self._finished_on_restore:
                 self._no_more_splits = True
             elif restore is not None:

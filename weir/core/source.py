@@ -5,6 +5,12 @@ A :class:`Source` is pickled into the job graph. The JobMaster creates one
 JobMaster's main thread). Each source subtask creates a :class:`SourceReader` on its
 mailbox thread; the reader asks for splits when it has none.
 
+Configuration: the job graph carries the job's configuration only, and never the daemons'
+secrets. An enumerator gets the JobMaster's configuration merged with the job's
+(:class:`EnumeratorContext`, through :meth:`Source.create_enumerator_in`), a reader the
+TaskExecutor's merged with the job's (:attr:`ReaderContext.config`), so each reads storage
+with the credentials of the process it runs in.
+
 Checkpoints: a split carries its own progress (``offset``: records already read), so
 :meth:`SourceReader.snapshot_state` is the list of the reader's unfinished splits at their
 current offsets, and a restored reader given those splits with ``add_splits`` resumes
@@ -19,6 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir.core.config import Configuration
 from weir.core.ids import CheckpointId
 from weir.core.records import Elements
 
@@ -68,7 +75,25 @@ class ReaderContext:
     subtask_index: int
     parallelism: int
     batch_size: int
+    #: The TaskExecutor's configuration merged with the job's (weir options as text); an
+    #: option set in neither falls back to the TaskExecutor's ``WEIR_*`` environment.
     config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnumeratorContext:
+    """Where an enumerator runs (Flink's ``SplitEnumeratorContext``, reduced to what
+    weir's enumerators use).
+
+    Example:
+        >>> EnumeratorContext(2).configuration.to_dict()
+        {}
+    """
+
+    parallelism: int
+    #: The JobMaster's configuration merged with the job's; an option set in neither falls
+    #: back to the JobMaster's ``WEIR_*`` environment (``Configuration.get``).
+    configuration: Configuration = field(default_factory=Configuration)
 
 
 class SourceReader(ABC):
@@ -141,6 +166,20 @@ class Source(ABC):
         """
         msg = f"{type(self).__name__} cannot restore its split enumerator from a checkpoint"
         raise NotImplementedError(msg)
+
+    def create_enumerator_in(self, context: EnumeratorContext) -> SplitEnumerator:
+        """The enumerator the JobMaster runs (main thread), knowing its configuration.
+
+        The default is ``create_enumerator(context.parallelism)``: a source whose
+        enumerator reads storage (and so needs credentials) overrides this one.
+        """
+        return self.create_enumerator(context.parallelism)
+
+    def restore_enumerator_in(self, context: EnumeratorContext,
+                              checkpoint: Any) -> SplitEnumerator:
+        """:meth:`restore_enumerator` knowing the JobMaster's configuration; the default
+        calls it. Raises what it raises."""
+        return self.restore_enumerator(context.parallelism, checkpoint)
 
 
 class StaticSplitEnumerator(SplitEnumerator):

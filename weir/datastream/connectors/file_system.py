@@ -50,24 +50,28 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
+import pyarrow.fs as pafs
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from weir.common.serialization import Encoder
 from weir.common.time import TimeSpan
 from weir.core.config import ByteSize, Configuration
-from weir.core.errors import InvalidJobError, StorageError
+from weir.core.errors import ConfigError, InvalidJobError, StorageError
 from weir.core.ids import CheckpointId
+from weir.core.object_store import filesystem, scheme
 from weir.core.records import Elements, records_to_arrow
 from weir.core.source import (
+    EnumeratorContext,
     ReaderContext,
     Source,
     SourceReader,
@@ -97,6 +101,8 @@ __unsupported__ = {
     "BucketAssigner": "every part is written under the base path",
 }
 __getattr__ = refusing(__name__, __unsupported__)
+
+log = logging.getLogger(__name__)
 
 #: Format -> the file names it reads in a directory (text: every file, as Flink does).
 FORMATS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".jsonl", ".json", ".ndjson"),
@@ -129,13 +135,18 @@ class FileSplit:
         return f"{self.path}#{self.start}-{self.end}"
 
 
-def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES) -> list[FileSplit]:
-    """The splits of one file (one for a small file, or one it cannot read: its reader
-    then reports the file)."""
-    local = path.removeprefix("file://")
+def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES,
+               configuration: Configuration | None = None) -> list[FileSplit]:
+    """The splits of one file, a local path or an ``s3://`` URI (one split for a small file,
+    or for one it cannot read: its reader then reports the file). Only metadata is read:
+    a Parquet footer, or the size of any other file. ``configuration`` supplies the
+    ``s3.*`` options.
+    """
     try:
+        fs, location = filesystem(path, configuration or Configuration())
         if fmt == "parquet":
-            metadata = pq.ParquetFile(local).metadata
+            with pq.ParquetFile(location, filesystem=fs) as parquet:
+                metadata = parquet.metadata
             ranges: list[tuple[int, int]] = []
             first, size = 0, 0
             for group in range(metadata.num_row_groups):
@@ -151,10 +162,10 @@ def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES) -> list[File
             if first < metadata.num_row_groups:
                 ranges.append((first, metadata.num_row_groups))
         else:
-            total = os.path.getsize(local)
+            total = _size(fs, location)
             ranges = [(start, min(start + split_bytes, total))
                       for start in range(0, total, split_bytes)]
-    except (OSError, pa.ArrowInvalid):
+    except (OSError, pa.ArrowInvalid, ConfigError):
         # Unreadable here: one split, whose reader reports the file (on its task).
         return [FileSplit(path, fmt)]
     if len(ranges) <= 1:
@@ -162,10 +173,11 @@ def split_file(path: str, fmt: str, split_bytes: int = SPLIT_BYTES) -> list[File
     return [FileSplit(path, fmt, 0, start, end) for start, end in ranges]
 
 
-def split_size(paths: list[str], parallelism: int, split_bytes: int = SPLIT_BYTES) -> int:
-    """How large the splits of a bounded read of ``paths`` should be, as Spark sizes its
-    file partitions: an equal share of the total size per subtask, but at least
-    :data:`MIN_SPLIT_BYTES` and at most ``split_bytes``.
+def split_size(paths: list[str], parallelism: int, split_bytes: int = SPLIT_BYTES,
+               configuration: Configuration | None = None) -> int:
+    """How large the splits of a bounded read of ``paths`` (local paths or ``s3://`` URIs)
+    should be, as Spark sizes its file partitions: an equal share of the total size per
+    subtask, but at least :data:`MIN_SPLIT_BYTES` and at most ``split_bytes``.
 
     Example:
         >>> split_size([], 2, 64 << 20) == MIN_SPLIT_BYTES
@@ -174,15 +186,21 @@ def split_size(paths: list[str], parallelism: int, split_bytes: int = SPLIT_BYTE
     total = 0
     for path in paths:
         try:
-            total += os.path.getsize(path.removeprefix("file://"))
-        except OSError:
+            fs, location = filesystem(path, configuration or Configuration())
+            total += _size(fs, location)
+        except (OSError, ConfigError):
             continue  # its reader reports it
     share = -(-total // max(1, parallelism))
     return min(split_bytes, max(MIN_SPLIT_BYTES, share))
 
 
-def _scheme(path: str) -> str:
-    return path.split("://", 1)[0].lower() if "://" in path else ""
+def _size(fs: pafs.FileSystem, location: str) -> int:
+    """The size of a file, from the file system's metadata (an S3 HEAD request)."""
+    info = fs.get_file_info(location)
+    if info.type != pafs.FileType.File or info.size is None:
+        msg = f"{location} is not a file"
+        raise FileNotFoundError(msg)
+    return int(info.size)
 
 
 def absolute_path(path: str) -> str:
@@ -193,15 +211,18 @@ def absolute_path(path: str) -> str:
         >>> absolute_path("/data/x") == "/data/x", absolute_path("s3://b/k")
         (True, 's3://b/k')
     """
-    scheme = _scheme(path)
-    if scheme not in ("", "file"):
+    kind = scheme(path)
+    if kind not in ("", "file"):
         return path
     local = os.path.abspath(os.path.expanduser(path.removeprefix("file://")))
-    return f"file://{local}" if scheme else local
+    return f"file://{local}" if kind else local
 
 
-def list_files(path: str, fmt: str) -> list[str]:
-    """Data files of ``fmt`` under ``path`` (a file or a directory), sorted, hidden ones skipped."""
+def list_files(path: str, fmt: str, configuration: Configuration | None = None) -> list[str]:
+    """Data files of ``fmt`` under ``path`` (a file or a directory), sorted, hidden ones
+    skipped; for an ``s3://`` URI see :func:`list_objects`."""
+    if scheme(path) == "s3":
+        return list_objects(path, fmt, configuration or Configuration())
     root = Path(path.removeprefix("file://"))
     if root.is_file():
         return [str(root)]
@@ -213,6 +234,30 @@ def list_files(path: str, fmt: str) -> list[str]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
         found.extend(os.path.join(dirpath, f) for f in filenames
                      if f.endswith(suffixes) and not f.startswith(("_", ".")))
+    return sorted(found)
+
+
+def list_objects(uri: str, fmt: str, configuration: Configuration) -> list[str]:
+    """The objects of ``fmt`` that ``uri`` (``s3://bucket/prefix``) names, as full URIs,
+    sorted: the object ``prefix`` itself, or every object below ``prefix/`` whose key has
+    no part starting with ``_`` or ``.`` below the prefix (hidden, as for local
+    directories). S3 has no directories: ``s3://b/events/2024`` does not match
+    ``events/2024-01.parquet``.
+
+    Raises ConfigError for bad ``s3.*`` options, OSError when S3 refuses or cannot be
+    reached (a missing bucket included).
+    """
+    fs, location = filesystem(uri, configuration)
+    if "/" in location and fs.get_file_info(location).type == pafs.FileType.File:
+        return [f"s3://{location}"]
+    suffixes = FORMATS[fmt]
+    found = []
+    for info in fs.get_file_info(pafs.FileSelector(location, recursive=True,
+                                                   allow_not_found=True)):
+        below = info.path[len(location):].lstrip("/").split("/")
+        if info.type == pafs.FileType.File and below[-1].endswith(suffixes) and \
+                not any(part.startswith(("_", ".")) for part in below):
+            found.append(f"s3://{info.path}")
     return sorted(found)
 
 
@@ -278,18 +323,29 @@ class FileSource(Source):
         raise InvalidJobError(msg)
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:
-        return FileSplitEnumerator(self, parallelism=parallelism)
+        return self.create_enumerator_in(EnumeratorContext(parallelism))
 
     def restore_enumerator(self, parallelism: int, checkpoint: Any) -> SplitEnumerator:
-        return FileSplitEnumerator(self, checkpoint, parallelism)
+        return self.restore_enumerator_in(EnumeratorContext(parallelism), checkpoint)
+
+    def create_enumerator_in(self, context: EnumeratorContext) -> SplitEnumerator:
+        return FileSplitEnumerator(self, None, context.parallelism, context.configuration)
+
+    def restore_enumerator_in(self, context: EnumeratorContext,
+                              checkpoint: Any) -> SplitEnumerator:
+        return FileSplitEnumerator(self, checkpoint, context.parallelism,
+                                   context.configuration)
 
     def create_reader(self, context: ReaderContext) -> SourceReader:
-        return FileReader(context.batch_size)
+        return FileReader(context.batch_size, Configuration.from_pairs(context.config))
 
-    def list(self) -> list[str]:
+    def list(self, configuration: Configuration | None = None) -> list[str]:
+        """The files to read now: local paths, or ``s3://`` URIs listed with the ``s3.*``
+        options of ``configuration``; what the ``lister`` returns when there is one."""
         if self.lister is not None:
             return self.lister(self.path)
-        found = [f for path in self.paths for f in list_files(path, self.format)]
+        found = [f for path in self.paths
+                 for f in list_files(path, self.format, configuration)]
         return list(dict.fromkeys(found))
 
     def check_paths(self, configuration: Configuration) -> None:
@@ -307,13 +363,15 @@ class FileSource(Source):
             self._check_path(given, path, configuration)
 
     def _check_path(self, given: str, path: str, configuration: Configuration) -> None:
-        scheme = _scheme(path)
+        kind = scheme(path)
         what = f"the {self.format} source path {path}"
-        if scheme == "s3":
+        if kind == "s3":
             self._check_s3(path, configuration, what)
-        elif scheme not in ("", "file"):
-            msg = (f"{what} has an unsupported scheme {scheme}://: the file source reads "
-                   "local paths or file:// URIs (on a shared file system for a real cluster)")
+            return
+        if kind not in ("", "file"):
+            msg = (f"{what} has an unsupported scheme {kind}://: the file source reads "
+                   "local paths, file:// URIs (on a shared file system for a real cluster) "
+                   "or s3://bucket/prefix")
             raise InvalidJobError(msg)
         local = path.removeprefix("file://")
         if not os.path.exists(local):
@@ -336,20 +394,26 @@ class FileSource(Source):
 
         storage = S3CheckpointStorageAccess.from_uri(path, configuration)
         try:
-            # S3 has no directories: a prefix matches the objects below "prefix/", or it
-            # names one object exactly.
-            found = bool(storage.list("")) or storage.exists(path)
+            # The endpoint, the credentials and the bucket, each failure in one line
+            # naming what to fix (pyarrow's messages name none of them).
+            storage.check_access()
         except StorageError as err:
             msg = f"cannot list {what}: {err}"
             raise type(err)(msg) from err
+        if not self.bounded:
+            return  # the bucket exists: objects may come later
+        try:
+            found = list_objects(path, self.format, configuration)
+        except OSError as err:
+            msg = f"cannot list {what}: {err}"
+            raise StorageError(msg) from err
         if not found:
-            msg = (f"{what} matches no objects (nothing under {path.rstrip('/')}/ at "
-                   "the configured s3.endpoint): fix the bucket or prefix")
+            msg = (f"{what} matches no {self.format} objects (nothing named "
+                   f"{', '.join('*' + s for s in FORMATS[self.format])} under "
+                   f"{path.rstrip('/')}/ at the configured s3.endpoint, skipping names that "
+                   "start with _ or .): fix the bucket or prefix, or set format= to what "
+                   "the objects are")
             raise InvalidJobError(msg)
-        msg = (f"{what} cannot be read: the file source cannot read s3:// yet (only local "
-               "paths and file:// URIs); copy the data to a shared file system, or stage it "
-               "with env.from_spark()")
-        raise InvalidJobError(msg)
 
 
 class StreamFormat:
@@ -420,9 +484,11 @@ class FileSplitEnumerator(SplitEnumerator):
     """
 
     def __init__(self, source: FileSource, checkpoint: dict[str, Any] | None = None,
-                 parallelism: int = 1) -> None:
+                 parallelism: int = 1, configuration: Configuration | None = None) -> None:
         self._source = source
         self._parallelism = max(1, parallelism)
+        #: The JobMaster's (with the job's): the s3.* options S3 is listed with.
+        self._configuration = configuration or Configuration()
         self._seen: set[str] = set()
         self._pending: list[FileSplit] = []
         if checkpoint is None:
@@ -435,18 +501,24 @@ class FileSplitEnumerator(SplitEnumerator):
         return {"pending": list(self._pending), "seen": sorted(self._seen)}
 
     def _discover(self) -> None:
-        paths = [p for p in self._source.list() if p not in self._seen]
+        config = self._configuration
+        paths = [p for p in self._source.list(config) if p not in self._seen]
         split_bytes = getattr(self._source, "split_bytes", None)
         if split_bytes is None:
-            split_bytes = split_size(paths, self._parallelism) if self._source.bounded \
-                else SPLIT_BYTES
+            split_bytes = split_size(paths, self._parallelism, configuration=config) \
+                if self._source.bounded else SPLIT_BYTES
         for path in paths:
             self._seen.add(path)
-            self._pending.extend(split_file(path, self._source.format, split_bytes))
+            self._pending.extend(split_file(path, self._source.format, split_bytes, config))
 
     def request_splits(self, subtask_index: int) -> SplitAssignment:
         if not self._pending and not self._source.bounded:
-            self._discover()
+            try:
+                self._discover()
+            except OSError as err:
+                # A monitored prefix outlives a storage hiccup: the next request lists again.
+                log.warning("listing %s failed, trying again in %.1f s: %s",
+                            self._source.path, self._source.monitor_interval or 0, err)
         if self._pending:
             return SplitAssignment([self._pending.pop(0)])
         if self._source.bounded:
@@ -458,7 +530,8 @@ class FileSplitEnumerator(SplitEnumerator):
 
 
 class FileReader(SourceReader):
-    """Reads assigned files one after another in batches of at most ``batch_size`` rows.
+    """Reads assigned files one after another in batches of at most ``batch_size`` rows;
+    ``configuration`` supplies the ``s3.*`` options for ``s3://`` splits.
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -470,10 +543,11 @@ class FileReader(SourceReader):
         [3, 4]
     """
 
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, batch_size: int, configuration: Configuration | None = None) -> None:
         self._batch_size = batch_size
+        self._configuration = configuration or Configuration()
         self._splits: list[FileSplit] = []
-        self._batches: Iterator[pa.RecordBatch] | None = None
+        self._batches: Generator[pa.RecordBatch] | None = None
         self._rows = 0
 
     def add_splits(self, splits: list[Any]) -> None:
@@ -495,40 +569,37 @@ class FileReader(SourceReader):
             return Elements.from_arrow(batch)
         return None
 
-    def _open(self, split: FileSplit) -> Iterator[pa.RecordBatch]:
-        path = split.path.removeprefix("file://")
-        size = self._batch_size
-        skip = split.offset
+    def _open(self, split: FileSplit) -> Generator[pa.RecordBatch, None, None]:
+        # A generator: the file opens at the first batch and closes after the last (or
+        # when the reader closes), and a failure while reading, on S3 too (an object
+        # deleted, access denied), names the file.
         try:
-            if split.format == "parquet":
-                parquet = pq.ParquetFile(path)
+            yield from self._read(split)
+        except _ChangedError:
+            raise
+        except (OSError, pa.ArrowInvalid, ConfigError) as err:
+            msg = f"cannot read {split.format} file {split.path}: {err}"
+            raise OSError(msg) from err
+
+    def _read(self, split: FileSplit) -> Iterator[pa.RecordBatch]:
+        fs, location = filesystem(split.path, self._configuration)
+        size = self._batch_size
+        if split.format == "parquet":
+            with pq.ParquetFile(location, filesystem=fs) as parquet:
                 end = parquet.num_row_groups if split.end < 0 else split.end
                 # Whole row groups before the offset are never read, only counted.
-                first = split.start
+                first, skip = split.start, split.offset
                 while first < end and \
                         skip >= (rows := parquet.metadata.row_group(first).num_rows):
                     skip -= rows
                     first += 1
-                groups = list(range(first, end))
                 batches: Iterator[pa.RecordBatch] = (
-                    parquet.iter_batches(batch_size=size, row_groups=groups) if groups
-                    else iter(()))
-            elif os.path.getsize(path) == 0:
-                # No rows (pyarrow refuses an empty CSV or JSON-lines file).
-                batches = iter(())
-            elif split.format == "text":
-                end = os.path.getsize(path) if split.end < 0 else split.end
-                batches = _rebatch(_text_batches(_lines(path, split.start, end)), size)
-            elif split.end >= 0:
-                batches = _rebatch(_read_range(path, split), size)
-            elif split.format == "csv":
-                batches = _rebatch(iter(pcsv.open_csv(path)), size)
-            else:
-                batches = _rebatch(iter(pjson.read_json(path).to_batches()), size)
-        except (OSError, pa.ArrowInvalid) as err:
-            msg = f"cannot read {split.format} file {path}: {err}"
-            raise OSError(msg) from err
-        return _skip_rows(batches, skip, split) if skip else batches
+                    parquet.iter_batches(batch_size=size, row_groups=range(first, end))
+                    if first < end else iter(()))
+                yield from _skip_rows(batches, skip, split)
+            return
+        with fs.open_input_file(location) as f:
+            yield from _skip_rows(_line_batches(f, split, size), split.offset, split)
 
     def position(self) -> tuple[Any, int] | None:
         return (self._splits[0].split_id, self._rows) if self._splits else None
@@ -550,9 +621,37 @@ class FileReader(SourceReader):
         current, *rest = self._splits
         return [dataclasses.replace(current, offset=self._rows - unread), *rest]
 
+    def close(self) -> None:
+        if self._batches is not None:
+            self._batches.close()  # closes the file being read
+            self._batches = None
+
+
+class _ChangedError(OSError):
+    """A file is shorter than what a restored reader had read from it."""
+
+
+def _line_batches(f: pa.NativeFile, split: FileSplit, size: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a CSV, JSON-lines or text split from its start, read from ``f`` (a
+    random-access file, local or S3)."""
+    total = f.size()
+    if total == 0:
+        return iter(())  # no rows (pyarrow refuses an empty CSV or JSON-lines file)
+    if split.format == "text":
+        end = total if split.end < 0 else split.end
+        return _rebatch(_text_batches(_lines(f, split.start, end)), size)
+    if split.end >= 0:
+        return _rebatch(_read_range(f, split), size)
+    if split.format == "csv":
+        return _rebatch(iter(pcsv.open_csv(f)), size)
+    return _rebatch(iter(pjson.read_json(f).to_batches()), size)
+
 
 def _skip_rows(batches: Iterator[pa.RecordBatch], skip: int,
                split: FileSplit) -> Iterator[pa.RecordBatch]:
+    if not skip:
+        yield from batches
+        return
     for batch in batches:
         if skip >= batch.num_rows:
             skip -= batch.num_rows
@@ -563,7 +662,7 @@ def _skip_rows(batches: Iterator[pa.RecordBatch], skip: int,
         # Splits are immutable: a file shorter than what was read from it has changed.
         msg = (f"{split.format} file {split.path} has {split.offset - skip} rows, but "
                f"{split.offset} were read from it before the restore: it changed since")
-        raise OSError(msg)
+        raise _ChangedError(msg)
 
 
 def _rebatch(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
@@ -572,49 +671,64 @@ def _rebatch(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[pa.Record
             yield batch.slice(offset, size)
 
 
-def _lines(path: str, start: int, end: int) -> bytes:
-    """The lines of ``path`` that start in bytes ``[start, end)``: a line crossing
-    ``start`` belongs to the range before, one crossing ``end`` to this one."""
-    with open(path, "rb") as f:
-        if start > 0:
-            f.seek(start - 1)
-            if f.read(1) != b"\n":
-                f.readline()  # the rest of a line that started in the range before
-        position = f.tell()
-        if position >= end:
-            return b""
-        data = f.read(end - position)
-        if data and not data.endswith(b"\n"):
-            data += f.readline()
-        return data
+#: How much a search for a line end reads at a time (a ranged GET on S3).
+_SCAN_BYTES = 64 << 10
 
 
-#: How much of a JSON-lines file its column types are inferred from.
+def _line_end(f: pa.NativeFile, position: int, total: int) -> int:
+    """The offset just after the first line end at or after ``position`` (``total``, the
+    file's size, when no line ends there)."""
+    while position < total:
+        chunk: bytes = f.read_at(min(_SCAN_BYTES, total - position), position)
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        if not chunk:
+            break  # shorter than its size said: it changed while read
+        position += len(chunk)
+    return total
+
+
+def _lines(f: pa.NativeFile, start: int, end: int) -> bytes:
+    r"""The lines of the random-access file ``f`` (local or S3, read with ranged reads)
+    that start in bytes ``[start, end)``: a line crossing ``start`` belongs to the range
+    before, one crossing ``end`` to this one.
+
+    Example:
+        >>> data = pa.BufferReader(b"ab\ncd\nef\n")
+        >>> _lines(data, 0, 4), _lines(data, 4, 9)
+        (b'ab\ncd\n', b'ef\n')
+    """
+    total = f.size()
+    end = min(end, total)
+    # The line crossing start (if any) is the range before's: begin after its end.
+    position = _line_end(f, start - 1, total) if start > 0 else 0
+    if position >= end:
+        return b""
+    data = f.read_at(end - position, position)
+    if not data.endswith(b"\n"):
+        data += f.read_at(_line_end(f, end, total) - end, end)
+    return bytes(data)
+
+
+#: How much of a JSON-lines or CSV file its column types are inferred from.
 _HEAD_BYTES = 1 << 20
 
 
-def _csv_head(path: str) -> tuple[list[str], pa.Schema]:
-    """The column names and types of a CSV file, as its first block gives them."""
-    reader = pcsv.open_csv(path)
-    try:
-        return list(reader.schema.names), reader.schema
-    finally:
-        reader.close()
-
-
-def _read_range(path: str, split: FileSplit) -> Iterator[pa.RecordBatch]:
-    data = _lines(path, split.start, split.end)
+def _read_range(f: pa.NativeFile, split: FileSplit) -> Iterator[pa.RecordBatch]:
+    data = _lines(f, split.start, split.end)
     if not data.strip():
         return iter(())
+    # Every split takes the types the start of its file gives (its first block, as
+    # pyarrow's streaming CSV reader infers them for the whole file).
+    head = pa.BufferReader(_lines(f, 0, _HEAD_BYTES))
     if split.format == "json":
-        # Every split takes the types the start of its file gives, as CSV splits do.
-        head = pjson.read_json(pa.BufferReader(_lines(path, 0, _HEAD_BYTES)))
-        options = pjson.ParseOptions(explicit_schema=head.schema,
+        options = pjson.ParseOptions(explicit_schema=pjson.read_json(head).schema,
                                      unexpected_field_behavior="infer")
         return iter(pjson.read_json(pa.BufferReader(data),
                                     parse_options=options).to_batches())
-    names, schema = _csv_head(path)
-    read = pcsv.ReadOptions(column_names=names, skip_rows=1 if split.start == 0 else 0)
+    schema = pcsv.open_csv(head).schema
+    read = pcsv.ReadOptions(column_names=schema.names, skip_rows=1 if split.start == 0 else 0)
     convert = pcsv.ConvertOptions(column_types=schema)
     return iter(pcsv.read_csv(pa.BufferReader(data), read_options=read,
                               convert_options=convert).to_batches())
