@@ -1,9 +1,11 @@
 """A file source whose path matches nothing is refused when the job is submitted (one line,
 exit 2, no job registered) instead of finishing with 0 rows; relative paths mean the
-submitting process's working directory, not the daemons'."""
+submitting process's working directory, not the daemons'. On S3, a matching prefix runs,
+and wrong credentials, an unreachable endpoint or a missing bucket are one line each."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -26,15 +28,30 @@ JOB = """
 """
 
 
+COLLECT = """
+    import sys
+    from weir import StreamExecutionEnvironment
+    env = StreamExecutionEnvironment.get_execution_environment()
+    rows = env.from_source(sys.argv[1], format=sys.argv[2]).map(lambda r: r.n)
+    print(sorted(rows.execute_and_collect("s3 files")))
+"""
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("paths") / "cluster").start(1, 2)
+def cluster(tmp_path_factory: pytest.TempPathFactory, seaweed_s3: SeaweedS3):
+    # The daemons read S3 with keys from their own environment, as on a real cluster.
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in _s3_env(seaweed_s3).items():
+            env.setenv(key, value)
+        cluster = LocalCluster(tmp_path_factory.mktemp("paths") / "cluster").start(1, 2)
     yield cluster
     cluster.stop()
 
 
-
-
+def _s3_env(seaweed_s3: SeaweedS3, **changes: str) -> dict[str, str]:
+    return {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint,
+            "WEIR_S3_ACCESS_KEY": seaweed_s3.access_key,
+            "WEIR_S3_SECRET_KEY": seaweed_s3.secret_key, **changes}
 
 
 def _run(cluster: LocalCluster, job: Path, *args: str, cwd: Path | None = None,
@@ -111,42 +128,59 @@ def test_a_monitored_directory_must_exist_but_may_be_empty(cluster: LocalCluster
 def test_an_s3_prefix_without_objects_isuser_error_line(cluster: LocalCluster, tmp_path: Path,
                                                         seaweed_s3: SeaweedS3, s3_bucket: str):
     job = write_job(tmp_path, JOB)
-    env = {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint,
-           "WEIR_S3_ACCESS_KEY": seaweed_s3.access_key,
-           "WEIR_S3_SECRET_KEY": seaweed_s3.secret_key}
+    env = _s3_env(seaweed_s3)
     before = len(job_names(cluster))
     missing = f"s3://{s3_bucket}/events/2024"
-    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing, "no objects")
+    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing,
+                    "matches no parquet objects")
     # A prefix of another object's name is no match either: S3 keys are not directories.
     seaweed_s3.client().put_object(Bucket=s3_bucket, Key="events/2024-01.parquet", Body=b"x")
-    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing, "no objects")
-    user_error_line(_run(cluster, job, missing, "parquet", "1", env=env), missing)
+    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing,
+                    "matches no parquet objects")
+    # Objects of another format, or hidden ones, do not match.
+    for key in ("events/2024/a.csv", "events/2024/_SUCCESS", "events/2024/.b.parquet"):
+        seaweed_s3.client().put_object(Bucket=s3_bucket, Key=key, Body=b"x")
+    user_error_line(_run(cluster, job, missing, "parquet", env=env), missing,
+                    "matches no parquet objects")
+    # A monitored source needs its bucket, not objects (they may come later).
+    other = f"s3://no-such-bucket-{s3_bucket}/events"
+    user_error_line(_run(cluster, job, other, "parquet", "1", env=env), other,
+                    "does not exist")
     assert len(job_names(cluster)) == before
 
 
-def test_an_s3_prefix_with_objects_is_refused_as_unreadable(cluster: LocalCluster,
-                                                            tmp_path: Path,
-                                                            seaweed_s3: SeaweedS3,
-                                                            s3_bucket: str):
-    # The file source cannot read s3:// yet; before, such a job "finished" with 0 rows.
-    seaweed_s3.client().put_object(Bucket=s3_bucket, Key="events/part-0.parquet", Body=b"x")
-    job = write_job(tmp_path, JOB)
-    env = {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint,
-           "WEIR_S3_ACCESS_KEY": seaweed_s3.access_key,
-           "WEIR_S3_SECRET_KEY": seaweed_s3.secret_key}
-    before = len(job_names(cluster))
-    user_error_line(_run(cluster, job, f"s3://{s3_bucket}/events", "parquet", env=env),
-                    f"s3://{s3_bucket}/events", "cannot read s3://")
-    assert len(job_names(cluster)) == before
+def test_an_s3_prefix_with_objects_runs(cluster: LocalCluster, tmp_path: Path,
+                                        seaweed_s3: SeaweedS3, s3_bucket: str):
+    # Before, such a job was refused (the file source could not read s3://).
+    for i, key in enumerate(("events/part-0.parquet", "events/day=2/part-1.parquet")):
+        body = io.BytesIO()
+        pq.write_table(pa.table({"n": [10 * i, 10 * i + 1]}), body)
+        seaweed_s3.client().put_object(Bucket=s3_bucket, Key=key, Body=body.getvalue())
+    seaweed_s3.client().put_object(Bucket=s3_bucket, Key="events/_SUCCESS", Body=b"")
+    job = write_job(tmp_path, COLLECT)
+    ran = _run(cluster, job, f"s3://{s3_bucket}/events", "parquet", env=_s3_env(seaweed_s3))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[0, 1, 10, 11]"
 
 
 def test_s3_listing_errors_are_one_line(cluster: LocalCluster, tmp_path: Path,
                                         seaweed_s3: SeaweedS3, s3_bucket: str):
+    seaweed_s3.client().put_object(Bucket=s3_bucket, Key="x/part-0.parquet", Body=b"x")
     job = write_job(tmp_path, JOB)
-    wrong = {"WEIR_S3_ENDPOINT": seaweed_s3.endpoint, "WEIR_S3_ACCESS_KEY": "nobody",
-             "WEIR_S3_SECRET_KEY": "wrong"}
-    user_error_line(_run(cluster, job, f"s3://{s3_bucket}/x", "parquet", env=wrong),
-                    "s3.access-key")
+    path = f"s3://{s3_bucket}/x"
+    before = len(job_names(cluster))
+    wrong = _s3_env(seaweed_s3, WEIR_S3_ACCESS_KEY="nobody", WEIR_S3_SECRET_KEY="wrong")
+    user_error_line(_run(cluster, job, path, "parquet", env=wrong), path, "s3.access-key")
+    wrong_secret = _s3_env(seaweed_s3, WEIR_S3_SECRET_KEY="wrong")
+    user_error_line(_run(cluster, job, path, "parquet", env=wrong_secret), path,
+                    "s3.secret-key")
+    closed = _s3_env(seaweed_s3, WEIR_S3_ENDPOINT="http://127.0.0.1:9")
+    user_error_line(_run(cluster, job, path, "parquet", env=closed), path,
+                    "cannot reach S3 endpoint http://127.0.0.1:9")
+    missing = f"s3://no-such-bucket-{s3_bucket}/x"
+    user_error_line(_run(cluster, job, missing, "parquet", env=_s3_env(seaweed_s3)),
+                    missing, "does not exist")
+    assert len(job_names(cluster)) == before
 
 
 def test_unsupported_schemes_areuser_error_line(cluster: LocalCluster, tmp_path: Path):

@@ -578,7 +578,8 @@ class FileReader(SourceReader):
         except _ChangedError:
             raise
         except (OSError, pa.ArrowInvalid, ConfigError) as err:
-            msg = f"cannot read {split.format} file {split.path}: {err}"
+            # pyarrow's messages can span lines: the error is one line.
+            msg = f"cannot read {split.format} file {split.path}: {' '.join(str(err).split())}"
             raise OSError(msg) from err
 
     def _read(self, split: FileSplit) -> Iterator[pa.RecordBatch]:
