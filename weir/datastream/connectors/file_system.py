@@ -248,12 +248,17 @@ def list_objects(uri: str, fmt: str, configuration: Configuration) -> list[str]:
     reached (a missing bucket included).
     """
     fs, location = filesystem(uri, configuration)
-    if "/" in location and fs.get_file_info(location).type == pafs.FileType.File:
-        return [f"s3://{location}"]
+    try:
+        if "/" in location and fs.get_file_info(location).type == pafs.FileType.File:
+            return [f"s3://{location}"]
+        infos = fs.get_file_info(pafs.FileSelector(location, recursive=True,
+                                                   allow_not_found=True))
+    except OSError as err:
+        msg = f"cannot list {uri}: {' '.join(str(err).split())}"
+        raise OSError(msg) from err
     suffixes = FORMATS[fmt]
     found = []
-    for info in fs.get_file_info(pafs.FileSelector(location, recursive=True,
-                                                   allow_not_found=True)):
+    for info in infos:
         below = info.path[len(location):].lstrip("/").split("/")
         if info.type == pafs.FileType.File and below[-1].endswith(suffixes) and \
                 not any(part.startswith(("_", ".")) for part in below):
