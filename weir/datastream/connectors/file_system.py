@@ -1,6 +1,6 @@
 """Files (PyFlink's ``pyflink.datastream.connectors.file_system``): the file source, which
-reads Parquet, CSV and JSON-lines files, bounded or watching a directory, and the file
-sink, which writes part files exactly once.
+reads Parquet, CSV, JSON-lines and text files, local or on S3, bounded or watching a
+directory (or prefix), and the file sink, which writes part files exactly once.
 
 Source
 ------
@@ -19,11 +19,29 @@ and a CSV file large enough to split must not have line breaks inside quoted fie
 Records are Arrow batches whose rows read as :class:`weir.Row`.
 
 Paths are local (or ``file://``) paths that the JobMaster and every TaskExecutor can read
-(a shared file system on a real cluster). A relative path means the submitting process's
-working directory, as it would for ``open()``: it is made absolute where the job program
-builds the source, since the daemons run elsewhere. Before submission
-(:meth:`FileSource.check_paths`) a bounded source must match at least one file and a
-monitored directory must exist, so a wrong path fails at once instead of producing 0 rows.
+(a shared file system on a real cluster), or ``s3://bucket/prefix`` URIs. A relative path
+means the submitting process's working directory, as it would for ``open()``: it is made
+absolute where the job program builds the source, since the daemons run elsewhere.
+
+S3 has no directories: ``s3://bucket/prefix`` names the object ``prefix`` itself, or every
+object below ``prefix/`` (hidden ``_``/``.`` names skipped as in a local directory, sorted);
+``s3://bucket/events/2024`` does not match ``events/2024-01.parquet``. Objects are read
+through :mod:`pyarrow.fs` (:func:`weir.core.object_store.filesystem`) with ranged reads:
+a Parquet split fetches its footer and its own row groups, a CSV, JSON-lines or text split
+its byte range and the rest of the line crossing its end; splitting needs only the
+objects' sizes and Parquet footers. Splits name S3 objects by their full ``s3://bucket/key``
+URI and local files by their path, as before, so checkpoints of older jobs restore. The
+``s3.*`` options (``s3.endpoint``, ``s3.access-key``, ``s3.secret-key``, ``s3.region``,
+``s3.path.style.access``) come from the process that reads: the enumerator lists with the
+JobMaster's configuration merged with the job's, a reader reads with the TaskExecutor's
+merged with the job's (each falling back to its ``WEIR_S3_*`` environment), so the
+daemons' keys never travel in the job graph. A failed read (an object deleted, access
+denied) fails its task with ``cannot read <format> file s3://...: <cause>``.
+
+Before submission (:meth:`FileSource.check_paths`) a bounded source must match at least one
+file (object) and a monitored directory must exist (on S3: its bucket; objects may come
+later), so a wrong path fails at once instead of producing 0 rows; on S3, wrong
+credentials, an unreachable endpoint or a missing bucket are one line each.
 
 Sink
 ----
@@ -355,8 +373,9 @@ class FileSource(Source):
 
     def check_paths(self, configuration: Configuration) -> None:
         """Refuse a path this source could never read, on the client before submission:
-        a bounded source must match at least one file, a monitored directory must exist
-        (it may be empty). ``configuration`` supplies the ``s3.*`` options.
+        a bounded source must match at least one file (or S3 object), a monitored
+        directory must exist (it may be empty; on S3, its bucket). ``configuration``
+        supplies the ``s3.*`` options.
 
         Raises InvalidJobError naming the path and the fix; for ``s3://`` also the
         StorageError of an unreachable endpoint or refused credentials. A source with a
@@ -410,8 +429,7 @@ class FileSource(Source):
         try:
             found = list_objects(path, self.format, configuration)
         except OSError as err:
-            msg = f"cannot list {what}: {err}"
-            raise StorageError(msg) from err
+            raise StorageError(str(err)) from err  # "cannot list s3://...: <cause>"
         if not found:
             msg = (f"{what} matches no {self.format} objects (nothing named "
                    f"{', '.join('*' + s for s in FORMATS[self.format])} under "
