@@ -137,8 +137,9 @@ MIN_SPLIT_BYTES = 4 << 20
 @dataclass(frozen=True)
 class FileSplit:
     """A file, or part of one, to read, of which the first ``offset`` rows have been read.
-    ``start``/``end``: row groups (Parquet) or bytes (CSV, JSON) ``[start, end)``; an
-    ``end`` of -1 means to the end of the file."""
+    ``path``: a local path (or ``file://`` URI) as listed, or an S3 object's full
+    ``s3://bucket/key`` URI. ``start``/``end``: row groups (Parquet) or bytes (CSV, JSON,
+    text) ``[start, end)``; an ``end`` of -1 means to the end of the file."""
 
     path: str
     format: str
