@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from weir.core.config import Configuration
+from weir.core.config import Configuration, all_options
 from weir.core.errors import ConfigError
 
 #: URI schemes a job's data can live under (no scheme: a local path).
@@ -67,16 +67,12 @@ def filesystem(uri: str, config: Configuration) -> tuple[pafs.FileSystem, str]:
 def s3_filesystem(config: Configuration) -> pafs.S3FileSystem:
     """A pyarrow S3 file system configured from the ``s3.*`` options (one per process and
     settings: creating one resolves credentials and starts the SDK's thread pool)."""
-    from weir.checkpoint.options import (
-        S3_ACCESS_KEY,
-        S3_ENDPOINT,
-        S3_PATH_STYLE,
-        S3_REGION,
-        S3_SECRET_KEY,
-    )
-
-    endpoint = config.get(S3_ENDPOINT)
-    access_key, secret_key = config.get(S3_ACCESS_KEY), config.get(S3_SECRET_KEY)
+    # The s3.* options are declared with the checkpoint options; weir.core sits below
+    # weir.checkpoint, so it looks them up by key.
+    options = all_options()
+    endpoint = config.get(options["s3.endpoint"])
+    access_key = config.get(options["s3.access-key"])
+    secret_key = config.get(options["s3.secret-key"])
     if (access_key is None) != (secret_key is None):
         msg = ("set both 's3.access-key' and 's3.secret-key', or neither to use the AWS "
                "default credential chain")
@@ -85,8 +81,8 @@ def s3_filesystem(config: Configuration) -> pafs.S3FileSystem:
         msg = (f"invalid value for 's3.endpoint': {endpoint!r} "
                "(use a URL such as http://127.0.0.1:8333)")
         raise ConfigError(msg)
-    return _s3(endpoint, config.get(S3_REGION) or "us-east-1", access_key, secret_key,
-               bool(config.get(S3_PATH_STYLE)))
+    return _s3(endpoint, config.get(options["s3.region"]) or "us-east-1", access_key,
+               secret_key, bool(config.get(options["s3.path.style.access"])))
 
 
 @functools.lru_cache(maxsize=8)
