@@ -118,7 +118,6 @@ class Daemon:
     kind: str                          # "jobmaster" or "taskexecutor"
     name: str                          # names its info and log files
     args: list[str]
-    env: dict[str, str]
     jobmaster: str = ""                # a TaskExecutor's JobMaster
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -178,7 +177,7 @@ class Host:
         proc = daemon.proc = self._spawn(
             weir_command(*daemon.args, "--info-file", str(daemon.info_file),
                          "--log-file", str(daemon.log_file)),
-            STATE_DIR / "log" / f"{daemon.name}.out", daemon.env)
+            STATE_DIR / "log" / f"{daemon.name}.out", {})
 
         def published() -> bool:
             if proc.poll() is not None:
@@ -216,12 +215,10 @@ class Host:
         its address; ``port`` fixes the RPC port (high availability needs the address to
         stay across restarts), else a free one is taken. Returns the address once it
         listens."""
-        if port is None:
-            port = 0
         daemon = Daemon("jobmaster", "jobmaster", [
             "jobmaster", f"-Djobmaster.rpc.bind-host={self.address}",
-            f"-Djobmaster.rpc.port={port}", *self._metrics_options(),
-            *(f"-D{o}" for o in options)], {})
+            f"-Djobmaster.rpc.port={port or 0}", *self._metrics_options(),
+            *(f"-D{o}" for o in options)])
         self.daemons.append(daemon)
         self._start(daemon)
         return self.jobmaster_address()
@@ -239,7 +236,7 @@ class Host:
         daemon = Daemon("taskexecutor", f"taskexecutor-{index}", [
             "taskexecutor", "--jobmaster", jobmaster, "--slots", str(slots),
             f"-Dtaskmanager.host={self.address}", *self._metrics_options(), *fixed,
-            *(f"-D{o}" for o in options)], {}, jobmaster=jobmaster)
+            *(f"-D{o}" for o in options)], jobmaster=jobmaster)
         self.daemons.append(daemon)
         self._start(daemon)
         info = TaskExecutorInfo.read(self.path(daemon.info_file))
