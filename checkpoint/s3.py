@@ -499,8 +499,13 @@ class S3CheckpointStorageAccess(CheckpointStorageAccess):
         # Listing one key proves the endpoint, the credentials and the bucket at once (a
         # storage needs ListBucket anyway, for delete_prefix); nothing is written.
         with self._errors(self.bucket, self.base_uri):
-            self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""),
-                                         MaxKeys=1)
+            try:
+                self._client.list_objects_v2(Bucket=self.bucket, Prefix=self._dir_prefix(""),
+                                             MaxKeys=1)
+            except NoCredentialsError:
+                # No keys here (a client host): the daemons have their own, which this
+                # process cannot check; their first checkpoint will.
+                return
 
     def ensure_bucket(self) -> None:
         """Create the bucket if it does not exist (for an embedded or test S3 service)."""

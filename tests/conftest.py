@@ -3,4 +3,4 @@ an external shuffle service, a pipelined data plane, keyed state backends of eve
 
 pytest_plugins = ["tests.support.cluster", "tests.support.spark", "tests.support.seaweedfs",
                   "tests.support.shuffle_service", "tests.support.pipelined_shuffle",
-                  "tests.support.state_backends"]
+                  "tests.support.state_backends", "tests.support.hosts"]
