@@ -38,7 +38,6 @@ def upload(client, bucket: str, key: str, data: bytes) -> None:
     client.put_object(Bucket=bucket, Key=key, Body=data)
 
 
-@pytest.mark.xfail(reason="needs the S3 file source", strict=False)
 def test_parquet_and_csv_from_s3_give_exact_output(hosts, seaweed_s3, s3_bucket):
     cluster = start_cluster(hosts, seaweed_s3, s3_bucket, taskexecutors=2)
     client = seaweed_s3.client()
