@@ -437,7 +437,7 @@ class JobMaster:
         holds its resource id, and ConfigError when its advertised gRPC address cannot be
         reached from here (dialled on this RPC thread, for REACH_TIMEOUT_S at most).
         """
-        cause = check_reachable(request.rpc_address, REACH_TIMEOUT_S, self._tls)
+        cause = check_reachable(request.rpc_address, REACH_TIMEOUT_S, self._token, self._tls)
         if cause is not None:
             msg = (f"TaskExecutor {request.resource_id} advertises {request.rpc_address} "
                    f"(taskmanager.host), which the JobMaster at {self.address} cannot reach: "

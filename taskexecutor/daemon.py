@@ -404,6 +404,8 @@ class TaskExecutor:
         timeout = self.configuration.get(te_options.REGISTRATION_TIMEOUT)
         deadline = time.monotonic() + timeout
         backoff = 0.1
+        # Whether the JobMaster ever accepted this process (and so reached its address).
+        registered_once = False
         while not self._stopped.is_set():
             if (reason := self._unhealthy_reason()) is not None:
                 self._stop_unhealthy(reason)
@@ -411,36 +413,43 @@ class TaskExecutor:
             try:
                 response = self._register()
             except grpc.RpcError as err:
-                if err.code() in (grpc.StatusCode.ALREADY_EXISTS,
-                                  grpc.StatusCode.INVALID_ARGUMENT):
+                code = err.code()
+                refused = (f"the JobMaster at {self.jobmaster_address} refused the "
+                           f"registration: {err.details()}")
+                if code == grpc.StatusCode.ALREADY_EXISTS or (
+                        code == grpc.StatusCode.INVALID_ARGUMENT and not registered_once):
                     # Another live process holds our resource id, or the JobMaster cannot
                     # reach the address we advertise: retrying cannot help (Flink's
                     # TaskExecutor also ends on a rejected registration).
-                    self.fatal_error = (f"the JobMaster at {self.jobmaster_address} refused "
-                                        f"the registration: {err.details()}")
+                    self.fatal_error = refused
                     log.error("%s; shutting down", self.fatal_error)
                     self._stopped.set()
                     return
                 if time.monotonic() > deadline:
-                    self.fatal_error = (f"could not register with the JobMaster at "
-                                        f"{self.jobmaster_address} (--jobmaster) within "
-                                        f"{timeout:.0f} s ({err.code().name}: "
-                                        f"{err.details()})")
+                    self.fatal_error = refused if code == grpc.StatusCode.INVALID_ARGUMENT \
+                        else (f"could not register with the JobMaster at "
+                              f"{self.jobmaster_address} (--jobmaster) within {timeout:.0f} s "
+                              f"({code.name}: {err.details()})")
                     log.error("%s; shutting down", self.fatal_error)
                     self._stopped.set()
                     return
-                if backoff == 0.1 and err.code() in (grpc.StatusCode.UNAVAILABLE,
-                                                     grpc.StatusCode.DEADLINE_EXCEEDED):
+                if backoff == 0.1 and code == grpc.StatusCode.INVALID_ARGUMENT:
+                    # It reached this address before: a network fault between the two,
+                    # which may heal within the registration timeout.
+                    log.warning("%s; trying again until taskmanager.registration.timeout "
+                                "(%.0f s)", refused, timeout)
+                elif backoff == 0.1 and code in (grpc.StatusCode.UNAVAILABLE,
+                                                 grpc.StatusCode.DEADLINE_EXCEEDED):
                     # Once per outage (the back-off grows from its start): a JobMaster
                     # starting late is normal, a wrong --jobmaster shows here at once.
                     log.warning("cannot reach the JobMaster at %s (--jobmaster): %s; "
                                 "retrying until taskmanager.registration.timeout (%.0f s)",
-                                self.jobmaster_address, err.details() or err.code().name,
-                                timeout)
+                                self.jobmaster_address, err.details() or code.name, timeout)
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
             backoff = 0.1
+            registered_once = True
             self.registration_id = response.registration_id
             self._registered.set()
             self.jobmaster_lost.clear()

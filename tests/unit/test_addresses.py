@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ from weir.core.config import Configuration
 from weir.core.errors import ConfigError, PartitionNotFoundError
 from weir.core.ids import ResourceId
 from weir.core.rpc import check_reachable, create_server
+from weir.core.tls import generate_cluster_pki
 from weir.jobmaster import options as jm_options
 from weir.shuffle.api import ShuffleEnvironmentContext
 from weir.shuffle.pipelined.client import ConnectionManager, FloatingBufferPool, RemoteInputChannel
@@ -176,8 +178,21 @@ def test_the_reachability_check_tells_a_listener_that_is_no_grpc_server():
             thread.join(5)
             for connection in accepted:
                 connection.close()
-    assert cause is not None and cause.startswith("a connection opens, but no gRPC server "
-                                                  "answers there within 1 s")
+    assert cause is not None and cause.startswith("a connection opens, but "), cause
+
+
+def test_with_tls_the_reachability_check_wants_a_certificate_naming_the_advertised_host(
+        tmp_path: Path):
+    pki = generate_cluster_pki(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    server, port = create_server("0.0.0.0", 0, "t", lambda s: None, tls=pki)
+    try:
+        assert check_reachable(f"127.0.0.1:{port}", 5.0, "t", pki) is None
+        assert check_reachable(f"localhost:{port}", 5.0, "t", pki) is None
+        cause = check_reachable(f"127.0.0.2:{port}", 5.0, "t", pki)   # not in the certificate
+    finally:
+        server.stop(None).wait()
+    assert cause is not None and cause.startswith("a connection opens, but gRPC fails there")
+    assert cause.endswith("with TLS, the certificate must name that host)")
 
 
 def test_a_data_server_bound_to_a_wildcard_advertises_the_host_and_serves_there():

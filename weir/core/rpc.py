@@ -322,13 +322,19 @@ def create_server(bind_host: str, port: int, token: str | None,
     return server, bound
 
 
-def check_reachable(address: str, timeout: float, tls: TlsFiles | None = None) -> str | None:
+#: The method :func:`check_reachable` calls: no server has it, and any answer (UNIMPLEMENTED,
+#: or UNAUTHENTICATED without the token) shows that a gRPC server is there.
+_PROBE_METHOD = "/weir.Reachability/Probe"
+
+
+def check_reachable(address: str, timeout: float, token: str | None = None,
+                    tls: TlsFiles | None = None) -> str | None:
     """Whether a gRPC server answers at ``address`` (``HOST:PORT``) within ``timeout``
     seconds: None if it does, else the cause, e.g. ``"Connection refused"``.
 
     A TCP connection first, whose error names the cause (refused, timed out, the name does
-    not resolve); then a channel made ready (HTTP/2, and with ``tls`` the handshake, whose
-    certificate must name the host of ``address``). No call is made: no token is needed.
+    not resolve); then one call of a method no server has (with ``tls``, after the
+    handshake, whose certificate must name the host of ``address``): any answer will do.
     Blocks the calling thread for ``timeout`` at most.
 
     Example:
@@ -351,14 +357,20 @@ def check_reachable(address: str, timeout: float, tls: TlsFiles | None = None) -
         if isinstance(err, socket.gaierror):
             return f"the host name does not resolve ({err.strerror})"
         return err.strerror or str(err) or type(err).__name__
-    channel = create_channel(address, tls=tls)
+    channel = create_channel(address, token, max_send_bytes=SMALL_MESSAGE_BYTES, tls=tls)
+    probe = channel.unary_unary(_PROBE_METHOD, request_serializer=bytes,
+                                response_deserializer=bytes)
     try:
-        grpc.channel_ready_future(channel).result(
-            timeout=max(0.1, deadline - time.monotonic()))
-    except grpc.FutureTimeoutError:
-        return ("a connection opens, but no gRPC server answers there within "
-                f"{timeout:g} s (another service on that port, or a TLS handshake that "
-                "fails: the certificate must name that host)")
+        probe(b"", timeout=max(0.1, deadline - time.monotonic()))
+    except grpc.RpcError as err:
+        code = err.code() if hasattr(err, "code") else None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return (f"a connection opens, but no gRPC server answers there within "
+                    f"{timeout:g} s (another service on that port?)")
+        if code == grpc.StatusCode.UNAVAILABLE:
+            details = err.details() if hasattr(err, "details") else ""
+            return (f"a connection opens, but gRPC fails there ({details}; with TLS, the "
+                    "certificate must name that host)")
     finally:
         channel.close()
     return None
