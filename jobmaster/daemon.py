@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
 from weir.core import options
+from weir.core.addresses import jobmaster_host, join_host_port, metrics_host, metrics_url
 from weir.core.config import Configuration
 from weir.core.errors import (
     ConfigError,
@@ -47,7 +49,7 @@ from weir.core.errors import (
 )
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metrics import CallbackCollector, MetricsServer
-from weir.core.rpc import create_server
+from weir.core.rpc import check_reachable, create_server
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
 from weir.jobmaster import dispatcher_servicer, gateway_servicer
@@ -98,6 +100,9 @@ T = TypeVar("T")
 
 #: How long a submission waits for its graph to be stored (high availability).
 STORE_TIMEOUT_S = 120.0
+#: How long a registering TaskExecutor's advertised address may take to answer: well
+#: within its registration call's own timeout.
+REACH_TIMEOUT_S = 5.0
 
 
 def request_limits() -> dict[str, int]:
@@ -155,18 +160,28 @@ class JobMaster:
 
     def start(self) -> None:
         self.main.start()
-        host = self.configuration.get(jm_options.RPC_BIND_HOST)
+        hosts = jobmaster_host(self.configuration.get(jm_options.RPC_ADDRESS),
+                               self.configuration.get(jm_options.RPC_BIND_HOST),
+                               socket.getfqdn)
         self._server, port = create_server(
-            host, self.configuration.get(jm_options.RPC_PORT), self._token,
+            hosts.bind, self.configuration.get(jm_options.RPC_PORT), self._token,
             self._add_servicers, max_workers=64, limits=request_limits(), tls=self._tls)
-        self.address = f"{host}:{port}"
+        # What TaskExecutors and clients are told (info file, logs), not what is bound.
+        self.address = join_host_port(hosts.advertised, port)
+        if hosts.reason == "the host name":
+            log.info("jobmaster.rpc.bind-host %s binds every interface and "
+                     "jobmaster.rpc.address is unset: advertising the host name, %s (set "
+                     "jobmaster.rpc.address if peers reach this host by another name)",
+                     hosts.bind, self.address)
         registry = CollectorRegistry()
         registry.register(CallbackCollector(JobMasterMetrics(self).collect))
-        self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
+        metrics_bind = self.configuration.get(options.METRICS_HOST)
+        self._metrics = MetricsServer(metrics_bind,
                                       self.configuration.get(options.METRICS_PORT), registry)
-        self.metrics_url = self._metrics.url
+        self.metrics_url = metrics_url(metrics_host(metrics_bind, hosts), self._metrics.port)
         self._schedule_heartbeat_check()
-        log.info("JobMaster started at %s (metrics %s)", self.address, self.metrics_url)
+        log.info("JobMaster started at %s (bound to %s; metrics %s)", self.address,
+                 join_host_port(hosts.bind, port), self.metrics_url)
         if self.job_store is not None:
             log.info("high availability: jobs are kept in %s; recovering the stored ones",
                      self.job_store.uri)
@@ -419,8 +434,16 @@ class JobMaster:
         """Register a TaskExecutor and offer its slots (waits for the main thread).
 
         Raises DuplicateTaskExecutorError, changing nothing, when another live process
-        holds its resource id.
+        holds its resource id, and ConfigError when its advertised gRPC address cannot be
+        reached from here (dialled on this RPC thread, for REACH_TIMEOUT_S at most).
         """
+        cause = check_reachable(request.rpc_address, REACH_TIMEOUT_S, self._token, self._tls)
+        if cause is not None:
+            msg = (f"TaskExecutor {request.resource_id} advertises {request.rpc_address} "
+                   f"(taskmanager.host), which the JobMaster at {self.address} cannot reach: "
+                   f"{cause}; set taskmanager.host to an address other hosts can reach")
+            log.warning("refused a TaskExecutor (pid %d): %s", request.pid, msg)
+            raise ConfigError(msg)
         try:
             return self.main.call(lambda: self.resources.register(request))
         except DuplicateTaskExecutorError as err:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import re
 
+from weir.core.addresses import host_problem
 from weir.core.config import Option, Seconds, non_negative, positive
 
 RPC_BIND_HOST = Option(
-    "jobmaster.rpc.bind-host", str, default="127.0.0.1",
-    doc="Address the JobMaster's gRPC server binds to.")
+    "jobmaster.rpc.bind-host", str, default="127.0.0.1", validator=host_problem,
+    doc="Address the JobMaster's gRPC server binds to: 0.0.0.0 (or ::) for every "
+        "interface.")
+RPC_ADDRESS = Option(
+    "jobmaster.rpc.address", str, default=None, validator=host_problem,
+    doc="Host name or IP address TaskExecutors and clients reach the JobMaster at (its "
+        "info file, `weir cluster status`, logs; the port is jobmaster.rpc.port). Unset: "
+        "jobmaster.rpc.bind-host, or the host's name when that is a wildcard (0.0.0.0, ::).")
 RPC_PORT = Option(
     "jobmaster.rpc.port", int, default=6123, validator=non_negative,
     doc="Port of the JobMaster's gRPC server (0 picks a free port).")

@@ -76,11 +76,14 @@ class ShuffleMaster(ABC):
 
 @dataclass
 class ShuffleEnvironmentContext:
-    """What a TaskExecutor tells its shuffle environment."""
+    """What a TaskExecutor tells its shuffle environment: ``host`` is the address its
+    peers reach it at (advertised in the data address), ``bind_host`` what its data server
+    binds (None: ``host``; a wildcard such as 0.0.0.0 binds every interface)."""
 
     configuration: Configuration
     resource_id: ResourceId
     host: str
+    bind_host: str | None = None
 
 
 @dataclass

@@ -34,8 +34,16 @@ from prometheus_client.metrics_core import Metric
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.barrier import CheckpointBarrier
 from weir.core import options
+from weir.core.addresses import (
+    HostChoice,
+    join_host_port,
+    local_address_toward,
+    metrics_host,
+    metrics_url,
+    taskexecutor_hosts,
+)
 from weir.core.config import Configuration
-from weir.core.errors import WeirError
+from weir.core.errors import ConfigError, WeirError
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
@@ -112,7 +120,8 @@ class TaskExecutor:
         self.configuration = configuration
         self.jobmaster_address = jobmaster_address
         self.num_slots = num_slots or configuration.get(te_options.NUM_TASK_SLOTS)
-        self.host = configuration.get(te_options.HOST)
+        #: What this TaskExecutor binds and advertises; chosen in start().
+        self.hosts: HostChoice | None = None
         self.resource_id = ResourceId(configuration.get(te_options.RESOURCE_ID)
                                       or f"te-{secrets.token_hex(4)}")
         self._token = auth_token(configuration)
@@ -157,29 +166,54 @@ class TaskExecutor:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Bind the data server, the gRPC server and the metrics endpoint, and start
+        registering with the JobMaster (a thread of its own). Raises ConfigError when the
+        address to advertise cannot be chosen (see :meth:`_choose_hosts`), UserError when
+        a port cannot be bound."""
+        hosts = self.hosts = self._choose_hosts()
         self.working_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         factory = load_shuffle_service_factory(self.configuration)
-        self.shuffle = factory.create_shuffle_environment(
-            ShuffleEnvironmentContext(self.configuration, self.resource_id, self.host))
+        self.shuffle = factory.create_shuffle_environment(ShuffleEnvironmentContext(
+            self.configuration, self.resource_id, hosts.advertised, hosts.bind))
         self.data_address = self.shuffle.start()
         # Before the server: every task deployed through it reports through the gateway.
         self._gateway = JobMasterGateway(self.jobmaster_address, self._token, self._tls)
         self._server, port = create_server(
-            self.host, self.configuration.get(te_options.RPC_PORT), self._token,
+            hosts.bind, self.configuration.get(te_options.RPC_PORT), self._token,
             self._add_servicer, limits=request_limits(), tls=self._tls)
-        self.rpc_address = f"{self.host}:{port}"
+        self.rpc_address = join_host_port(hosts.advertised, port)
         registry = CollectorRegistry()
         registry.register(CallbackCollector(self._collect_metrics))
         registry.register(self.user_metrics)
-        self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
+        metrics_bind = self.configuration.get(options.METRICS_HOST)
+        self._metrics = MetricsServer(metrics_bind,
                                       self.configuration.get(options.METRICS_PORT), registry)
-        self.metrics_url = self._metrics.url
+        self.metrics_url = metrics_url(metrics_host(metrics_bind, hosts), self._metrics.port)
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop,
                                                   name="heartbeat", daemon=True)
         self._heartbeat_thread.start()
-        log.info("TaskExecutor %s started: rpc %s, data %s, %d slots, metrics %s",
-                 self.resource_id, self.rpc_address, self.data_address, self.num_slots,
-                 self.metrics_url)
+        log.info("TaskExecutor %s started: rpc %s, data %s, %d slots, metrics %s "
+                 "(bound to %s; advertising %s: %s)", self.resource_id, self.rpc_address,
+                 self.data_address, self.num_slots, self.metrics_url, hosts.bind,
+                 hosts.advertised, hosts.reason)
+
+    def _choose_hosts(self) -> HostChoice:
+        """What to bind and advertise (see weir.core.addresses.taskexecutor_hosts). Raises
+        ConfigError when the bind host is a wildcard, taskmanager.host is unset, and no
+        interface toward the JobMaster's address can be found."""
+        def toward_jobmaster() -> str:
+            try:
+                return local_address_toward(self.jobmaster_address)
+            except (OSError, ValueError) as err:
+                msg = (f"taskmanager.bind-host binds every interface and taskmanager.host is "
+                       f"unset, but no interface toward the JobMaster at "
+                       f"{self.jobmaster_address} (--jobmaster) was found to advertise "
+                       f"({err}): set taskmanager.host to this TaskExecutor's address")
+                raise ConfigError(msg) from err
+
+        return taskexecutor_hosts(self.configuration.get(te_options.HOST),
+                                  self.configuration.get(te_options.BIND_HOST),
+                                  toward_jobmaster)
 
     def _add_servicer(self, server: grpc.Server) -> None:
         taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
@@ -370,6 +404,8 @@ class TaskExecutor:
         timeout = self.configuration.get(te_options.REGISTRATION_TIMEOUT)
         deadline = time.monotonic() + timeout
         backoff = 0.1
+        # Whether the JobMaster ever accepted this process (and so reached its address).
+        registered_once = False
         while not self._stopped.is_set():
             if (reason := self._unhealthy_reason()) is not None:
                 self._stop_unhealthy(reason)
@@ -377,26 +413,43 @@ class TaskExecutor:
             try:
                 response = self._register()
             except grpc.RpcError as err:
-                if err.code() == grpc.StatusCode.ALREADY_EXISTS:
-                    # Another live process holds our resource id: running beside it would
-                    # mix both up, and retrying cannot help while it lives (Flink's
+                code = err.code()
+                refused = (f"the JobMaster at {self.jobmaster_address} refused the "
+                           f"registration: {err.details()}")
+                if code == grpc.StatusCode.ALREADY_EXISTS or (
+                        code == grpc.StatusCode.INVALID_ARGUMENT and not registered_once):
+                    # Another live process holds our resource id, or the JobMaster cannot
+                    # reach the address we advertise: retrying cannot help (Flink's
                     # TaskExecutor also ends on a rejected registration).
-                    self.fatal_error = (f"the JobMaster at {self.jobmaster_address} refused "
-                                        f"the registration: {err.details()}")
+                    self.fatal_error = refused
                     log.error("%s; shutting down", self.fatal_error)
                     self._stopped.set()
                     return
                 if time.monotonic() > deadline:
-                    self.fatal_error = (f"could not register with the JobMaster at "
-                                        f"{self.jobmaster_address} within {timeout:.0f} s "
-                                        f"({err.code().name})")
+                    self.fatal_error = refused if code == grpc.StatusCode.INVALID_ARGUMENT \
+                        else (f"could not register with the JobMaster at "
+                              f"{self.jobmaster_address} (--jobmaster) within {timeout:.0f} s "
+                              f"({code.name}: {err.details()})")
                     log.error("%s; shutting down", self.fatal_error)
                     self._stopped.set()
                     return
+                if backoff == 0.1 and code == grpc.StatusCode.INVALID_ARGUMENT:
+                    # It reached this address before: a network fault between the two,
+                    # which may heal within the registration timeout.
+                    log.warning("%s; trying again until taskmanager.registration.timeout "
+                                "(%.0f s)", refused, timeout)
+                elif backoff == 0.1 and code in (grpc.StatusCode.UNAVAILABLE,
+                                                 grpc.StatusCode.DEADLINE_EXCEEDED):
+                    # Once per outage (the back-off grows from its start): a JobMaster
+                    # starting late is normal, a wrong --jobmaster shows here at once.
+                    log.warning("cannot reach the JobMaster at %s (--jobmaster): %s; "
+                                "retrying until taskmanager.registration.timeout (%.0f s)",
+                                self.jobmaster_address, err.details() or code.name, timeout)
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
             backoff = 0.1
+            registered_once = True
             self.registration_id = response.registration_id
             self._registered.set()
             self.jobmaster_lost.clear()

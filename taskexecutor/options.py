@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from weir.core.addresses import host_problem
 from weir.core.config import Option, Seconds, non_negative, positive
 
 NUM_TASK_SLOTS = Option(
     "taskmanager.numberOfTaskSlots", int, default=1, validator=positive,
     doc="Slots a TaskExecutor offers: each runs one parallel pipeline of a job.")
 HOST = Option(
-    "taskmanager.host", str, default="127.0.0.1",
-    doc="Address the TaskExecutor's gRPC and data servers bind to and advertise.")
+    "taskmanager.host", str, default=None, validator=host_problem,
+    doc="Host name or IP address the JobMaster and other TaskExecutors reach this "
+        "TaskExecutor at: advertised for its gRPC server, its data server and its metrics "
+        "endpoint, and bound too unless taskmanager.bind-host is set. Unset: the bind host "
+        "is advertised, or, when that is a wildcard (0.0.0.0, ::), the address of the "
+        "interface that reaches the JobMaster.")
+BIND_HOST = Option(
+    "taskmanager.bind-host", str, default=None, validator=host_problem,
+    doc="Address the TaskExecutor's gRPC and data servers bind to: 0.0.0.0 (or ::) for "
+        "every interface (default: taskmanager.host when set, else 127.0.0.1).")
 RPC_PORT = Option(
     "taskmanager.rpc.port", int, default=0, validator=non_negative,
     doc="Port of the TaskExecutor's gRPC server (0 picks a free port).")

@@ -31,6 +31,7 @@ from typing import cast
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from weir.core.addresses import split_host_port
 from weir.core.errors import PartitionNotFoundError, RemoteTransportError
 from weir.core.ids import PartitionId
 from weir.core.records import Elements
@@ -121,10 +122,10 @@ class ClientConnection:
                  max_frame: int, token: str | None = None,
                  on_idle: Callable[[RemoteInputChannel], None] | None = None,
                  tls_context: ssl.SSLContext | None = None) -> None:
-        host, _, port = address.rpartition(":")
+        host, port = split_host_port(address)
         self.address = address
         self._max_frame = max_frame
-        raw = socket.create_connection((host, int(port)), timeout=5)
+        raw = socket.create_connection((host, port), timeout=5)
         protocol.configure_socket(raw)
         self._sock: socket.socket | tls.TlsSocket = raw
         if tls_context is not None:
@@ -327,8 +328,12 @@ class RemoteInputChannel:
 
     def __init__(self, manager: ConnectionManager, address: str, partition_id: PartitionId,
                  subpartition: int, consumer: str, exclusive: int, pool: FloatingBufferPool,
-                 initial_backoff: float, max_backoff: float, wakeup: Callable[[], None]) -> None:
+                 initial_backoff: float, max_backoff: float, wakeup: Callable[[], None],
+                 producer: str = "") -> None:
         self.receiver_id = next(_receiver_ids)
+        #: The resource id of the producing TaskExecutor, whose advertised data address
+        #: ``address`` is (named when it cannot be reached).
+        self.producer = producer
         self.partition_id = partition_id
         self.subpartition = subpartition
         self.consumer = consumer
@@ -376,8 +381,18 @@ class RemoteInputChannel:
             self._sequence = 0
             self._message = self._message_view = None
             connection.request(self, self._exclusive, wait_s=self._backoff)
-        except OSError:
-            self._retry("the producer's TaskExecutor does not accept connections", waited=False)
+        except OSError as err:
+            cause = err.strerror or str(err) or type(err).__name__
+            if err.errno is None and not isinstance(err, TimeoutError):
+                # Connected, then turned away by the producer (its handshake): not a
+                # question of its address.
+                self._retry(f"the producer's TaskExecutor refused the connection: {cause}",
+                            waited=False)
+                return
+            self._retry(f"TaskExecutor {self.producer or '(unknown)'} advertises the data "
+                        f"address {self._address} (taskmanager.host), which cannot be "
+                        f"reached from here: {cause}; set taskmanager.host to an address "
+                        "other hosts can reach", waited=False)
 
     def _retry(self, why: str, waited: bool) -> None:
         """Request again after the back-off, doubling it; ``waited``: the producer already

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from weir.core import options
+from weir.core.addresses import bind_target, join_host_port
 from weir.core.ids import JobId, PartitionId
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -54,21 +55,25 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
             self._segment_size, self._token,
             self._tls.client_context() if self._tls else None)
         self._server: DataServer | None = None
+        self._address = ""
 
     def start(self) -> str:
-        self._server = DataServer(self._context.host, self._port, self.partitions,
+        bind_host = self._context.bind_host or self._context.host
+        self._server = DataServer(bind_target(bind_host), self._port, self.partitions,
                                   self._segment_size, self._token,
                                   self._tls.server_context() if self._tls else None)
         self._server.start()
-        if not self._token and not is_loopback(self._context.host):
+        if not self._token and not is_loopback(bind_host):
             log.warning("the data port %s has no security.auth.token: anyone who can reach "
                         "it can read the partitions it serves", self._server.address)
-        return self._server.address
+        # Consumers dial the advertised host, never the (possibly wildcard) bound one.
+        self._address = join_host_port(self._context.host, self._server.port)
+        return self._address
 
     @property
     def data_address(self) -> str:
-        assert self._server is not None
-        return self._server.address
+        assert self._server is not None, "the data address is known once started"
+        return self._address
 
     def create_result_partition_writer(
             self, task: TaskShuffleContext,
@@ -98,7 +103,8 @@ class PipelinedShuffleEnvironment(ShuffleEnvironment):
                 channels.append(RemoteInputChannel(
                     self.connections, descriptor.producer_data_address,
                     partition_id, channel.subpartition, task.task_name,
-                    self._exclusive, pool, *self._backoff, wakeup=task.wakeup))
+                    self._exclusive, pool, *self._backoff, wakeup=task.wakeup,
+                    producer=descriptor.producer_resource_id))
         debloater = None
         conf = self._context.configuration
         if conf.get(shuffle_options.DEBLOAT_ENABLED):

@@ -43,6 +43,7 @@ from typing import TypeVar, cast
 import pyarrow as pa
 from google.protobuf.message import DecodeError, Message
 
+from weir.core.addresses import join_host_port
 from weir.core.errors import PartitionNotFoundError, WeirError
 from weir.core.ids import PartitionId
 from weir.core.timers import DelayedCall, TimerThread
@@ -733,6 +734,12 @@ class ServerConnection:
                 thread.join(timeout)
 
 
+def _family(host: str) -> socket.AddressFamily:
+    """The socket family that binds ``host``: IPv6 for an IPv6 address (``::`` among
+    them), else IPv4 (a host name binds the IPv4 address it resolves to)."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def _address(sock: socket.socket) -> str:
     try:
         host, port = sock.getpeername()[:2]
@@ -779,9 +786,13 @@ class DataServer:
             log.info("the data server admits %d connections (%d waiting for their "
                      "handshake): the process may open %d files", self.limits.connections,
                      self.limits.pending, descriptors)
-        self._sock = socket.create_server((host, port), backlog=128)
+        self._sock = socket.create_server((host, port), backlog=128,
+                                          family=_family(host))
         self._sock.settimeout(_POLL_S)
-        self.address = f"{host}:{self._sock.getsockname()[1]}"
+        #: The bound port, and the bound address (a wildcard binds every interface: the
+        #: environment advertises its own host with this port).
+        self.port: int = self._sock.getsockname()[1]
+        self.address = join_host_port(host, self.port)
         self._closed = threading.Event()
         #: Authenticated connections, and how many of them each host has.
         self._connections: set[ServerConnection] = set()

@@ -1,7 +1,8 @@
 """The control plane's services: the JobMaster serves the JobMasterGateway (TaskExecutors)
 and the Dispatcher (clients); its operations raise domain errors, which become status
-codes in one place; the TaskExecutor's servicer does the same for its own. No sockets: the
-operations are called directly and a recording context stands in for gRPC's."""
+codes in one place; the TaskExecutor's servicer does the same for its own. The operations
+are called directly and a recording context stands in for gRPC's; the only sockets are an
+empty gRPC server for a registering TaskExecutor's address, which registration dials."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from weir.core.errors import (
     UserError,
     WeirError,
 )
-from weir.core.rpc import SMALL_MESSAGE_BYTES
+from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server
 from weir.jobmaster import dispatcher_servicer, gateway_servicer
 from weir.jobmaster.daemon import JobMaster, request_limits
 from weir.jobmaster.errors import (
@@ -194,18 +195,45 @@ def test_a_malformed_graph_is_an_invalid_job(jobmaster: JobMaster):
     assert jobmaster.list_jobs() == []
 
 
-def test_a_heartbeat_of_an_unknown_registration_is_refused(jobmaster: JobMaster):
+@pytest.fixture
+def te_address() -> Iterator[str]:
+    """The address of a gRPC server that serves nothing: enough for registration's check
+    that the JobMaster reaches a TaskExecutor's advertised address."""
+    server, port = create_server("127.0.0.1", 0, None, lambda s: None)
+    yield f"127.0.0.1:{port}"
+    server.stop(None).wait()
+
+
+def test_a_heartbeat_of_an_unknown_registration_is_refused(jobmaster: JobMaster,
+                                                           te_address: str):
     first = jobmaster_pb2.TaskExecutorHeartbeat(resource_id="te-1", registration_id="r")
     with pytest.raises(TaskExecutorNotRegisteredError, match=r"te-1.*'r'.*register"):
         jobmaster.attach_heartbeats(first)
     record = jobmaster.register_task_executor(jobmaster_pb2.RegisterTaskExecutorRequest(
-        resource_id="te-1", rpc_address="127.0.0.1:1", num_slots=1, instance_id="a"))
+        resource_id="te-1", rpc_address=te_address, num_slots=1, instance_id="a"))
     first.registration_id = record.registration_id
     assert jobmaster.attach_heartbeats(first) > 0
     assert jobmaster.heartbeat("te-1", first) == []
     with pytest.raises(DuplicateTaskExecutorError):
         jobmaster.register_task_executor(jobmaster_pb2.RegisterTaskExecutorRequest(
-            resource_id="te-1", rpc_address="127.0.0.1:2", num_slots=1, instance_id="b"))
+            resource_id="te-1", rpc_address=te_address, num_slots=1, instance_id="b"))
+
+
+def test_an_unreachable_advertised_address_is_refused(jobmaster: JobMaster, te_address: str):
+    """The JobMaster dials what a TaskExecutor advertises before it offers its slots; a
+    refusal is a ConfigError (INVALID_ARGUMENT: the TaskExecutor exits) naming the
+    TaskExecutor, the address, the option and the cause."""
+    server_port = int(te_address.rpartition(":")[2])
+    unreachable = f"127.0.0.2:{server_port}"  # the server binds 127.0.0.1 only
+    with pytest.raises(ConfigError) as refused:
+        jobmaster.register_task_executor(jobmaster_pb2.RegisterTaskExecutorRequest(
+            resource_id="te-9", rpc_address=unreachable, num_slots=1, instance_id="a"))
+    assert str(refused.value) == (
+        f"TaskExecutor te-9 advertises {unreachable} (taskmanager.host), which the JobMaster "
+        f"at {jobmaster.address} cannot reach: Connection refused; set taskmanager.host to "
+        "an address other hosts can reach")
+    assert status_code(refused.value) == grpc.StatusCode.INVALID_ARGUMENT
+    assert jobmaster.cluster_overview().task_executors == []
 
 
 def test_disposing_of_what_is_no_savepoint_names_the_path(jobmaster: JobMaster, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+from weir.core.addresses import host_problem
 from weir.core.config import ByteSize, Configuration, Option, Seconds, non_negative, positive
 
 
@@ -123,8 +124,11 @@ METRICS_PORT = Option(
     doc="Port or range (e.g. 9249-9299) of the Prometheus /metrics endpoint; "
         "0 picks a free port.")
 METRICS_HOST = Option(
-    "metrics.reporter.prom.host", str, default="127.0.0.1",
-    doc="Address the Prometheus endpoint binds to.")
+    "metrics.reporter.prom.host", str, default="127.0.0.1", validator=host_problem,
+    doc="Address the Prometheus endpoint binds to (0.0.0.0 for every interface). The "
+        "metrics URL a daemon reports uses its advertised host (taskmanager.host, "
+        "jobmaster.rpc.address) when the endpoint binds every interface or the daemon's "
+        "own bind address, else this address.")
 SPARK_MASTER = Option(
     "spark.master", str, default="local[*]",
     doc="Spark master used by from_spark() sources.")

@@ -9,7 +9,9 @@ Example:
 from __future__ import annotations
 
 import hmac
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 
+from weir.core.addresses import bind_target, join_host_port, split_host_port
 from weir.core.errors import (
     AuthenticationError,
     ClusterUnreachableError,
@@ -303,9 +306,10 @@ def create_server(bind_host: str, port: int, token: str | None,
                                                   thread_name_prefix="grpc")
     server = grpc.server(pool, interceptors=interceptors, options=_server_options(receive))
     register(server)
+    target = join_host_port(bind_target(bind_host), port)
     try:
-        bound = (server.add_insecure_port(f"{bind_host}:{port}") if tls is None else
-                 server.add_secure_port(f"{bind_host}:{port}", tls.grpc_server_credentials()))
+        bound = (server.add_insecure_port(target) if tls is None else
+                 server.add_secure_port(target, tls.grpc_server_credentials()))
     except RuntimeError:
         bound = 0
     if bound == 0:
@@ -316,6 +320,60 @@ def create_server(bind_host: str, port: int, token: str | None,
         raise UserError(msg)
     server.start()
     return server, bound
+
+
+#: The method :func:`check_reachable` calls: no server has it, and any answer (UNIMPLEMENTED,
+#: or UNAUTHENTICATED without the token) shows that a gRPC server is there.
+_PROBE_METHOD = "/weir.Reachability/Probe"
+
+
+def check_reachable(address: str, timeout: float, token: str | None = None,
+                    tls: TlsFiles | None = None) -> str | None:
+    """Whether a gRPC server answers at ``address`` (``HOST:PORT``) within ``timeout``
+    seconds: None if it does, else the cause, e.g. ``"Connection refused"``.
+
+    A TCP connection first, whose error names the cause (refused, timed out, the name does
+    not resolve); then one call of a method no server has (with ``tls``, after the
+    handshake, whose certificate must name the host of ``address``): any answer will do.
+    Blocks the calling thread for ``timeout`` at most.
+
+    Example:
+        >>> server, port = create_server("127.0.0.1", 0, None, lambda s: None)
+        >>> check_reachable(f"127.0.0.1:{port}", 5.0) is None
+        True
+        >>> server.stop(None).wait()
+        True
+        >>> check_reachable("not-an-address", 1.0)
+        "'not-an-address' is not HOST:PORT"
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        host, port = split_host_port(address)
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except ValueError as err:
+        return str(err)
+    except OSError as err:
+        if isinstance(err, socket.gaierror):
+            return f"the host name does not resolve ({err.strerror})"
+        return err.strerror or str(err) or type(err).__name__
+    channel = create_channel(address, token, max_send_bytes=SMALL_MESSAGE_BYTES, tls=tls)
+    probe = channel.unary_unary(_PROBE_METHOD, request_serializer=bytes,
+                                response_deserializer=bytes)
+    try:
+        probe(b"", timeout=max(0.1, deadline - time.monotonic()))
+    except grpc.RpcError as err:
+        code = err.code() if hasattr(err, "code") else None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return (f"a connection opens, but no gRPC server answers there within "
+                    f"{timeout:g} s (another service on that port?)")
+        if code == grpc.StatusCode.UNAVAILABLE:
+            details = err.details() if hasattr(err, "details") else ""
+            return (f"a connection opens, but gRPC fails there ({details}; with TLS, the "
+                    "certificate must name that host)")
+    finally:
+        channel.close()
+    return None
 
 
 def translate_rpc_error(err: grpc.RpcError, address: str) -> Exception:
