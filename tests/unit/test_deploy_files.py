@@ -320,6 +320,28 @@ def test_taskexecutors_reach_the_jobmaster_at_its_service(manifests: list[dict[s
     assert value(conf, "metrics.reporter.prom.host") == "0.0.0.0"
 
 
+def test_network_policies_open_each_port_to_its_peers_only(manifests: list[dict[str, Any]]):
+    component = "app.kubernetes.io/component"
+    ports = {w["spec"]["template"]["metadata"]["labels"][component]:
+             {p["name"] for c in containers(w, init=False) for p in c["ports"]}
+             for w in workloads(manifests)}
+    opened: dict[str, dict[str, set[str]]] = {}
+    for policy in (d for d in manifests if d["kind"] == "NetworkPolicy"):
+        target = policy["spec"]["podSelector"]["matchLabels"][component]
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        for rule in policy["spec"]["ingress"]:
+            peers = {peer["podSelector"]["matchLabels"][component]
+                     for peer in rule.get("from", [])} or {"anyone"}
+            for port in rule["ports"]:
+                assert port["port"] in ports[target], f"{target} has no port {port['port']}"
+                opened.setdefault(target, {}).setdefault(port["port"], set()).update(peers)
+    assert opened == {
+        "jobmaster": {"rpc": {"anyone"}, "metrics": {"anyone"}},
+        "taskexecutor": {"rpc": {"jobmaster"}, "data": {"taskexecutor"},
+                         "metrics": {"anyone"}},
+    }
+
+
 def test_no_secret_is_on_a_command_line_or_in_the_configmap(manifests: list[dict[str, Any]]):
     secret = one(manifests, "Secret", "weir-secrets")
     values = list(secret["stringData"].values())
