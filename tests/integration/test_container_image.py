@@ -85,6 +85,16 @@ def test_only_the_client_image_has_java_17(engine: str, images: dict[str, str]):
     assert out.stdout.strip() == "none"
 
 
+def test_the_client_image_runs_spark(engine: str, images: dict[str, str]):
+    # from_spark() starts a local Spark session in the client: the JVM must start there.
+    code = ("from pyspark.sql import SparkSession; "
+            "s = SparkSession.builder.master('local[1]').getOrCreate(); "
+            "print(s.range(5).count()); s.stop()")
+    out = _run(engine, "run", "--rm", "--entrypoint", "python", images["client"], "-c", code,
+               timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == "5", out.stderr
+
+
 def test_a_jobmaster_starts_on_a_read_only_root_and_stops_on_sigterm(
         engine: str, images: dict[str, str]):
     # As deploy/kubernetes runs it: read-only root, writable /tmp and /var/lib/weir.
