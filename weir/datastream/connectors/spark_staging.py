@@ -388,7 +388,11 @@ def read_staging_manifest(staging: str, config: Configuration | None = None
     document = _read_document(fs, root, staging)
     if document is None:
         return None
-    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(document["schema"])))
+    try:
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(document["schema"])))
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as err:
+        msg = f"{MANIFEST_NAME} in {staging!r} holds no readable schema: {err}"
+        raise StagingError(msg) from err
     return StagingManifest(mode=document["mode"], schema=schema,
                            created=document.get("created"), host=document.get("host"),
                            pid=document.get("pid"), job_id=document.get("job_id"),
