@@ -22,13 +22,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Any
 
 from weir.core import options
 from weir.core.config import Configuration
 from weir.core.ids import JobId
+from weir.core.object_store import delete_tree, filesystem
 from weir.proto import common_pb2
 
 log = logging.getLogger(__name__)
+
+#: The staging contract's manifest (weir.datastream.connectors.spark_staging, a floor above
+#: the JobMaster): its name and format tag.
+MANIFEST_NAME = "_staging.json"
+MANIFEST_FORMAT = "weir-spark-staging"
 
 
 def staging_roots(config: Configuration) -> list[str]:
@@ -91,30 +98,44 @@ def finish(job_id: JobId, roots: list[str], config: Configuration,
            retained: str | None) -> None:
     """Delete (``retained`` None) or mark retained each root whose ``_staging.json``
     names ``job_id``; one root failing does not keep the others."""
-    from weir.datastream.connectors.spark_staging import (
-        delete_staging,
-        read_staging_manifest,
-        update_staging_manifest,
-    )
-
     errors: list[str] = []
     for root in roots:
         try:
-            manifest = read_staging_manifest(root, config)
+            manifest = _read_manifest(root, config)
             if manifest is None:
                 continue  # deleted already (or never written)
-            if manifest.job_id != job_id:
-                log.warning("job %s: not deleting %s, whose _staging.json names job %s",
-                            job_id, root, manifest.job_id)
+            if manifest.get("job_id") != job_id:
+                log.warning("job %s: not deleting %s, whose %s names job %s", job_id, root,
+                            MANIFEST_NAME, manifest.get("job_id"))
                 continue
             if retained is not None:
-                update_staging_manifest(root, {"retained": retained}, config)
+                _write_manifest(root, {**manifest, "retained": retained}, config)
                 log.info("job %s: keeping its Spark staging %s (%s point into it)",
                          job_id, root, retained)
                 continue
-            delete_staging(root, config)
+            delete_tree(root, config)
             log.info("job %s: deleted its Spark staging %s", job_id, root)
         except Exception as err:  # reported together below
             errors.append(f"{root}: {err}")
     if errors:
         raise OSError("; ".join(errors))
+
+
+def _read_manifest(root: str, config: Configuration) -> dict[str, Any] | None:
+    fs, path = filesystem(root, config)
+    try:
+        with fs.open_input_stream(f"{path.rstrip('/')}/{MANIFEST_NAME}") as stream:
+            document = json.loads(stream.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    if not isinstance(document, dict) or document.get("format") != MANIFEST_FORMAT:
+        msg = f"{MANIFEST_NAME} is no weir staging manifest"
+        raise ValueError(msg)
+    return document
+
+
+def _write_manifest(root: str, document: dict[str, Any], config: Configuration) -> None:
+    # One PUT (S3) or one write of a small file: the readers re-read it whole.
+    fs, path = filesystem(root, config)
+    with fs.open_output_stream(f"{path.rstrip('/')}/{MANIFEST_NAME}") as out:
+        out.write((json.dumps(document, indent=2) + "\n").encode("utf-8"))

@@ -122,3 +122,11 @@ def test_the_state_of_a_staging_root():
     assert state_of(None, None, os.getpid(), jobs, here, here) == PREPARING
     assert state_of(None, None, os.getpid(), jobs, "elsewhere", here) == ORPHANED
     assert state_of(None, None, 2 ** 22 + 12345, jobs, here, here) == ORPHANED
+
+
+def test_the_jobmaster_reads_the_manifest_the_connector_writes():
+    from weir.datastream.connectors import spark_staging
+    from weir.jobmaster import staging_cleanup
+
+    assert staging_cleanup.MANIFEST_NAME == spark_staging.MANIFEST_NAME
+    assert staging_cleanup.MANIFEST_FORMAT == spark_staging.MANIFEST_FORMAT

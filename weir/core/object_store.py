@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -147,3 +148,25 @@ def _s3(endpoint: str | None, region: str, access_key: str | None, secret_key: s
         connect_timeout=5, request_timeout=60,
         # A missing bucket is an error to report, never something to create.
         allow_bucket_creation=False, allow_bucket_deletion=False)
+
+
+def delete_tree(uri: str, config: Configuration) -> bool:
+    """Delete ``uri`` and everything under it (an S3 prefix, or a local directory);
+    False if nothing was there. A local symbolic link is refused (OSError), never
+    followed."""
+    fs, path = filesystem(uri, config)
+    path = path.rstrip("/") or "/"
+    if isinstance(fs, pafs.LocalFileSystem):
+        if os.path.islink(path):
+            msg = f"not deleting {path}: it is a symbolic link"
+            raise OSError(msg)
+        if not os.path.isdir(path):
+            return False
+        shutil.rmtree(path)
+        return True
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return False
+    # delete_dir: every object under the prefix and the directory marker that
+    # delete_dir_contents would leave.
+    fs.delete_dir(path)
+    return True

@@ -24,7 +24,8 @@ checkpoints are retained at its end, its staging roots are kept too (a retained
 checkpoint's readers point into them) and marked ``retained``. A root staged for a job
 that was never submitted (the submission failed) is deleted by the client; a client killed
 before or during submission leaves its root behind, which ``weir staging list|clean``
-finds (:mod:`weir.cli.staging`).
+finds (:mod:`weir.cli.staging`). A location given as ``from_spark(..., staging=PATH)`` is
+the caller's and never deleted.
 
 Checkpoints: staged splits are immutable Parquet files, so a reader's state is its
 unfinished :class:`~weir.datastream.connectors.file_system.FileSplit`\ s with the rows

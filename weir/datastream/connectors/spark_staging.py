@@ -87,7 +87,7 @@ import pyarrow.parquet as pq
 from weir.core.config import Configuration
 from weir.core.errors import UserError
 from weir.core.files import fsync_directory, owned_private_directory
-from weir.core.object_store import filesystem, scheme
+from weir.core.object_store import delete_tree, filesystem, scheme
 
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
     from pyspark.sql import DataFrame, SparkSession
@@ -433,18 +433,8 @@ def _write_document(fs: pafs.FileSystem, root: str, document: dict[str, Any]) ->
 def delete_staging(staging: str, config: Configuration | None = None) -> None:
     """Delete a staging root and everything under it; nothing if it does not exist.
     A local root that is a symbolic link is refused (OSError), never followed."""
-    if is_remote(staging):
-        fs, root = filesystem(staging, config if config is not None else Configuration())
-        # delete_dir: every object under the prefix, and the directory marker
-        # delete_dir_contents would leave.
-        if fs.get_file_info(root.rstrip("/")).type != pafs.FileType.NotFound:
-            fs.delete_dir(root.rstrip("/"))
-        return
-    root = _local_root(staging)
-    if os.path.islink(root):
-        msg = f"not deleting staging root {root}: it is a symbolic link"
-        raise OSError(msg)
-    shutil.rmtree(root, ignore_errors=not os.path.isdir(root))
+    delete_tree(staging if is_remote(staging) else _local_root(staging),
+                config if config is not None else Configuration())
 
 
 def update_staging_manifest(staging: str, fields: Mapping[str, Any],
