@@ -18,6 +18,7 @@ from tests.support.cluster import user_error_line, write_job
 from weir.core.config import Configuration
 from weir.core.errors import ConfigError, UserError
 from weir.datastream.connectors.spark import default_staging_root, staging_dir
+from weir.datastream.connectors.spark_staging import delete_staging
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,3 +141,17 @@ def test_weir_run_refuses_a_misparsed_staging_dir_before_anything_is_staged(tmp_
         env={**os.environ, "PYTHONPATH": str(REPO)})
     user_error_line(result, "spark.staging.dir", "not a valid URI", "s3://bucket/prefix")
     assert not (tmp_path / "s3:").exists()
+
+
+def test_deleting_a_staging_root_never_follows_a_symlink(tmp_path: Path):
+    # The JobMaster and `weir staging clean` delete roots named in job configurations and
+    # listings: a symlink planted there must not redirect the deletion.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("x")
+    link = tmp_path / "staging-root"
+    os.symlink(victim, link)
+    with pytest.raises(OSError, match="symbolic link"):
+        delete_staging(str(link))
+    assert (victim / "keep.txt").exists()
+    delete_staging(str(tmp_path / "missing"))  # nothing there: nothing to do

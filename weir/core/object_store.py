@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -162,11 +161,12 @@ def delete_tree(uri: str, config: Configuration) -> bool:
             raise OSError(msg)
         if not os.path.isdir(path):
             return False
-        shutil.rmtree(path)
-        return True
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+    elif fs.get_file_info(path).type == pafs.FileType.NotFound:
         return False
-    # delete_dir: every object under the prefix and the directory marker that
-    # delete_dir_contents would leave.
-    fs.delete_dir(path)
+    try:
+        # S3: every object under the prefix and the directory marker that
+        # delete_dir_contents would leave.
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        return False  # someone else deleted it meanwhile (the client and the JobMaster)
     return True

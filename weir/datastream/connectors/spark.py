@@ -89,41 +89,26 @@ def committed_splits(path: str) -> list[str]:
     return list_committed_splits(path)
 
 
-class CommittedSplits:
-    """The lister of a streaming Spark source staged on S3: every committed micro-batch's
-    files, listed with the client's non-secret ``s3.*`` options (endpoint, region, path
-    style, access key) and the secret key of the process that lists (the JobMaster's
-    ``WEIR_S3_SECRET_KEY``)."""
-
-    def __init__(self, s3_options: dict[str, str]) -> None:
-        self.s3_options = dict(s3_options)
-
-    def __call__(self, path: str) -> list[str]:
-        from weir.datastream.connectors.spark_staging import list_committed_splits
-
-        return list_committed_splits(path, Configuration.from_pairs(self.s3_options))
-
-
-def _s3_options(configuration: Configuration) -> dict[str, str]:
-    """The ``s3.*`` options a streaming source's lister takes along to the JobMaster, never
-    the secret key (job graphs are stored and shown; the JobMaster has its own)."""
-    found = {
-        checkpoint_options.S3_ENDPOINT.key: configuration.get(checkpoint_options.S3_ENDPOINT),
-        checkpoint_options.S3_REGION.key: configuration.get(checkpoint_options.S3_REGION),
-        checkpoint_options.S3_PATH_STYLE.key: configuration.get(checkpoint_options.S3_PATH_STYLE),
-        checkpoint_options.S3_ACCESS_KEY.key: configuration.get(checkpoint_options.S3_ACCESS_KEY),
-    }
-    return {key: str(value).lower() if isinstance(value, bool) else str(value)
-            for key, value in found.items() if value is not None}
-
-
 class SparkStagedSource(FileSource):
-    """The file source a prepared Spark source becomes; ``staging_root`` is where it
-    staged (what the JobMaster deletes when the job ends)."""
+    """The file source a prepared Spark source becomes. ``staging_root`` is where it
+    staged; ``owned``: weir named it, so the JobMaster deletes it when the job ends (a
+    location the caller gave stays the caller's)."""
 
-    def __init__(self, staging_root: str, **kwargs: Any) -> None:
+    def __init__(self, staging_root: str, owned: bool, **kwargs: Any) -> None:
         super().__init__(staging_root, "parquet", **kwargs)
         self.staging_root = staging_root
+        self.owned = owned
+
+    def list(self, configuration: Configuration | None = None) -> list[str]:
+        """The committed micro-batches' files (streaming), listed on S3 with the
+        ``s3.*`` options of ``configuration`` (the JobMaster's merged with the job's:
+        the client's secret key never enters the job graph); the fixed staged files
+        (batch)."""
+        if self.lister is committed_splits:
+            from weir.datastream.connectors.spark_staging import list_committed_splits
+
+            return list_committed_splits(self.path, configuration)
+        return super().list(configuration)
 
 
 def staging_dir(configuration: Configuration, cluster_dir: str | None = None) -> str:
@@ -239,7 +224,7 @@ def claim_staging(graph: jobgraph_pb2.JobGraph, sources: Iterable[object],
     their ``_staging.json``, so the JobMaster deletes them when the job ends."""
     from weir.datastream.connectors.spark_staging import update_staging_manifest
 
-    roots = [s.staging_root for s in sources if isinstance(s, SparkStagedSource)]
+    roots = [s.staging_root for s in sources if isinstance(s, SparkStagedSource) and s.owned]
     if not roots:
         return StagingClaim([])
     graph.config[options.SPARK_STAGING_JOB_ROOTS.key] = json.dumps(roots)
@@ -299,13 +284,11 @@ class SparkSource(PreparedSource):
                 raise InvalidJobError(msg) from err
             log.info("Spark staged %d rows in %d splits under %s", result.rows,
                      len(result.files), staging)
-            if self.staging is not None:  # the user's location: the user's to delete
-                return FileSource(staging, "parquet", lister=StagedFiles(result.files),
-                                  name=self.name), lambda: None
-            lease = _Lease(staging, configuration, None)
-            source = SparkStagedSource(staging, lister=StagedFiles(result.files),
-                                       name=self.name)
-            return source, lease.release
+            source = SparkStagedSource(staging, self.staging is None,
+                                       lister=StagedFiles(result.files), name=self.name)
+            if not source.owned:  # the caller's location: the caller's to delete
+                return source, lambda: None
+            return source, _Lease(staging, configuration, None).release
         stager = StreamingStager(
             self.query, staging, spark=spark,
             trigger_interval_s=configuration.get(options.SPARK_TRIGGER_INTERVAL),
@@ -318,13 +301,9 @@ class SparkSource(PreparedSource):
                 delete_staging(staging, configuration)
             msg = f"the Spark streaming query of source '{self.name}' failed: {err}"
             raise InvalidJobError(msg) from err
-        lister: Callable[[str], list[str]] = committed_splits
-        if scheme(staging) == "s3":
-            lister = CommittedSplits(_s3_options(configuration))
-        interval = configuration.get(options.SOURCE_DISCOVERY_INTERVAL)
-        if self.staging is not None:
-            return FileSource(staging, "parquet", monitor_interval=interval, lister=lister,
-                              name=self.name), stager.stop
-        lease = _Lease(staging, configuration, stager)
-        return SparkStagedSource(staging, monitor_interval=interval, lister=lister,
-                                 name=self.name), lease.release
+        source = SparkStagedSource(
+            staging, self.staging is None, lister=committed_splits, name=self.name,
+            monitor_interval=configuration.get(options.SOURCE_DISCOVERY_INTERVAL))
+        if not source.owned:
+            return source, stager.stop
+        return source, _Lease(staging, configuration, stager).release
