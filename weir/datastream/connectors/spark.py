@@ -14,7 +14,9 @@ Where: each source stages into its own directory ``<spark.staging.dir>/<query>-<
 ``<state.checkpoints.dir>/spark-staging`` when the checkpoints go to S3 (TaskExecutors on
 every host can read it), else the local cluster's ``staging/`` directory, else a private
 temporary directory; a local default while the JobMaster is on another host is logged as a
-warning (TaskExecutors on other hosts cannot read this machine's disk).
+warning (TaskExecutors on other hosts cannot read this machine's disk). On S3, the client
+uploads with its ``s3.*`` options, while the JobMaster lists micro-batches and the
+TaskExecutors read with their own (no secret travels in the job graph).
 
 Lifetime: the client writes the job id into the root's ``_staging.json`` and lists the
 roots in the job's configuration (``spark.staging.job-roots``); the JobMaster deletes them
