@@ -130,3 +130,20 @@ def test_the_jobmaster_reads_the_manifest_the_connector_writes():
 
     assert staging_cleanup.MANIFEST_NAME == spark_staging.MANIFEST_NAME
     assert staging_cleanup.MANIFEST_FORMAT == spark_staging.MANIFEST_FORMAT
+
+
+def test_a_hot_update_keeps_the_staging_of_the_kept_spark_source():
+    # The update's program prepares no source, so its graph lists no staging; the
+    # running job's stays the job's (deleted at its end), and changes no task.
+    from weir.jobmaster.job_change import kept_vertices, updated_graph
+    from weir.proto import jobgraph_pb2
+
+    key = "spark.staging.job-roots"
+    running = jobgraph_pb2.JobGraph(job_id="j", config={key: '["s3://b/stage/q-1"]'})
+    new = jobgraph_pb2.JobGraph(job_id="j")
+    for graph in (running, new):
+        _ = graph.vertices.add(id=1, parallelism=1, operator_uids=["map"])
+    result, changed = updated_graph(running, new)
+    assert result.config[key] == '["s3://b/stage/q-1"]'
+    assert changed == []
+    assert sorted(kept_vertices(running, new, changed)) == [1]
