@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from weir.checkpoint import options as checkpoint_options
 from weir.core import options
 from weir.core.config import Configuration
-from weir.core.errors import ConfigError, InvalidJobError
+from weir.core.errors import ConfigError, InvalidJobError, UserError
 from weir.core.execution import get_execution_context
 from weir.core.object_store import location, scheme
 from weir.core.source import Source
@@ -198,9 +198,13 @@ class _Lease:
             if self.stager is not None:
                 self.stager.stop()
         finally:
-            if not self.submitted or (self.stager is not None and read_staging_manifest(
-                    self.root, self.configuration) is None):
-                delete_staging(self.root, self.configuration)
+            try:
+                if not self.submitted or (self.stager is not None and read_staging_manifest(
+                        self.root, self.configuration) is None):
+                    delete_staging(self.root, self.configuration)
+            except (OSError, UserError) as err:  # the job's outcome matters more
+                log.warning("could not delete the Spark staging %s: %s (`weir staging "
+                            "clean` removes it later)", self.root, err)
 
 
 _LEASES: dict[str, _Lease] = {}
