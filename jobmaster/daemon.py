@@ -52,7 +52,7 @@ from weir.core.metrics import CallbackCollector, MetricsServer
 from weir.core.rpc import check_reachable, create_server
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
-from weir.jobmaster import dispatcher_servicer, gateway_servicer
+from weir.jobmaster import dispatcher_servicer, gateway_servicer, staging_cleanup
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.checkpointing import JobCheckpointing
 from weir.jobmaster.collect import FETCH_ENVELOPE_BYTES, fetch_budget
@@ -253,6 +253,10 @@ class JobMaster:
             job.try_allocate()
 
     def _on_job_terminal(self, job: JobScheduler) -> None:
+        staging_cleanup.on_job_terminal(
+            job.job_id, self.configuration.merged(dict(job.graph.job_graph.config)),
+            job.graph.status,
+            job.checkpointing.retention if job.checkpointing is not None else None)
         if self.job_store is not None:
             # Finished, cancelled or failed for good: never recovered again.
             self._forget_stored(job.job_id)

@@ -81,6 +81,10 @@ def updated_graph(running: jobgraph_pb2.JobGraph, new: jobgraph_pb2.JobGraph
     result = jobgraph_pb2.JobGraph()
     result.CopyFrom(new)
     result.job_id = running.job_id
+    # The kept Spark sources' staging stays the job's to delete when it ends.
+    staged = running.config.get(options.SPARK_STAGING_JOB_ROOTS.key)
+    if staged is not None:
+        result.config[options.SPARK_STAGING_JOB_ROOTS.key] = staged
     sources = {v.operator_uids[0]: v for v in running.vertices
                if v.source and v.operator_uids}
     for vertex in result.vertices:
@@ -143,6 +147,8 @@ def _job_settings(graph: jobgraph_pb2.JobGraph) -> bytes:
     settings.name = ""
     # Which file the program came from changes no task's behaviour.
     settings.config.pop(options.PROGRAM_FILE.key, None)
+    # Nor where the client staged Spark's output (an update's program stages nothing).
+    settings.config.pop(options.SPARK_STAGING_JOB_ROOTS.key, None)
     return settings.SerializeToString(deterministic=True)
 
 

@@ -160,6 +160,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("job", help="the job program (a Python file)")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
 
+    staging = sub.add_parser(
+        "staging", help="list or remove the Spark staging directories jobs left",
+        description="Spark staging directories (from_spark()) under ROOT (default: "
+                    "spark.staging.dir or its default): list shows each with its job and "
+                    "state (running, preparing, retained, orphaned); clean deletes the "
+                    "orphaned ones. The JobMaster says which jobs still run.")
+    staging.add_argument("staging_command", choices=("list", "clean"))
+    staging.add_argument("root", nargs="?", metavar="ROOT",
+                         help="a directory or s3://bucket/prefix holding staging "
+                              "directories, or one staging directory")
+    _client_args(staging)
     lst = sub.add_parser("list", help="list jobs")
     _client_args(lst)
     status = sub.add_parser("status", help="show a job's tasks, records and backpressure")
@@ -441,6 +452,8 @@ def _client_command(args: argparse.Namespace) -> int:
         if args.command == "list":
             show.print_jobs(client.list_jobs())
             return EXIT_OK
+        if args.command == "staging":
+            return _staging(args, conf, client, directory)
         if args.command == "status":
             details = client.job_details(args.job_id)
             if args.json:
@@ -479,6 +492,22 @@ def _client_command(args: argparse.Namespace) -> int:
     finally:
         client.close()
     return EXIT_USER_ERROR
+
+
+def _staging(args: argparse.Namespace, conf: Configuration, client: JobMasterClient,
+             cluster_dir: str | None) -> int:
+    from weir.cli import staging
+    from weir.client.cluster_client import job_status_name
+    from weir.datastream.connectors.spark import staging_dir
+
+    root = args.root or staging_dir(conf, cluster_dir)
+    jobs = {s.job_id: job_status_name(s.status) for s in client.list_jobs()}
+    roots = staging.find_roots(root, conf, jobs)
+    if args.staging_command == "list":
+        staging.list_roots(roots)
+    else:
+        staging.clean(root, roots, conf)
+    return EXIT_OK
 
 
 def _savepoint_format(args: argparse.Namespace) -> checkpoint_pb2.SavepointFormat:

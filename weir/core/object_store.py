@@ -14,11 +14,15 @@ Example:
     '/data/events'
     >>> split_uri("s3://bucket/staging/run-1")
     ('s3', 'bucket/staging/run-1')
+    >>> location("S3://bucket/staging/", "spark.staging.dir")
+    's3://bucket/staging'
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import re
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -46,6 +50,50 @@ def split_uri(uri: str) -> tuple[str, str]:
     msg = (f"{uri!r} has an unsupported scheme {kind}://: use a local path, file:// or "
            "s3://bucket/prefix")
     raise ConfigError(msg)
+
+
+#: Something that starts like a URI scheme ("s3:", "hdfs:") but is no ``scheme://`` URI.
+_SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def location(value: str, option: str) -> str:
+    """``value`` checked as a place for job data, normalized: a local path (absolute),
+    ``file:///path`` (its path) or ``s3://bucket/prefix`` (lower-case scheme, no trailing
+    ``/``; a relative path is made absolute). ``option`` names the setting in the error.
+
+    Raises ConfigError, in one line naming ``option`` and the fix, for an empty value,
+    another scheme, something that looks like a scheme but is no URI (``s3:/x``,
+    ``s3:bucket``: as a path it would be a folder named ``s3:``), a ``file://`` URI with a
+    host or a relative path, and an ``s3://`` URI without a valid bucket.
+    """
+    fix = "use an absolute local path, file:///path or s3://bucket/prefix"
+    text = value.strip()
+    kind = scheme(text)
+    if not text:
+        msg = f"{option} is empty: {fix}"
+        raise ConfigError(msg)
+    if not kind and _SCHEME_LIKE.match(text):
+        msg = f"{option}={value!r} is not a valid URI (a scheme needs '://'): {fix}"
+        raise ConfigError(msg)
+    if kind not in ("", *SCHEMES):
+        msg = f"{option}={value!r} has an unsupported scheme {kind}://: {fix}"
+        raise ConfigError(msg)
+    rest = text.split("://", 1)[1] if kind else text
+    if kind == "s3":
+        bucket = rest.split("/", 1)[0]
+        if not bucket or not re.fullmatch(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]", bucket):
+            msg = (f"{option}={value!r} has no valid bucket name (lower-case letters, digits, "
+                   f"'.' and '-'): {fix}")
+            raise ConfigError(msg)
+        return "s3://" + rest.rstrip("/")
+    if kind == "file":
+        if not rest.startswith("/"):
+            msg = f"{option}={value!r} names a host or a relative path: {fix}"
+            raise ConfigError(msg)
+        rest = rest.rstrip("/") or "/"
+        return rest.rstrip("/") or "/"
+    # A plain path is the client's: relative to where the program runs.
+    return os.path.abspath(os.path.expanduser(rest))
 
 
 def filesystem(uri: str, config: Configuration) -> tuple[pafs.FileSystem, str]:
@@ -99,3 +147,26 @@ def _s3(endpoint: str | None, region: str, access_key: str | None, secret_key: s
         connect_timeout=5, request_timeout=60,
         # A missing bucket is an error to report, never something to create.
         allow_bucket_creation=False, allow_bucket_deletion=False)
+
+
+def delete_tree(uri: str, config: Configuration) -> bool:
+    """Delete ``uri`` and everything under it (an S3 prefix, or a local directory);
+    False if nothing was there. A local symbolic link is refused (OSError), never
+    followed."""
+    fs, path = filesystem(uri, config)
+    path = path.rstrip("/") or "/"
+    if isinstance(fs, pafs.LocalFileSystem):
+        if os.path.islink(path):
+            msg = f"not deleting {path}: it is a symbolic link"
+            raise OSError(msg)
+        if not os.path.isdir(path):
+            return False
+    elif fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return False
+    try:
+        # S3: every object under the prefix and the directory marker that
+        # delete_dir_contents would leave.
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        return False  # someone else deleted it meanwhile (the client and the JobMaster)
+    return True

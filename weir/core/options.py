@@ -162,8 +162,18 @@ CANCELLATION_TIMEOUT = Option(
     doc="A task that does not stop this long after cancellation is reported as a fatal error.")
 SPARK_STAGING_DIR = Option(
     "spark.staging.dir", str, default=None,
-    doc="Where from_spark() sources stage Spark's output (default: <cluster dir>/staging for "
-        "a local cluster, else a temporary directory).")
+    doc="Where from_spark() sources stage Spark's output, one directory per source and job "
+        "under it: an absolute local path, file:///path or s3://bucket/prefix (anything else "
+        "is refused). TaskExecutors on other hosts can read only s3://. Default: "
+        "<state.checkpoints.dir>/spark-staging when checkpoints go to s3://, else "
+        "<cluster dir>/staging for a local cluster, else a private temporary directory. "
+        "Staged data is deleted when the job ends, unless a retained checkpoint needs it; "
+        "`weir staging list|clean` finds what a killed client left.")
+SPARK_STAGING_JOB_ROOTS = Option(
+    "spark.staging.job-roots", str, default=None,
+    doc="Set by the client at submission, not by hand: the staging directories of the "
+        "job's from_spark() sources (a JSON list), which the JobMaster deletes when the job "
+        "ends (only those whose _staging.json names the job).")
 CLUSTER_S3_BINARY = Option(
     "cluster.s3.binary", str, default=None,
     doc="The SeaweedFS `weed` binary that `weir cluster start --with-s3` runs (default: "

@@ -47,6 +47,7 @@ from weir.datastream.connectors.base import PreparedSource
 from weir.datastream.connectors.collection import CollectionSource
 from weir.datastream.connectors.file_system import FileSource, StreamFormat
 from weir.datastream.connectors.number_seq import SequenceSource
+from weir.datastream.connectors.spark import claim_staging
 from weir.datastream.data_stream import DataStream
 from weir.datastream.execution_mode import RuntimeExecutionMode
 from weir.datastream.graph import Transformation, build_job_graph, execution_plan
@@ -519,10 +520,15 @@ class StreamExecutionEnvironment:
         cleanups = [] if updating else self._prepare_sources()
         try:
             graph = self.get_job_graph(job_name)
+            # Staged Spark data is the JobMaster's to delete once it has the job.
+            staging = claim_staging(graph, (t.source for t in self._transformations()),
+                                    self._config)
             self._sinks = []
             executor = load_executor("local" if self._context is None else "remote")
-            return executor.execute(graph, self._config, self._context,
-                                    list(reversed(cleanups)))
+            job = executor.execute(graph, self._config, self._context,
+                                   list(reversed(cleanups)))
+            staging.submitted()
+            return job
         except BaseException:
             for cleanup in reversed(cleanups):
                 cleanup()

@@ -1,9 +1,15 @@
 """Stage the result of a PySpark query as immutable Parquet splits that weir can stream.
 
 PySpark prepares input data; weir streams it. The two meet at a *staging location*: a local
-directory path or a ``file://`` URI (``s3://`` is planned: readers already go through
-``pyarrow.fs``, writers are local-only for now). Spark writes immutable Parquet files there and
-weir's split enumerator lists them with :func:`list_committed_splits`.
+directory path, a ``file://`` URI or ``s3://bucket/prefix``. Spark writes immutable Parquet
+files there and weir's split enumerator lists them with :func:`list_committed_splits`.
+
+Local staging: Spark writes into the staging root itself. S3 staging: Spark writes each
+commit directory into a private temporary directory on the client (Spark here has no S3
+file system: no hadoop-aws jars), then weir uploads its Parquet files through
+:mod:`pyarrow.fs` (configured by the ``s3.*`` options, see :mod:`weir.core.object_store`)
+and deletes the local copy. Readers and writers alike take the ``s3.*`` options as a
+:class:`~weir.core.config.Configuration` (``config``; None: the ``WEIR_S3_*`` environment).
 
 Staging contract
 ----------------
@@ -22,16 +28,26 @@ Staging contract
   ``foreachBatch``) to ``batch-{N:012d}``. Writes are idempotent by batch id: if
   ``batch-{N:012d}/_SUCCESS`` already exists (a micro-batch replayed after a restart), the
   micro-batch is skipped, so nothing visible is ever rewritten.
-* Every commit directory is first written by Spark's own Parquet writer into a sibling work
-  directory ``_tmp-batch-{N:012d}-<random>`` (Spark writes ``_SUCCESS`` last, on job commit) and
-  then renamed into place, so a half-written directory never appears under its final name.
-* ``_staging.json`` at the staging root is written once, before the first commit directory:
+* Local: every commit directory is first written by Spark's own Parquet writer into a sibling
+  work directory ``_tmp-batch-{N:012d}-<random>`` (Spark writes ``_SUCCESS`` last, on job
+  commit) and then renamed into place, so a half-written directory never appears under its
+  final name.
+* S3 has no rename: the ``_SUCCESS`` object is the commit. Its Parquet files are uploaded
+  to ``batch-{N:012d}/`` first and ``_SUCCESS`` is written LAST. Objects left there by an
+  upload that crashed before its ``_SUCCESS`` are deleted before the directory is written
+  again, so a committed directory holds exactly one attempt's files.
+* ``_staging.json`` at the staging root is written before the first commit directory:
   ``{"format": "weir-spark-staging", "version": 1, "mode": "batch"|"streaming",
-  "schema": <base64 of the Arrow IPC-serialized schema>}``. The schema is exactly the one a
-  reader gets from the splits' Parquet footers (schema-level metadata removed), so a reader can
-  know it before the first split exists. See :func:`read_staging_manifest`.
-* One writer per staging location. A writer removes leftover ``_tmp-*`` work directories of
-  a crashed predecessor when it starts.
+  "schema": <base64 of the Arrow IPC-serialized schema>, "created": <ISO time>,
+  "host": <client host>, "pid": <client pid>, "job_id": <id or null>}``. The schema is
+  exactly the one a reader gets from the splits' Parquet footers (schema-level metadata
+  removed), so a reader can know it before the first split exists. Mode and schema never
+  change; the client adds ``job_id`` when it submits the job (the JobMaster deletes only
+  staging roots naming its job, and ``weir staging list`` shows whose a root is), and a
+  JobMaster that keeps a root for a retained checkpoint adds ``retained``. See
+  :func:`read_staging_manifest` and :func:`update_staging_manifest`.
+* One writer per staging location. A local writer removes leftover ``_tmp-*`` work
+  directories of a crashed predecessor when it starts.
 
 Spark sessions built by :func:`spark_session` write timestamps as ``TIMESTAMP_MICROS``
 (read by pyarrow as ``timestamp[us, tz=UTC]``); a session built elsewhere should set
@@ -52,6 +68,7 @@ import base64
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -67,8 +84,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from weir.core.config import Configuration
 from weir.core.errors import UserError
 from weir.core.files import fsync_directory, owned_private_directory
+from weir.core.object_store import delete_tree, filesystem, scheme
 
 if TYPE_CHECKING:  # pyspark is imported lazily: readers only need pyarrow.
     from pyspark.sql import DataFrame, SparkSession
@@ -88,10 +107,14 @@ __all__ = [
     "StreamingStager",
     "commit_dir_name",
     "default_staging_root",
+    "delete_staging",
+    "is_remote",
     "list_committed_splits",
     "read_staging_manifest",
     "spark_session",
     "stage_batch",
+    "staging_filesystem",
+    "update_staging_manifest",
     "write_micro_batch",
 ]
 
@@ -139,8 +162,9 @@ class StagedResult:
     """Outcome of :func:`stage_batch`.
 
     Attributes:
-        root: absolute local path of the staging root.
-        files: the split files (absolute paths) of the commit directory, in split order.
+        root: absolute local path of the staging root (its ``s3://`` URI on S3).
+        files: the split files (absolute paths; ``s3://bucket/key`` URIs on S3) of the
+            commit directory, in split order.
         rows: total number of rows over all splits, read from the Parquet footers.
     """
 
@@ -151,10 +175,18 @@ class StagedResult:
 
 @dataclass(frozen=True)
 class StagingManifest:
-    """Content of ``_staging.json``: the staging mode and the Arrow schema of every split."""
+    """Content of ``_staging.json``: the staging mode and the Arrow schema of every split,
+    and who staged it: when (``created``, ISO 8601 UTC), on which host, by which process,
+    for which job (``job_id``, None until submitted); ``retained`` says why the JobMaster
+    kept it at job end (None: it did not)."""
 
     mode: str
     schema: pa.Schema
+    created: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    job_id: str | None = None
+    retained: str | None = None
 
 
 def commit_dir_name(batch_id: int) -> str:
@@ -265,13 +297,27 @@ def _spark_path(local_path: str) -> str:
     return "file://" + local_path
 
 
-def _reader_fs(staging: str) -> tuple[pafs.FileSystem, str, str]:
-    """(file system, root path in it, prefix that turns a path in it back into a location)."""
+def staging_filesystem(staging: str, config: Configuration | None = None
+                       ) -> tuple[pafs.FileSystem, str, str]:
+    """(file system, root path in it, prefix that turns a path in it back into a location).
+
+    S3 takes the ``s3.*`` options of ``config`` (None: the ``WEIR_S3_*`` environment)."""
+    if scheme(staging) == "s3":
+        fs, root = filesystem(staging, config if config is not None else Configuration())
+        return fs, root.rstrip("/"), "s3://"
     if "://" in staging:
         fs, root = pafs.FileSystem.from_uri(staging)
-        scheme = staging.split("://", 1)[0]
-        return fs, root.rstrip("/") or "/", f"{scheme}://"
+        return fs, root.rstrip("/") or "/", f"{scheme(staging)}://"
     return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(staging)), ""
+
+
+def is_remote(staging: str) -> bool:
+    """Whether ``staging`` is on S3 (Spark writes locally, weir uploads).
+
+    >>> is_remote("s3://bucket/stage"), is_remote("/tmp/stage")
+    (True, False)
+    """
+    return scheme(staging) == "s3"
 
 
 def _reserved(name: str) -> bool:
@@ -291,19 +337,20 @@ def _join(root: str, name: str) -> str:
 # Reader side (pure pyarrow; no Spark)
 
 
-def list_committed_splits(staging: str) -> list[str]:
+def list_committed_splits(staging: str, config: Configuration | None = None) -> list[str]:
     """List the split files of all committed directories, in split order.
 
     Returns absolute local paths for a local ``staging`` path, and URIs with the same scheme
-    for a URI (``file:///...``, ``s3://bucket/...``). A missing staging root has no splits.
+    for a URI (``file:///...``, ``s3://bucket/key``). A missing staging root has no splits.
     Uses only ``pyarrow.fs``, so it is cheap to call repeatedly from a split enumerator.
+    ``config`` supplies the ``s3.*`` options (None: the ``WEIR_S3_*`` environment).
 
     Example::
 
         for path in list_committed_splits("/tmp/stage"):
             table = pyarrow.parquet.read_table(path)
     """
-    fs, root, prefix = _reader_fs(staging)
+    fs, root, prefix = staging_filesystem(staging, config)
     entries = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=False))
     directories = sorted(
         e.base_name
@@ -327,7 +374,8 @@ def list_committed_splits(staging: str) -> list[str]:
     return splits
 
 
-def read_staging_manifest(staging: str) -> StagingManifest | None:
+def read_staging_manifest(staging: str, config: Configuration | None = None
+                          ) -> StagingManifest | None:
     """Read ``_staging.json`` of a staging location, or ``None`` if it is not written yet.
 
     Example::
@@ -336,17 +384,79 @@ def read_staging_manifest(staging: str) -> StagingManifest | None:
         if manifest is not None:
             print(manifest.mode, manifest.schema)
     """
-    fs, root, _ = _reader_fs(staging)
+    fs, root, _ = staging_filesystem(staging, config)
+    document = _read_document(fs, root, staging)
+    if document is None:
+        return None
+    try:
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(document["schema"])))
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as err:
+        msg = f"{MANIFEST_NAME} in {staging!r} holds no readable schema: {err}"
+        raise StagingError(msg) from err
+    return StagingManifest(mode=document["mode"], schema=schema,
+                           created=document.get("created"), host=document.get("host"),
+                           pid=document.get("pid"), job_id=document.get("job_id"),
+                           retained=document.get("retained"))
+
+
+def _read_document(fs: pafs.FileSystem, root: str, staging: str) -> dict[str, Any] | None:
     try:
         with fs.open_input_stream(_join(root, MANIFEST_NAME)) as stream:
             document = json.loads(stream.read().decode("utf-8"))
     except FileNotFoundError:
         return None
-    if document.get("format") != MANIFEST_FORMAT:
+    except (ValueError, UnicodeDecodeError) as err:
+        msg = f"{MANIFEST_NAME} in {staging!r} is not a weir staging manifest: {err}"
+        raise StagingError(msg) from err
+    if not isinstance(document, dict) or document.get("format") != MANIFEST_FORMAT:
         msg = f"{MANIFEST_NAME} in {staging!r} is not a weir staging manifest"
         raise StagingError(msg)
-    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(document["schema"])))
-    return StagingManifest(mode=document["mode"], schema=schema)
+    return document
+
+
+def _write_document(fs: pafs.FileSystem, root: str, document: dict[str, Any]) -> None:
+    """Write ``_staging.json`` whole: a local file is replaced atomically (temp file, fsync,
+    rename); an S3 PUT is atomic by itself."""
+    data = (json.dumps(document, indent=2) + "\n").encode("utf-8")
+    if isinstance(fs, pafs.LocalFileSystem):
+        tmp = os.path.join(root, f"{TMP_PREFIX}{MANIFEST_NAME}-{uuid.uuid4().hex[:12]}")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, os.path.join(root, MANIFEST_NAME))
+        return
+    with fs.open_output_stream(_join(root, MANIFEST_NAME)) as out:
+        out.write(data)
+
+
+def delete_staging(staging: str, config: Configuration | None = None) -> None:
+    """Delete a staging root and everything under it; nothing if it does not exist.
+    A local root that is a symbolic link is refused (OSError), never followed."""
+    delete_tree(staging if is_remote(staging) else _local_root(staging),
+                config if config is not None else Configuration())
+
+
+def update_staging_manifest(staging: str, fields: Mapping[str, Any],
+                            config: Configuration | None = None) -> bool:
+    """Set ``fields`` (``job_id``, ``retained``) in the ``_staging.json`` of ``staging``;
+    False if it has none. Mode, schema and format cannot be changed.
+
+    Example::
+
+        update_staging_manifest("s3://bucket/stage/q-1", {"job_id": job_id}, conf)
+    """
+    fixed = {"format", "version", "mode", "schema"} & set(fields)
+    if fixed:
+        msg = f"{', '.join(sorted(fixed))} of a staging manifest never change"
+        raise ValueError(msg)
+    fs, root, _ = staging_filesystem(staging, config)
+    document = _read_document(fs, root, staging)
+    if document is None:
+        return False
+    document.update(fields)
+    _write_document(fs, root, document)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,19 +560,19 @@ def _encode_schema(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
-def _write_manifest(root: str, mode: str, schema: pa.Schema) -> None:
+def _write_manifest(place: _Place, mode: str, schema: pa.Schema) -> None:
     """Write ``_staging.json`` once; an existing one must agree on mode and schema."""
-    existing = read_staging_manifest(root)
+    existing = read_staging_manifest(place.uri, place.config)
     if existing is not None:
         if existing.mode != mode:
             msg = (
-                f"staging location {root} holds a {existing.mode} result; cannot stage a "
+                f"staging location {place.uri} holds a {existing.mode} result; cannot stage a "
                 f"{mode} result there"
             )
             raise StagingError(msg)
         if not existing.schema.equals(schema):
             msg = (
-                f"staging location {root} holds splits with a different schema: "
+                f"staging location {place.uri} holds splits with a different schema: "
                 f"{existing.schema} != {schema}"
             )
             raise StagingError(msg)
@@ -472,28 +582,27 @@ def _write_manifest(root: str, mode: str, schema: pa.Schema) -> None:
         "version": MANIFEST_VERSION,
         "mode": mode,
         "schema": _encode_schema(schema),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "job_id": None,
     }
-    tmp = os.path.join(root, f"{TMP_PREFIX}{MANIFEST_NAME}-{uuid.uuid4().hex[:12]}")
-    with open(tmp, "w", encoding="utf-8") as out:
-        json.dump(document, out, indent=2)
-        out.write("\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, os.path.join(root, MANIFEST_NAME))
+    _write_document(place.fs, place.root, document)
 
 
-def _check_mode(root: str, mode: str) -> None:
-    existing = read_staging_manifest(root)
+def _check_mode(place: _Place, mode: str) -> None:
+    existing = read_staging_manifest(place.uri, place.config)
     if existing is not None and existing.mode != mode:
         msg = (
-            f"staging location {root} holds a {existing.mode} result; cannot stage a "
+            f"staging location {place.uri} holds a {existing.mode} result; cannot stage a "
             f"{mode} result there"
         )
         raise StagingError(msg)
 
 
 def _probe_schema(spark: SparkSession, schema: StructType, root: str) -> pa.Schema:
-    """The Arrow schema readers will see for ``schema``: write an empty frame, read its footer."""
+    """The Arrow schema readers will see for ``schema``: write an empty frame, read its footer.
+    ``root`` is a local directory to work in."""
     tmp = _new_tmp_dir(root, "schema")
     try:
         _write_parquet(spark.createDataFrame([], schema), tmp)
@@ -506,23 +615,82 @@ def _probe_schema(spark: SparkSession, schema: StructType, root: str) -> pa.Sche
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _Place:
+    """Where a writer stages: the file system, the root's path in it, and its location as
+    given to readers (an absolute local path, or an ``s3://`` URI)."""
+
+    fs: pafs.FileSystem
+    root: str
+    uri: str
+    remote: bool
+    config: Configuration | None
+
+    def committed(self, name: str) -> bool:
+        marker = _join(_join(self.root, name), SUCCESS_MARKER)
+        return bool(self.fs.get_file_info(marker).type == pafs.FileType.File)
+
+    def location(self, *names: str) -> str:
+        path = self.root
+        for name in names:
+            path = _join(path, name)
+        return ("s3://" + path) if self.remote else path
+
+
+def _place(staging: str, config: Configuration | None) -> _Place:
+    if is_remote(staging):
+        fs, root = filesystem(staging, config if config is not None else Configuration())
+        root = root.rstrip("/")
+        return _Place(fs, root, "s3://" + root, True, config)
+    root = _local_root(staging)
+    return _Place(pafs.LocalFileSystem(), root, root, False, config)
+
+
+def _work_dir() -> str:
+    """A private (0700) local temporary directory for Spark to write into before upload."""
+    return tempfile.mkdtemp(prefix="weir-spark-stage-")
+
+
+def _upload(place: _Place, local_dir: str, name: str) -> list[str] | None:
+    """Upload the Parquet files Spark wrote to ``local_dir`` as the commit directory
+    ``name``, ``_SUCCESS`` last (on S3 the marker is the commit: there is no rename).
+    Returns the uploaded file names, None if ``name`` was committed already."""
+    if place.committed(name):
+        return None
+    final = _join(place.root, name)
+    # Objects of an upload that crashed before its _SUCCESS: not ours to keep, and would
+    # become visible with ours.
+    place.fs.delete_dir_contents(final, missing_dir_ok=True)
+    names = [os.path.basename(path) for path in _parquet_files(local_dir)]
+    local = pafs.LocalFileSystem()
+    for file_name in names:
+        pafs.copy_files(os.path.join(local_dir, file_name), _join(final, file_name),
+                        source_filesystem=local, destination_filesystem=place.fs)
+    with place.fs.open_output_stream(_join(final, SUCCESS_MARKER)):
+        pass
+    return names
+
+
 def stage_batch(
     query: Callable[[SparkSession], DataFrame],
     staging: str,
     *,
     spark: SparkSession,
+    config: Configuration | None = None,
 ) -> StagedResult:
     """Run a batch query once and stage its result as the commit directory ``batch-000000000000``.
 
     ``query`` gets the session and returns a (non-streaming) DataFrame. The result is written
     by Spark's Parquet writer, one split per non-empty partition. The row count comes from
-    the Parquet footers (no second Spark job).
+    the Parquet footers (no second Spark job). ``staging`` on S3: Spark writes into a
+    private local temporary directory, deleted once its files are uploaded; ``config``
+    supplies the ``s3.*`` options (None: the ``WEIR_S3_*`` environment).
 
     Raises:
         SparkQueryError: the query raised, returned something that is not a DataFrame,
             returned a streaming DataFrame, or its Spark job failed.
         StagingError: the staging location already holds a committed batch or a stream.
-        ValueError: the staging location is not a local path or ``file://`` URI.
+        ValueError: the staging location is not a local path, ``file://`` or ``s3://`` URI.
 
     Example::
 
@@ -531,28 +699,27 @@ def stage_batch(
                              "/tmp/stage", spark=spark)
         print(result.rows, result.files)
     """
-    root = _local_root(staging)
-    final = os.path.join(root, BATCH_COMMIT_DIR)
-    if _is_committed(final):
+    place = _place(staging, config)
+    if place.committed(BATCH_COMMIT_DIR):
         msg = (
-            f"{final} is already committed and staged results are immutable; "
-            "use a fresh staging location"
+            f"{place.location(BATCH_COMMIT_DIR)} is already committed and staged results are "
+            "immutable; use a fresh staging location"
         )
         raise StagingError(msg)
-    _check_mode(root, "batch")
+    _check_mode(place, "batch")
     df = _run_query(query, spark, streaming=False)
+    if place.remote:
+        return _stage_batch_remote(query, df, place, spark)
+    root = place.root
+    final = os.path.join(root, BATCH_COMMIT_DIR)
     os.makedirs(root, exist_ok=True)
     _remove_stale_tmp(root)
     tmp = _new_tmp_dir(root, BATCH_COMMIT_DIR)
     try:
-        try:
-            _write_parquet(df, tmp)
-        except Exception as exc:
-            msg = f"Spark job of query {_query_name(query)} failed: {_one_line(exc)}"
-            raise SparkQueryError(msg) from exc
+        _write_batch(query, df, tmp)
         files = _parquet_files(tmp)
         schema = _footer_schema(files[0]) if files else _probe_schema(spark, df.schema, root)
-        _write_manifest(root, "batch", schema)
+        _write_manifest(place, "batch", schema)
         if not _publish(tmp, final):
             msg = f"{final} was committed concurrently by another writer"
             raise StagingError(msg)
@@ -563,26 +730,65 @@ def stage_batch(
     return StagedResult(root=root, files=files, rows=rows)
 
 
-def write_micro_batch(batch_df: DataFrame, batch_id: int, staging: str) -> bool:
+def _write_batch(query: Callable[..., Any], df: DataFrame, local_dir: str) -> None:
+    try:
+        _write_parquet(df, local_dir)
+    except Exception as exc:
+        msg = f"Spark job of query {_query_name(query)} failed: {_one_line(exc)}"
+        raise SparkQueryError(msg) from exc
+
+
+def _stage_batch_remote(query: Callable[..., Any], df: DataFrame, place: _Place,
+                        spark: SparkSession) -> StagedResult:
+    work = _work_dir()
+    try:
+        local_dir = os.path.join(work, BATCH_COMMIT_DIR)
+        _write_batch(query, df, local_dir)
+        files = _parquet_files(local_dir)
+        schema = _footer_schema(files[0]) if files else _probe_schema(spark, df.schema, work)
+        rows = sum(pq.read_metadata(path).num_rows for path in files)
+        _write_manifest(place, "batch", schema)
+        names = _upload(place, local_dir, BATCH_COMMIT_DIR)
+        if names is None:
+            msg = f"{place.location(BATCH_COMMIT_DIR)} was committed concurrently by another writer"
+            raise StagingError(msg)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return StagedResult(root=place.uri,
+                        files=[place.location(BATCH_COMMIT_DIR, n) for n in names], rows=rows)
+
+
+def write_micro_batch(batch_df: DataFrame, batch_id: int, staging: str,
+                      config: Configuration | None = None) -> bool:
     """Write one micro-batch to ``batch-{batch_id:012d}``; the ``foreachBatch`` body.
 
     Idempotent by batch id: if the commit directory is already committed (a micro-batch
     replayed after a restart), nothing is written. Returns True if this call committed the
-    directory, False if it was skipped as a replay.
+    directory, False if it was skipped as a replay. On S3, Spark writes into a private local
+    temporary directory, deleted once its files are uploaded (``_SUCCESS`` last).
 
     Example::
 
         df.writeStream.foreachBatch(lambda b, n: write_micro_batch(b, n, "/tmp/stage")).start()
     """
-    root = _local_root(staging)
-    final = os.path.join(root, commit_dir_name(batch_id))
-    if _is_committed(final):
+    place = _place(staging, config)
+    name = commit_dir_name(batch_id)
+    if place.committed(name):
         return False
+    if place.remote:
+        work = _work_dir()
+        try:
+            local_dir = os.path.join(work, name)
+            _write_parquet(batch_df, local_dir)
+            return _upload(place, local_dir, name) is not None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    root = place.root
     os.makedirs(root, exist_ok=True)
-    tmp = _new_tmp_dir(root, commit_dir_name(batch_id))
+    tmp = _new_tmp_dir(root, name)
     try:
         _write_parquet(batch_df, tmp)
-        return _publish(tmp, final)
+        return _publish(tmp, os.path.join(root, name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -595,6 +801,12 @@ class StreamingStager:
     to ``checkpoint_dir`` (default ``<staging>/_spark_checkpoint``), so a new stager on the same
     staging location and checkpoint resumes where the last one stopped, and replayed
     micro-batches are skipped (see :func:`write_micro_batch`).
+
+    Staging on S3 (``config`` supplies the ``s3.*`` options), each micro-batch is uploaded
+    inside ``foreachBatch``, still idempotent by batch id. Spark's own checkpoint stays on
+    this machine's disk: Spark here cannot write to S3 (no hadoop-aws jars), and only this
+    stager's Spark driver ever reads it. Unless ``checkpoint_dir`` is given, it goes to a
+    private temporary directory that :meth:`stop` deletes.
 
     Example::
 
@@ -615,20 +827,25 @@ class StreamingStager:
         spark: SparkSession,
         trigger_interval_s: float = 1.0,
         checkpoint_dir: str | None = None,
+        config: Configuration | None = None,
     ) -> None:
         """Configure the stager; nothing runs until :meth:`start`."""
         if trigger_interval_s <= 0:
             msg = f"trigger_interval_s must be > 0, got {trigger_interval_s}"
             raise ValueError(msg)
         self._query_fn = query
-        self._root = _local_root(staging)
+        self._place = _place(staging, config)
+        self._root = self._place.uri
         self._spark = spark
         self._trigger_ms = max(1, round(trigger_interval_s * 1000))
-        self._checkpoint = (
-            _local_root(checkpoint_dir)
-            if checkpoint_dir is not None
-            else os.path.join(self._root, CHECKPOINT_DIR_NAME)
-        )
+        #: A temporary checkpoint directory this stager made (deleted by stop()).
+        self._own_checkpoint = checkpoint_dir is None and self._place.remote
+        if checkpoint_dir is not None:
+            self._checkpoint = _local_root(checkpoint_dir)
+        elif self._place.remote:
+            self._checkpoint = tempfile.mkdtemp(prefix="weir-spark-checkpoint-")
+        else:
+            self._checkpoint = os.path.join(self._root, CHECKPOINT_DIR_NAME)
         self._query: StreamingQuery | None = None
         self._progress = threading.Condition()
         self._committed = 0
@@ -638,7 +855,7 @@ class StreamingStager:
 
     @property
     def root(self) -> str:
-        """Absolute local path of the staging root."""
+        """Absolute local path of the staging root (its ``s3://`` URI on S3)."""
         return self._root
 
     @property
@@ -678,7 +895,7 @@ class StreamingStager:
         with self._progress:
             self._in_flight += 1
         try:
-            committed = write_micro_batch(batch_df, batch_id, self._root)
+            committed = write_micro_batch(batch_df, batch_id, self._root, self._place.config)
         finally:  # an exception fails the query; waiters must wake up to notice
             with self._progress:
                 self._in_flight -= 1
@@ -700,11 +917,19 @@ class StreamingStager:
         if self._query is not None:
             msg = "StreamingStager.start() called twice"
             raise RuntimeError(msg)
-        _check_mode(self._root, "streaming")
+        _check_mode(self._place, "streaming")
         df = _run_query(self._query_fn, self._spark, streaming=True)
-        os.makedirs(self._root, exist_ok=True)
-        _remove_stale_tmp(self._root)
-        _write_manifest(self._root, "streaming", _probe_schema(self._spark, df.schema, self._root))
+        if self._place.remote:
+            work = _work_dir()
+            try:
+                schema = _probe_schema(self._spark, df.schema, work)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        else:
+            os.makedirs(self._root, exist_ok=True)
+            _remove_stale_tmp(self._root)
+            schema = _probe_schema(self._spark, df.schema, self._root)
+        _write_manifest(self._place, "streaming", schema)
         writer = (
             df.writeStream.foreachBatch(self._write)
             .trigger(processingTime=f"{self._trigger_ms} milliseconds")
@@ -750,7 +975,8 @@ class StreamingStager:
         stops waiting for it when interrupted), so no commit directory appears after this
         returns. A micro-batch in flight is either committed completely or not at all; the
         next stager on the same checkpoint replays it and skips it if it was committed. Safe
-        to call more than once.
+        to call more than once. Deletes the temporary checkpoint directory the stager made
+        for S3 staging.
 
         Raises:
             TimeoutError: the query, or its last callback, did not stop within ``timeout_s``.
@@ -758,6 +984,7 @@ class StreamingStager:
         """
         query = self._query
         if query is None:
+            self._drop_checkpoint()
             return
         deadline = time.monotonic() + timeout_s
         errors: list[BaseException] = []
@@ -791,3 +1018,10 @@ class StreamingStager:
                 RuntimeWarning,
                 stacklevel=2,
             )
+        self._drop_checkpoint()
+
+    def _drop_checkpoint(self) -> None:
+        """Delete the temporary checkpoint this stager made (a stopped query's is useless:
+        the staging root it belongs to is not resumed)."""
+        if self._own_checkpoint:
+            shutil.rmtree(self._checkpoint, ignore_errors=True)
