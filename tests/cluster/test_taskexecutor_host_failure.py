@@ -35,7 +35,6 @@ def test_a_killed_taskexecutor_host_loses_and_duplicates_nothing(hosts, seaweed_
 
 @pytest.mark.extended
 @pytest.mark.spark
-@pytest.mark.xfail(reason="needs Spark staging on S3", strict=False)
 def test_a_spark_fed_job_survives_a_killed_taskexecutor_host(hosts, seaweed_s3, s3_bucket):
     # The client stages Spark's output on S3 (it needs the keys for that); the TaskExecutor
     # hosts read it from there.
