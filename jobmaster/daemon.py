@@ -487,6 +487,18 @@ class JobMaster:
             except Exception:  # the JobMaster is stopping
                 log.debug("ignoring the end of a heartbeat stream during shutdown")
 
+    def disconnect_task_executor(self, request: jobmaster_pb2.DisconnectTaskExecutorRequest
+                                 ) -> None:
+        """A TaskExecutor shuts down: remove it and fail over its tasks now (waits for the
+        main thread, so that it cancels its tasks only once they failed over here). A
+        request of a replaced or unknown registration changes nothing."""
+        resource_id = ResourceId(request.resource_id)
+        if not self.main.call(lambda: self.resources.disconnect(
+                resource_id, request.registration_id, request.reason)):
+            log.info("TaskExecutor %s shut down (%s); it was not registered under "
+                     "registration %r", resource_id, request.reason or "no reason given",
+                     request.registration_id)
+
     def update_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
         """A task's state changed (waits for the main thread); an unknown job ignores it."""
         def update_job() -> None:
