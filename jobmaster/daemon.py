@@ -46,7 +46,7 @@ from weir.core.errors import (
     WeirError,
 )
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
-from weir.core.metrics import CallbackCollector, MetricsServer
+from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
 from weir.core.rpc import create_server
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -146,6 +146,8 @@ class JobMaster:
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
         self._metrics: MetricsServer | None = None
+        #: Recovering the stored jobs (high availability), from start() on.
+        self._recovery: JobRecovery | None = None
         #: When this JobMaster was created (time.monotonic()).
         self.started = time.monotonic()
         self.address = ""
@@ -163,15 +165,43 @@ class JobMaster:
         registry = CollectorRegistry()
         registry.register(CallbackCollector(JobMasterMetrics(self).collect))
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
-                                      self.configuration.get(options.METRICS_PORT), registry)
+                                      self.configuration.get(options.METRICS_PORT), registry,
+                                      HealthChecks(self.liveness, self.readiness))
         self.metrics_url = self._metrics.url
         self._schedule_heartbeat_check()
         log.info("JobMaster started at %s (metrics %s)", self.address, self.metrics_url)
         if self.job_store is not None:
             log.info("high availability: jobs are kept in %s; recovering the stored ones",
                      self.job_store.uri)
-            JobRecovery(self.job_store, self.main, self.io, self.create_job,
-                        self.add_recovered, self._stopped.is_set).start()
+            self._recovery = JobRecovery(self.job_store, self.main, self.io, self.create_job,
+                                         self.add_recovered, self._stopped.is_set)
+            self._recovery.start()
+
+    # -- health probes (HTTP threads; read fields only, never the main thread) --------------
+
+    def liveness(self) -> Health:
+        """``/healthz``: alive while it is not stopping and its main thread runs."""
+        if self._stopped.is_set():
+            return Health(False, "stopping", "the JobMaster is shutting down")
+        if not self.main.is_alive():
+            return Health(False, "failed", "its main thread ended; see the JobMaster log")
+        return Health(True, "alive", f"serving at {self.address}")
+
+    def readiness(self) -> Health:
+        """``/readyz``: ready once its RPC server serves and, with high availability, every
+        stored job has been recovered (or skipped)."""
+        if self._stopped.is_set():
+            return Health(False, "not ready", "the JobMaster is shutting down")
+        if self._server is None:
+            return Health(False, "not ready", "its RPC server is starting")
+        if self.job_store is not None:
+            recovery = self._recovery
+            left = "recovery starting" if recovery is None else recovery.unfinished()
+            if left is not None:
+                return Health(False, "not ready", f"high availability: {left}")
+        return Health(True, "ready", f"serving at {self.address}; "
+                                     f"{len(self.resources.task_executors)} TaskExecutor(s) "
+                                     "registered")
 
     def _add_servicers(self, server: grpc.Server) -> None:
         """Both services on the one server: its authentication, TLS and message limits

@@ -39,7 +39,7 @@ from weir.core.errors import WeirError
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
-from weir.core.metrics import CallbackCollector, MetricsServer
+from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -174,7 +174,8 @@ class TaskExecutor:
         registry.register(CallbackCollector(self._collect_metrics))
         registry.register(self.user_metrics)
         self._metrics = MetricsServer(self.configuration.get(options.METRICS_HOST),
-                                      self.configuration.get(options.METRICS_PORT), registry)
+                                      self.configuration.get(options.METRICS_PORT), registry,
+                                      HealthChecks(self.liveness, self.readiness))
         self.metrics_url = self._metrics.url
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop,
                                                   name="heartbeat", daemon=True)
@@ -182,6 +183,36 @@ class TaskExecutor:
         log.info("TaskExecutor %s started: rpc %s, data %s, %d slots, metrics %s",
                  self.resource_id, self.rpc_address, self.data_address, self.num_slots,
                  self.metrics_url)
+
+    # -- health probes (HTTP threads: flags and thread states only, never ``_lock``) -------
+
+    def liveness(self) -> Health:
+        """``/healthz``: alive until it stops, or a fatal error (or a dead heartbeat
+        thread) stopped its work."""
+        if self.fatal_error is not None:
+            return Health(False, "failed", self.fatal_error)
+        if self._stopped.is_set():
+            return Health(False, "stopping", "the TaskExecutor is shutting down")
+        thread = self._heartbeat_thread
+        if thread is not None and not thread.is_alive():
+            return Health(False, "failed", "its heartbeat thread ended; see its log")
+        return Health(True, "alive", f"{len(self._tasks)} task(s) running")
+
+    def readiness(self) -> Health:
+        """``/readyz``: ready while it is registered with the JobMaster and healthy."""
+        if self.fatal_error is not None or self._stopped.is_set():
+            return Health(False, "not ready", self.fatal_error or
+                          "the TaskExecutor is shutting down")
+        if (unhealthy := self._unhealthy_reason()) is not None:
+            return Health(False, "not ready", f"unhealthy: {unhealthy}")
+        if not self._registered.is_set():
+            if self.jobmaster_lost.is_set():
+                return Health(False, "not ready", f"lost the JobMaster at "
+                              f"{self.jobmaster_address}; registering with it again")
+            return Health(False, "not ready",
+                          f"registering with the JobMaster at {self.jobmaster_address}")
+        return Health(True, "ready", f"registered with the JobMaster at "
+                                     f"{self.jobmaster_address}")
 
     def _add_servicer(self, server: grpc.Server) -> None:
         taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
