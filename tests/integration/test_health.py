@@ -19,13 +19,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cluster import poll
+from tests.support.faulty_storage import FaultyStorage
 from weir.core.config import Configuration
 from weir.jobmaster.daemon import JobMaster
+from weir.jobmaster.high_availability import StorageJobStore
 from weir.taskexecutor import daemon as te_daemon
 from weir.taskexecutor.daemon import TaskExecutor
 
@@ -170,3 +173,26 @@ def test_a_jobmaster_that_does_not_answer_delays_the_shutdown_only_until_the_dea
     # The stream it closed tells the JobMaster instead.
     poll(lambda: not jobmaster.main.call(lambda: list(jobmaster.resources.task_executors)),
          20, interval=0.05, what="the JobMaster to lose the TaskExecutor")
+
+
+def test_with_high_availability_a_jobmaster_is_ready_once_its_jobs_are_recovered(
+        tmp_path: Path) -> None:
+    jm = JobMaster(Configuration.from_pairs({
+        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0",
+        "high-availability.type": "file",
+        "high-availability.storageDir": (tmp_path / "ha").as_uri()}))
+    # The job store's listing held back: the recovery is in progress while it waits.
+    storage = FaultyStorage(tmp_path / "ha")
+    storage.list_gate = threading.Event()
+    jm.job_store = StorageJobStore(storage)
+    jm.start()
+    try:
+        assert wait_probe(jm.metrics_url, "/healthz", 200)["status"] == "alive"
+        assert wait_probe(jm.metrics_url, "/readyz", 503) == {
+            "status": "not ready",
+            "reason": f"high availability: reading the jobs stored in {jm.job_store.uri}"}
+        storage.list_gate.set()
+        assert wait_probe(jm.metrics_url, "/readyz", 200)["status"] == "ready"
+    finally:
+        storage.list_gate.set()
+        jm.stop()
