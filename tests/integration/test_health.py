@@ -10,13 +10,9 @@ and also while the TaskExecutor's own lock is held: they wait for no other threa
 
 from __future__ import annotations
 
-import json
 import logging
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,34 +22,12 @@ import pytest
 
 from tests.support.cluster import poll
 from tests.support.faulty_storage import FaultyStorage
+from tests.support.health import free_port, probe, wait_probe
 from weir.core.config import Configuration
 from weir.jobmaster.daemon import JobMaster
 from weir.jobmaster.high_availability import StorageJobStore
 from weir.taskexecutor import daemon as te_daemon
 from weir.taskexecutor.daemon import TaskExecutor
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def probe(metrics_url: str, path: str) -> tuple[int, dict[str, Any]]:
-    """GET ``path`` (/healthz, /readyz) beside ``metrics_url``; (status, JSON body)."""
-    url = metrics_url.rsplit("/", 1)[0] + path
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
-def wait_probe(metrics_url: str, path: str, status: int, timeout: float = 20
-               ) -> dict[str, Any]:
-    """Poll ``path`` until it answers ``status``; returns the body."""
-    return poll(lambda: (answer := probe(metrics_url, path))[0] == status and answer[1],
-                timeout, interval=0.05, what=f"{path} to answer {status}")
 
 
 @contextmanager

@@ -9,11 +9,8 @@ parallelism 2, so one TaskExecutor is idle and takes the leaving one's place.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from tests.support.exactly_once import (
     status_name,
     submit,
 )
+from tests.support.health import probe
 from weir.proto import common_pb2
 
 N = 40_000
@@ -34,15 +32,6 @@ CONFIG = {"execution.checkpointing.interval": "300 ms",
           "restart-strategy.type": "fixed-delay",
           "restart-strategy.fixed-delay.attempts": "10",
           "restart-strategy.fixed-delay.delay": "200 ms"}
-
-
-def readiness(metrics_url: str) -> tuple[int, dict[str, Any]]:
-    url = metrics_url.rsplit("/", 1)[0] + "/readyz"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
 
 
 def process_gone(pid: int) -> bool:
@@ -70,9 +59,9 @@ def test_sigterm_fails_over_at_once_and_the_output_is_exact(cluster_factory,
     cluster = cluster_factory(3, 1, "heartbeat.timeout=60 s")
     jobmaster = cluster.files.jobmaster()
     assert jobmaster is not None
-    assert readiness(jobmaster.metrics_url)[0] == 200
+    assert probe(jobmaster.metrics_url, "/readyz")[0] == 200
     for url in cluster.taskexecutor_metrics_urls():
-        status, body = readiness(url)
+        status, body = probe(url, "/readyz")
         assert status == 200 and body["reason"].startswith("registered with the JobMaster")
 
     out, gate = tmp_path / "out", tmp_path / "gate"
