@@ -196,7 +196,7 @@ class TaskExecutor:
         thread = self._heartbeat_thread
         if thread is not None and not thread.is_alive():
             return Health(False, "failed", "its heartbeat thread ended; see its log")
-        return Health(True, "alive", f"{len(self._tasks)} task(s) running")
+        return Health(True, "alive", f"{len(self._tasks)} task(s) deployed")
 
     def readiness(self) -> Health:
         """``/readyz``: ready while it is registered with the JobMaster and healthy."""
