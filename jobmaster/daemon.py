@@ -48,7 +48,7 @@ from weir.core.errors import (
     WeirError,
 )
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
-from weir.core.metrics import CallbackCollector, MetricsServer
+from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
 from weir.core.rpc import check_reachable, create_server
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -151,6 +151,8 @@ class JobMaster:
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
         self._metrics: MetricsServer | None = None
+        #: Recovering the stored jobs (high availability), from start() on.
+        self._recovery: JobRecovery | None = None
         #: When this JobMaster was created (time.monotonic()).
         self.started = time.monotonic()
         self.address = ""
@@ -177,7 +179,8 @@ class JobMaster:
         registry.register(CallbackCollector(JobMasterMetrics(self).collect))
         metrics_bind = self.configuration.get(options.METRICS_HOST)
         self._metrics = MetricsServer(metrics_bind,
-                                      self.configuration.get(options.METRICS_PORT), registry)
+                                      self.configuration.get(options.METRICS_PORT), registry,
+                                      HealthChecks(self.liveness, self.readiness))
         self.metrics_url = metrics_url(metrics_host(metrics_bind, hosts), self._metrics.port)
         self._schedule_heartbeat_check()
         log.info("JobMaster started at %s (bound to %s; metrics %s)", self.address,
@@ -185,8 +188,35 @@ class JobMaster:
         if self.job_store is not None:
             log.info("high availability: jobs are kept in %s; recovering the stored ones",
                      self.job_store.uri)
-            JobRecovery(self.job_store, self.main, self.io, self.create_job,
-                        self.add_recovered, self._stopped.is_set).start()
+            self._recovery = JobRecovery(self.job_store, self.main, self.io, self.create_job,
+                                         self.add_recovered, self._stopped.is_set)
+            self._recovery.start()
+
+    # -- health probes (HTTP threads; read fields only, never the main thread) --------------
+
+    def liveness(self) -> Health:
+        """``/healthz``: alive while it is not stopping and its main thread runs."""
+        if self._stopped.is_set():
+            return Health(False, "stopping", "the JobMaster is shutting down")
+        if not self.main.is_alive():
+            return Health(False, "failed", "its main thread ended; see the JobMaster log")
+        return Health(True, "alive", f"serving at {self.address}")
+
+    def readiness(self) -> Health:
+        """``/readyz``: ready once its RPC server serves and, with high availability, every
+        stored job has been recovered (or skipped)."""
+        if self._stopped.is_set():
+            return Health(False, "not ready", "the JobMaster is shutting down")
+        if self._server is None:
+            return Health(False, "not ready", "its RPC server is starting")
+        if self.job_store is not None:
+            recovery = self._recovery
+            left = "recovery starting" if recovery is None else recovery.unfinished()
+            if left is not None:
+                return Health(False, "not ready", f"high availability: {left}")
+        return Health(True, "ready", f"serving at {self.address}; "
+                                     f"{len(self.resources.task_executors)} TaskExecutor(s) "
+                                     "registered")
 
     def _add_servicers(self, server: grpc.Server) -> None:
         """Both services on the one server: its authentication, TLS and message limits
@@ -513,6 +543,18 @@ class JobMaster:
                 self.main.submit(check)
             except Exception:  # the JobMaster is stopping
                 log.debug("ignoring the end of a heartbeat stream during shutdown")
+
+    def disconnect_task_executor(self, request: jobmaster_pb2.DisconnectTaskExecutorRequest
+                                 ) -> None:
+        """A TaskExecutor shuts down: remove it and fail over its tasks now (waits for the
+        main thread, so that it cancels its tasks only once they failed over here). A
+        request of a replaced or unknown registration changes nothing."""
+        resource_id = ResourceId(request.resource_id)
+        if not self.main.call(lambda: self.resources.disconnect(
+                resource_id, request.registration_id, request.reason)):
+            log.info("TaskExecutor %s shut down (%s); it was not registered under "
+                     "registration %r", resource_id, request.reason or "no reason given",
+                     request.registration_id)
 
     def update_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate) -> None:
         """A task's state changed (waits for the main thread); an unknown job ignores it."""

@@ -1,5 +1,5 @@
 """The JobMasterGateway service: what TaskExecutors call (registration, heartbeats, task
-states, split requests, collect results, checkpoint reports).
+states, split requests, collect results, checkpoint reports, shutdown).
 
 A thin layer: it turns each request into a call of :class:`~weir.jobmaster.daemon.JobMaster`
 and the result into a response, and ends a call whose operation raised a domain error with
@@ -156,4 +156,11 @@ class JobMasterGatewayServicer(jobmaster_pb2_grpc.JobMasterGatewayServicer):
             context: grpc.ServicerContext) -> jobmaster_pb2.Ack:
         self._jm.report_end_of_data(JobId(request.job_id),
                                     ExecutionAttemptId(request.attempt_id))
+        return jobmaster_pb2.Ack()
+
+    def DisconnectTaskExecutor(  # noqa: N802
+            self, request: jobmaster_pb2.DisconnectTaskExecutorRequest,
+            context: grpc.ServicerContext) -> jobmaster_pb2.Ack:
+        with domain_errors(context):
+            self._jm.disconnect_task_executor(request)
         return jobmaster_pb2.Ack()

@@ -98,6 +98,19 @@ class JobRecovery:
         self._delay = FIRST_RETRY_S
         #: Ids being recovered or recovered, so that a retry never recovers one twice.
         self._seen: set[JobId] = set()
+        #: Every stored job was listed and read (no retry pending); main thread writes.
+        self._listed = False
+        #: Jobs read but not yet started or skipped (their checkpoint is being read).
+        self._in_flight: set[JobId] = set()
+
+    def unfinished(self) -> str | None:
+        """What is left to recover, or None once every stored job has been started or
+        skipped (any thread: it only reads two fields the main thread writes)."""
+        if not self._listed:
+            return f"reading the jobs stored in {self._store.uri}"
+        if in_flight := len(self._in_flight):
+            return f"recovering {in_flight} job(s) from {self._store.uri}"
+        return None
 
     def start(self) -> None:
         """Begin recovering (returns at once). Called once from any thread before jobs
@@ -146,6 +159,7 @@ class JobRecovery:
         except Exception:  # our bug: say so once, leave the stored jobs as they are
             log.exception("high availability: recovering the jobs in %s failed",
                           self._store.uri)
+            self._listed = True  # given up: nothing more is coming
             return
         retry = False
         for loaded in jobs:
@@ -159,6 +173,8 @@ class JobRecovery:
                 self._recover(loaded)
         if retry:
             self._retry("some stored jobs could not be read")
+        else:
+            self._listed = True
 
     def _recover(self, loaded: _Loaded) -> None:
         assert loaded.graph is not None
@@ -169,6 +185,7 @@ class JobRecovery:
             self._skip(job_id, f"its configuration does not work on this JobMaster: {err}")
             return
         self._seen.add(job_id)
+        self._in_flight.add(job_id)  # until _start or _skip
         pointer = loaded.pointer
         checkpointing = job.checkpointing
         recovery_path = checkpointing.recovery_path if checkpointing is not None else None
@@ -255,6 +272,7 @@ class JobRecovery:
 
     def _start(self, job: JobScheduler, checkpoint: CompletedCheckpoint | None) -> None:
         """Register the job and start it (from ``checkpoint``, if any)."""
+        self._in_flight.discard(job.job_id)
         if not self._add(job):
             log.warning("high availability: job %s is not recovered: a job with its id was "
                         "submitted meanwhile", job.job_id)
@@ -280,6 +298,7 @@ class JobRecovery:
 
     def _skip(self, job_id: JobId, cause: str) -> None:
         self._seen.add(job_id)
+        self._in_flight.discard(job_id)
         log.error("high availability: job %s cannot be recovered and is skipped: %s (its "
                   "stored data in %s is left as it is: repair it, or delete it to drop the "
                   "job)", job_id, cause, self._store.location(job_id))

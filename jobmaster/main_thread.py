@@ -46,6 +46,10 @@ class MainThreadExecutor:
     def start(self) -> None:
         self._thread.start()
 
+    def is_alive(self) -> bool:
+        """Its thread runs (any thread; False before ``start`` and after it ended)."""
+        return self._thread.is_alive()
+
     def in_main_thread(self) -> bool:
         return threading.current_thread() is self._thread
 

@@ -11,6 +11,10 @@ A TaskExecutor whose heartbeat says it is unhealthy (``unhealthy_reason``: it ca
 do its work, e.g. its data server stopped accepting connections) is removed at once with
 that reason: no slot of it is offered again, and its tasks fail over.
 
+A TaskExecutor shutting down (SIGTERM) says so first (``disconnect``): it is removed at
+once, as a lost one is, so that its tasks fail over now rather than after
+``heartbeat.timeout``, with its shutdown as the reason.
+
 Besides its heartbeat stream, a TaskExecutor is lost when ``heartbeat.rpc-failure-threshold``
 of the JobMaster's own calls to it in a row cannot reach it (``weir.core.heartbeat``): its
 stream may be fine while its RPC address is not (a firewall, a TLS certificate that does not
@@ -39,6 +43,9 @@ from weir.core.tls import TlsFiles
 from weir.proto import common_pb2, dispatcher_pb2, jobmaster_pb2, taskexecutor_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+#: Longest shutdown reason of a TaskExecutor kept (it reaches every job's failure history).
+MAX_REASON_CHARS = 200
 
 
 @dataclass
@@ -279,6 +286,20 @@ class ResourceManager:
                             f"no heartbeat for {silent:.1f} s (heartbeat.timeout "
                             f"{self._timeout:.0f} s)")
 
+    def disconnect(self, resource_id: ResourceId, registration_id: str, reason: str) -> bool:
+        """The TaskExecutor ``resource_id`` is shutting down (``reason``, e.g. "SIGTERM"):
+        remove it now, its tasks failing over as for a lost one. Returns False, changing
+        nothing, unless ``registration_id`` is its current registration (a replaced
+        registration must not remove its successor; an unknown one is gone already)."""
+        record = self.task_executors.get(resource_id)
+        if record is None or record.registration_id != registration_id:
+            return False
+        reason = " ".join(reason.split())[:MAX_REASON_CHARS] or "no reason given"
+        self._drop(resource_id, common_pb2.TASK_EXECUTOR_LOST,
+                   f"TaskExecutor {resource_id} ({record.rpc_address}) shut down ({reason})",
+                   departure=True)
+        return True
+
     def expect_departures(self) -> None:
         """The TaskExecutors are about to be stopped on purpose (an in-process cluster
         shutting down): their going is logged as such, not as a loss."""
@@ -286,17 +307,24 @@ class ResourceManager:
 
     def remove(self, resource_id: ResourceId, reason: common_pb2.FailureReason, message: str
                ) -> None:
-        record = self.task_executors.pop(resource_id, None)
-        if record is None:
-            return
+        """Remove a TaskExecutor that was lost (``message`` says how) and fail over its
+        tasks; an unknown one is ignored."""
+        record = self.task_executors.get(resource_id)
+        if record is not None:
+            self._drop(resource_id, reason, f"TaskExecutor {resource_id} "
+                       f"({record.rpc_address}) was lost: {message}")
+
+    def _drop(self, resource_id: ResourceId, reason: common_pb2.FailureReason, message: str,
+              departure: bool = False) -> None:
+        record = self.task_executors.pop(resource_id)
         if self._departing:
             log.info("TaskExecutor %s (%s) stopped", resource_id, record.rpc_address)
+        elif departure:
+            log.info("%s", message)
         else:
-            log.warning("TaskExecutor %s (%s) lost: %s", resource_id, record.rpc_address,
-                        message)
+            log.warning("%s", message)
         record.channel.close()
-        self._on_lost(resource_id, reason,
-                      f"TaskExecutor {resource_id} ({record.rpc_address}) was lost: {message}")
+        self._on_lost(resource_id, reason, message)
 
     def total_slots(self) -> int:
         return sum(len(r.slots) for r in self.task_executors.values())

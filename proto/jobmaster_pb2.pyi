@@ -108,6 +108,16 @@ class JobMasterHeartbeat(_message.Message):
     unknown_attempts: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, jobmaster_id: _Optional[str] = ..., unknown_attempts: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class DisconnectTaskExecutorRequest(_message.Message):
+    __slots__ = ("resource_id", "registration_id", "reason")
+    RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    resource_id: str
+    registration_id: str
+    reason: str
+    def __init__(self, resource_id: _Optional[str] = ..., registration_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class TaskExecutionStateUpdate(_message.Message):
     __slots__ = ("job_id", "attempt_id", "state", "error", "metrics", "restore")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

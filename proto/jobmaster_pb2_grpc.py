@@ -76,6 +76,11 @@ class JobMasterGatewayStub:
                 request_serializer=weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.SerializeToString,
                 response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
                 _registered_method=True)
+        self.DisconnectTaskExecutor = channel.unary_unary(
+                '/weir.JobMasterGateway/DisconnectTaskExecutor',
+                request_serializer=weir_dot_proto_dot_jobmaster__pb2.DisconnectTaskExecutorRequest.SerializeToString,
+                response_deserializer=weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+                _registered_method=True)
 
 
 class JobMasterGatewayServicer:
@@ -135,6 +140,15 @@ class JobMasterGatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DisconnectTaskExecutor(self, request, context):
+        """A TaskExecutor is shutting down (SIGTERM): the JobMaster removes it at once and fails
+        over its tasks as for a lost one, instead of waiting for its heartbeat timeout. Sent
+        before it cancels its tasks, so that their cancellation is not taken for failures.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobMasterGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +190,11 @@ def add_JobMasterGatewayServicer_to_server(servicer, server):
             'ReportEndOfData': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportEndOfData,
                     request_deserializer=weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.FromString,
+                    response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
+            ),
+            'DisconnectTaskExecutor': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisconnectTaskExecutor,
+                    request_deserializer=weir_dot_proto_dot_jobmaster__pb2.DisconnectTaskExecutorRequest.FromString,
                     response_serializer=weir_dot_proto_dot_jobmaster__pb2.Ack.SerializeToString,
             ),
     }
@@ -396,6 +415,33 @@ class JobMasterGateway:
             target,
             '/weir.JobMasterGateway/ReportEndOfData',
             weir_dot_proto_dot_jobmaster__pb2.EndOfDataReport.SerializeToString,
+            weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisconnectTaskExecutor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/weir.JobMasterGateway/DisconnectTaskExecutor',
+            weir_dot_proto_dot_jobmaster__pb2.DisconnectTaskExecutorRequest.SerializeToString,
             weir_dot_proto_dot_jobmaster__pb2.Ack.FromString,
             options,
             channel_credentials,

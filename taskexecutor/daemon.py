@@ -47,7 +47,7 @@ from weir.core.errors import ConfigError, WeirError
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
-from weir.core.metrics import CallbackCollector, MetricsServer
+from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -75,6 +75,8 @@ from weir.taskexecutor.user_metrics import MetricRegistry
 log = logging.getLogger(__name__)
 
 TERMINAL = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
+#: Longest a stopping TaskExecutor waits for the JobMaster to take its deregistration.
+DEREGISTRATION_TIMEOUT_S = 5.0
 
 
 class SlotNotFoundError(WeirError):
@@ -187,7 +189,8 @@ class TaskExecutor:
         registry.register(self.user_metrics)
         metrics_bind = self.configuration.get(options.METRICS_HOST)
         self._metrics = MetricsServer(metrics_bind,
-                                      self.configuration.get(options.METRICS_PORT), registry)
+                                      self.configuration.get(options.METRICS_PORT), registry,
+                                      HealthChecks(self.liveness, self.readiness))
         self.metrics_url = metrics_url(metrics_host(metrics_bind, hosts), self._metrics.port)
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop,
                                                   name="heartbeat", daemon=True)
@@ -215,6 +218,36 @@ class TaskExecutor:
                                   self.configuration.get(te_options.BIND_HOST),
                                   toward_jobmaster)
 
+    # -- health probes (HTTP threads: flags and thread states only, never ``_lock``) -------
+
+    def liveness(self) -> Health:
+        """``/healthz``: alive until it stops, or a fatal error (or a dead heartbeat
+        thread) stopped its work."""
+        if self.fatal_error is not None:
+            return Health(False, "failed", self.fatal_error)
+        if self._stopped.is_set():
+            return Health(False, "stopping", "the TaskExecutor is shutting down")
+        thread = self._heartbeat_thread
+        if thread is not None and not thread.is_alive():
+            return Health(False, "failed", "its heartbeat thread ended; see its log")
+        return Health(True, "alive", f"{len(self._tasks)} task(s) deployed")
+
+    def readiness(self) -> Health:
+        """``/readyz``: ready while it is registered with the JobMaster and healthy."""
+        if self.fatal_error is not None or self._stopped.is_set():
+            return Health(False, "not ready", self.fatal_error or
+                          "the TaskExecutor is shutting down")
+        if (unhealthy := self._unhealthy_reason()) is not None:
+            return Health(False, "not ready", f"unhealthy: {unhealthy}")
+        if not self._registered.is_set():
+            if self.jobmaster_lost.is_set():
+                return Health(False, "not ready", f"lost the JobMaster at "
+                              f"{self.jobmaster_address}; registering with it again")
+            return Health(False, "not ready",
+                          f"registering with the JobMaster at {self.jobmaster_address}")
+        return Health(True, "ready", f"registered with the JobMaster at "
+                                     f"{self.jobmaster_address}")
+
     def _add_servicer(self, server: grpc.Server) -> None:
         taskexecutor_pb2_grpc.add_TaskExecutorServiceServicer_to_server(
             TaskExecutorServicer(self), server)
@@ -222,14 +255,21 @@ class TaskExecutor:
     def wait_registered(self, timeout: float) -> bool:
         return self._registered.wait(timeout)
 
-    def stop(self) -> None:
-        """Cancel every task, then stop serving. Safe to call more than once, and after the
-        TaskExecutor stopped itself on a fatal error (``stopped`` set, ``fatal_error``)."""
+    def stop(self, reason: str = "stopped") -> None:
+        """Leave the JobMaster, then cancel every task, then stop serving. Safe to call
+        more than once, and after the TaskExecutor stopped itself on a fatal error
+        (``stopped`` set, ``fatal_error``).
+
+        ``reason`` (e.g. "SIGTERM") reaches the jobs' failure history: the JobMaster is told
+        first (see :meth:`_deregister`), so it fails over the tasks here at once and takes
+        their cancellation for this TaskExecutor leaving, not for failures of their own.
+        """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-        self._stopped.set()
+        self._stopped.set()  # from here on the heartbeat loop never registers again
+        self._deregister(reason)
         if (ended := self._heartbeat_ended) is not None:
             ended.set()  # the heartbeat threads wake now, not at their next interval
         with self._lock:
@@ -251,6 +291,30 @@ class TaskExecutor:
         if self._ephemeral_working_dir:
             shutil.rmtree(self.working_dir, ignore_errors=True)
         log.info("TaskExecutor %s stopped", self.resource_id)
+
+    def _deregister(self, reason: str) -> None:
+        """Tell the JobMaster this TaskExecutor leaves, waiting at most
+        :data:`DEREGISTRATION_TIMEOUT_S` for it to fail over the tasks here. Skipped when
+        there is no registration to end (never registered, the JobMaster lost, or a fatal
+        error it was told of in the heartbeats); a JobMaster that cannot be reached is
+        logged and the shutdown goes on: the heartbeat stream closing, or at worst
+        ``heartbeat.timeout``, tells it instead."""
+        gateway, registration_id = self._gateway, self.registration_id
+        if gateway is None or not registration_id or self.jobmaster_lost.is_set() or \
+                self.fatal_error is not None:
+            return
+        started = time.monotonic()
+        try:
+            gateway.disconnect(self.resource_id, registration_id, reason,
+                               DEREGISTRATION_TIMEOUT_S)
+        except grpc.RpcError as err:
+            log.warning("could not deregister from the JobMaster at %s within %.0f s (%s); "
+                        "shutting down anyway: it notices when the heartbeat stream closes, "
+                        "or after heartbeat.timeout", self.jobmaster_address,
+                        DEREGISTRATION_TIMEOUT_S, err.code().name)
+            return
+        log.info("deregistered from the JobMaster at %s (%s) in %.0f ms",
+                 self.jobmaster_address, reason, (time.monotonic() - started) * 1000)
 
     @property
     def stopped(self) -> threading.Event:
@@ -496,8 +560,11 @@ class TaskExecutor:
             self.configuration.get(options.HEARTBEAT_RPC_FAILURE_THRESHOLD),
             round(interval * 1000))
 
+        # Both threads end with ``ended``, not with ``stopped``: a stop deregisters first,
+        # and the stream closing before that would make the JobMaster lose this
+        # TaskExecutor with a connection failure as the reason.
         def outgoing() -> Iterator[jobmaster_pb2.TaskExecutorHeartbeat]:
-            while not ended.is_set() and not self._stopped.is_set():
+            while not ended.is_set():
                 tasks = self.tasks()
                 unhealthy = self._unhealthy_reason()
                 if unhealthy is not None:
@@ -516,9 +583,8 @@ class TaskExecutor:
             probed_at = 0.0
             while not ended.wait(interval):
                 silent = time.monotonic() - last_seen[0]
-                if self._stopped.is_set() or silent > timeout:
-                    if silent > timeout:
-                        log.warning("no heartbeat from the JobMaster for %.1f s", silent)
+                if silent > timeout:
+                    log.warning("no heartbeat from the JobMaster for %.1f s", silent)
                     call.cancel()
                     return
                 if last_seen[0] > probed_at:
@@ -530,7 +596,7 @@ class TaskExecutor:
                 probed_at = time.monotonic()
                 code = gateway.probe(interval)
                 if ended.is_set():
-                    return
+                    break
                 if unreachable.record(classify(code)):
                     log.warning("the JobMaster at %s cannot be reached: %d calls in a row "
                                 "failed (%s) after %.1f s without a heartbeat "
@@ -539,6 +605,9 @@ class TaskExecutor:
                                 time.monotonic() - last_seen[0], unreachable.threshold)
                     call.cancel()
                     return
+            # Ended: by the stream's end, or by a stop once it deregistered (a JobMaster
+            # that stopped answering would leave the reader waiting).
+            call.cancel()
 
         watcher = threading.Thread(target=watchdog, name="heartbeat-watchdog", daemon=True)
         watcher.start()

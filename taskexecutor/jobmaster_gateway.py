@@ -104,6 +104,15 @@ class JobMasterGateway:
             channel.close()
         return grpc.StatusCode.OK
 
+    def disconnect(self, resource_id: str, registration_id: str, reason: str,
+                   timeout: float) -> None:
+        """Tell the JobMaster this TaskExecutor shuts down (``reason``), waiting at most
+        ``timeout`` seconds for it to have failed over the tasks here. Raises
+        grpc.RpcError when it cannot be told in time."""
+        self.stub.DisconnectTaskExecutor(jobmaster_pb2.DisconnectTaskExecutorRequest(
+            resource_id=resource_id, registration_id=registration_id, reason=reason),
+            timeout=timeout)
+
     def update_task_state(self, update: jobmaster_pb2.TaskExecutionStateUpdate,
                           attempts: int = 5) -> bool:
         """Report a state change; retried a few times because the JobMaster must learn

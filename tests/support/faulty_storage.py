@@ -15,7 +15,8 @@ class FaultyStorage(FsCheckpointStorageAccess):
     """File storage that records every read and upload, and can be told to hold a read at
     a gate (``gates``: URI -> Event it waits for, at most ``gate_timeout`` seconds), to fail
     a read (``failures``: URI -> the exception to raise) or to fail every upload from the
-    ``fail_on_upload``-th one on (with StorageError)."""
+    ``fail_on_upload``-th one on (with StorageError). With ``list_gate`` set, every listing
+    waits for that event first (at most ``gate_timeout`` seconds)."""
 
     def __init__(self, base: Path, fail_on_upload: int | None = None,
                  gate_timeout: float = 30.0) -> None:
@@ -26,6 +27,7 @@ class FaultyStorage(FsCheckpointStorageAccess):
         self.failures: dict[str, Exception] = {}
         self.reads: list[str] = []
         self.uploads: list[StreamStateHandle] = []
+        self.list_gate: threading.Event | None = None
 
     def read(self, handle: StreamStateHandle) -> bytes:
         self.reads.append(handle.uri)
@@ -37,6 +39,13 @@ class FaultyStorage(FsCheckpointStorageAccess):
         if failure is not None:
             raise failure
         return super().read(handle)
+
+    def list(self, relative_prefix: str = "") -> list[str]:
+        gate = self.list_gate
+        if gate is not None and not gate.wait(self.gate_timeout):
+            msg = f"test gate for listing {relative_prefix} never opened"
+            raise TimeoutError(msg)
+        return super().list(relative_prefix)
 
     def write_file(self, relative_path: str, local_path: Path | str) -> StreamStateHandle:
         if self.fail_on_upload is not None and len(self.uploads) + 1 >= self.fail_on_upload:

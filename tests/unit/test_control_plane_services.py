@@ -59,7 +59,7 @@ from weir.taskexecutor.daemon import (
 
 GATEWAY_RPCS = {"RegisterTaskExecutor", "Heartbeat", "UpdateTaskExecutionState",
                 "RequestSplits", "PushCollectBatch", "AcknowledgeCheckpoint",
-                "DeclineCheckpoint", "ReportEndOfData"}
+                "DeclineCheckpoint", "ReportEndOfData", "DisconnectTaskExecutor"}
 DISPATCHER_RPCS = {"SubmitJob", "ListJobs", "GetJobDetails", "CancelJob",
                    "FetchCollectResults", "GetClusterOverview", "GetCheckpoints",
                    "TriggerSavepoint", "DisposeSavepoint", "RescaleJob", "UpdateJob"}

@@ -36,18 +36,22 @@ def write_info_file(path: str | None,
         info.publish(path)
 
 
-def wait_for_stop_signal(done: threading.Event | None = None) -> None:
-    """Block until SIGTERM or SIGINT arrives (or ``done`` is set by the daemon itself)."""
+def wait_for_stop_signal(done: threading.Event | None = None) -> str | None:
+    """Block until SIGTERM or SIGINT arrives (or ``done`` is set by the daemon itself);
+    returns the signal's name ("SIGTERM"), or None when ``done`` ended the wait."""
     stop = threading.Event()
+    received: list[str] = []
 
-    def handler(_signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     while not stop.wait(0.5):
         if done is not None and done.is_set():
-            return
+            return None
+    return received[0]
 
 
 def tune_garbage_collector() -> None:
@@ -84,9 +88,11 @@ def run_taskexecutor(conf: Configuration, jobmaster: str, slots: int | None,
     write_info_file(info_file, TaskExecutorInfo(
         te.resource_id, te.rpc_address, te.data_address, os.getpid(), te.metrics_url,
         te.num_slots))
-    wait_for_stop_signal(te.stopped)
+    # A signal (a pod deleted, a machine drained): the TaskExecutor deregisters before it
+    # cancels its tasks, so its jobs fail over now, not after heartbeat.timeout.
+    signal_name = wait_for_stop_signal(te.stopped)
     fatal = te.fatal_error
-    te.stop()
+    te.stop(reason=signal_name or "stopped")
     if fatal:
         print(f"error: {fatal}", file=sys.stderr)
         return 1

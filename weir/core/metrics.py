@@ -1,5 +1,10 @@
 """Prometheus endpoint shared by every daemon: collectors read state at scrape time.
 
+The same HTTP server answers the daemon's health probes (for Kubernetes and operators):
+``GET /healthz`` (liveness) and ``GET /readyz`` (readiness), 200 or 503 with a small JSON
+body saying why (:class:`Health`). The daemon's probe functions run on the server's
+threads: they read a few fields and never wait for a lock another thread may hold.
+
 Example:
     >>> from weir.core.metrics import parse_port_range
     >>> parse_port_range("9249-9251")
@@ -9,12 +14,14 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -144,14 +151,80 @@ class _QuietHandler(WSGIRequestHandler):
         """Scrapes are not logged."""
 
 
-class MetricsServer:
-    """The /metrics HTTP endpoint of one daemon (prometheus-client's WSGI app), served by a
-    thread of its own and ``WORKERS`` answering threads until ``stop``; at most
-    ``MAX_CONNECTIONS`` connections, each cut off ``REQUEST_DEADLINE_S`` after it was
-    accepted."""
+@dataclass(frozen=True)
+class Health:
+    """One probe's answer: ``ok`` (HTTP 200, else 503), a one-word ``status`` and the
+    ``reason`` for it, as operators read them in the JSON body.
 
-    def __init__(self, host: str, port_spec: str, registry: CollectorRegistry) -> None:
-        app = make_wsgi_app(registry)
+    Example:
+        >>> Health(False, "not ready", "registering with the JobMaster at h:6123").body()
+        b'{"status": "not ready", "reason": "registering with the JobMaster at h:6123"}'
+    """
+
+    ok: bool
+    status: str
+    reason: str = ""
+
+    def body(self) -> bytes:
+        return json.dumps({"status": self.status, "reason": self.reason}).encode()
+
+
+@dataclass(frozen=True)
+class HealthChecks:
+    """A daemon's probes, called on the HTTP server's threads for each request: they must
+    answer at once (read flags and thread states; no locks a task thread may hold, no
+    waiting for another thread, no I/O).
+
+    ``liveness`` (``/healthz``): is the process working at all (503: it is stopping, or a
+    fatal error stopped it; restart it). ``readiness`` (``/readyz``): does it do its job
+    now (503: not yet, or not any more; send it no work)."""
+
+    liveness: Callable[[], Health]
+    readiness: Callable[[], Health]
+
+
+#: The health paths and which probe of :class:`HealthChecks` answers each.
+HEALTH_PATHS = {"/healthz": "liveness", "/readyz": "readiness"}
+
+_WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _with_health(app: _WSGIApp, checks: HealthChecks) -> _WSGIApp:
+    """``app`` with the health paths answered by ``checks`` (GET and HEAD)."""
+    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        probe_name = HEALTH_PATHS.get(environ.get("PATH_INFO", ""))
+        if probe_name is None:
+            return app(environ, start_response)
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"),
+                                                      ("Content-Length", "0")])
+            return [b""]
+        try:
+            health: Health = getattr(checks, probe_name)()
+        except Exception as err:  # a broken probe must answer, and not with "healthy"
+            health = Health(False, "failed", f"the health check failed: "
+                                             f"{type(err).__name__}: {err}")
+        body = health.body()
+        start_response("200 OK" if health.ok else "503 Service Unavailable",
+                       [("Content-Type", "application/json"),
+                        ("Content-Length", str(len(body))), ("Cache-Control", "no-store")])
+        return [b"" if method == "HEAD" else body]
+
+    return route
+
+
+class MetricsServer:
+    """The /metrics HTTP endpoint of one daemon (prometheus-client's WSGI app), and with
+    ``health`` its ``/healthz`` and ``/readyz`` probes, served by a thread of its own and
+    ``WORKERS`` answering threads until ``stop``; at most ``MAX_CONNECTIONS`` connections,
+    each cut off ``REQUEST_DEADLINE_S`` after it was accepted."""
+
+    def __init__(self, host: str, port_spec: str, registry: CollectorRegistry,
+                 health: HealthChecks | None = None) -> None:
+        app: _WSGIApp = make_wsgi_app(registry)
+        if health is not None:
+            app = _with_health(app, health)
         last_error: OSError | None = None
         for port in parse_port_range(port_spec):
             try:
