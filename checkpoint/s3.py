@@ -152,7 +152,7 @@ class S3CheckpointStorageAccess(CheckpointStorageAccess):
     @classmethod
     def from_uri(cls, uri: str, config: Configuration | None = None) -> S3CheckpointStorageAccess:
         """The storage for ``s3://bucket/prefix``, configured from the ``s3.*`` options."""
-        from weir.checkpoint.options import (
+        from weir.core.options import (
             S3_ACCESS_KEY,
             S3_ENDPOINT,
             S3_PATH_STYLE,

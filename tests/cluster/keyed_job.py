@@ -24,8 +24,8 @@ from tests.support.cluster import poll
 from tests.support.exactly_once import diff, part_records, running_counts
 from tests.support.hosts import Host, Hosts, free_port
 from tests.support.seaweedfs import SeaweedS3
-from weir.checkpoint import options as storage_options
 from weir.client.cluster_client import JobMasterClient, failure_text, job_status_name
+from weir.core import options as core_options
 
 JOB = '''
 import sys
@@ -249,8 +249,8 @@ def committed(server: SeaweedS3, bucket: str, prefix: str) -> Counter[tuple[Any,
 def s3_keys(server: SeaweedS3) -> dict[str, str]:
     """The S3 credentials, as the environment variables daemons read them from (never on
     a command line)."""
-    return {storage_options.S3_ACCESS_KEY.env_var: server.access_key,
-            storage_options.S3_SECRET_KEY.env_var: server.secret_key}
+    return {core_options.S3_ACCESS_KEY.env_var: server.access_key,
+            core_options.S3_SECRET_KEY.env_var: server.secret_key}
 
 
 def s3_options(server: SeaweedS3) -> list[str]:

@@ -155,11 +155,11 @@ def _start_s3(directory: Path, dynamic: list[str], conf_file: str | None
          "credentials_file": str(data_dir / "credentials.json")}))
     env = {
         storage_options.CHECKPOINTS_DIR.env_var: checkpoints,
-        storage_options.S3_ENDPOINT.env_var: server.endpoint,
-        storage_options.S3_ACCESS_KEY.env_var: credentials.access_key,
-        storage_options.S3_SECRET_KEY.env_var: credentials.secret_key,
-        storage_options.S3_REGION.env_var: "us-east-1",
-        storage_options.S3_PATH_STYLE.env_var: "true",
+        options.S3_ENDPOINT.env_var: server.endpoint,
+        options.S3_ACCESS_KEY.env_var: credentials.access_key,
+        options.S3_SECRET_KEY.env_var: credentials.secret_key,
+        options.S3_REGION.env_var: "us-east-1",
+        options.S3_PATH_STYLE.env_var: "true",
     }
     return server, env
 

@@ -27,7 +27,8 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from weir.core.config import Configuration, all_options
+from weir.core import options
+from weir.core.config import Configuration
 from weir.core.errors import ConfigError
 
 #: URI schemes a job's data can live under (no scheme: a local path).
@@ -115,12 +116,9 @@ def filesystem(uri: str, config: Configuration) -> tuple[pafs.FileSystem, str]:
 def s3_filesystem(config: Configuration) -> pafs.S3FileSystem:
     """A pyarrow S3 file system configured from the ``s3.*`` options (one per process and
     settings: creating one resolves credentials and starts the SDK's thread pool)."""
-    # The s3.* options are declared with the checkpoint options; weir.core sits below
-    # weir.checkpoint, so it looks them up by key.
-    options = all_options()
-    endpoint = config.get(options["s3.endpoint"])
-    access_key = config.get(options["s3.access-key"])
-    secret_key = config.get(options["s3.secret-key"])
+    endpoint = config.get(options.S3_ENDPOINT)
+    access_key = config.get(options.S3_ACCESS_KEY)
+    secret_key = config.get(options.S3_SECRET_KEY)
     if (access_key is None) != (secret_key is None):
         msg = ("set both 's3.access-key' and 's3.secret-key', or neither to use the AWS "
                "default credential chain")
@@ -129,8 +127,8 @@ def s3_filesystem(config: Configuration) -> pafs.S3FileSystem:
         msg = (f"invalid value for 's3.endpoint': {endpoint!r} "
                "(use a URL such as http://127.0.0.1:8333)")
         raise ConfigError(msg)
-    return _s3(endpoint, config.get(options["s3.region"]) or "us-east-1", access_key,
-               secret_key, bool(config.get(options["s3.path.style.access"])))
+    return _s3(endpoint, config.get(options.S3_REGION) or "us-east-1", access_key,
+               secret_key, bool(config.get(options.S3_PATH_STYLE)))
 
 
 @functools.lru_cache(maxsize=8)
