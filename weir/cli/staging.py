@@ -25,13 +25,13 @@ Example:
 
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass
 
 from weir.core.config import Configuration
 from weir.core.errors import UserError
 from weir.core.object_store import location
+from weir.core.processes import process_alive
 
 RUNNING = "running"
 PREPARING = "preparing"
@@ -52,16 +52,6 @@ class StagingRoot:
     state: str
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def state_of(job_id: str | None, retained: str | None, pid: int | None,
              jobs: dict[str, str], host: str | None, this_host: str) -> str:
     """What a staging root is, from its ``_staging.json`` and the JobMaster's jobs
@@ -71,7 +61,7 @@ def state_of(job_id: str | None, retained: str | None, pid: int | None,
     if job_id is not None:
         status = jobs.get(job_id)
         return RUNNING if status is not None and status not in _TERMINAL else ORPHANED
-    if host == this_host and pid is not None and _pid_alive(pid):
+    if host == this_host and pid is not None and process_alive(pid):
         return PREPARING
     return ORPHANED
 
