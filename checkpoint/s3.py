@@ -94,6 +94,24 @@ def _parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+def has_local_credentials(config: Configuration | None = None) -> bool:
+    """Whether this process holds S3 credentials: ``s3.access-key`` (config or
+    ``WEIR_S3_ACCESS_KEY``), or any that boto3's default chain finds (environment,
+    ``~/.aws``, an instance role). A client host may hold none while the daemons do.
+
+    Example:
+        >>> has_local_credentials(Configuration.from_pairs({
+        ...     "s3.access-key": "k", "s3.secret-key": "s"}))
+        True
+    """
+    from weir.core.options import S3_ACCESS_KEY
+
+    conf = config if config is not None else Configuration()
+    if conf.get(S3_ACCESS_KEY) is not None:
+        return True
+    return boto3.session.Session().get_credentials() is not None
+
+
 @functools.lru_cache(maxsize=32)
 def _client(endpoint: str | None, region: str, access_key: str | None,
             secret_key: str | None, path_style: bool) -> Any:

@@ -582,6 +582,13 @@ class JobMaster:
             try:
                 return job.sources.request_splits(request.vertex_id, request.subtask_index,
                                                   request.checkpoint_passed)
+            except InvalidJobError as err:
+                # A source that can never read anything (a bounded path matching no
+                # files): restarting cannot help.
+                job.fail_terminal(common_pb2.ErrorInfo(
+                    reason=common_pb2.SOURCE_ERROR, message=str(err),
+                    exception_class=type(err).__name__))
+                return None
             except Exception as err:  # user code of the enumerator
                 job.fail(common_pb2.ErrorInfo(
                     reason=common_pb2.SOURCE_ERROR,

@@ -56,14 +56,31 @@ def test_parquet_and_csv_from_s3_give_exact_output(hosts, seaweed_s3, s3_bucket)
         expected.update(("csv", i, f"c{i}") for i in ids)
 
     job = cluster.client.write("/tmp/work/job.py", JOB)
-    # The client lists the input too (it plans the splits): it gets the keys, as the
-    # daemons do, through its environment.
+    # The client host holds no S3 keys (the daemons do): the JobMaster lists the input
+    # and plans the splits with its own.
     result = cluster.client.weir(
         "run", "--jobmaster", cluster.address, *(f"-D{o}" for o in cluster.daemon_options),
         str(job), f"s3://{s3_bucket}/in/parquet/", f"s3://{s3_bucket}/in/csv/",
-        f"s3://{s3_bucket}/out", timeout=180,
-        env={"WEIR_S3_ACCESS_KEY": seaweed_s3.access_key,
-             "WEIR_S3_SECRET_KEY": seaweed_s3.secret_key})
+        f"s3://{s3_bucket}/out", timeout=180)
     assert result.returncode == 0, result.stderr
     got = committed(seaweed_s3, s3_bucket, "out")
     assert got == expected, diff(expected, got)
+
+
+def test_a_prefix_matching_nothing_fails_the_job_once(hosts, seaweed_s3, s3_bucket):
+    # A client without keys cannot check the input before submission: the JobMaster's
+    # enumerator refuses it, and the job fails at once instead of finishing with 0 rows
+    # or restarting.
+    cluster = start_cluster(hosts, seaweed_s3, s3_bucket, taskexecutors=2)
+    upload(seaweed_s3.client(), s3_bucket, "in/csv/part-0.csv", b"id,name\n1,a\n")
+    job = cluster.client.write("/tmp/work/job.py", JOB)
+    result = cluster.client.weir(
+        "run", "--jobmaster", cluster.address, *(f"-D{o}" for o in cluster.daemon_options),
+        "-Drestart-strategy.type=fixed-delay", "-Drestart-strategy.fixed-delay.attempts=3",
+        str(job), f"s3://{s3_bucket}/in/missing/", f"s3://{s3_bucket}/in/csv/",
+        f"s3://{s3_bucket}/out", timeout=180)
+    assert result.returncode != 0
+    assert "matches no parquet files as the JobMaster lists it" in result.stderr, \
+        result.stderr
+    assert "Traceback" not in result.stderr
+    assert committed(seaweed_s3, s3_bucket, "out") == Counter()

@@ -415,8 +415,13 @@ class FileSource(Source):
             raise InvalidJobError(msg)
 
     def _check_s3(self, path: str, configuration: Configuration, what: str) -> None:
-        from weir.checkpoint.s3 import S3CheckpointStorageAccess
+        from weir.checkpoint.s3 import S3CheckpointStorageAccess, has_local_credentials
 
+        if not has_local_credentials(configuration):
+            # A client host without S3 keys (the daemons hold them) cannot list: the
+            # JobMaster's enumerator refuses a bounded path that matches nothing.
+            log.info("no S3 credentials here: %s is checked by the JobMaster", what)
+            return
         storage = S3CheckpointStorageAccess.from_uri(path, configuration)
         try:
             # The endpoint, the credentials and the bucket, each failure in one line
@@ -517,6 +522,14 @@ class FileSplitEnumerator(SplitEnumerator):
         self._pending: list[FileSplit] = []
         if checkpoint is None:
             self._discover()
+            if source.bounded and source.lister is None and not self._seen:
+                # The client checks this before submission, but not for S3 paths when it
+                # holds no S3 keys, and files may vanish in between: a job that reads
+                # nothing must fail, not finish with 0 rows.
+                msg = (f"the {source.format} source path {', '.join(source.paths)} matches "
+                       f"no {source.format} files as the JobMaster lists it (skipping names "
+                       "that start with _ or .): point the source at the data")
+                raise InvalidJobError(msg)
         else:
             self._pending = list(checkpoint["pending"])
             self._seen = set(checkpoint["seen"])
