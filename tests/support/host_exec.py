@@ -5,8 +5,9 @@ Run inside a fresh mount namespace (``unshare --mount --propagation private``, a
 over ``/tmp``, creates ``/tmp/home`` (HOME) and ``/tmp/work`` (the working directory) on it,
 points TMPDIR at ``/tmp``, and replaces itself with COMMAND (so the pid the caller holds
 is COMMAND's). Whatever COMMAND writes under /tmp, HOME or its working directory lands on
-DISK; what other hosts wrote on theirs it cannot see. Code outside /tmp (the checkout, its
-.venv) stays shared, as one image on every machine would be.
+DISK; what other hosts wrote on theirs it cannot see. The code (the checkout, its .venv)
+stays shared, as one image on every machine would be: where it lies under /tmp (a checkout
+cloned into a temporary directory), it is bound back at its path on the host's /tmp.
 
 ``python -P -m tests.support.host_exec check`` only tries whether this process may mount
 (exit 0 if so; one line on stderr and exit 1 if not): ``unshare`` alone can succeed where
@@ -55,13 +56,33 @@ def _mount(source: str | None, target: str, flags: int) -> None:
         raise OSError(err, f"mount {source or 'none'} on {target}: {os.strerror(err)}")
 
 
+def code_roots() -> list[Path]:
+    """The installed code that lies under /tmp (a checkout cloned there, with its .venv),
+    outermost directories only: every host must still see it, at the same path, once its
+    disk covers /tmp."""
+    candidates = {Path(__file__).resolve().parents[2], Path(sys.prefix).resolve(),
+                  Path(sys.base_prefix).resolve()}
+    roots: list[Path] = []
+    for path in sorted(p for p in candidates if TMP in p.parents):  # parents sort first
+        if not any(root == path or root in path.parents for root in roots):
+            roots.append(path)
+    return roots
+
+
 def enter_disk(disk: str) -> None:
     """Bind ``disk`` over /tmp in this (already private) mount namespace, make HOME and the
-    working directory on it, and move there."""
+    working directory on it, and move there. Code under /tmp (:func:`code_roots`) is bound
+    back at its own path, so the host runs the same installation."""
+    # Held open across the mount that hides them: /proc/self/fd/N still names them.
+    kept = [(root, os.open(root, os.O_PATH | os.O_DIRECTORY)) for root in code_roots()]
     # `unshare --propagation private` did this already; again in case it was run without,
     # since a mount that propagated back would cover every host's /tmp.
     _mount(None, "/", MS_REC | MS_PRIVATE)
     _mount(disk, str(TMP), MS_BIND)
+    for root, fd in kept:
+        root.mkdir(parents=True, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", str(root), MS_BIND | MS_REC)
+        os.close(fd)
     for directory in (HOME, WORK):
         directory.mkdir(mode=0o700, exist_ok=True)
     os.chdir(WORK)
