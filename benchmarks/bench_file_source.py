@@ -51,7 +51,7 @@ from common import (
 from weir.core.config import Configuration
 from weir.core.object_store import filesystem
 from weir.core.options import BATCH_SIZE
-from weir.datastream.connectors.file_system import FileReader, split_file
+from weir.datastream.connectors.file_splits import FileReader, split_file
 
 WORK_DIR = BUILD_DIR / "bench-file-source"
 BUCKET = "file-source-bench"

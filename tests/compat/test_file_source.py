@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from weir import StreamExecutionEnvironment
-from weir.datastream.connectors.file_system import (
+from weir.datastream.connectors.file_splits import (
     MIN_SPLIT_BYTES,
     FileReader,
-    FileSource,
     FileSplit,
     split_file,
     split_size,
 )
+from weir.datastream.connectors.file_system import FileSource
 
 ROWS = [{"id": i, "name": f"user,{i}" if i % 7 == 0 else f"u{i}", "score": i * 0.5}
         for i in range(2000)]

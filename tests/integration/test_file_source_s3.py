@@ -20,15 +20,15 @@ import pytest
 from tests.support.seaweedfs import SeaweedS3
 from weir.core.config import Configuration
 from weir.core.source import EnumeratorContext, ReaderContext
-from weir.datastream.connectors.file_system import (
+from weir.datastream.connectors.file_splits import (
     FileReader,
-    FileSource,
     FileSplit,
     list_files,
     list_objects,
     split_file,
     split_size,
 )
+from weir.datastream.connectors.file_system import FileSource
 
 ROWS = 5000
 

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from weir.core.config import Configuration
 from weir.core.source import ReaderContext, Source, SourceReader, SplitEnumerator
 from weir.datastream.connectors.collection import CollectionSource
-from weir.datastream.connectors.file_system import FileSource, FileSplit
+from weir.datastream.connectors.file_splits import FileSplit
+from weir.datastream.connectors.file_system import FileSource
 from weir.datastream.connectors.number_seq import SequenceSource
 from weir.taskexecutor.source_reader_state import SourceReaderState
 

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from weir.core import relocations
-from weir.datastream.connectors.file_system import FileSplit
+from weir.datastream.connectors.file_splits import FileSplit
 from weir.datastream.connectors.number_seq import SequenceSplit
 from weir.datastream.window import TimeWindow
 from weir.state.serializers import decode_key, deserialize_value, encode_key
@@ -29,7 +29,7 @@ def test_a_split_of_an_older_weir_unpickles_as_todays_class() -> None:
         pickle.loads(old)
     assert deserialize_value(old) == split
     file_split = FileSplit("s3://bucket/a.parquet", "parquet", offset=3, start=1, end=2)
-    old = written_by_older_weir(file_split, "weir.datastream.connectors.file_system",
+    old = written_by_older_weir(file_split, "weir.datastream.connectors.file_splits",
                                 "weir.sources.files")
     assert relocations.loads(old) == file_split
 

@@ -19,7 +19,7 @@ import pytest
 
 from weir.core.source import ReaderContext, SourceReader
 from weir.datastream.connectors.collection import CollectionSource
-from weir.datastream.connectors.file_system import FileReader, FileSplit
+from weir.datastream.connectors.file_splits import FileReader, FileSplit
 from weir.datastream.connectors.number_seq import SequenceSource, SequenceSplit
 from weir.taskexecutor.source_reader_state import SourceReaderState
 from weir.taskexecutor.task import _ReaderParticipant

@@ -15,7 +15,8 @@ from weir.core.row import Row
 from weir.core.source import ReaderContext, SourceReader, SplitAssignment, SplitEnumerator
 from weir.core.types import Types
 from weir.datastream.connectors.collection import CollectionSource
-from weir.datastream.connectors.file_system import FileSource, FileSplit, list_files
+from weir.datastream.connectors.file_splits import FileSplit, list_files
+from weir.datastream.connectors.file_system import FileSource
 from weir.datastream.connectors.number_seq import SequenceSource, SequenceSplit
 
 FAST = settings(max_examples=40, deadline=None)

@@ -43,8 +43,11 @@ RELOCATED: dict[str, dict[str, str]] = {
         "NumberSequenceSource": "weir.datastream.connectors.number_seq",
     },
     "weir.sources.files": {
-        name: "weir.datastream.connectors.file_system"
-        for name in ("FileSplit", "FileSource", "FileSplitEnumerator", "StreamFormat")},
+        "FileSplit": "weir.datastream.connectors.file_splits",
+        "FileSplitEnumerator": "weir.datastream.connectors.file_splits",
+        "FileSource": "weir.datastream.connectors.file_system",
+        "StreamFormat": "weir.datastream.connectors.file_system",
+    },
     "weir.connectors.spark": {
         name: "weir.datastream.connectors.spark" for name in ("StagedFiles", "SparkSource")},
     "weir.connectors.spark_staging": {

@@ -30,7 +30,7 @@ finds (:mod:`weir.cli.staging`). A location given as ``from_spark(..., staging=P
 the caller's and never deleted.
 
 Checkpoints: staged splits are immutable Parquet files, so a reader's state is its
-unfinished :class:`~weir.datastream.connectors.file_system.FileSplit`\ s with the rows
+unfinished :class:`~weir.datastream.connectors.file_splits.FileSplit`\ s with the rows
 already read (``offset``), and a restored reader skips exactly those rows. The
 enumerator's checkpoint holds the splits not handed out yet and every split it has seen: a
 restored batch source reads the files it staged at submission (Spark does not run again),
