@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from clickstream_data import click_events
 
 from weir import FileSink, StreamExecutionEnvironment
-from weir.datastream.connectors.spark_staging import spark_session
+from weir.datastream.connectors.spark_stager import spark_session
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_200_000
 OUT = sys.argv[2] if len(sys.argv) > 2 else None

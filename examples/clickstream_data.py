@@ -3,7 +3,7 @@
 :func:`click_events` builds a realistic, deterministic set of web click events from
 ``spark.range(rows)`` using only Spark SQL expressions (no Python UDFs), cleans it the way a
 real pipeline would, and returns it partitioned by user, ready for
-:func:`weir.datastream.connectors.spark_staging.stage_batch`.
+:func:`weir.datastream.connectors.spark_stager.stage_batch`.
 
 Randomness is *seeded and positional*: every random draw is ``xxhash64(row id, seed, salt)``
 mapped to a uniform number in ``[0, 1)``. Unlike ``rand(seed)``, whose values depend on how
@@ -236,7 +236,7 @@ def click_events(
 def main(argv: Sequence[str] | None = None) -> None:
     """Time Spark start-up, generating the default data set and staging it."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from weir.datastream.connectors.spark_staging import spark_session, stage_batch
+    from weir.datastream.connectors.spark_stager import spark_session, stage_batch
 
     args = list(sys.argv[1:] if argv is None else argv)
     rows = int(args[0]) if args else 1_200_000

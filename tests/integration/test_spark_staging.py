@@ -29,19 +29,21 @@ from examples.clickstream_data import (
     raw_click_events,
 )
 from tests.support.spark import spark  # noqa: F401  (session-scoped fixture)
+from weir.datastream.connectors.spark_stager import (
+    SparkQueryError,
+    StreamingStager,
+    stage_batch,
+    write_micro_batch,
+)
 from weir.datastream.connectors.spark_staging import (
     BATCH_COMMIT_DIR,
     CHECKPOINT_DIR_NAME,
     MANIFEST_NAME,
     SUCCESS_MARKER,
-    SparkQueryError,
     StagingError,
-    StreamingStager,
     commit_dir_name,
     list_committed_splits,
     read_staging_manifest,
-    stage_batch,
-    write_micro_batch,
 )
 
 pytestmark = pytest.mark.spark

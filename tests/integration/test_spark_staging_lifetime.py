@@ -28,10 +28,10 @@ from tests.support.seaweedfs import SeaweedS3
 from weir.core.config import Configuration
 from weir.core.errors import JobExecutionError, UserError
 from weir.core.ids import JobId
+from weir.datastream.connectors.spark_stager import stage_batch
 from weir.datastream.connectors.spark_staging import (
     MANIFEST_NAME,
     read_staging_manifest,
-    stage_batch,
     update_staging_manifest,
 )
 from weir.jobmaster.staging_cleanup import finish

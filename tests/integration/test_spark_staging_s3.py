@@ -15,18 +15,16 @@ from pyspark.sql import SparkSession
 from tests.support.cluster import ClientEnvironment
 from tests.support.seaweedfs import SeaweedS3
 from weir.core.config import all_options
+from weir.datastream.connectors.spark_stager import StreamingStager, stage_batch, write_micro_batch
 from weir.datastream.connectors.spark_staging import (
     BATCH_COMMIT_DIR,
     MANIFEST_NAME,
     SUCCESS_MARKER,
     StagingError,
-    StreamingStager,
     commit_dir_name,
     delete_staging,
     list_committed_splits,
     read_staging_manifest,
-    stage_batch,
-    write_micro_batch,
 )
 from weir.testing.cluster import poll
 

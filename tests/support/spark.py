@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from weir.datastream.connectors.spark_staging import spark_session
+from weir.datastream.connectors.spark_stager import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -65,7 +65,7 @@ from weir.datastream.connectors.file_system import FileSource
 if TYPE_CHECKING:  # pyspark is imported lazily, on the client only
     from pyspark.sql import DataFrame, SparkSession
 
-    from weir.datastream.connectors.spark_staging import StreamingStager
+    from weir.datastream.connectors.spark_stager import StreamingStager
     from weir.proto import jobgraph_pb2
 
 log = logging.getLogger(__name__)
@@ -187,10 +187,7 @@ class _Lease:
         """The job ended (or was never submitted): stop staging; delete the root unless
         the JobMaster owns it, and what a last micro-batch wrote after the JobMaster
         deleted it."""
-        from weir.datastream.connectors.spark_staging import (
-            delete_staging,
-            read_staging_manifest,
-        )
+        from weir.datastream.connectors.spark_staging import delete_staging, read_staging_manifest
 
         with _LEASES_LOCK:
             _LEASES.pop(self.root, None)
@@ -269,14 +266,13 @@ class SparkSource(PreparedSource):
         return root
 
     def prepare(self, configuration: Configuration) -> tuple[Source, Callable[[], None]]:
-        from weir.datastream.connectors.spark_staging import (
+        from weir.datastream.connectors.spark_stager import (
             SparkQueryError,
-            StagingError,
             StreamingStager,
-            delete_staging,
             spark_session,
             stage_batch,
         )
+        from weir.datastream.connectors.spark_staging import StagingError, delete_staging
 
         staging = self._staging_location(configuration)
         spark = spark_session(configuration.get(options.SPARK_MASTER))
