@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import REPO, poll, weir_cli, write_job
+from tests.support.cluster import REPO, poll, stop_process, weir_cli, write_job
 from weir.client.cluster_client import JobMasterClient
 from weir.core.addresses import local_address_toward, split_host_port
 
@@ -74,14 +73,7 @@ class Daemons:
 
     def stop(self) -> None:
         for proc in reversed(self.processes):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.processes:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_process(proc)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from tests.support.cluster import (
     LocalCluster,
     job_details,
     poll,
+    stop_process,
     wait_all_running,
     write_job,
 )
@@ -199,15 +200,6 @@ ENDLESS = """
 """
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
-
-
 def test_a_taskexecutor_gives_up_an_unreachable_jobmaster_after_failed_calls_not_the_timeout(
         cluster_factory, tmp_path: Path):
     timeout_s = 30.0
@@ -256,7 +248,7 @@ def test_a_taskexecutor_gives_up_an_unreachable_jobmaster_after_failed_calls_not
         poll(lambda: "proxied-te" in _registered(cluster), 10, what="the JobMaster to know it")
     finally:
         if te is not None:
-            _stop(te)
+            stop_process(te)
         proxy.close()
 
 

@@ -93,8 +93,8 @@ def test_probes_through_registration_and_shutdown(taskexecutor: TaskExecutor,
     assert wait_probe(jm_url, "/healthz", 200)["status"] == "alive"
     assert wait_probe(te_url, "/readyz", 200) == {
         "status": "ready", "reason": f"registered with the JobMaster at 127.0.0.1:{port}"}
-    assert wait_probe(jm_url, "/readyz", 200)["reason"].endswith(
-        "1 TaskExecutor(s) registered")
+    assert wait_probe(jm_url, "/readyz", 200,
+                      reason_ends="1 TaskExecutor(s) registered")["status"] == "ready"
 
     # The probes wait for no lock and no busy thread.
     with taskexecutor._lock, main_thread_held(jobmaster):
@@ -117,8 +117,8 @@ def test_probes_through_registration_and_shutdown(taskexecutor: TaskExecutor,
         assert not stopping.is_alive()
     assert "deregistered from the JobMaster" in caplog.text
     assert "TaskExecutor te-health (" in caplog.text and "shut down (SIGTERM)" in caplog.text
-    assert wait_probe(jm_url, "/readyz", 200)["reason"].endswith(
-        "0 TaskExecutor(s) registered")
+    assert wait_probe(jm_url, "/readyz", 200,
+                      reason_ends="0 TaskExecutor(s) registered")["status"] == "ready"
 
     # The JobMaster stopping: 503 while it cancels its jobs (held up here).
     with main_thread_held(jobmaster) as release:

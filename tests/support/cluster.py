@@ -21,9 +21,37 @@ import pytest
 
 from weir.testing.cluster import REPO, LocalCluster, poll, weir_cli
 
-__all__ = ["REPO", "ClientEnvironment", "LocalCluster", "cluster_factory", "extra_taskexecutor",
-           "job_details", "job_names", "poll", "shared_cluster", "user_error_line",
-           "wait_all_running", "wait_job_status", "weir_cli", "write_job"]
+__all__ = [
+    "REPO",
+    "ClientEnvironment",
+    "LocalCluster",
+    "cluster_factory",
+    "extra_taskexecutor",
+    "job_details",
+    "job_names",
+    "poll",
+    "shared_cluster",
+    "stop_process",
+    "user_error_line",
+    "wait_all_running",
+    "wait_job_status",
+    "weir_cli",
+    "write_job",
+]
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """Stop a daemon the test started: SIGTERM (a stopped one is continued first), then
+    SIGKILL if it has not exited within ``timeout`` seconds."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 @contextlib.contextmanager
@@ -39,12 +67,7 @@ def extra_taskexecutor(cluster: LocalCluster, slots: int, *dynamic: str) -> Iter
     try:
         yield proc.pid
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
 
 @pytest.fixture

@@ -29,8 +29,15 @@ def probe(metrics_url: str, path: str) -> tuple[int, dict[str, Any]]:
         return err.code, json.loads(err.read())
 
 
-def wait_probe(metrics_url: str, path: str, status: int, timeout: float = 20
-               ) -> dict[str, Any]:
-    """Poll ``path`` until it answers ``status``; returns the body."""
-    return poll(lambda: (answer := probe(metrics_url, path))[0] == status and answer[1],
-                timeout, interval=0.05, what=f"{path} to answer {status}")
+def wait_probe(metrics_url: str, path: str, status: int, timeout: float = 20,
+               reason_ends: str = "") -> dict[str, Any]:
+    """Poll ``path`` until it answers ``status`` (with a reason ending in ``reason_ends``,
+    when given); returns the body."""
+    def answered() -> dict[str, Any] | None:
+        code, body = probe(metrics_url, path)
+        if code == status and str(body.get("reason", "")).endswith(reason_ends):
+            return body
+        return None
+
+    return poll(answered, timeout, interval=0.05,
+                what=f"{path} to answer {status} {reason_ends}".rstrip())
