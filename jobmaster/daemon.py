@@ -78,6 +78,8 @@ from weir.jobmaster.resource_manager import (
     ResourceManager,
     TaskExecutorRecord,
 )
+from weir.jobmaster.rest.handlers import RestHandlers
+from weir.jobmaster.rest.server import RestServer, rest_bind_host, rest_url
 from weir.jobmaster.savepoints import (
     SnapshotMismatchError,
     check_state_matches,
@@ -151,12 +153,16 @@ class JobMaster:
         self._stopped = threading.Event()
         self._server: grpc.Server | None = None
         self._metrics: MetricsServer | None = None
+        self._rest: RestServer | None = None
+        self._rest_handlers: RestHandlers | None = None
         #: Recovering the stored jobs (high availability), from start() on.
         self._recovery: JobRecovery | None = None
         #: When this JobMaster was created (time.monotonic()).
         self.started = time.monotonic()
         self.address = ""
         self.metrics_url = ""
+        #: The REST API's URL (``rest.*`` options), known after start().
+        self.rest_url = ""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -182,15 +188,29 @@ class JobMaster:
                                       self.configuration.get(options.METRICS_PORT), registry,
                                       HealthChecks(self.liveness, self.readiness))
         self.metrics_url = metrics_url(metrics_host(metrics_bind, hosts), self._metrics.port)
+        self._start_rest(hosts.bind, hosts.advertised)
         self._schedule_heartbeat_check()
-        log.info("JobMaster started at %s (bound to %s; metrics %s)", self.address,
-                 join_host_port(hosts.bind, port), self.metrics_url)
+        log.info("JobMaster started at %s (bound to %s; metrics %s; REST API %s)",
+                 self.address, join_host_port(hosts.bind, port), self.metrics_url,
+                 self.rest_url)
         if self.job_store is not None:
             log.info("high availability: jobs are kept in %s; recovering the stored ones",
                      self.job_store.uri)
             self._recovery = JobRecovery(self.job_store, self.main, self.io, self.create_job,
                                          self.add_recovered, self._stopped.is_set)
             self._recovery.start()
+
+    def _start_rest(self, rpc_bind: str, advertised: str) -> None:
+        configured = self.configuration.get(jm_options.REST_BIND_ADDRESS)
+        bind = rest_bind_host(configured, self._token, rpc_bind)
+        if configured is None and self._token is None:
+            log.info("no security.auth.token is set: the REST API binds 127.0.0.1 only "
+                     "(set a token, or rest.bind-address, to serve it to other hosts)")
+        self._rest_handlers = RestHandlers(self)
+        self._rest = RestServer(bind, self.configuration.get(jm_options.REST_PORT),
+                                self._rest_handlers.routes(), self._token, self._tls)
+        self.rest_url = rest_url(self.configuration.get(jm_options.REST_ADDRESS), bind,
+                                 advertised, self._rest.port, self._tls is not None)
 
     # -- health probes (HTTP threads; read fields only, never the main thread) --------------
 
@@ -257,6 +277,10 @@ class JobMaster:
             self._server.stop(grace=1).wait(5)
         if self._metrics is not None:
             self._metrics.stop()
+        if self._rest is not None:
+            self._rest.stop()
+        if self._rest_handlers is not None:
+            self._rest_handlers.close()
         self.main.call(self.resources.close, timeout=10)
         self.main.stop()
         self.io.shutdown(wait=True, cancel_futures=True)
@@ -681,6 +705,27 @@ class JobMaster:
     def job_details(self, job_id: JobId) -> jobmaster_pb2.JobDetails:
         """Raises JobNotFoundError."""
         return self.main.call(self._known_job(job_id).details)
+
+    def job_graph(self, job_id: JobId) -> jobgraph_pb2.JobGraph:
+        """A job's graph without its code (vertices, edges, config; waits for the main
+        thread). Raises JobNotFoundError."""
+        job = self._known_job(job_id)
+
+        def copy() -> jobgraph_pb2.JobGraph:
+            graph = jobgraph_pb2.JobGraph(job_id=job.graph.job_graph.job_id,
+                                          name=job.graph.job_graph.name)
+            graph.config.update(job.graph.job_graph.config)
+            for vertex in job.graph.job_graph.vertices:
+                graph.vertices.add(
+                    id=vertex.id, name=vertex.name, parallelism=vertex.parallelism,
+                    max_parallelism=vertex.max_parallelism, operator_uids=vertex.operator_uids,
+                    operator_names=vertex.operator_names,
+                    inputs=[jobgraph_pb2.JobEdge(source_vertex=e.source_vertex,
+                                                 partitioner=e.partitioner,
+                                                 input_index=e.input_index) for e in vertex.inputs])
+            return graph
+
+        return self.main.call(copy)
 
     def cancel_job(self, job_id: JobId) -> None:
         """Cancel a job (waits for the main thread to start it). Raises JobNotFoundError."""

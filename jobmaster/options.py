@@ -19,6 +19,18 @@ RPC_ADDRESS = Option(
 RPC_PORT = Option(
     "jobmaster.rpc.port", int, default=6123, validator=non_negative,
     doc="Port of the JobMaster's gRPC server (0 picks a free port).")
+REST_PORT = Option(
+    "rest.port", int, default=8081, validator=non_negative,
+    doc="Port of the JobMaster's REST API (Flink's paths and JSON; 0 picks a free port).")
+REST_BIND_ADDRESS = Option(
+    "rest.bind-address", str, default=None, validator=host_problem,
+    doc="Address the REST API binds to. Unset: 127.0.0.1 when no security.auth.token is "
+        "configured (an unprotected API stays on this host), else jobmaster.rpc.bind-host.")
+REST_ADDRESS = Option(
+    "rest.address", str, default=None, validator=host_problem,
+    doc="Host name or IP address clients reach the REST API at (its URL in the info file, "
+        "`weir cluster status` and logs). Unset: rest.bind-address, or the JobMaster's "
+        "advertised host when that is a wildcard.")
 SLOT_REQUEST_TIMEOUT = Option(
     "slot.request.timeout", Seconds, default="5 min", validator=positive,
     doc="How long a job waits for enough free slots before it fails.")

@@ -62,7 +62,7 @@ class Daemons:
 
     def jobmaster(self, *options: str) -> str:
         """Start a JobMaster with ``options`` (KEY=VALUE); returns the address it reports."""
-        proc, _ = self.spawn("jobmaster", "jobmaster", "-Djobmaster.rpc.port=0",
+        proc, _ = self.spawn("jobmaster", "jobmaster", "-Djobmaster.rpc.port=0", "-Drest.port=0",
                              *(f"-D{o}" for o in options))
         return str(self.info("jobmaster", proc)["address"])
 

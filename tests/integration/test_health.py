@@ -65,7 +65,7 @@ def taskexecutor(port: int) -> Iterator[TaskExecutor]:
 @pytest.fixture
 def jobmaster(port: int) -> Iterator[JobMaster]:
     """Not started: the test starts it when the TaskExecutor has waited for it."""
-    jm = JobMaster(Configuration.from_pairs({"jobmaster.rpc.port": str(port),
+    jm = JobMaster(Configuration.from_pairs({"jobmaster.rpc.port": str(port), "rest.port": "0",
                                              "metrics.reporter.prom.port": "0"}))
     yield jm
     jm.stop()
@@ -152,7 +152,7 @@ def test_a_jobmaster_that_does_not_answer_delays_the_shutdown_only_until_the_dea
 def test_with_high_availability_a_jobmaster_is_ready_once_its_jobs_are_recovered(
         tmp_path: Path) -> None:
     jm = JobMaster(Configuration.from_pairs({
-        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0",
+        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0", "rest.port": "0",
         "high-availability.type": "file",
         "high-availability.storageDir": (tmp_path / "ha").as_uri()}))
     # The job store's listing held back: the recovery is in progress while it waits.

@@ -60,7 +60,8 @@ def test_probes_of_daemon_processes_and_a_deregistration_that_cannot_be_delivere
     assert wait_probe(te_info.metrics_url, "/readyz", 503)["reason"] == \
         f"registering with the JobMaster at 127.0.0.1:{port}"
 
-    jm = daemons("jobmaster", "jobmaster", f"-Djobmaster.rpc.port={port}")
+    jm = daemons("jobmaster", "jobmaster", f"-Djobmaster.rpc.port={port}",
+                 "-Drest.port=0")
     jm_info = poll(lambda: JobMasterInfo.read(tmp_path / "jobmaster.json"), 60,
                    what="the JobMaster to start")
     assert wait_probe(jm_info.metrics_url, "/healthz", 200)["status"] == "alive"

@@ -164,6 +164,7 @@ def test_without_high_availability_a_lost_jobmaster_takes_its_jobs_with_it(clust
     # A new JobMaster at the same address: the TaskExecutors register with it, and it
     # knows no job — nothing resumes, nothing more is committed.
     spawn(["jobmaster", f"-Djobmaster.rpc.port={port}", "-Dmetrics.reporter.prom.port=0",
+           "-Drest.port=0",
            "--info-file", str(cluster.dir / "jobmaster.json"),
            "--log-file", str(cluster.dir / "log" / "jobmaster-2.log")],
           cluster.dir / "log" / "jobmaster-2.log")

@@ -41,7 +41,7 @@ def ha_conf(tmp_path: Path) -> Configuration:
     return Configuration.from_pairs({
         "high-availability.type": "file",
         "high-availability.storageDir": (tmp_path / "ha").as_uri(),
-        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0",
+        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0", "rest.port": "0",
         "slot.request.timeout": "5 min"})
 
 
@@ -160,7 +160,7 @@ def test_a_submission_whose_graph_cannot_be_stored_is_refused_and_not_registered
     blocker.write_text("a file where the storage directory should be")
     jm = start_jobmaster(Configuration.from_pairs({
         "high-availability.type": "file", "high-availability.storageDir": blocker.as_uri(),
-        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0"}))
+        "jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0", "rest.port": "0"}))
     client = JobMasterClient(jm.address, timeout=10)
     try:
         with pytest.raises(InvalidJobError, match="the job was not submitted: high "

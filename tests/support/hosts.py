@@ -217,7 +217,7 @@ class Host:
         listens."""
         daemon = Daemon("jobmaster", "jobmaster", [
             "jobmaster", f"-Djobmaster.rpc.bind-host={self.address}",
-            f"-Djobmaster.rpc.port={port or 0}", *self._metrics_options(),
+            f"-Djobmaster.rpc.port={port or 0}", "-Drest.port=0", *self._metrics_options(),
             *(f"-D{o}" for o in options)])
         self.daemons.append(daemon)
         self._start(daemon)

@@ -167,7 +167,7 @@ def test_every_listed_error_is_a_weir_error_and_the_jobmasters_own_are_all_liste
 
 @pytest.fixture
 def jobmaster() -> Iterator[JobMaster]:
-    jm = JobMaster(Configuration.from_pairs({"jobmaster.rpc.port": "0"}))
+    jm = JobMaster(Configuration.from_pairs({"jobmaster.rpc.port": "0", "rest.port": "0"}))
     jm.main.start()
     yield jm
     jm.stop()

@@ -289,7 +289,9 @@ def start(directory: Path, task_executors: int, slots: int, dynamic: list[str],
                 jm_options.RPC_BIND_HOST))
         # The daemons' deadline starts after the S3 server's own start-up timeout.
         deadline = time.monotonic() + START_TIMEOUT_S
-        jm_args = ["jobmaster", *common, f"-Djobmaster.rpc.port={port}",
+        # A free REST port (its URL is in the info file and `cluster status`), so that
+        # clusters side by side do not collide on 8081; a -D rest.port=... given wins.
+        jm_args = ["jobmaster", "-Drest.port=0", *common, f"-Djobmaster.rpc.port={port}",
                    "-Dmetrics.reporter.prom.port=0",
                    "--info-file", str(directory / "jobmaster.json"),
                    "--log-file", str(directory / "log" / "jobmaster.log")]
@@ -376,7 +378,7 @@ def status(directory: Path, dynamic: list[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "dir": str(directory),
         "jobmaster": {"address": info.address, "pid": info.pid,
-                      "metrics_url": info.metrics_url},
+                      "metrics_url": info.metrics_url, "rest_url": info.rest_url},
         "taskexecutors": []}
     launched = files.cluster()
     if launched is not None and launched.high_availability:

@@ -69,8 +69,10 @@ def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | No
     setup_logging(log_file)
     jm = JobMaster(conf)
     jm.start()
-    write_info_file(info_file, JobMasterInfo(jm.address, os.getpid(), jm.metrics_url))
-    print(f"JobMaster listening on {jm.address}; metrics at {jm.metrics_url}", file=sys.stderr,
+    write_info_file(info_file, JobMasterInfo(jm.address, os.getpid(), jm.metrics_url,
+                                              rest_url=jm.rest_url))
+    print(f"JobMaster listening on {jm.address}; metrics at {jm.metrics_url}; "
+          f"REST API at {jm.rest_url}", file=sys.stderr,
           flush=True)
     wait_for_stop_signal()
     jm.stop()

@@ -383,6 +383,7 @@ def _print_cluster(info: dict[str, Any]) -> None:
     print(f"cluster in {info['dir']}")
     restarted = f"  restarts {jm['restarts']}" if "restarts" in jm else ""
     print(f"  JobMaster     {jm['address']}  pid {jm['pid']}  metrics {jm['metrics_url']}"
+          f"  REST {jm.get('rest_url') or '-'}"
           f"{restarted}")
     if info.get("high_availability"):
         print(f"  high availability: jobs and checkpoint pointers in {info['high_availability']}")

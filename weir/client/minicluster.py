@@ -33,6 +33,7 @@ class MiniCluster:
         self.num_task_executors = num_task_executors
         base = configuration.options_dict() if configuration else {}
         overrides = {"jobmaster.rpc.port": "0", "metrics.reporter.prom.port": "0",
+                     "rest.port": "0",
                      "taskmanager.rpc.port": "0", "taskmanager.data.port": "0"}
         self.configuration = Configuration.from_pairs({**base, **overrides})
         self.jobmaster: JobMaster | None = None

@@ -93,6 +93,7 @@ class JobMasterInfo:
     pid: int
     metrics_url: str
     role: str = "jobmaster"
+    rest_url: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> JobMasterInfo:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 from collections import OrderedDict
@@ -32,8 +33,9 @@ from weir.core.errors import ConfigError
 from weir.core.metric_names import Gauge
 
 
-def parse_port_range(spec: str) -> list[int]:
-    """``"0"``, ``"9249"`` or ``"9249-9299"`` -> candidate ports."""
+def parse_port_range(spec: str, key: str = "metrics.reporter.prom.port") -> list[int]:
+    """``"0"``, ``"9249"`` or ``"9249-9299"`` -> candidate ports (ConfigError naming
+    ``key`` otherwise)."""
     text = str(spec).strip()
     try:
         if "-" in text:
@@ -46,7 +48,7 @@ def parse_port_range(spec: str) -> list[int]:
             raise ValueError(text)
         return [port]
     except ValueError as err:
-        msg = (f"invalid value for 'metrics.reporter.prom.port': {spec!r} "
+        msg = (f"invalid value for '{key}': {spec!r} "
                "(a port, a range like 9249-9299, or 0 for a free port)")
         raise ConfigError(msg) from err
 
@@ -105,6 +107,11 @@ class _BoundedWSGIServer(WSGIServer):
             with self._lock:
                 waiting = request in self._open
             if waiting:  # not closed as the oldest while it waited for a thread
+                if isinstance(request, ssl.SSLSocket):
+                    # Here, not in accept: a client that never finishes its handshake
+                    # holds one answering thread until its deadline, not the accept loop.
+                    request.settimeout(IO_TIMEOUT_S)
+                    request.do_handshake()
                 self.finish_request(request, client_address)
         except Exception:  # one client's failure ends its connection only
             self.handle_error(request, client_address)
@@ -146,6 +153,14 @@ def _cut(connection: socket.socket) -> None:
 
 class _QuietHandler(WSGIRequestHandler):
     timeout = IO_TIMEOUT_S
+
+    def get_environ(self) -> dict[str, Any]:
+        environ = super().get_environ()
+        # With TLS (CERT_OPTIONAL), a certificate is only returned once it was verified.
+        connection = self.connection
+        environ["weir.client_cert"] = bool(isinstance(connection, ssl.SSLSocket)
+                                           and connection.getpeercert())
+        return environ
 
     def log_message(self, format: str, *args: Any) -> None:
         """Scrapes are not logged."""
@@ -214,19 +229,21 @@ def _with_health(app: _WSGIApp, checks: HealthChecks) -> _WSGIApp:
     return route
 
 
-class MetricsServer:
-    """The /metrics HTTP endpoint of one daemon (prometheus-client's WSGI app), and with
-    ``health`` its ``/healthz`` and ``/readyz`` probes, served by a thread of its own and
-    ``WORKERS`` answering threads until ``stop``; at most ``MAX_CONNECTIONS`` connections,
-    each cut off ``REQUEST_DEADLINE_S`` after it was accepted."""
+class BoundedHttpServer:
+    """A WSGI ``app`` served on ``host`` at the first free port of ``port_spec`` by a
+    thread of its own and ``WORKERS`` answering threads until ``stop``: at most
+    ``MAX_CONNECTIONS`` connections, each cut off ``REQUEST_DEADLINE_S`` after it was
+    accepted. With ``tls`` it serves HTTPS; the TLS handshake runs on an answering thread
+    (never the accept loop) and ``environ["weir.client_cert"]`` says whether the client
+    presented a certificate the context verified.
 
-    def __init__(self, host: str, port_spec: str, registry: CollectorRegistry,
-                 health: HealthChecks | None = None) -> None:
-        app: _WSGIApp = make_wsgi_app(registry)
-        if health is not None:
-            app = _with_health(app, health)
+    ``what`` and ``port_key`` name the endpoint and its port option in the one-line error
+    when no port of ``port_spec`` can be bound (ConfigError)."""
+
+    def __init__(self, host: str, port_spec: str, app: _WSGIApp, *, name: str, what: str,
+                 port_key: str, tls: ssl.SSLContext | None = None) -> None:
         last_error: OSError | None = None
-        for port in parse_port_range(port_spec):
+        for port in parse_port_range(port_spec, port_key):
             try:
                 self._server = make_server(host, port, app, _BoundedWSGIServer,
                                            handler_class=_QuietHandler)
@@ -234,21 +251,42 @@ class MetricsServer:
             except OSError as err:
                 last_error = err
         else:
-            msg = (f"cannot start the metrics endpoint on {host}:{port_spec} ({last_error}): "
-                   "set metrics.reporter.prom.port to a free port or 0")
+            msg = (f"cannot start the {what} on {host}:{port_spec} ({last_error}): "
+                   f"set {port_key} to a free port or 0")
             raise ConfigError(msg)
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True,
+                                                  do_handshake_on_connect=False)
         # prometheus-client's own server polls every 0.5 s, which every stop then waits for.
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": _POLL_S},
-                                        name="metrics-http", daemon=True)
+                                        name=name, daemon=True)
         self._thread.start()
-        self.port = self._server.server_port
-        self.url = f"http://{host}:{self.port}/metrics"
+        self.port: int = self._server.server_port
 
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+class MetricsServer:
+    """The /metrics HTTP endpoint of one daemon (prometheus-client's WSGI app), and with
+    ``health`` its ``/healthz`` and ``/readyz`` probes, on a :class:`BoundedHttpServer`."""
+
+    def __init__(self, host: str, port_spec: str, registry: CollectorRegistry,
+                 health: HealthChecks | None = None) -> None:
+        app: _WSGIApp = make_wsgi_app(registry)
+        if health is not None:
+            app = _with_health(app, health)
+        self._http = BoundedHttpServer(host, port_spec, app, name="metrics-http",
+                                       what="metrics endpoint",
+                                       port_key="metrics.reporter.prom.port")
+        self.port = self._http.port
+        self.url = f"http://{host}:{self.port}/metrics"
+
+    def stop(self) -> None:
+        self._http.stop()
 
 
 class CallbackCollector(Collector):
