@@ -29,6 +29,8 @@ from weir.jobmaster.rest.router import Router
 
 log = logging.getLogger(__name__)
 
+#: Flink's one API version: ``/v1/jobs`` is ``/jobs``.
+API_VERSION = "/v1"
 #: Largest request body read (savepoint and stop requests are a few fields).
 MAX_BODY_BYTES = 64 * 1024
 _REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
@@ -115,6 +117,8 @@ class RestApp:
             return status, [*headers, ("WWW-Authenticate", "Bearer")], body
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "/")
+        if path == API_VERSION or path.startswith(API_VERSION + "/"):
+            path = path[len(API_VERSION):] or "/"  # Flink's versioned paths, /v1/jobs
         match = self._router.match("GET" if method == "HEAD" else method, path)
         if match is None:
             return _error(404, f"not found: {path}")

@@ -197,6 +197,9 @@ def test_stop_with_savepoint_and_rescale(running_job: Any, tmp_path: Path) -> No
     job = get(base, f"/jobs/{job_id}")
     assert job["last-change"]["checkpoint-id"] == change["checkpoint-id"]
     assert {v["parallelism"] for v in job["vertices"]} == {3}
+    status_cli = json.loads(cluster.weir("status", job_id, "--json", check=True).stdout)
+    assert status_cli["last_change"]["checkpoint_id"] == change["checkpoint-id"]
+    assert status_cli["last_change"]["downtime_ms"] == change["downtime"]
 
     status, trigger = call(base, f"/jobs/{job_id}/stop", method="POST",
                            body={"targetDirectory": str(tmp_path / "stopped")})

@@ -1,0 +1,148 @@
+"""weir's messages in Flink's REST JSON shapes (the pure functions of rest.mapping)."""
+
+from __future__ import annotations
+
+from weir.jobmaster.rest import mapping
+from weir.proto import checkpoint_pb2, common_pb2, dispatcher_pb2, jobgraph_pb2, jobmaster_pb2
+
+JOB = "ab" * 16
+Stats = checkpoint_pb2.CheckpointStats
+
+
+def _details() -> jobmaster_pb2.JobDetails:
+    details = jobmaster_pb2.JobDetails(summary=jobmaster_pb2.JobSummary(
+        job_id=JOB, name="wordcount", status=common_pb2.JOB_RUNNING, start_time_ms=1_000,
+        tasks_total=3, tasks_running=2, tasks_finished=1, restarts=2))
+    source = details.vertices.add(vertex_id=1, name="Source", parallelism=2)
+    source.subtasks.add(subtask_index=0, state=common_pb2.RUNNING,
+                        metrics=jobmaster_pb2.TaskMetrics(records_out=5, bytes_out=50,
+                                                          back_pressured_ms_per_s=600))
+    source.subtasks.add(subtask_index=1, state=common_pb2.FINISHED,
+                        metrics=jobmaster_pb2.TaskMetrics(records_out=7))
+    sink = details.vertices.add(vertex_id=2, name="Sink", parallelism=1)
+    sink.subtasks.add(subtask_index=0, state=common_pb2.FINISHED,
+                      metrics=jobmaster_pb2.TaskMetrics(records_in=12))
+    details.last_restore.CopyFrom(jobmaster_pb2.RestoreStats(
+        checkpoint_id=4, duration_ms=30, local_bytes=100, remote_bytes=20))
+    details.last_change.CopyFrom(jobmaster_pb2.JobChange(kind="rescale", checkpoint_id=5,
+                                                         downtime_ms=80))
+    return details
+
+
+def _graph() -> jobgraph_pb2.JobGraph:
+    graph = jobgraph_pb2.JobGraph(job_id=JOB, name="wordcount")
+    graph.vertices.add(id=1, name="Source", parallelism=2)
+    graph.vertices.add(id=2, name="Sink", parallelism=1, inputs=[
+        jobgraph_pb2.JobEdge(source_vertex=1, partitioner=common_pb2.HASH)])
+    return graph
+
+
+def test_job_details_have_flink_fields_and_weir_extras() -> None:
+    job = mapping.job_details(_details(), _graph(), now_ms=5_000)
+    assert (job["jid"], job["state"], job["duration"], job["end-time"]) == \
+        (JOB, "RUNNING", 4_000, -1)
+    source, sink = job["vertices"]
+    assert source["id"] == mapping.vertex_hex_id(JOB, 1) and source["vertex-id"] == 1
+    assert (source["status"], source["parallelism"]) == ("RUNNING", 2)
+    assert (source["tasks"]["RUNNING"], source["tasks"]["FINISHED"]) == (1, 1)
+    assert source["metrics"]["write-records"] == 12 and source["metrics"]["write-bytes"] == 50
+    assert sink["status"] == "FINISHED" and sink["metrics"]["read-records"] == 12
+    assert job["status-counts"]["RUNNING"] == 1 and job["status-counts"]["FINISHED"] == 1
+    [edge] = job["plan"]["plan"]["nodes"][1]["inputs"]
+    assert (edge["id"], edge["ship_strategy"]) == (source["id"], "HASH")
+    assert job["last-restore"] == {"checkpoint-id": 4, "duration": 30, "local-bytes": 100,
+                                   "remote-bytes": 20}
+    assert (job["last-change"]["kind"], job["last-change"]["downtime"]) == ("rescale", 80)
+    assert job["restarts"] == 2
+
+
+def test_job_states_are_flinks() -> None:
+    assert [mapping.job_state(s) for s in (common_pb2.JOB_RUNNING, common_pb2.JOB_FINISHED,
+                                           common_pb2.JOB_CANCELED, common_pb2.JOB_FAILED,
+                                           common_pb2.JOB_RESTARTING)] == \
+        ["RUNNING", "FINISHED", "CANCELED", "FAILED", "RESTARTING"]
+    assert mapping.aggregate_state(["FINISHED", "FAILED", "RUNNING"]) == "FAILED"
+    assert mapping.aggregate_state([]) == "CREATED"
+
+
+def test_vertex_ids_are_stable_hex_and_both_forms_are_accepted() -> None:
+    hex_id = mapping.vertex_hex_id(JOB, 7)
+    assert len(hex_id) == 32 and int(hex_id, 16) >= 0
+    assert hex_id != mapping.vertex_hex_id(JOB, 8)
+    assert mapping.parse_vertex_id(JOB, hex_id.upper(), [7, 8]) == 7
+    assert mapping.parse_vertex_id(JOB, "8", [7, 8]) == 8
+    assert mapping.parse_vertex_id(JOB, "9", [7, 8]) is None
+    assert mapping.parse_vertex_id(JOB, "x" * 32, [7, 8]) is None
+
+
+def _history() -> dispatcher_pb2.CheckpointHistory:
+    history = dispatcher_pb2.CheckpointHistory(restored_checkpoint_id=4,
+                                               restore_timestamp_ms=900)
+    first = history.checkpoints.add(checkpoint_id=5, status=Stats.COMPLETED, total=3,
+                                    acknowledged=3, trigger_timestamp_ms=1_000,
+                                    duration_ms=40, state_size=300)
+    for vertex_id, index in ((1, 0), (1, 1), (2, 0)):
+        first.subtasks.add(vertex_id=vertex_id, subtask_index=index,
+                           metrics=checkpoint_pb2.CheckpointTaskMetrics(
+                               ack_timestamp_ms=1_000 + 10 * (index + vertex_id),
+                               state_size=100, sync_duration_ms=2))
+    history.checkpoints.add(checkpoint_id=6, status=Stats.FAILED, trigger_timestamp_ms=2_000,
+                            failure_message="expired")
+    history.checkpoints.add(checkpoint_id=7, status=Stats.COMPLETED, savepoint=True,
+                            external_path="file:///sp/savepoint-7")
+    history.checkpoints.add(checkpoint_id=8, status=Stats.IN_PROGRESS, total=3)
+    return history
+
+
+def test_checkpoints_counts_latest_and_history_newest_first() -> None:
+    restore = jobmaster_pb2.RestoreStats(checkpoint_id=4, local_bytes=10, remote_bytes=2)
+    result = mapping.checkpoints(_history(), JOB, restore)
+    assert result["counts"] == {"restored": 1, "total": 4, "in_progress": 1, "completed": 2,
+                                "failed": 1}
+    assert [c["id"] for c in result["history"]] == [8, 7, 6, 5]
+    assert [c["status"] for c in result["history"]] == \
+        ["IN_PROGRESS", "COMPLETED", "FAILED", "COMPLETED"]
+    latest = result["latest"]
+    assert latest["completed"]["id"] == 5 and latest["savepoint"]["id"] == 7
+    assert latest["savepoint"]["checkpoint_type"] == "SAVEPOINT"
+    assert latest["failed"]["failure_message"] == "expired"
+    assert (latest["restored"]["id"], latest["restored"]["local-bytes"]) == (4, 10)
+    assert result["summary"]["state_size"]["max"] == 300
+
+
+def test_checkpoint_subtasks_show_pending_ones() -> None:
+    stats = _history().checkpoints[0]
+    detail = mapping.checkpoint(stats, JOB, {1: 2, 2: 1})
+    assert detail["tasks"][mapping.vertex_hex_id(JOB, 1)]["num_acknowledged_subtasks"] == 2
+    stats.status = Stats.IN_PROGRESS  # the third subtask has not acknowledged yet
+    subtasks = mapping.subtask_checkpoints(stats, 1, 3)
+    assert [s["status"] for s in subtasks["subtasks"]] == \
+        ["completed", "completed", "pending_or_failed"]
+    assert subtasks["subtasks"][1]["end_to_end_duration"] == 20
+    assert subtasks["num_acknowledged_subtasks"] == 2 and subtasks["status"] == "IN_PROGRESS"
+
+
+def test_exceptions_root_and_history() -> None:
+    details = _details()
+    assert mapping.exceptions(details)["root-exception"] is None
+    details.restart_causes.add(reason=common_pb2.TASK_EXECUTOR_LOST, message="lost te-1",
+                               task="Source (1/2)")
+    details.failure.CopyFrom(common_pb2.ErrorInfo(
+        reason=common_pb2.USER_CODE_ERROR, message="boom", exception_class="ValueError",
+        traceback="Traceback ...\nValueError: boom"))
+    result = mapping.exceptions(details)
+    assert result["root-exception"] == "Traceback ...\nValueError: boom"
+    entries = result["exceptionHistory"]["entries"]
+    assert [e["exceptionName"] for e in entries] == ["ValueError", "TASK_EXECUTOR_LOST"]
+    assert entries[1]["taskName"] == "Source (1/2)"
+
+
+def test_backpressure_and_metrics() -> None:
+    source = _details().vertices[0]
+    result = mapping.backpressure(source, now_ms=1)
+    assert result["backpressure-level"] == "high"
+    assert [s["backpressure-level"] for s in result["subtasks"]] == ["high", "ok"]
+    values = mapping.subtask_metrics(source)
+    assert values["1.numRecordsOut"] == 7
+    assert mapping.metric_values(values, "0.numRecordsOut,zzz") == \
+        [{"id": "0.numRecordsOut", "value": "5"}]
