@@ -102,6 +102,8 @@ T = TypeVar("T")
 
 #: How long a submission waits for its graph to be stored (high availability).
 STORE_TIMEOUT_S = 120.0
+#: How long a client's read (jobs, details, checkpoints) waits for the main thread.
+READ_TIMEOUT_S = 30.0
 #: How long a registering TaskExecutor's advertised address may take to answer: well
 #: within its registration call's own timeout.
 REACH_TIMEOUT_S = 5.0
@@ -698,18 +700,22 @@ class JobMaster:
                    "this is a bug in weir, see the JobMaster log")
             raise InternalError(msg) from err
 
-    def list_jobs(self) -> list[jobmaster_pb2.JobSummary]:
-        """Every known job, oldest first (waits for the main thread)."""
-        return self.main.call(lambda: [j.graph.summary() for j in self.jobs.values()])
+    def list_jobs(self, timeout: float = READ_TIMEOUT_S) -> list[jobmaster_pb2.JobSummary]:
+        """Every known job, oldest first (waits for the main thread up to ``timeout``)."""
+        return self.main.call(lambda: [j.graph.summary() for j in self.jobs.values()],
+                              timeout)
 
-    def job_details(self, job_id: JobId) -> jobmaster_pb2.JobDetails:
-        """Raises JobNotFoundError."""
-        return self.main.call(self._known_job(job_id).details)
+    def job_details(self, job_id: JobId,
+                    timeout: float = READ_TIMEOUT_S) -> jobmaster_pb2.JobDetails:
+        """Raises JobNotFoundError (and TimeoutError when the main thread did not answer
+        within ``timeout``)."""
+        return self.main.call(self._known_job(job_id, timeout).details, timeout)
 
-    def job_graph(self, job_id: JobId) -> jobgraph_pb2.JobGraph:
+    def job_graph(self, job_id: JobId,
+                  timeout: float = READ_TIMEOUT_S) -> jobgraph_pb2.JobGraph:
         """A job's graph without its code (vertices, edges, config; waits for the main
         thread). Raises JobNotFoundError."""
-        job = self._known_job(job_id)
+        job = self._known_job(job_id, timeout)
 
         def copy() -> jobgraph_pb2.JobGraph:
             graph = jobgraph_pb2.JobGraph(job_id=job.graph.job_graph.job_id,
@@ -725,11 +731,12 @@ class JobMaster:
                                                  input_index=e.input_index) for e in vertex.inputs])
             return graph
 
-        return self.main.call(copy)
+        return self.main.call(copy, timeout)
 
-    def cancel_job(self, job_id: JobId) -> None:
-        """Cancel a job (waits for the main thread to start it). Raises JobNotFoundError."""
-        self.main.call(self._known_job(job_id).cancel)
+    def cancel_job(self, job_id: JobId, timeout: float = READ_TIMEOUT_S) -> None:
+        """Cancel a job (waits for the main thread to start it, up to ``timeout``). Raises
+        JobNotFoundError."""
+        self.main.call(self._known_job(job_id, timeout).cancel, timeout)
 
     def fetch_collect(self, job_id: JobId, max_batches: int, wait_s: float
                       ) -> dispatcher_pb2.FetchCollectResponse:
@@ -749,9 +756,10 @@ class JobMaster:
                 response.failure.message = response.failure.message[:4000]
         return response
 
-    def cluster_overview(self) -> dispatcher_pb2.ClusterOverview:
-        """The TaskExecutors and slots (waits for the main thread)."""
-        return self.main.call(self.overview)
+    def cluster_overview(self, timeout: float = READ_TIMEOUT_S
+                         ) -> dispatcher_pb2.ClusterOverview:
+        """The TaskExecutors and slots (waits for the main thread up to ``timeout``)."""
+        return self.main.call(self.overview, timeout)
 
     def overview(self) -> dispatcher_pb2.ClusterOverview:
         """Main thread: the TaskExecutors and slots."""
@@ -762,10 +770,11 @@ class JobMaster:
             overview.task_executors.append(record.to_info())
         return overview
 
-    def checkpoint_history(self, job_id: JobId) -> dispatcher_pb2.CheckpointHistory:
+    def checkpoint_history(self, job_id: JobId, timeout: float = READ_TIMEOUT_S
+                           ) -> dispatcher_pb2.CheckpointHistory:
         """A job's checkpoints and its last restore (waits for the main thread). Raises
         JobNotFoundError."""
-        job = self._known_job(job_id)
+        job = self._known_job(job_id, timeout)
 
         def history() -> dispatcher_pb2.CheckpointHistory:
             response = dispatcher_pb2.CheckpointHistory()
@@ -776,7 +785,7 @@ class JobMaster:
                 response.restore_timestamp_ms = job.restore_timestamp_ms
             return response
 
-        return self.main.call(history)
+        return self.main.call(history, timeout)
 
     def trigger_savepoint(self, request: jobmaster_pb2.SavepointRequest) -> str:
         """Take a savepoint (``request.terminate``: stop the job with it) and wait for it;
@@ -881,9 +890,9 @@ class JobMaster:
         except (UserError, StorageError, StateError) as err:
             raise SavepointNotDisposedError(str(err)) from err
 
-    def _known_job(self, job_id: JobId) -> JobScheduler:
+    def _known_job(self, job_id: JobId, timeout: float = READ_TIMEOUT_S) -> JobScheduler:
         """The job ``job_id`` (looked up on the main thread); raises JobNotFoundError."""
-        job = self.main.call(lambda: self.job(job_id))
+        job = self.main.call(lambda: self.job(job_id), timeout)
         if job is None:
             msg = f"no job with id {job_id!r} (`weir list` shows the known jobs)"
             raise JobNotFoundError(msg)

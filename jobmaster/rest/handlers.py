@@ -26,13 +26,17 @@ from weir.core.ids import JobId
 from weir.jobmaster.rest import mapping
 from weir.jobmaster.rest.mapping import Json
 from weir.jobmaster.rest.router import Router
-from weir.proto import jobmaster_pb2
+from weir.proto import dispatcher_pb2, jobgraph_pb2, jobmaster_pb2
 
 if TYPE_CHECKING:
     from weir.jobmaster.daemon import JobMaster
 
 #: Asynchronous operations kept for polling (the oldest finished ones are forgotten).
 OPERATIONS_KEPT = 256
+#: How long one read waits for the JobMaster's main thread: well within the HTTP server's
+#: deadline for the whole request (REQUEST_DEADLINE_S), so that a busy JobMaster is
+#: answered 503 instead of a cut connection, and an answering thread is not held longer.
+READ_TIMEOUT_S = 5.0
 #: Savepoints and rescales running at once; more wait for a thread.
 OPERATION_THREADS = 2
 
@@ -150,8 +154,20 @@ class RestHandlers:
 
     # -- reads ------------------------------------------------------------------------------
 
+    def _overview(self) -> dispatcher_pb2.ClusterOverview:
+        return self._jm.cluster_overview(READ_TIMEOUT_S)
+
+    def _jobs(self) -> list[jobmaster_pb2.JobSummary]:
+        return self._jm.list_jobs(READ_TIMEOUT_S)
+
+    def _graph(self, job_id: str) -> jobgraph_pb2.JobGraph:
+        return self._jm.job_graph(JobId(job_id), READ_TIMEOUT_S)
+
+    def _history(self, job_id: str) -> dispatcher_pb2.CheckpointHistory:
+        return self._jm.checkpoint_history(JobId(job_id), READ_TIMEOUT_S)
+
     def _details(self, job_id: str) -> jobmaster_pb2.JobDetails:
-        return self._jm.job_details(JobId(job_id))
+        return self._jm.job_details(JobId(job_id), READ_TIMEOUT_S)
 
     def _vertex(self, request: Request) -> tuple[jobmaster_pb2.JobDetails,
                                                  jobmaster_pb2.VertexDetails]:
@@ -172,24 +188,24 @@ class RestHandlers:
                          "web-history": False}}
 
     def overview(self, request: Request) -> tuple[int, Json]:
-        return 200, mapping.overview(self._jm.cluster_overview(), self._jm.list_jobs(),
+        return 200, mapping.overview(self._overview(), self._jobs(),
                                      __version__)
 
     def jobs(self, request: Request) -> tuple[int, Json]:
         return 200, {"jobs": [{"id": j.job_id, "status": mapping.job_state(j.status)}
-                              for j in self._jm.list_jobs()]}
+                              for j in self._jobs()]}
 
     def jobs_overview(self, request: Request) -> tuple[int, Json]:
         now = _now_ms()
-        return 200, {"jobs": [mapping.job_summary(j, now) for j in self._jm.list_jobs()]}
+        return 200, {"jobs": [mapping.job_summary(j, now) for j in self._jobs()]}
 
     def job(self, request: Request) -> tuple[int, Json]:
         job_id = request.params["jobid"]
         details = self._details(job_id)
-        return 200, mapping.job_details(details, self._jm.job_graph(JobId(job_id)), _now_ms())
+        return 200, mapping.job_details(details, self._graph(JobId(job_id)), _now_ms())
 
     def plan(self, request: Request) -> tuple[int, Json]:
-        return 200, mapping.plan(self._jm.job_graph(JobId(request.params["jobid"])))
+        return 200, mapping.plan(self._graph(JobId(request.params["jobid"])))
 
     def exceptions(self, request: Request) -> tuple[int, Json]:
         return 200, mapping.exceptions(self._details(request.params["jobid"]))
@@ -197,7 +213,7 @@ class RestHandlers:
     def job_metrics(self, request: Request) -> tuple[int, list[Json]]:
         job_id = JobId(request.params["jobid"])
         details = self._details(job_id)
-        history = self._jm.checkpoint_history(job_id)
+        history = self._history(job_id)
         completed = [c for c in history.checkpoints if c.status == c.COMPLETED]
         values: dict[str, float] = {
             "numRestarts": details.summary.restarts,
@@ -216,11 +232,11 @@ class RestHandlers:
         job_id = JobId(request.params["jobid"])
         details = self._details(job_id)
         restore = details.last_restore if details.HasField("last_restore") else None
-        return 200, mapping.checkpoints(self._jm.checkpoint_history(job_id), job_id, restore)
+        return 200, mapping.checkpoints(self._history(job_id), job_id, restore)
 
     def checkpoint_config(self, request: Request) -> tuple[int, Json]:
         job_id = JobId(request.params["jobid"])
-        conf = self._jm.configuration.merged(dict(self._jm.job_graph(job_id).config))
+        conf = self._jm.configuration.merged(dict(self._graph(job_id).config))
         interval = conf.get(checkpoint_options.CHECKPOINTING_INTERVAL)
         if not interval:
             raise RestError(404, f"checkpointing is not enabled for job {job_id}")
@@ -248,7 +264,7 @@ class RestHandlers:
         if not text.isdigit():
             raise RestError(400, f"checkpoint id {text!r} is not a number")
         details = self._details(job_id)
-        for stats in self._jm.checkpoint_history(job_id).checkpoints:
+        for stats in self._history(job_id).checkpoints:
             if stats.checkpoint_id == int(text):
                 return stats, details
         raise RestError(404, f"job {job_id} has no checkpoint {text} in its history")
@@ -318,13 +334,13 @@ class RestHandlers:
                                           request.query.get("get"))
 
     def task_managers(self, request: Request) -> tuple[int, Json]:
-        overview = self._jm.cluster_overview()
+        overview = self._overview()
         return 200, {"taskmanagers": [mapping.task_manager(te)
                                       for te in overview.task_executors]}
 
     def _task_manager(self, request: Request) -> Any:
         wanted = request.params["taskmanagerid"]
-        for te in self._jm.cluster_overview().task_executors:
+        for te in self._overview().task_executors:
             if te.resource_id == wanted:
                 return te
         raise RestError(404, f"no TaskExecutor {wanted!r} is registered")
@@ -339,14 +355,14 @@ class RestHandlers:
         return 200, mapping.metric_values(values, request.query.get("get"))
 
     def task_managers_metrics(self, request: Request) -> tuple[int, list[Json]]:
-        overview = self._jm.cluster_overview()
+        overview = self._overview()
         values = {"Status.Slots.Total": float(overview.slots_total),
                   "Status.Slots.Free": float(overview.slots_free)}
         return 200, mapping.metric_values(values, request.query.get("get"))
 
     def jobmanager_metrics(self, request: Request) -> tuple[int, list[Json]]:
-        overview = self._jm.cluster_overview()
-        jobs = self._jm.list_jobs()
+        overview = self._overview()
+        jobs = self._jobs()
         values = {"numRegisteredTaskManagers": float(len(overview.task_executors)),
                   "taskSlotsTotal": float(overview.slots_total),
                   "taskSlotsAvailable": float(overview.slots_free),
@@ -361,14 +377,14 @@ class RestHandlers:
         if mode != "cancel":
             raise RestError(400, f"mode {mode!r} is not supported: use ?mode=cancel, or "
                                  "POST /jobs/:jobid/stop to stop with a savepoint")
-        self._jm.cancel_job(JobId(request.params["jobid"]))
+        self._jm.cancel_job(JobId(request.params["jobid"]), READ_TIMEOUT_S)
         return 202, {}
 
     def _savepoint(self, job_id: str, target: Any, terminate: bool, drain: bool) -> str:
         if target is not None and not isinstance(target, str):
             raise RestError(400, "target-directory must be a string (a file:// or s3:// "
                                  "directory)")
-        self._jm.job_details(JobId(job_id))  # 404 now for an unknown job, not at polling
+        self._details(job_id)  # an unknown job is 404 now, not when the trigger is polled
         savepoint = jobmaster_pb2.SavepointRequest(job_id=job_id, target_directory=target or "",
                                                    terminate=terminate, drain=drain)
         return self._operations.start(job_id, "savepoint", lambda: {
@@ -399,7 +415,7 @@ class RestHandlers:
         if not text.isdigit() or int(text) < 1:
             raise RestError(400, "give the new parallelism as ?parallelism=N (N >= 1)")
         job_id = request.params["jobid"]
-        self._jm.job_details(JobId(job_id))
+        self._details(job_id)
 
         def run() -> Json:
             return mapping.job_change(self._jm.rescale_job(JobId(job_id), int(text), {}))

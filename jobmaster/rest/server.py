@@ -136,6 +136,9 @@ class RestApp:
                 log.exception("REST %s %s failed", method, path)
                 return _error(500, f"internal error ({type(err).__name__}); this is a bug "
                                    "in weir, see the JobMaster log")
+            if isinstance(err, TimeoutError):
+                return _error(code, "the JobMaster is busy and did not answer in time; "
+                                    "try again")
             return _error(code, str(err))
 
 
