@@ -10,6 +10,7 @@ asynchronous operations do.
 
 from __future__ import annotations
 
+import importlib.metadata
 import secrets
 import threading
 import time
@@ -19,7 +20,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from weir import __version__
 from weir.checkpoint import options as checkpoint_options
 from weir.core.errors import JobNotFoundError, UserError, WeirError
 from weir.core.ids import JobId
@@ -98,6 +98,14 @@ class _Operations:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _version() -> str:
+    """weir's version, as installed (Flink's ``flink-version`` field)."""
+    try:
+        return importlib.metadata.version("weir")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
 
 
 def _now_ms() -> int:
@@ -182,14 +190,13 @@ class RestHandlers:
     def config(self, request: Request) -> tuple[int, Json]:
         offset = -time.timezone if not time.daylight else -time.altzone
         return 200, {"refresh-interval": 3000, "timezone-name": time.tzname[0],
-                     "timezone-offset": offset * 1000, "flink-version": __version__,
+                     "timezone-offset": offset * 1000, "flink-version": _version(),
                      "flink-revision": "", "features": {
                          "web-submit": False, "web-cancel": True, "web-rescale": True,
                          "web-history": False}}
 
     def overview(self, request: Request) -> tuple[int, Json]:
-        return 200, mapping.overview(self._overview(), self._jobs(),
-                                     __version__)
+        return 200, mapping.overview(self._overview(), self._jobs(), _version())
 
     def jobs(self, request: Request) -> tuple[int, Json]:
         return 200, {"jobs": [{"id": j.job_id, "status": mapping.job_state(j.status)}

@@ -5,7 +5,7 @@ Example:
     >>> router = Router()
     >>> router.add("GET", "/jobs/:jobid", "job")
     >>> router.match("GET", "/jobs/abc/")
-    Match(handler='job', params={'jobid': 'abc'})
+    Match(handler='job', params={'jobid': 'abc'}, allowed=())
     >>> router.match("POST", "/jobs/abc").allowed
     ('GET',)
     >>> router.match("GET", "/nowhere") is None
