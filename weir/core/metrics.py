@@ -84,11 +84,12 @@ class _BoundedWSGIServer(WSGIServer):
     request_queue_size = 128
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # Before the base class binds: a port in use makes it call server_close at once.
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="metrics-http")
         self._lock = threading.Lock()
         # Connection -> its deadline (monotonic), oldest first.
         self._open: OrderedDict[socket.socket, float] = OrderedDict()
+        super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:
