@@ -6,8 +6,9 @@ One gRPC server serves two services on one port, each by its own servicer: the
 JobMasterGateway that TaskExecutors call (``gateway_servicer``) and the Dispatcher that
 clients call (``dispatcher_servicer``). They translate gRPC to the operations of
 :class:`JobMaster` and back; what those raise (``errors``) becomes a status code in one
-place (``status_codes``). This module keeps the process's lifecycle, the wiring, and the
-operations themselves.
+place (``status_codes``). The REST API (``rest``) has an HTTP server of its own and reads
+through the same operations. This module keeps the process's lifecycle, the wiring, and
+the operations themselves.
 
 Every piece of coordination state lives on the main thread (see ``main_thread``); the
 operations called from RPC threads only hand work to it, except the collect path, whose
