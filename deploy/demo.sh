@@ -17,7 +17,7 @@ case "$KEEP" in
 esac
 
 "$WEIR" cluster stop --dir "$DIR" >/dev/null 2>&1 || true
-rm -rf "$OUT"
+rm -rf "$OUT" "$DIR/prometheus.yml"  # a kept run's scrape config names dead ports
 echo "== starting a local cluster: 1 JobMaster, 3 TaskExecutors with 2 slots each (started"
 echo "   again if they die, as a Kubernetes deployment would), and an S3 server (SeaweedFS)"
 echo "   for checkpoints"
