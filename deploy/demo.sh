@@ -88,14 +88,10 @@ print()
 print("== where to look")
 print("  Grafana dashboard:     deploy/grafana/weir-dashboard.json (import it: deploy/grafana/README.md)")
 print("  Prometheus config:     " + scrape_config)
-# The JobMaster REST API and web dashboard, when this version of the JobMaster serves one.
-rest = next((place.get(key) for place in (jobmaster, info) for key in ("rest_url", "rest")
-             if place.get(key)), None)
-if isinstance(rest, dict):
-    rest = rest.get("url") or rest.get("address")
+# The JobMaster REST API (Flink paths): the cluster overview, for example.
+rest = jobmaster.get("rest_url")
 if rest:
-    rest = str(rest) if "://" in str(rest) else "http://%s" % rest
-    print("  dashboard: " + rest.rstrip("/") + "/")
+    print("  REST API:              " + rest.rstrip("/") + "/overview")
 ' "$KEEP" "$SCRAPE_CONFIG"
 
 echo

@@ -275,7 +275,8 @@ def test_services_containers_and_probes_use_the_configured_ports(
     conf = raw_options(configmap_file(manifests, tmp_path))
     metrics = single_port(conf, "metrics.reporter.prom.port")
     expected = {
-        "Deployment": {"rpc": single_port(conf, "jobmaster.rpc.port"), "metrics": metrics},
+        "Deployment": {"rpc": single_port(conf, "jobmaster.rpc.port"), "metrics": metrics,
+                       "rest": single_port(conf, "rest.port")},
         "StatefulSet": {"rpc": single_port(conf, "taskmanager.rpc.port"),
                         "data": single_port(conf, "taskmanager.data.port"),
                         "metrics": metrics},
@@ -336,7 +337,7 @@ def test_network_policies_open_each_port_to_its_peers_only(manifests: list[dict[
                 assert port["port"] in ports[target], f"{target} has no port {port['port']}"
                 opened.setdefault(target, {}).setdefault(port["port"], set()).update(peers)
     assert opened == {
-        "jobmaster": {"rpc": {"anyone"}, "metrics": {"anyone"}},
+        "jobmaster": {"rpc": {"anyone"}, "metrics": {"anyone"}, "rest": {"anyone"}},
         "taskexecutor": {"rpc": {"jobmaster"}, "data": {"taskexecutor"},
                          "metrics": {"anyone"}},
     }
