@@ -18,6 +18,7 @@ import json
 import logging
 import ssl
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -33,10 +34,6 @@ log = logging.getLogger(__name__)
 API_VERSION = "/v1"
 #: Largest request body read (savepoint and stop requests are a few fields).
 MAX_BODY_BYTES = 64 * 1024
-_REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized",
-            404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
-            413: "Payload Too Large", 500: "Internal Server Error",
-            503: "Service Unavailable"}
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -73,7 +70,7 @@ def rest_url(advertised: str | None, bind: str, jobmaster_host: str, port: int,
 
 def _json(status: int, body: Any) -> tuple[str, list[tuple[str, str]], bytes]:
     data = json.dumps(body).encode()
-    return (f"{status} {_REASONS.get(status, 'Error')}",
+    return (f"{status} {HTTPStatus(status).phrase}",
             [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
              ("Cache-Control", "no-store")], data)
 
