@@ -62,7 +62,7 @@ class Request:
 Handler = Callable[[Request], tuple[int, Any]]
 
 
-class _Operations:
+class Operations:
     """Savepoints, stops and rescales started by REST, by trigger id (thread-safe)."""
 
     def __init__(self) -> None:
@@ -70,10 +70,16 @@ class _Operations:
         self._lock = threading.Lock()
         self._futures: OrderedDict[tuple[str, str, str], Future[Json]] = OrderedDict()
 
-    def start(self, job_id: str, kind: str, run: Callable[[], Json]) -> str:
-        trigger_id = secrets.token_hex(16)
-        future = self._pool.submit(run)
+    def start(self, job_id: str, kind: str, run: Callable[[], Json],
+              trigger_id: str | None = None) -> str:
+        """Start ``run`` under ``trigger_id`` (the client's, as Flink's ``triggerId``) or a
+        new one. A trigger id already known for this job and kind is not started again:
+        a client that retries a request whose answer it lost gets the first operation."""
         with self._lock:
+            if trigger_id is not None and (job_id, kind, trigger_id) in self._futures:
+                return trigger_id
+            trigger_id = trigger_id or secrets.token_hex(16)
+            future = self._pool.submit(run)
             self._futures[(job_id, kind, trigger_id)] = future
             while len(self._futures) > OPERATIONS_KEPT:
                 oldest = next(iter(self._futures))
@@ -118,7 +124,7 @@ class RestHandlers:
 
     def __init__(self, jm: JobMaster) -> None:
         self._jm = jm
-        self._operations = _Operations()
+        self._operations = Operations()
 
     def close(self) -> None:
         self._operations.close()
@@ -387,22 +393,33 @@ class RestHandlers:
         self._jm.cancel_job(JobId(request.params["jobid"]), READ_TIMEOUT_S)
         return 202, {}
 
-    def _savepoint(self, job_id: str, target: Any, terminate: bool, drain: bool) -> str:
+    def _savepoint(self, job_id: str, body: Json, target: Any, terminate: bool,
+                   drain: bool) -> str:
         if target is not None and not isinstance(target, str):
             raise RestError(400, "target-directory must be a string (a file:// or s3:// "
                                  "directory)")
+        savepoint_format = mapping.savepoint_format(body.get("formatType"))
+        if savepoint_format is None:
+            raise RestError(400, f"formatType {body.get('formatType')!r} is not a savepoint "
+                                 "format: use CANONICAL or NATIVE")
+        given = body.get("triggerId")
+        trigger = None if given is None else mapping.trigger_id(given)
+        if given is not None and trigger is None:
+            raise RestError(400, f"triggerId {given!r} is not a trigger id: give 32 hex "
+                                 "digits, or leave it out")
         self._details(job_id)  # an unknown job is 404 now, not when the trigger is polled
         savepoint = jobmaster_pb2.SavepointRequest(job_id=job_id, target_directory=target or "",
+                                                   format=savepoint_format,
                                                    terminate=terminate, drain=drain)
         return self._operations.start(job_id, "savepoint", lambda: {
-            "location": self._jm.trigger_savepoint(savepoint)})
+            "location": self._jm.trigger_savepoint(savepoint)}, trigger)
 
     def trigger_savepoint(self, request: Request) -> tuple[int, Json]:
         cancel = request.body.get("cancel-job", False)
         if not isinstance(cancel, bool):
             raise RestError(400, "cancel-job must be true or false")
-        trigger = self._savepoint(request.params["jobid"], request.body.get("target-directory"),
-                                  cancel, False)
+        trigger = self._savepoint(request.params["jobid"], request.body,
+                                  request.body.get("target-directory"), cancel, False)
         return 202, {"request-id": trigger}
 
     def stop(self, request: Request) -> tuple[int, Json]:
@@ -410,7 +427,7 @@ class RestHandlers:
         if not isinstance(drain, bool):
             raise RestError(400, "drain must be true or false")
         target = request.body.get("targetDirectory", request.body.get("target-directory"))
-        trigger = self._savepoint(request.params["jobid"], target, True, drain)
+        trigger = self._savepoint(request.params["jobid"], request.body, target, True, drain)
         return 202, {"request-id": trigger}
 
     def savepoint_status(self, request: Request) -> tuple[int, Json]:

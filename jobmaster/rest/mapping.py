@@ -38,6 +38,47 @@ _CHECKPOINT_STATUS = {checkpoint_pb2.CheckpointStats.IN_PROGRESS: "IN_PROGRESS",
 _LOW, _HIGH = 0.10, 0.50
 
 
+#: Flink's ``formatType`` of a savepoint or stop request -> weir's savepoint format.
+SAVEPOINT_FORMATS = {"CANONICAL": checkpoint_pb2.SAVEPOINT_CANONICAL,
+                     "NATIVE": checkpoint_pb2.SAVEPOINT_NATIVE}
+
+
+def savepoint_format(value: object) -> checkpoint_pb2.SavepointFormat | None:
+    """The savepoint format a request's ``formatType`` names (absent or null: canonical,
+    Flink's default); None when it names none.
+
+    Example:
+        >>> savepoint_format(None) == checkpoint_pb2.SAVEPOINT_CANONICAL
+        True
+        >>> savepoint_format("native") == checkpoint_pb2.SAVEPOINT_NATIVE
+        True
+        >>> savepoint_format("FULL") is None
+        True
+    """
+    if value is None:
+        return checkpoint_pb2.SAVEPOINT_CANONICAL
+    if not isinstance(value, str):
+        return None
+    return SAVEPOINT_FORMATS.get(value.upper())
+
+
+def trigger_id(value: object) -> str | None:
+    """A client's own ``triggerId`` (Flink's TriggerId: 32 hex digits), lower-cased; None
+    when it is none.
+
+    Example:
+        >>> trigger_id("AB" * 16) == "ab" * 16, trigger_id("xyz"), trigger_id(7)
+        (True, None, None)
+    """
+    if not isinstance(value, str) or len(value) != 32:
+        return None
+    try:
+        int(value, 16)
+    except ValueError:
+        return None
+    return value.lower()
+
+
 def job_state(status: int) -> str:
     """A JobStatus as Flink names it (``JOB_RUNNING`` -> ``RUNNING``)."""
     return common_pb2.JobStatus.Name(status).removeprefix("JOB_")
@@ -104,7 +145,8 @@ def aggregate_state(states: Sequence[str]) -> str:
 
 def job_summary(summary: jobmaster_pb2.JobSummary, now_ms: int) -> Json:
     """One entry of ``/jobs/overview``. Its ``tasks`` counts subtasks, as running,
-    finished and the rest (weir's summary keeps no more)."""
+    finished and the rest (weir's summary keeps no more); ``pending-operators`` (operators
+    of Flink's adaptive batch scheduler not yet in the graph) is always 0."""
     others = summary.tasks_total - summary.tasks_running - summary.tasks_finished
     tasks = state_counts([])
     tasks.update(total=summary.tasks_total, running=summary.tasks_running,
@@ -115,7 +157,8 @@ def job_summary(summary: jobmaster_pb2.JobSummary, now_ms: int) -> Json:
             "end-time": summary.end_time_ms or -1,
             "duration": _duration(summary.start_time_ms, summary.end_time_ms, now_ms),
             "last-modification": summary.end_time_ms or summary.start_time_ms,
-            "tasks": tasks, "restarts": summary.restarts}
+            # Flink's client reads pending-operators as a required int (its JobDetails).
+            "tasks": tasks, "pending-operators": 0, "restarts": summary.restarts}
 
 
 def _vertex_metrics(subtasks: Iterable[jobmaster_pb2.SubtaskDetails]) -> Json:

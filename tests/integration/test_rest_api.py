@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -61,7 +62,7 @@ def token_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def running_job(token_env: None, cluster_factory: Any, tmp_path: Path) -> Any:
     cluster = cluster_factory(2, 2)
     job_id = submit(cluster, tmp_path, tmp_path / "out", 10_000_000, config={
-        "execution.checkpointing.interval": "300 ms"})
+        "execution.checkpointing.interval": "300 ms", "state.backend.type": "rocksdb"})
     base = cluster.status()["jobmaster"]["rest_url"]
     assert base.startswith("http://127.0.0.1:") and not base.endswith(":8081")
 
@@ -178,6 +179,26 @@ def test_reads_auth_errors_savepoint_and_cancel(running_job: Any, tmp_path: Path
     saved = get(base, f"/jobs/{job_id}/checkpoints")
     assert saved["latest"]["savepoint"]["external_path"] == location
     assert get(base, f"/jobs/{job_id}")["state"] == "RUNNING"
+
+    # Flink's client sends formatType and triggerId: a NATIVE savepoint is native, and a
+    # request repeated with its trigger id (a retry) is the same operation, not a second.
+    given = "0f" * 16
+    request = {"target-directory": (tmp_path / "native").as_uri(), "cancel-job": False,
+               "formatType": "NATIVE", "triggerId": given}
+    for _ in range(2):
+        assert call(base, f"/jobs/{job_id}/savepoints", method="POST", body=request) == \
+            (202, {"request-id": given})
+    native = operation(base, f"/jobs/{job_id}/savepoints/{given}")["location"]
+    # A native savepoint of RocksDB holds its SST files (under shared/); a canonical one
+    # (the savepoint above) does not.
+    native_dir = Path(urlsplit(native).path)
+    assert list((tmp_path / "native").iterdir()) == [native_dir]
+    assert list((native_dir / "shared").rglob("*.sst")), sorted(native_dir.rglob("*"))
+    assert not list(Path(urlsplit(location).path).rglob("*.sst"))
+    for bad in ({"formatType": "FULL"}, {"triggerId": "not-hex"}):
+        status, body = call(base, f"/jobs/{job_id}/savepoints", method="POST", body=bad)
+        assert status == 400 and next(iter(bad)) in body["errors"][0], body
+    assert get(base, "/jobs/overview")["jobs"][0]["pending-operators"] == 0
 
     # Cancel.
     assert call(base, f"/jobs/{job_id}?mode=cancel", method="PATCH") == (202, {})

@@ -146,3 +146,24 @@ def test_backpressure_and_metrics() -> None:
     assert values["1.numRecordsOut"] == 7
     assert mapping.metric_values(values, "0.numRecordsOut,zzz") == \
         [{"id": "0.numRecordsOut", "value": "5"}]
+
+
+def test_jobs_overview_entries_carry_what_flinks_client_requires() -> None:
+    # Flink's client reads each entry as its JobDetails, whose pending-operators is a
+    # required int: without it `flink list` fails to parse the answer.
+    entry = mapping.job_summary(_details().summary, now_ms=5_000)
+    assert entry["pending-operators"] == 0
+    assert (entry["jid"], entry["name"], entry["state"], entry["duration"]) == \
+        (JOB, "wordcount", "RUNNING", 4_000)
+    assert entry["tasks"]["total"] == 3 and entry["tasks"]["running"] == 2
+
+
+def test_savepoint_format_and_trigger_id_of_a_request() -> None:
+    assert mapping.savepoint_format(None) == checkpoint_pb2.SAVEPOINT_CANONICAL
+    assert mapping.savepoint_format("CANONICAL") == checkpoint_pb2.SAVEPOINT_CANONICAL
+    assert mapping.savepoint_format("NATIVE") == checkpoint_pb2.SAVEPOINT_NATIVE
+    for bad in ("FULL", "", 1, True):
+        assert mapping.savepoint_format(bad) is None
+    assert mapping.trigger_id("0123456789ABCDEF" * 2) == "0123456789abcdef" * 2
+    for bad in ("0" * 31, "g" * 32, None, 12):
+        assert mapping.trigger_id(bad) is None

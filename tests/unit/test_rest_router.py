@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from weir.core.tls import TlsFiles, generate_cluster_pki
-from weir.jobmaster.rest.handlers import Handler, Request, RestError
+from weir.jobmaster.rest.handlers import Handler, Operations, Request, RestError
 from weir.jobmaster.rest.router import Router
 from weir.jobmaster.rest.server import RestServer
+from weir.testing.cluster import poll
 
 TOKEN = "s3cret-token"
 
@@ -136,3 +137,34 @@ def test_tls_accepts_the_cluster_certificate_or_the_token(
             _call(url.replace("https", "http"), token)
     finally:
         server.stop()
+
+
+def test_an_operation_given_a_known_trigger_id_is_not_started_again() -> None:
+    operations = Operations()
+    runs: list[int] = []
+
+    def run() -> dict[str, Any]:
+        runs.append(1)
+        return {"location": f"savepoint-{len(runs)}"}
+
+    try:
+        given = "ab" * 16
+        assert operations.start("job", "savepoint", run, given) == given
+        assert operations.start("job", "savepoint", run, given) == given
+        # The same id for another job or another kind is another operation.
+        assert operations.start("other", "savepoint", run, given) == given
+        fresh = operations.start("job", "savepoint", run)
+        assert fresh != given and len(fresh) == 32
+
+        def completed(job: str, trigger: str) -> Any:
+            return poll(lambda: (s := operations.status(job, "savepoint", trigger))
+                        ["status"]["id"] == "COMPLETED" and s, 10, what="the operation")
+
+        for job, trigger in (("job", given), ("other", given), ("job", fresh)):
+            assert completed(job, trigger)["operation"]["location"].startswith("savepoint-")
+        assert len(runs) == 3
+        with pytest.raises(RestError) as missing:
+            operations.status("job", "rescale", given)
+        assert missing.value.status == 404
+    finally:
+        operations.close()
