@@ -149,12 +149,18 @@ class FlinkCli:
         self.env = {**os.environ, "JAVA_HOME": str(java_home),
                     "FLINK_CONF_DIR": str(conf_dir), "FLINK_LOG_DIR": str(log_dir)}
 
-    def __call__(self, *args: str) -> tuple[str, list[tuple[str, str, int]]]:
-        """The command's output (it must succeed) and the requests it sent."""
-        result = subprocess.run([str(self.launcher), *args], env=self.env,
+    def run(self, *args: str, env: dict[str, str] | None = None
+            ) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str, int]]]:
+        """What the command did (not checked) and the requests it sent; ``env`` adds to the
+        command's environment."""
+        result = subprocess.run([str(self.launcher), *args], env={**self.env, **(env or {})},
                                 capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
                                 check=False)
-        sent = self.proxy.take()
+        return result, self.proxy.take()
+
+    def __call__(self, *args: str) -> tuple[str, list[tuple[str, str, int]]]:
+        """The command's output (it must succeed) and the requests it sent."""
+        result, sent = self.run(*args)
         assert result.returncode == 0, (args, sent, result.stdout[-4000:],
                                         result.stderr[-4000:])
         return result.stdout, sent
@@ -169,9 +175,11 @@ def flink_launcher() -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def flink(flink_launcher: tuple[Path, Path], cluster_factory: Any,
-          tmp_path: Path) -> Iterator[tuple[LocalCluster, FlinkCli]]:
-    cluster = cluster_factory(2, 2)
+def flink(request: pytest.FixtureRequest, flink_launcher: tuple[Path, Path],
+          cluster_factory: Any, tmp_path: Path) -> Iterator[tuple[LocalCluster, FlinkCli]]:
+    """A local cluster and the CLI pointed at it; a test parametrized indirectly passes
+    more ``cluster start`` options."""
+    cluster = cluster_factory(2, 2, *getattr(request, "param", ()))
     proxy = RecordingProxy(cluster.status()["jobmaster"]["rest_url"])
     try:
         yield cluster, FlinkCli(*flink_launcher, tmp_path / "flink-conf", tmp_path / "flink-log",
@@ -273,3 +281,23 @@ def test_flink_list_savepoint_cancel_and_stop(flink: tuple[LocalCluster, FlinkCl
     assert ("POST", f"/v1/jobs/{resumed}/stop", 202) in sent, sent
     final = _wait_status(cluster, resumed, "FINISHED")
     assert final["failure"] is None, final
+
+
+TOKEN = "flink-cli-token"
+
+
+@pytest.mark.parametrize("flink", [(f"security.auth.token={TOKEN}",)], indirect=True)
+def test_flink_cli_sends_the_token_from_its_header_variable(
+        flink: tuple[LocalCluster, FlinkCli]) -> None:
+    """With ``security.auth.token`` set the API refuses Flink's client until it sends the
+    token, which it does through FLINK_REST_CLIENT_HEADERS (its custom-headers variable)."""
+    _, cli = flink
+    refused, sent = cli.run("list")
+    assert refused.returncode != 0, refused.stdout
+    assert ("GET", "/v1/jobs/overview", 401) in sent, sent
+
+    allowed, sent = cli.run("list", env={
+        "FLINK_REST_CLIENT_HEADERS": f"Authorization:Bearer {TOKEN}"})
+    assert allowed.returncode == 0, (sent, allowed.stdout[-2000:], allowed.stderr[-2000:])
+    assert "No running jobs." in allowed.stdout, allowed.stdout
+    assert ("GET", "/v1/jobs/overview", 200) in sent, sent
