@@ -160,8 +160,8 @@ class ExecutionGraph:
         evs = self.all()
         return jobmaster_pb2.JobSummary(
             job_id=self.job_id, name=self.job_graph.name, status=self.status,
-            start_time_ms=int(self.start_time * 1000),
-            end_time_ms=int(self.end_time * 1000) if self.end_time else 0,
+            start_time_ms=round(self.start_time * 1000),
+            end_time_ms=round(self.end_time * 1000) if self.end_time else 0,
             tasks_total=len(evs),
             tasks_running=sum(ev.state == common_pb2.RUNNING for ev in evs),
             tasks_finished=sum(ev.state == common_pb2.FINISHED for ev in evs))
