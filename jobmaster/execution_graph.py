@@ -28,13 +28,15 @@ TERMINAL_JOB_STATES = {common_pb2.JOB_FINISHED, common_pb2.JOB_FAILED, common_pb
 
 @dataclass
 class ExecutionVertex:
-    """One subtask of a job vertex."""
+    """One subtask of a job vertex. Setting ``state`` to another state notes when the
+    current attempt entered it (``state_timestamps``, on ``clock``)."""
 
     job_vertex: jobgraph_pb2.JobVertex
     subtask_index: int
+    #: The JobMaster's clock (epoch ms), read at each state transition.
+    clock: Clock = field(default=wall_clock_ms, repr=False, compare=False)
     attempt_id: ExecutionAttemptId = field(default_factory=new_attempt_id)
     attempt_number: int = 0
-    state: common_pb2.ExecutionState = common_pb2.CREATED
     #: Where the attempt is deployed (NOT_DEPLOYED and NO_ALLOCATION: nowhere yet).
     resource_id: ResourceId = NOT_DEPLOYED
     allocation_id: AllocationId = NO_ALLOCATION
@@ -42,6 +44,25 @@ class ExecutionVertex:
     failure: common_pb2.ErrorInfo | None = None
     #: What this attempt's restore cost (None: it restored nothing, or is not running yet).
     restore: jobmaster_pb2.RestoreStats | None = None
+    #: When the current attempt entered each state it reached (ExecutionState -> epoch
+    #: ms; a state entered again keeps the later time), as Flink's state timestamps.
+    state_timestamps: dict[int, int] = field(default_factory=dict, compare=False)
+    _state: common_pb2.ExecutionState = field(default=common_pb2.CREATED, init=False,
+                                              repr=False)
+
+    def __post_init__(self) -> None:
+        self.state_timestamps.setdefault(common_pb2.CREATED, self.clock())
+
+    @property
+    def state(self) -> common_pb2.ExecutionState:
+        """The current attempt's state (Flink's ExecutionState)."""
+        return self._state
+
+    @state.setter
+    def state(self, state: common_pb2.ExecutionState) -> None:
+        if state != self._state:
+            self.state_timestamps[state] = self.clock()
+        self._state = state
 
     @property
     def owner(self) -> str:
@@ -61,7 +82,8 @@ class ExecutionVertex:
         """Start over as the next attempt (a restart): new id, not deployed anywhere."""
         self.attempt_id = new_attempt_id()
         self.attempt_number += 1
-        self.state = common_pb2.CREATED
+        self._state = common_pb2.CREATED
+        self.state_timestamps = {common_pb2.CREATED: self.clock()}
         self.resource_id = NOT_DEPLOYED
         self.allocation_id = NO_ALLOCATION
         self.metrics = jobmaster_pb2.TaskMetrics()
@@ -77,8 +99,9 @@ class ExecutionGraph:
         self.job_graph = job_graph
         self.job_id = JobId(job_graph.job_id)
         self.status = common_pb2.JOB_CREATED
+        self._clock = clock
         self.vertices: dict[int, list[ExecutionVertex]] = {
-            v.id: [ExecutionVertex(v, i) for i in range(v.parallelism)]
+            v.id: [ExecutionVertex(v, i, clock) for i in range(v.parallelism)]
             for v in job_graph.vertices}
         self.by_attempt: dict[ExecutionAttemptId, ExecutionVertex] = {
             ev.attempt_id: ev for evs in self.vertices.values() for ev in evs}
@@ -99,7 +122,7 @@ class ExecutionGraph:
         run on as they are; the job's status and history stay."""
         self.job_graph = job_graph
         self.vertices = {v.id: self.vertices[v.id] if v.id in keep else
-                         [ExecutionVertex(v, i) for i in range(v.parallelism)]
+                         [ExecutionVertex(v, i, self._clock) for i in range(v.parallelism)]
                          for v in job_graph.vertices}
         for vertex in job_graph.vertices:
             if vertex.id in keep:
@@ -137,8 +160,8 @@ class ExecutionGraph:
         evs = self.all()
         return jobmaster_pb2.JobSummary(
             job_id=self.job_id, name=self.job_graph.name, status=self.status,
-            start_time_ms=int(self.start_time * 1000),
-            end_time_ms=int(self.end_time * 1000) if self.end_time else 0,
+            start_time_ms=round(self.start_time * 1000),
+            end_time_ms=round(self.end_time * 1000) if self.end_time else 0,
             tasks_total=len(evs),
             tasks_running=sum(ev.state == common_pb2.RUNNING for ev in evs),
             tasks_finished=sum(ev.state == common_pb2.FINISHED for ev in evs))
@@ -150,7 +173,8 @@ class ExecutionGraph:
             for ev in self.vertices[v.id]:
                 sub = vd.subtasks.add(subtask_index=ev.subtask_index, state=ev.state,
                                       attempt_id=ev.attempt_id, resource_id=ev.resource_id,
-                                      metrics=ev.metrics)
+                                      metrics=ev.metrics, attempt_number=ev.attempt_number,
+                                      state_timestamps=ev.state_timestamps)
                 if ev.restore is not None:
                     sub.restore.CopyFrom(ev.restore)
         if self.failure is not None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import grpc
 from google.protobuf.message import Message
 
+from weir.core.clock import wall_clock_ms
 from weir.core.errors import UserError
 from weir.core.heartbeat import DISABLED, RpcFailureThreshold, classify
 from weir.core.ids import AllocationId, CheckpointId, ExecutionAttemptId, JobId, ResourceId
@@ -58,6 +59,19 @@ class Slot:
     def allocation_id(self) -> AllocationId:
         """``<resource id>:<slot index>``: the TaskExecutor finds the slot in it."""
         return AllocationId(f"{self.resource_id}:{self.index}")
+
+
+@dataclass
+class TaskExecutorHistory:
+    """What the JobMaster counted for one resource id, across its registrations."""
+
+    registrations: int = 0
+    task_failures: int = 0
+
+
+#: Resource ids whose history is kept; the oldest is forgotten beyond it (TaskExecutors
+#: without a fixed resource id get a new one each start).
+HISTORIES_KEPT = 1024
 
 
 @dataclass
@@ -85,6 +99,11 @@ class TaskExecutorRecord:
     local_state: set[tuple[JobId, str, CheckpointId]] = field(default_factory=set)
     #: The JobMaster's calls to it that could not reach it, in a row (None: not counted).
     rpc_failures: RpcFailureThreshold | None = None
+    #: When this registration arrived (epoch ms).
+    registered_at_ms: int = field(default_factory=wall_clock_ms)
+    #: Registrations of its resource id and tasks failed on it (shared by the records of
+    #: one resource id: the counts outlive a restart of the process).
+    history: TaskExecutorHistory = field(default_factory=lambda: TaskExecutorHistory())
 
     @property
     def free_slots(self) -> int:
@@ -94,7 +113,10 @@ class TaskExecutorRecord:
         return dispatcher_pb2.TaskExecutorInfo(
             resource_id=self.resource_id, rpc_address=self.rpc_address,
             data_address=self.data_address, slots_total=len(self.slots),
-            slots_free=self.free_slots, metrics_url=self.metrics_url, pid=self.pid)
+            slots_free=self.free_slots, metrics_url=self.metrics_url, pid=self.pid,
+            registered_at_ms=self.registered_at_ms,
+            registrations=self.history.registrations, tasks_running=len(self.metrics),
+            task_failures=self.history.task_failures)
 
 
 class DuplicateTaskExecutorError(UserError):
@@ -176,6 +198,7 @@ class ResourceManager:
         self._clock = clock
         self._connect = connect or functools.partial(_connect, tls=tls)
         self.task_executors: dict[ResourceId, TaskExecutorRecord] = {}
+        self._histories: dict[ResourceId, TaskExecutorHistory] = {}
         self._departing = False
 
     def register(self, request: jobmaster_pb2.RegisterTaskExecutorRequest) -> TaskExecutorRecord:
@@ -222,6 +245,8 @@ class ResourceManager:
             # then tells whether the TaskExecutor can still be reached.
             record.stub = taskexecutor_pb2_grpc.TaskExecutorServiceStub(grpc.intercept_channel(
                 channel, RpcOutcomeInterceptor(self._reporter(record))))
+        record.history = self._history(resource_id)
+        record.history.registrations += 1
         self.task_executors[record.resource_id] = record
         log.info("TaskExecutor %s registered (%s, %d slots)", record.resource_id,
                  record.rpc_address, request.num_slots)
@@ -245,6 +270,19 @@ class ResourceManager:
         record.last_heartbeat = self._clock()
         record.metrics = {ExecutionAttemptId(m.attempt_id): m for m in message.task_metrics}
         return True
+
+    def _history(self, resource_id: ResourceId) -> TaskExecutorHistory:
+        history = self._histories.pop(resource_id, None) or TaskExecutorHistory()
+        self._histories[resource_id] = history  # now the newest
+        while len(self._histories) > HISTORIES_KEPT:
+            del self._histories[next(iter(self._histories))]
+        return history
+
+    def note_task_failure(self, resource_id: ResourceId) -> None:
+        """A task deployed to ``resource_id`` failed there (an unknown id is ignored)."""
+        record = self.task_executors.get(resource_id)
+        if record is not None:
+            record.history.task_failures += 1
 
     def _reporter(self, record: TaskExecutorRecord) -> Callable[[grpc.StatusCode | None], None]:
         """Where ``record``'s calls report their outcome: any thread, handed to the owner's."""

@@ -49,6 +49,10 @@ class RestartStrategy(ABC):
         """Why the job does not restart any more (when ``can_restart`` is False)."""
         return f"restart strategy {self.name} allows no (further) restart"
 
+    def summary(self) -> str:
+        """The strategy and its settings in words, as Flink's job configuration shows it."""
+        return "Restart deactivated."
+
 
 class NoRestartStrategy(RestartStrategy):
     name = "none"
@@ -84,6 +88,10 @@ class FixedDelayRestartStrategy(RestartStrategy):
     def backoff_ms(self) -> int:
         return self.delay_ms
 
+    def summary(self) -> str:
+        return (f"Restart with fixed delay ({self.delay_ms} ms). #{self.attempts} restart "
+                "attempts.")
+
     def describe(self) -> str:
         return (f"restart strategy fixed-delay allows {self.attempts} restart(s) "
                 "(restart-strategy.fixed-delay.attempts) and they are used up")
@@ -113,6 +121,10 @@ class FailureRateRestartStrategy(RestartStrategy):
 
     def backoff_ms(self) -> int:
         return self.delay_ms
+
+    def summary(self) -> str:
+        return (f"Failure rate restart with maximum of {self.max_failures} failures within "
+                f"interval {self.interval_ms} ms and fixed delay {self.delay_ms} ms.")
 
     def describe(self) -> str:
         return (f"restart strategy failure-rate allows {self.max_failures} failure(s) per "
@@ -158,6 +170,11 @@ class ExponentialDelayRestartStrategy(RestartStrategy):
         spread = self._current_ms * self.jitter
         jittered = self._current_ms + self._rng.uniform(-spread, spread)
         return max(0, min(round(jittered), self.max_ms))
+
+    def summary(self) -> str:
+        return (f"Restart with exponential delay: starting at {self.initial_ms} ms, "
+                f"increasing by {self.multiplier:g}, with maximum {self.max_ms} ms. Delay "
+                f"resets after {self.reset_threshold_ms} ms with jitter {self.jitter:g}.")
 
     def describe(self) -> str:
         return (f"restart strategy exponential-delay allows {self.attempts} restart(s) "

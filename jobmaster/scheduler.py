@@ -439,6 +439,7 @@ class JobScheduler:
                    for consumer in self.graph.vertices[vertex.id])
 
     def _task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
+        self._resources.note_task_failure(ev.resource_id)
         ev.state = common_pb2.FAILED
         ev.failure = error
         if not error.task:
@@ -653,6 +654,7 @@ class JobScheduler:
         if error.reason == common_pb2.STATE_INCOMPATIBLE and \
                 self.changes.phase is not ChangePhase.DEPLOYING:
             # Restarting would restore the same state into the same code again.
+            self._resources.note_task_failure(ev.resource_id)
             ev.state = common_pb2.FAILED
             ev.failure = error
             self.fail_terminal(error)

@@ -75,7 +75,7 @@ class ClusterOverviewRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TaskExecutorInfo(_message.Message):
-    __slots__ = ("resource_id", "rpc_address", "data_address", "slots_total", "slots_free", "metrics_url", "pid")
+    __slots__ = ("resource_id", "rpc_address", "data_address", "slots_total", "slots_free", "metrics_url", "pid", "registered_at_ms", "registrations", "tasks_running", "task_failures")
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     RPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,10 @@ class TaskExecutorInfo(_message.Message):
     SLOTS_FREE_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRATIONS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TASK_FAILURES_FIELD_NUMBER: _ClassVar[int]
     resource_id: str
     rpc_address: str
     data_address: str
@@ -90,7 +94,11 @@ class TaskExecutorInfo(_message.Message):
     slots_free: int
     metrics_url: str
     pid: int
-    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    registered_at_ms: int
+    registrations: int
+    tasks_running: int
+    task_failures: int
+    def __init__(self, resource_id: _Optional[str] = ..., rpc_address: _Optional[str] = ..., data_address: _Optional[str] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., metrics_url: _Optional[str] = ..., pid: _Optional[int] = ..., registered_at_ms: _Optional[int] = ..., registrations: _Optional[int] = ..., tasks_running: _Optional[int] = ..., task_failures: _Optional[int] = ...) -> None: ...
 
 class ClusterOverview(_message.Message):
     __slots__ = ("task_executors", "slots_total", "slots_free", "metrics_url", "pid")

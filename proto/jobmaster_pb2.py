@@ -26,13 +26,15 @@ from weir.proto import checkpoint_pb2 as weir_dot_proto_dot_checkpoint__pb2
 from weir.proto import common_pb2 as weir_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aweir/proto/jobmaster.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\"\x05\n\x03\x41\x63k\"\xd3\x01\n\x1bRegisterTaskExecutorRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x11\n\tnum_slots\x18\x04 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x13\n\x0binstance_id\x18\x07 \x01(\t\x12*\n\x0blocal_state\x18\x08 \x03(\x0b\x32\x15.weir.LocalStateEntry\"G\n\x0fLocalStateEntry\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\"e\n\x0cRestoreStats\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x03\x12\x13\n\x0blocal_bytes\x18\x03 \x01(\x03\x12\x14\n\x0cremote_bytes\x18\x04 \x01(\x03\"\x8a\x01\n\x1cRegisterTaskExecutorResponse\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\x12\x1c\n\x14heartbeat_timeout_ms\x18\x03 \x01(\x03\x12\x17\n\x0fregistration_id\x18\x04 \x01(\t\"\xbe\x01\n\x0bTaskMetrics\x12\x12\n\nattempt_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x10\n\x08\x62ytes_in\x18\x04 \x01(\x03\x12\x11\n\tbytes_out\x18\x05 \x01(\x03\x12\x1f\n\x17\x62\x61\x63k_pressured_ms_per_s\x18\x06 \x01(\x01\x12\x15\n\rbusy_ms_per_s\x18\x07 \x01(\x01\x12\x15\n\ridle_ms_per_s\x18\x08 \x01(\x01\"\xa2\x01\n\x15TaskExecutorHeartbeat\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x18\n\x10running_attempts\x18\x02 \x03(\t\x12\'\n\x0ctask_metrics\x18\x03 \x03(\x0b\x32\x11.weir.TaskMetrics\x12\x17\n\x0fregistration_id\x18\x04 \x01(\t\x12\x18\n\x10unhealthy_reason\x18\x05 \x01(\t\"D\n\x12JobMasterHeartbeat\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x18\n\x10unknown_attempts\x18\x02 \x03(\t\"]\n\x1d\x44isconnectTaskExecutorRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x17\n\x0fregistration_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xcc\x01\n\x18TaskExecutionStateUpdate\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x1e\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\x12#\n\x07restore\x18\x06 \x01(\x0b\x32\x12.weir.RestoreStats\"w\n\x0cSplitRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tvertex_id\x18\x02 \x01(\x05\x12\x15\n\rsubtask_index\x18\x03 \x01(\x05\x12\x12\n\nattempt_id\x18\x04 \x01(\t\x12\x19\n\x11\x63heckpoint_passed\x18\x05 \x01(\x03\"O\n\rSplitResponse\x12\x0e\n\x06splits\x18\x01 \x03(\x0c\x12\x16\n\x0eno_more_splits\x18\x02 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x03 \x01(\x03\"s\n\x0c\x43ollectBatch\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rsubtask_index\x18\x02 \x01(\x05\x12\x11\n\tarrow_ipc\x18\x03 \x01(\x0c\x12\x15\n\rend_of_stream\x18\x04 \x01(\x08\x12\x12\n\nattempt_id\x18\x05 \x01(\t\"\x1e\n\nCollectAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\"\xaf\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12&\n\x05state\x18\x04 \x01(\x0b\x32\x17.weir.TaskStateSnapshot\x12,\n\x07metrics\x18\x05 \x01(\x0b\x32\x1b.weir.CheckpointTaskMetrics\"\x95\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12-\n\x06reason\x18\x04 \x01(\x0e\x32\x1d.weir.CheckpointFailureReason\x12\x0f\n\x07message\x18\x05 \x01(\t\"5\n\x0f\x45ndOfDataReport\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\"\xcd\x01\n\nJobSummary\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12\x15\n\rstart_time_ms\x18\x04 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x05 \x01(\x03\x12\x13\n\x0btasks_total\x18\x06 \x01(\x05\x12\x15\n\rtasks_running\x18\x07 \x01(\x05\x12\x16\n\x0etasks_finished\x18\x08 \x01(\x05\x12\x10\n\x08restarts\x18\t \x01(\x05\"\xbe\x01\n\x0eSubtaskDetails\x12\x15\n\rsubtask_index\x18\x01 \x01(\x05\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x12\n\nattempt_id\x18\x03 \x01(\t\x12\x13\n\x0bresource_id\x18\x04 \x01(\t\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\x12#\n\x07restore\x18\x06 \x01(\x0b\x32\x12.weir.RestoreStats\"m\n\rVertexDetails\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12&\n\x08subtasks\x18\x04 \x03(\x0b\x32\x14.weir.SubtaskDetails\"\xab\x02\n\nJobDetails\x12!\n\x07summary\x18\x01 \x01(\x0b\x32\x10.weir.JobSummary\x12%\n\x08vertices\x18\x02 \x03(\x0b\x32\x13.weir.VertexDetails\x12 \n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\x1a\n\x12last_checkpoint_id\x18\x04 \x01(\x03\x12\x1c\n\x14last_checkpoint_path\x18\x05 \x01(\t\x12\'\n\x0erestart_causes\x18\x06 \x03(\x0b\x32\x0f.weir.ErrorInfo\x12(\n\x0clast_restore\x18\x07 \x01(\x0b\x32\x12.weir.RestoreStats\x12$\n\x0blast_change\x18\x08 \x01(\x0b\x32\x0f.weir.JobChange\"\x85\x01\n\x10SavepointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10target_directory\x18\x02 \x01(\t\x12%\n\x06\x66ormat\x18\x03 \x01(\x0e\x32\x15.weir.SavepointFormat\x12\x11\n\tterminate\x18\x04 \x01(\x08\x12\r\n\x05\x64rain\x18\x05 \x01(\x08\"x\n\tJobChange\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\x12\x13\n\x0b\x64owntime_ms\x18\x03 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x12\x1b\n\x13restarted_operators\x18\x05 \x03(\t2\xfb\x04\n\x10JobMasterGateway\x12]\n\x14RegisterTaskExecutor\x12!.weir.RegisterTaskExecutorRequest\x1a\".weir.RegisterTaskExecutorResponse\x12\x46\n\tHeartbeat\x12\x1b.weir.TaskExecutorHeartbeat\x1a\x18.weir.JobMasterHeartbeat(\x01\x30\x01\x12\x45\n\x18UpdateTaskExecutionState\x12\x1e.weir.TaskExecutionStateUpdate\x1a\t.weir.Ack\x12\x38\n\rRequestSplits\x12\x12.weir.SplitRequest\x1a\x13.weir.SplitResponse\x12\x38\n\x10PushCollectBatch\x12\x12.weir.CollectBatch\x1a\x10.weir.CollectAck\x12\x46\n\x15\x41\x63knowledgeCheckpoint\x12\".weir.AcknowledgeCheckpointRequest\x1a\t.weir.Ack\x12>\n\x11\x44\x65\x63lineCheckpoint\x12\x1e.weir.DeclineCheckpointRequest\x1a\t.weir.Ack\x12\x33\n\x0fReportEndOfData\x12\x15.weir.EndOfDataReport\x1a\t.weir.Ack\x12H\n\x16\x44isconnectTaskExecutor\x12#.weir.DisconnectTaskExecutorRequest\x1a\t.weir.Ackb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aweir/proto/jobmaster.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\"\x05\n\x03\x41\x63k\"\xd3\x01\n\x1bRegisterTaskExecutorRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x11\n\tnum_slots\x18\x04 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\x12\x13\n\x0binstance_id\x18\x07 \x01(\t\x12*\n\x0blocal_state\x18\x08 \x03(\x0b\x32\x15.weir.LocalStateEntry\"G\n\x0fLocalStateEntry\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\"e\n\x0cRestoreStats\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x03\x12\x13\n\x0blocal_bytes\x18\x03 \x01(\x03\x12\x14\n\x0cremote_bytes\x18\x04 \x01(\x03\"\x8a\x01\n\x1cRegisterTaskExecutorResponse\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x02 \x01(\x03\x12\x1c\n\x14heartbeat_timeout_ms\x18\x03 \x01(\x03\x12\x17\n\x0fregistration_id\x18\x04 \x01(\t\"\xa4\x02\n\x0bTaskMetrics\x12\x12\n\nattempt_id\x18\x01 \x01(\t\x12\x12\n\nrecords_in\x18\x02 \x01(\x03\x12\x13\n\x0brecords_out\x18\x03 \x01(\x03\x12\x10\n\x08\x62ytes_in\x18\x04 \x01(\x03\x12\x11\n\tbytes_out\x18\x05 \x01(\x03\x12\x1f\n\x17\x62\x61\x63k_pressured_ms_per_s\x18\x06 \x01(\x01\x12\x15\n\rbusy_ms_per_s\x18\x07 \x01(\x01\x12\x15\n\ridle_ms_per_s\x18\x08 \x01(\x01\x12\x1c\n\x0finput_watermark\x18\t \x01(\x03H\x00\x88\x01\x01\x12\x1d\n\x10output_watermark\x18\n \x01(\x03H\x01\x88\x01\x01\x42\x12\n\x10_input_watermarkB\x13\n\x11_output_watermark\"\xa2\x01\n\x15TaskExecutorHeartbeat\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x18\n\x10running_attempts\x18\x02 \x03(\t\x12\'\n\x0ctask_metrics\x18\x03 \x03(\x0b\x32\x11.weir.TaskMetrics\x12\x17\n\x0fregistration_id\x18\x04 \x01(\t\x12\x18\n\x10unhealthy_reason\x18\x05 \x01(\t\"D\n\x12JobMasterHeartbeat\x12\x14\n\x0cjobmaster_id\x18\x01 \x01(\t\x12\x18\n\x10unknown_attempts\x18\x02 \x03(\t\"]\n\x1d\x44isconnectTaskExecutorRequest\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x17\n\x0fregistration_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xcc\x01\n\x18TaskExecutionStateUpdate\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12#\n\x05state\x18\x03 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x1e\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\x12#\n\x07restore\x18\x06 \x01(\x0b\x32\x12.weir.RestoreStats\"w\n\x0cSplitRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tvertex_id\x18\x02 \x01(\x05\x12\x15\n\rsubtask_index\x18\x03 \x01(\x05\x12\x12\n\nattempt_id\x18\x04 \x01(\t\x12\x19\n\x11\x63heckpoint_passed\x18\x05 \x01(\x03\"O\n\rSplitResponse\x12\x0e\n\x06splits\x18\x01 \x03(\x0c\x12\x16\n\x0eno_more_splits\x18\x02 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x03 \x01(\x03\"s\n\x0c\x43ollectBatch\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\rsubtask_index\x18\x02 \x01(\x05\x12\x11\n\tarrow_ipc\x18\x03 \x01(\x0c\x12\x15\n\rend_of_stream\x18\x04 \x01(\x08\x12\x12\n\nattempt_id\x18\x05 \x01(\t\"\x1e\n\nCollectAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\"\xaf\x01\n\x1c\x41\x63knowledgeCheckpointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12&\n\x05state\x18\x04 \x01(\x0b\x32\x17.weir.TaskStateSnapshot\x12,\n\x07metrics\x18\x05 \x01(\x0b\x32\x1b.weir.CheckpointTaskMetrics\"\x95\x01\n\x18\x44\x65\x63lineCheckpointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12-\n\x06reason\x18\x04 \x01(\x0e\x32\x1d.weir.CheckpointFailureReason\x12\x0f\n\x07message\x18\x05 \x01(\t\"5\n\x0f\x45ndOfDataReport\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nattempt_id\x18\x02 \x01(\t\"\xcd\x01\n\nJobSummary\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12\x15\n\rstart_time_ms\x18\x04 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x05 \x01(\x03\x12\x13\n\x0btasks_total\x18\x06 \x01(\x05\x12\x15\n\rtasks_running\x18\x07 \x01(\x05\x12\x16\n\x0etasks_finished\x18\x08 \x01(\x05\x12\x10\n\x08restarts\x18\t \x01(\x05\"\xd3\x02\n\x0eSubtaskDetails\x12\x15\n\rsubtask_index\x18\x01 \x01(\x05\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.weir.ExecutionState\x12\x12\n\nattempt_id\x18\x03 \x01(\t\x12\x13\n\x0bresource_id\x18\x04 \x01(\t\x12\"\n\x07metrics\x18\x05 \x01(\x0b\x32\x11.weir.TaskMetrics\x12#\n\x07restore\x18\x06 \x01(\x0b\x32\x12.weir.RestoreStats\x12\x16\n\x0e\x61ttempt_number\x18\x07 \x01(\x05\x12\x43\n\x10state_timestamps\x18\x08 \x03(\x0b\x32).weir.SubtaskDetails.StateTimestampsEntry\x1a\x36\n\x14StateTimestampsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"m\n\rVertexDetails\x12\x11\n\tvertex_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x13\n\x0bparallelism\x18\x03 \x01(\x05\x12&\n\x08subtasks\x18\x04 \x03(\x0b\x32\x14.weir.SubtaskDetails\"\xab\x02\n\nJobDetails\x12!\n\x07summary\x18\x01 \x01(\x0b\x32\x10.weir.JobSummary\x12%\n\x08vertices\x18\x02 \x03(\x0b\x32\x13.weir.VertexDetails\x12 \n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x0f.weir.ErrorInfo\x12\x1a\n\x12last_checkpoint_id\x18\x04 \x01(\x03\x12\x1c\n\x14last_checkpoint_path\x18\x05 \x01(\t\x12\'\n\x0erestart_causes\x18\x06 \x03(\x0b\x32\x0f.weir.ErrorInfo\x12(\n\x0clast_restore\x18\x07 \x01(\x0b\x32\x12.weir.RestoreStats\x12$\n\x0blast_change\x18\x08 \x01(\x0b\x32\x0f.weir.JobChange\"\x85\x01\n\x10SavepointRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x18\n\x10target_directory\x18\x02 \x01(\t\x12%\n\x06\x66ormat\x18\x03 \x01(\x0e\x32\x15.weir.SavepointFormat\x12\x11\n\tterminate\x18\x04 \x01(\x08\x12\r\n\x05\x64rain\x18\x05 \x01(\x08\"x\n\tJobChange\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\x12\x13\n\x0b\x64owntime_ms\x18\x03 \x01(\x03\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x12\x1b\n\x13restarted_operators\x18\x05 \x03(\t2\xfb\x04\n\x10JobMasterGateway\x12]\n\x14RegisterTaskExecutor\x12!.weir.RegisterTaskExecutorRequest\x1a\".weir.RegisterTaskExecutorResponse\x12\x46\n\tHeartbeat\x12\x1b.weir.TaskExecutorHeartbeat\x1a\x18.weir.JobMasterHeartbeat(\x01\x30\x01\x12\x45\n\x18UpdateTaskExecutionState\x12\x1e.weir.TaskExecutionStateUpdate\x1a\t.weir.Ack\x12\x38\n\rRequestSplits\x12\x12.weir.SplitRequest\x1a\x13.weir.SplitResponse\x12\x38\n\x10PushCollectBatch\x12\x12.weir.CollectBatch\x1a\x10.weir.CollectAck\x12\x46\n\x15\x41\x63knowledgeCheckpoint\x12\".weir.AcknowledgeCheckpointRequest\x1a\t.weir.Ack\x12>\n\x11\x44\x65\x63lineCheckpoint\x12\x1e.weir.DeclineCheckpointRequest\x1a\t.weir.Ack\x12\x33\n\x0fReportEndOfData\x12\x15.weir.EndOfDataReport\x1a\t.weir.Ack\x12H\n\x16\x44isconnectTaskExecutor\x12#.weir.DisconnectTaskExecutorRequest\x1a\t.weir.Ackb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weir.proto.jobmaster_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SUBTASKDETAILS_STATETIMESTAMPSENTRY']._loaded_options = None
+  _globals['_SUBTASKDETAILS_STATETIMESTAMPSENTRY']._serialized_options = b'8\001'
   _globals['_ACK']._serialized_start=90
   _globals['_ACK']._serialized_end=95
   _globals['_REGISTERTASKEXECUTORREQUEST']._serialized_start=98
@@ -44,41 +46,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERTASKEXECUTORRESPONSE']._serialized_start=488
   _globals['_REGISTERTASKEXECUTORRESPONSE']._serialized_end=626
   _globals['_TASKMETRICS']._serialized_start=629
-  _globals['_TASKMETRICS']._serialized_end=819
-  _globals['_TASKEXECUTORHEARTBEAT']._serialized_start=822
-  _globals['_TASKEXECUTORHEARTBEAT']._serialized_end=984
-  _globals['_JOBMASTERHEARTBEAT']._serialized_start=986
-  _globals['_JOBMASTERHEARTBEAT']._serialized_end=1054
-  _globals['_DISCONNECTTASKEXECUTORREQUEST']._serialized_start=1056
-  _globals['_DISCONNECTTASKEXECUTORREQUEST']._serialized_end=1149
-  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_start=1152
-  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_end=1356
-  _globals['_SPLITREQUEST']._serialized_start=1358
-  _globals['_SPLITREQUEST']._serialized_end=1477
-  _globals['_SPLITRESPONSE']._serialized_start=1479
-  _globals['_SPLITRESPONSE']._serialized_end=1558
-  _globals['_COLLECTBATCH']._serialized_start=1560
-  _globals['_COLLECTBATCH']._serialized_end=1675
-  _globals['_COLLECTACK']._serialized_start=1677
-  _globals['_COLLECTACK']._serialized_end=1707
-  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=1710
-  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=1885
-  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=1888
-  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=2037
-  _globals['_ENDOFDATAREPORT']._serialized_start=2039
-  _globals['_ENDOFDATAREPORT']._serialized_end=2092
-  _globals['_JOBSUMMARY']._serialized_start=2095
-  _globals['_JOBSUMMARY']._serialized_end=2300
-  _globals['_SUBTASKDETAILS']._serialized_start=2303
-  _globals['_SUBTASKDETAILS']._serialized_end=2493
-  _globals['_VERTEXDETAILS']._serialized_start=2495
-  _globals['_VERTEXDETAILS']._serialized_end=2604
-  _globals['_JOBDETAILS']._serialized_start=2607
-  _globals['_JOBDETAILS']._serialized_end=2906
-  _globals['_SAVEPOINTREQUEST']._serialized_start=2909
-  _globals['_SAVEPOINTREQUEST']._serialized_end=3042
-  _globals['_JOBCHANGE']._serialized_start=3044
-  _globals['_JOBCHANGE']._serialized_end=3164
-  _globals['_JOBMASTERGATEWAY']._serialized_start=3167
-  _globals['_JOBMASTERGATEWAY']._serialized_end=3802
+  _globals['_TASKMETRICS']._serialized_end=921
+  _globals['_TASKEXECUTORHEARTBEAT']._serialized_start=924
+  _globals['_TASKEXECUTORHEARTBEAT']._serialized_end=1086
+  _globals['_JOBMASTERHEARTBEAT']._serialized_start=1088
+  _globals['_JOBMASTERHEARTBEAT']._serialized_end=1156
+  _globals['_DISCONNECTTASKEXECUTORREQUEST']._serialized_start=1158
+  _globals['_DISCONNECTTASKEXECUTORREQUEST']._serialized_end=1251
+  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_start=1254
+  _globals['_TASKEXECUTIONSTATEUPDATE']._serialized_end=1458
+  _globals['_SPLITREQUEST']._serialized_start=1460
+  _globals['_SPLITREQUEST']._serialized_end=1579
+  _globals['_SPLITRESPONSE']._serialized_start=1581
+  _globals['_SPLITRESPONSE']._serialized_end=1660
+  _globals['_COLLECTBATCH']._serialized_start=1662
+  _globals['_COLLECTBATCH']._serialized_end=1777
+  _globals['_COLLECTACK']._serialized_start=1779
+  _globals['_COLLECTACK']._serialized_end=1809
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_start=1812
+  _globals['_ACKNOWLEDGECHECKPOINTREQUEST']._serialized_end=1987
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_start=1990
+  _globals['_DECLINECHECKPOINTREQUEST']._serialized_end=2139
+  _globals['_ENDOFDATAREPORT']._serialized_start=2141
+  _globals['_ENDOFDATAREPORT']._serialized_end=2194
+  _globals['_JOBSUMMARY']._serialized_start=2197
+  _globals['_JOBSUMMARY']._serialized_end=2402
+  _globals['_SUBTASKDETAILS']._serialized_start=2405
+  _globals['_SUBTASKDETAILS']._serialized_end=2744
+  _globals['_SUBTASKDETAILS_STATETIMESTAMPSENTRY']._serialized_start=2690
+  _globals['_SUBTASKDETAILS_STATETIMESTAMPSENTRY']._serialized_end=2744
+  _globals['_VERTEXDETAILS']._serialized_start=2746
+  _globals['_VERTEXDETAILS']._serialized_end=2855
+  _globals['_JOBDETAILS']._serialized_start=2858
+  _globals['_JOBDETAILS']._serialized_end=3157
+  _globals['_SAVEPOINTREQUEST']._serialized_start=3160
+  _globals['_SAVEPOINTREQUEST']._serialized_end=3293
+  _globals['_JOBCHANGE']._serialized_start=3295
+  _globals['_JOBCHANGE']._serialized_end=3415
+  _globals['_JOBMASTERGATEWAY']._serialized_start=3418
+  _globals['_JOBMASTERGATEWAY']._serialized_end=4053
 # @@protoc_insertion_point(module_scope)

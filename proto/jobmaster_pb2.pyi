@@ -67,7 +67,7 @@ class RegisterTaskExecutorResponse(_message.Message):
     def __init__(self, jobmaster_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., heartbeat_timeout_ms: _Optional[int] = ..., registration_id: _Optional[str] = ...) -> None: ...
 
 class TaskMetrics(_message.Message):
-    __slots__ = ("attempt_id", "records_in", "records_out", "bytes_in", "bytes_out", "back_pressured_ms_per_s", "busy_ms_per_s", "idle_ms_per_s")
+    __slots__ = ("attempt_id", "records_in", "records_out", "bytes_in", "bytes_out", "back_pressured_ms_per_s", "busy_ms_per_s", "idle_ms_per_s", "input_watermark", "output_watermark")
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_IN_FIELD_NUMBER: _ClassVar[int]
     RECORDS_OUT_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,8 @@ class TaskMetrics(_message.Message):
     BACK_PRESSURED_MS_PER_S_FIELD_NUMBER: _ClassVar[int]
     BUSY_MS_PER_S_FIELD_NUMBER: _ClassVar[int]
     IDLE_MS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INPUT_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     attempt_id: str
     records_in: int
     records_out: int
@@ -84,7 +86,9 @@ class TaskMetrics(_message.Message):
     back_pressured_ms_per_s: float
     busy_ms_per_s: float
     idle_ms_per_s: float
-    def __init__(self, attempt_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., back_pressured_ms_per_s: _Optional[float] = ..., busy_ms_per_s: _Optional[float] = ..., idle_ms_per_s: _Optional[float] = ...) -> None: ...
+    input_watermark: int
+    output_watermark: int
+    def __init__(self, attempt_id: _Optional[str] = ..., records_in: _Optional[int] = ..., records_out: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., back_pressured_ms_per_s: _Optional[float] = ..., busy_ms_per_s: _Optional[float] = ..., idle_ms_per_s: _Optional[float] = ..., input_watermark: _Optional[int] = ..., output_watermark: _Optional[int] = ...) -> None: ...
 
 class TaskExecutorHeartbeat(_message.Message):
     __slots__ = ("resource_id", "running_attempts", "task_metrics", "registration_id", "unhealthy_reason")
@@ -237,20 +241,31 @@ class JobSummary(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[_Union[_common_pb2.JobStatus, str]] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., tasks_total: _Optional[int] = ..., tasks_running: _Optional[int] = ..., tasks_finished: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class SubtaskDetails(_message.Message):
-    __slots__ = ("subtask_index", "state", "attempt_id", "resource_id", "metrics", "restore")
+    __slots__ = ("subtask_index", "state", "attempt_id", "resource_id", "metrics", "restore", "attempt_number", "state_timestamps")
+    class StateTimestampsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     SUBTASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     RESTORE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    STATE_TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
     subtask_index: int
     state: _common_pb2.ExecutionState
     attempt_id: str
     resource_id: str
     metrics: TaskMetrics
     restore: RestoreStats
-    def __init__(self, subtask_index: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., attempt_id: _Optional[str] = ..., resource_id: _Optional[str] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ..., restore: _Optional[_Union[RestoreStats, _Mapping]] = ...) -> None: ...
+    attempt_number: int
+    state_timestamps: _containers.ScalarMap[int, int]
+    def __init__(self, subtask_index: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.ExecutionState, str]] = ..., attempt_id: _Optional[str] = ..., resource_id: _Optional[str] = ..., metrics: _Optional[_Union[TaskMetrics, _Mapping]] = ..., restore: _Optional[_Union[RestoreStats, _Mapping]] = ..., attempt_number: _Optional[int] = ..., state_timestamps: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class VertexDetails(_message.Message):
     __slots__ = ("vertex_id", "name", "parallelism", "subtasks")

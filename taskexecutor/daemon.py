@@ -48,6 +48,7 @@ from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
 from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
+from weir.core.records import MIN_WATERMARK
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
 from weir.core.secrets import auth_token
 from weir.core.tls import TlsFiles
@@ -417,10 +418,18 @@ class TaskExecutor:
                          for i in (1, 2, 3)]
                 self._rates[task.attempt_id] = (rates[0], rates[1], rates[2])
         busy, idle, backpressured = self._rates.get(task.attempt_id, (0.0, 0.0, 0.0))
-        return jobmaster_pb2.TaskMetrics(
+        metrics = jobmaster_pb2.TaskMetrics(
             attempt_id=task.attempt_id, records_in=c.records_in, records_out=c.records_out,
             bytes_in=int(bytes_in), bytes_out=int(bytes_out), busy_ms_per_s=busy,
             idle_ms_per_s=idle, back_pressured_ms_per_s=backpressured)
+        if task.tdd.input_gates:
+            # As Flink's gauge: a task with inputs has an input watermark, Long.MIN_VALUE
+            # until the first one arrives; a source has none.
+            metrics.input_watermark = c.input_watermark if c.input_watermark is not None \
+                else MIN_WATERMARK
+        if c.output_watermark is not None:
+            metrics.output_watermark = c.output_watermark
+        return metrics
 
     @staticmethod
     def _event_time_metrics(task: Task) -> list[tuple[str, float]]:

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint import options as checkpoint_options
+from weir.core import options
 from weir.core.errors import JobNotFoundError, UserError, WeirError
 from weir.core.ids import JobId
 from weir.jobmaster.rest import mapping
 from weir.jobmaster.rest.mapping import Json
 from weir.jobmaster.rest.router import Router
+from weir.jobmaster.restart_strategy import create_restart_strategy
 from weir.proto import dispatcher_pb2, jobgraph_pb2, jobmaster_pb2
 
 if TYPE_CHECKING:
@@ -139,6 +141,7 @@ class RestHandlers:
                 ("GET", "/jobs/overview", self.jobs_overview),
                 ("GET", "/jobs/:jobid", self.job),
                 ("PATCH", "/jobs/:jobid", self.cancel),
+                ("GET", "/jobs/:jobid/config", self.job_config),
                 ("GET", "/jobs/:jobid/plan", self.plan),
                 ("GET", "/jobs/:jobid/exceptions", self.exceptions),
                 ("GET", "/jobs/:jobid/metrics", self.job_metrics),
@@ -216,6 +219,13 @@ class RestHandlers:
         job_id = request.params["jobid"]
         details = self._details(job_id)
         return 200, mapping.job_details(details, self._graph(JobId(job_id)), _now_ms())
+
+    def job_config(self, request: Request) -> tuple[int, Json]:
+        graph = self._graph(JobId(request.params["jobid"]))
+        conf = self._jm.configuration.merged(dict(graph.config))
+        strategy = create_restart_strategy(conf, checkpoint_options.checkpointing_enabled(conf))
+        batch = str(conf.get(options.RUNTIME_MODE)).upper() == "BATCH"
+        return 200, mapping.job_config(graph, batch, strategy.summary())
 
     def plan(self, request: Request) -> tuple[int, Json]:
         return 200, mapping.plan(self._graph(JobId(request.params["jobid"])))
@@ -297,28 +307,13 @@ class RestHandlers:
         return 200, mapping.subtask_checkpoints(stats, vertex_id, vertices[vertex_id])
 
     def vertex(self, request: Request) -> tuple[int, Json]:
-        details, vertex = self._vertex(request)
+        _, vertex = self._vertex(request)
         now = _now_ms()
         job_id = request.params["jobid"]
-        subtasks = [{"subtask": s.subtask_index, "status": mapping.task_state(s.state),
-                     "attempt": 0, "attempt-id": s.attempt_id,
-                     "taskmanager-id": s.resource_id or None,
-                     "start-time": details.summary.start_time_ms or -1, "end-time": -1,
-                     "duration": -1,
-                     "metrics": {"read-records": s.metrics.records_in,
-                                 "write-records": s.metrics.records_out,
-                                 "read-bytes": s.metrics.bytes_in,
-                                 "write-bytes": s.metrics.bytes_out},
-                     "restore": ({"checkpoint-id": s.restore.checkpoint_id,
-                                  "duration": s.restore.duration_ms,
-                                  "local-bytes": s.restore.local_bytes,
-                                  "remote-bytes": s.restore.remote_bytes}
-                                 if s.HasField("restore") else None)}
-                    for s in vertex.subtasks]
         return 200, {"id": mapping.vertex_hex_id(job_id, vertex.vertex_id),
                      "vertex-id": vertex.vertex_id, "name": vertex.name,
                      "parallelism": vertex.parallelism, "maxParallelism": -1, "now": now,
-                     "subtasks": subtasks}
+                     "subtasks": [mapping.subtask(s, now) for s in vertex.subtasks]}
 
     def backpressure(self, request: Request) -> tuple[int, Json]:
         _, vertex = self._vertex(request)
@@ -326,20 +321,11 @@ class RestHandlers:
 
     def subtask_times(self, request: Request) -> tuple[int, Json]:
         _, vertex = self._vertex(request)
-        job_id = request.params["jobid"]
-        # weir keeps each subtask's current state, not when it entered each one.
-        return 200, {"id": mapping.vertex_hex_id(job_id, vertex.vertex_id),
-                     "name": vertex.name, "now": _now_ms(),
-                     "subtasks": [{"subtask": s.subtask_index,
-                                   "host": s.resource_id or None, "duration": -1,
-                                   "timestamps": {mapping.task_state(s.state): -1}}
-                                  for s in vertex.subtasks]}
+        return 200, mapping.subtask_times(request.params["jobid"], vertex, _now_ms())
 
     def watermarks(self, request: Request) -> tuple[int, list[Json]]:
-        self._vertex(request)
-        # TaskExecutors do not report watermarks to the JobMaster (they are in the
-        # TaskExecutors' Prometheus endpoints): Flink's answer for "none known".
-        return 200, []
+        _, vertex = self._vertex(request)
+        return 200, mapping.watermarks(vertex)
 
     def vertex_metrics(self, request: Request) -> tuple[int, list[Json]]:
         _, vertex = self._vertex(request)

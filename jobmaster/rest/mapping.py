@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from weir.core.secrets import SECRET_KEYS
 from weir.proto import checkpoint_pb2, common_pb2, dispatcher_pb2, jobgraph_pb2, jobmaster_pb2
 
 Json = dict[str, Any]
@@ -185,20 +186,96 @@ def _restore(restore: jobmaster_pb2.RestoreStats) -> Json:
             "local-bytes": restore.local_bytes, "remote-bytes": restore.remote_bytes}
 
 
+def _entered(sub: jobmaster_pb2.SubtaskDetails, state: int) -> int:
+    """When ``sub``'s current attempt entered ``state`` (epoch ms; 0: it did not)."""
+    return sub.state_timestamps.get(state, 0)
+
+
+def _is_terminal(state: int) -> bool:
+    return state in (common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED)
+
+
+def vertex_times(subtasks: Sequence[jobmaster_pb2.SubtaskDetails], now_ms: int
+                 ) -> tuple[int, int, int]:
+    """A vertex's (start, end, duration) as Flink's job details compute them: from the
+    earliest deployment of a subtask's current attempt; the end (the latest state change)
+    only once every subtask is in a final state; -1 for what is not known yet.
+
+    Example:
+        >>> running = jobmaster_pb2.SubtaskDetails(
+        ...     state=common_pb2.RUNNING, state_timestamps={common_pb2.DEPLOYING: 100})
+        >>> done = jobmaster_pb2.SubtaskDetails(state=common_pb2.FINISHED, state_timestamps={
+        ...     common_pb2.DEPLOYING: 90, common_pb2.FINISHED: 400})
+        >>> vertex_times([running, done], 1000), vertex_times([done], 1000)
+        ((90, -1, 910), (90, 400, 310))
+        >>> vertex_times([jobmaster_pb2.SubtaskDetails()], 1000)
+        (-1, -1, -1)
+    """
+    starts = [t for t in (_entered(s, common_pb2.DEPLOYING) for s in subtasks) if t > 0]
+    if not starts:
+        return -1, -1, -1
+    start = min(starts)
+    if all(_is_terminal(s.state) for s in subtasks):
+        end = max(_entered(s, s.state) for s in subtasks)
+        return start, end, end - start
+    return start, -1, now_ms - start
+
+
 def vertex(job_id: str, details: jobmaster_pb2.JobDetails,
            vertex_details: jobmaster_pb2.VertexDetails, now_ms: int) -> Json:
     """One vertex of ``/jobs/:jobid``: Flink's fields, and weir's int ``vertex-id``."""
     states = [task_state(s.state) for s in vertex_details.subtasks]
     state = aggregate_state(states)
-    summary = details.summary
-    end = summary.end_time_ms if state in ("FINISHED", "CANCELED", "FAILED") else 0
+    start, end, duration = vertex_times(vertex_details.subtasks, now_ms)
     return {"id": vertex_hex_id(job_id, vertex_details.vertex_id),
             "vertex-id": vertex_details.vertex_id, "name": vertex_details.name,
             "maxParallelism": -1, "parallelism": vertex_details.parallelism,
-            "status": state, "start-time": summary.start_time_ms or -1,
-            "end-time": end or -1,
-            "duration": _duration(summary.start_time_ms, end, now_ms),
+            "status": state, "start-time": start, "end-time": end, "duration": duration,
             "tasks": state_counts(states), "metrics": _vertex_metrics(vertex_details.subtasks)}
+
+
+def subtask(sub: jobmaster_pb2.SubtaskDetails, now_ms: int) -> Json:
+    """One subtask of ``/jobs/:jobid/vertices/:vertexid`` (Flink's
+    SubtaskExecutionAttemptDetailsInfo): its current attempt, started when it was deployed,
+    ended when it reached a final state; and weir's restore of that attempt."""
+    start = _entered(sub, common_pb2.DEPLOYING) or -1
+    end = _entered(sub, sub.state) if _is_terminal(sub.state) else -1
+    duration = ((end if end > 0 else now_ms) - start) if start > 0 else -1
+    m = sub.metrics
+    return {"subtask": sub.subtask_index, "status": task_state(sub.state),
+            "attempt": sub.attempt_number, "attempt-id": sub.attempt_id,
+            "taskmanager-id": sub.resource_id or None,
+            "start-time": start, "start_time": start, "end-time": end, "duration": duration,
+            "metrics": {"read-records": m.records_in, "write-records": m.records_out,
+                        "read-bytes": m.bytes_in, "write-bytes": m.bytes_out},
+            "restore": _restore(sub.restore) if sub.HasField("restore") else None}
+
+
+def subtask_times(job_id: str, vertex_details: jobmaster_pb2.VertexDetails,
+                  now_ms: int) -> Json:
+    """``/jobs/:jobid/vertices/:vertexid/subtasktimes`` (Flink's SubtasksTimesInfo): when
+    each subtask's current attempt entered each state (0: not entered), and its duration
+    from being scheduled to its final state (or now; -1 while not scheduled)."""
+    subtasks: list[Json] = []
+    for sub in vertex_details.subtasks:
+        scheduled = _entered(sub, common_pb2.SCHEDULED)
+        end = _entered(sub, sub.state) if _is_terminal(sub.state) else now_ms
+        timestamps = {name: 0 for name in TASK_STATES}
+        timestamps.update({task_state(state): ms for state, ms in sub.state_timestamps.items()})
+        subtasks.append({"subtask": sub.subtask_index, "host": sub.resource_id or None,
+                         "duration": end - scheduled if scheduled > 0 else -1,
+                         "timestamps": timestamps})
+    return {"id": vertex_hex_id(job_id, vertex_details.vertex_id),
+            "name": vertex_details.name, "now": now_ms, "subtasks": subtasks}
+
+
+def watermarks(vertex_details: jobmaster_pb2.VertexDetails) -> list[Json]:
+    """``/jobs/:jobid/vertices/:vertexid/watermarks`` (Flink's JobVertexWatermarksHandler):
+    each subtask's ``currentInputWatermark`` as a string of epoch ms, Long.MIN_VALUE while
+    none has arrived; subtasks without one (a source, or not reported yet) left out."""
+    return [{"id": f"{sub.subtask_index}.currentInputWatermark",
+             "value": str(sub.metrics.input_watermark)}
+            for sub in vertex_details.subtasks if sub.metrics.HasField("input_watermark")]
 
 
 def job_details(details: jobmaster_pb2.JobDetails, graph: jobgraph_pb2.JobGraph,
@@ -428,7 +505,8 @@ def checkpoints(history: dispatcher_pb2.CheckpointHistory, job_id: str,
 
 
 def subtask_metrics(vertex_details: jobmaster_pb2.VertexDetails) -> dict[str, float]:
-    """A vertex's metrics by Flink's names, one per subtask (``0.numRecordsIn``)."""
+    """A vertex's metrics by Flink's names, one per subtask (``0.numRecordsIn``); the
+    watermarks only of subtasks that have them."""
     values: dict[str, float] = {}
     for sub in vertex_details.subtasks:
         m, i = sub.metrics, sub.subtask_index
@@ -437,6 +515,10 @@ def subtask_metrics(vertex_details: jobmaster_pb2.VertexDetails) -> dict[str, fl
                        f"{i}.backPressuredTimeMsPerSecond": m.back_pressured_ms_per_s,
                        f"{i}.busyTimeMsPerSecond": m.busy_ms_per_s,
                        f"{i}.idleTimeMsPerSecond": m.idle_ms_per_s})
+        if m.HasField("input_watermark"):
+            values[f"{i}.currentInputWatermark"] = m.input_watermark
+        if m.HasField("output_watermark"):
+            values[f"{i}.currentOutputWatermark"] = m.output_watermark
     return values
 
 
@@ -487,13 +569,19 @@ def backpressure(vertex_details: jobmaster_pb2.VertexDetails, now_ms: int) -> Js
 
 
 def task_manager(info: dispatcher_pb2.TaskExecutorInfo) -> Json:
-    """One entry of ``/taskmanagers``, and weir's addresses, pid and metrics URL."""
+    """One entry of ``/taskmanagers``, and weir's: addresses, pid, metrics URL, when it
+    registered (``registered-at``, epoch ms), how often its resource id registered (more
+    than once: it restarted or reconnected), the tasks it runs and the tasks that failed
+    on it."""
     data_port = int(info.data_address.rsplit(":", 1)[-1]) if ":" in info.data_address else -1
     return {"id": info.resource_id, "path": info.rpc_address, "dataPort": data_port,
             "jmxPort": -1, "slotsNumber": info.slots_total, "freeSlots": info.slots_free,
             "totalResource": {}, "freeResource": {}, "hardware": {},
             "memoryConfiguration": {}, "data-address": info.data_address,
-            "metrics-url": info.metrics_url, "pid": info.pid}
+            "metrics-url": info.metrics_url, "pid": info.pid,
+            "registered-at": info.registered_at_ms or -1,
+            "registrations": info.registrations, "tasks-running": info.tasks_running,
+            "task-failures": info.task_failures}
 
 
 def overview(cluster: dispatcher_pb2.ClusterOverview,
@@ -506,3 +594,51 @@ def overview(cluster: dispatcher_pb2.ClusterOverview,
             "jobs-finished": states.count("FINISHED"),
             "jobs-cancelled": states.count("CANCELED"), "jobs-failed": states.count("FAILED"),
             "flink-version": version, "flink-commit": ""}
+
+
+#: Parts of a configuration key that mark its value secret, as Flink's
+#: ``GlobalConfiguration.isSensitive`` (a key containing one, ignoring case); weir also
+#: hides its own secrets (``weir.core.secrets.SECRET_KEYS``) and any key ending in ``key``
+#: (``s3.access-key``, ``ssl.private-key``).
+SENSITIVE_KEY_PARTS = ("password", "secret", "fs.azure.account.key", "apikey", "api-key",
+                       "auth-params", "service-key", "token", "basic-auth", "jaas.config",
+                       "http-headers")
+#: What a secret value is shown as (Flink's ``HIDDEN_CONTENT``).
+HIDDEN_CONTENT = "******"
+
+
+def is_sensitive(key: str) -> bool:
+    """Whether the value of configuration ``key`` is secret.
+
+    Example:
+        >>> [is_sensitive(k) for k in ("s3.secret-key", "security.auth.token",
+        ...                            "s3.access-key", "my.Password", "state.backend.type")]
+        [True, True, True, True, False]
+    """
+    lower = key.lower()
+    return lower in SECRET_KEYS or lower.endswith("key") or \
+        any(part in lower for part in SENSITIVE_KEY_PARTS)
+
+
+def hide_sensitive(config: dict[str, str]) -> dict[str, str]:
+    """``config`` with every secret value replaced by ``******``, keys sorted.
+
+    Example:
+        >>> hide_sensitive({"s3.secret-key": "x", "a": "1"})
+        {'a': '1', 's3.secret-key': '******'}
+    """
+    return {k: HIDDEN_CONTENT if is_sensitive(k) else v for k, v in sorted(config.items())}
+
+
+def job_config(graph: jobgraph_pb2.JobGraph, batch: bool, restart_strategy: str) -> Json:
+    """``/jobs/:jobid/config`` (Flink's JobConfigInfo): the execution mode (``BATCH`` with
+    blocking exchanges, else ``PIPELINED``), the restart strategy in words, the job's
+    parallelism (the largest of its vertices', so a rescale shows), and the job's own
+    configuration as ``user-config``, secrets hidden. weir has no object-reuse setting:
+    ``object-reuse-mode`` is false, Flink's default."""
+    return {"jid": graph.job_id, "name": graph.name, "execution-config": {
+        "execution-mode": "BATCH" if batch else "PIPELINED",
+        "restart-strategy": restart_strategy,
+        "job-parallelism": max((v.parallelism for v in graph.vertices), default=-1),
+        "object-reuse-mode": False,
+        "user-config": hide_sensitive(dict(graph.config))}}

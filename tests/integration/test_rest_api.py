@@ -19,6 +19,8 @@ from tests.support.exactly_once import checkpoints, submit
 from weir.jobmaster.rest.mapping import vertex_hex_id
 
 TOKEN = "rest-api-test-token"
+#: Given in the job's configuration; /jobs/:jobid/config must never show it.
+SECRET = "rest-api-test-s3-secret"
 
 
 def call(base: str, path: str, method: str = "GET", body: Any = None,
@@ -62,7 +64,8 @@ def token_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def running_job(token_env: None, cluster_factory: Any, tmp_path: Path) -> Any:
     cluster = cluster_factory(2, 2)
     job_id = submit(cluster, tmp_path, tmp_path / "out", 10_000_000, config={
-        "execution.checkpointing.interval": "300 ms", "state.backend.type": "rocksdb"})
+        "execution.checkpointing.interval": "300 ms", "state.backend.type": "rocksdb",
+        "s3.secret-key": SECRET})
     base = cluster.status()["jobmaster"]["rest_url"]
     assert base.startswith("http://127.0.0.1:") and not base.endswith(":8081")
 
@@ -126,9 +129,49 @@ def test_reads_auth_errors_savepoint_and_cancel(running_job: Any, tmp_path: Path
     backpressure = get(base, f"/jobs/{job_id}/vertices/{source['id']}/backpressure")
     assert backpressure["backpressure-level"] in ("ok", "low", "high")
     assert len(backpressure["subtasks"]) == source["parallelism"]
-    assert len(get(base, f"/jobs/{job_id}/vertices/{source['id']}/subtasktimes")
-               ["subtasks"]) == source["parallelism"]
+    # Watermarks: a source has no input watermark; each subtask of a vertex with inputs
+    # reports one, and it advances (the job's event time is the number it reads).
     assert get(base, f"/jobs/{job_id}/vertices/{source['id']}/watermarks") == []
+    keyed = job["vertices"][1]  # reads the source
+    ids = [f"{i}.currentInputWatermark" for i in range(keyed["parallelism"])]
+
+    def watermarks() -> dict[str, int]:
+        found = get(base, f"/jobs/{job_id}/vertices/{keyed['id']}/watermarks")
+        return {m["id"]: int(m["value"]) for m in found}
+
+    first = poll(lambda: (w := watermarks()) and sorted(w) == ids
+                 and min(w.values()) > 0 and w, 30, interval=0.2,
+                 what="every subtask to report a watermark")
+    poll(lambda: min(watermarks().values()) > max(first.values()), 30, interval=0.2,
+         what="the subtasks' watermarks to advance")
+    [metric] = get(base, f"/jobs/{job_id}/vertices/{keyed['id']}/metrics"
+                         "?get=0.currentInputWatermark")
+    assert int(metric["value"]) >= first["0.currentInputWatermark"]
+
+    # When each subtask entered each state: RUNNING after the job started, before now.
+    for vertex in job["vertices"]:
+        times = get(base, f"/jobs/{job_id}/vertices/{vertex['id']}/subtasktimes")
+        assert len(times["subtasks"]) == vertex["parallelism"]
+        for sub in times["subtasks"]:
+            stamps = sub["timestamps"]
+            assert job["start-time"] <= stamps["SCHEDULED"] <= stamps["DEPLOYING"] <= \
+                stamps["RUNNING"] <= times["now"], sub
+            assert 0 < sub["duration"] <= times["now"] - job["start-time"], sub
+        assert job["start-time"] <= vertex["start-time"] <= job["now"] and \
+            vertex["end-time"] == -1 and vertex["duration"] > 0, vertex
+        for sub in get(base, f"/jobs/{job_id}/vertices/{vertex['id']}")["subtasks"]:
+            assert (sub["status"], sub["attempt"], sub["end-time"]) == ("RUNNING", 0, -1)
+            assert vertex["start-time"] <= sub["start-time"] and sub["duration"] > 0, sub
+
+    # The job's configuration, its secret hidden.
+    status, config = call(base, f"/jobs/{job_id}/config")
+    assert status == 200 and SECRET not in json.dumps(config), config
+    execution = config["execution-config"]
+    assert (config["jid"], execution["execution-mode"], execution["job-parallelism"]) == \
+        (job_id, "PIPELINED", 2)
+    assert execution["user-config"]["s3.secret-key"] == "******"
+    assert execution["user-config"]["state.backend.type"] == "rocksdb"
+    assert execution["restart-strategy"].startswith("Restart with exponential delay")
     [records] = get(base, f"/jobs/{job_id}/vertices/{source['id']}/metrics"
                           "?get=0.numRecordsOut")
     assert records["id"] == "0.numRecordsOut" and float(records["value"]) > 0
@@ -154,10 +197,18 @@ def test_reads_auth_errors_savepoint_and_cancel(running_job: Any, tmp_path: Path
 
     [te] = get(base, "/taskmanagers")["taskmanagers"][:1]
     assert get(base, f"/taskmanagers/{te['id']}")["slotsNumber"] == 2
+    tes = [get(base, f"/taskmanagers/{t['id']}") for t in get(base, "/taskmanagers")
+           ["taskmanagers"]]
+    assert all(0 < t["registered-at"] <= job["start-time"] for t in tes), tes
+    assert [(t["registrations"], t["task-failures"]) for t in tes] == [(1, 0)] * 2
+    assert sum(t["tasks-running"] for t in tes) == sum(v["parallelism"]
+                                                       for v in job["vertices"])
 
     # Unknown paths and ids: 404 with Flink's error body; bad input 400; wrong method 405.
     for path in ("/jobs/" + "0" * 32, f"/jobs/{job_id}/vertices/999",
                  f"/jobs/{job_id}/vertices/{'f' * 32}/backpressure",
+                 f"/jobs/{job_id}/vertices/{'f' * 32}/watermarks",
+                 f"/jobs/{job_id}/vertices/999/subtasktimes", f"/jobs/{'0' * 32}/config",
                  f"/jobs/{job_id}/checkpoints/details/999999", "/taskmanagers/nobody",
                  "/nowhere", f"/jobs/{job_id}/savepoints/{'0' * 32}"):
         status, body = call(base, path)

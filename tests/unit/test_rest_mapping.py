@@ -167,3 +167,102 @@ def test_savepoint_format_and_trigger_id_of_a_request() -> None:
     assert mapping.trigger_id("0123456789ABCDEF" * 2) == "0123456789abcdef" * 2
     for bad in ("0" * 31, "g" * 32, None, 12):
         assert mapping.trigger_id(bad) is None
+
+
+def _timed_vertex() -> jobmaster_pb2.VertexDetails:
+    """Subtask 0 runs (deployed at 1_100), subtask 1 finished at 3_000, subtask 2 is not
+    scheduled yet; subtask 0 has a watermark, subtask 1 none yet, subtask 2 no inputs."""
+    vertex = jobmaster_pb2.VertexDetails(vertex_id=3, name="Window", parallelism=3)
+    vertex.subtasks.add(
+        subtask_index=0, state=common_pb2.RUNNING, attempt_number=2, resource_id="te-1",
+        state_timestamps={common_pb2.CREATED: 1_000, common_pb2.SCHEDULED: 1_050,
+                          common_pb2.DEPLOYING: 1_100, common_pb2.INITIALIZING: 1_150,
+                          common_pb2.RUNNING: 1_200},
+        metrics=jobmaster_pb2.TaskMetrics(input_watermark=1_700_000_000_000,
+                                          output_watermark=1_699_999_999_000))
+    vertex.subtasks.add(
+        subtask_index=1, state=common_pb2.FINISHED, resource_id="te-2",
+        state_timestamps={common_pb2.CREATED: 900, common_pb2.SCHEDULED: 950,
+                          common_pb2.DEPLOYING: 1_000, common_pb2.RUNNING: 1_300,
+                          common_pb2.FINISHED: 3_000},
+        metrics=jobmaster_pb2.TaskMetrics(input_watermark=-(1 << 63)))
+    vertex.subtasks.add(subtask_index=2, state=common_pb2.CREATED,
+                        state_timestamps={common_pb2.CREATED: 1_000})
+    return vertex
+
+
+def test_subtask_times_per_state_and_duration_from_scheduling() -> None:
+    times = mapping.subtask_times(JOB, _timed_vertex(), now_ms=5_000)
+    assert (times["id"], times["name"], times["now"]) == \
+        (mapping.vertex_hex_id(JOB, 3), "Window", 5_000)
+    running, finished, created = times["subtasks"]
+    assert running["timestamps"]["RUNNING"] == 1_200 and running["timestamps"]["FAILED"] == 0
+    assert set(running["timestamps"]) == set(mapping.TASK_STATES)
+    assert (running["duration"], running["host"]) == (5_000 - 1_050, "te-1")
+    assert finished["duration"] == 3_000 - 950
+    assert (created["duration"], created["host"]) == (-1, None)
+
+
+def test_vertex_and_subtask_times_are_flinks() -> None:
+    vertex = _timed_vertex()
+    running, finished, created = (mapping.subtask(s, now_ms=5_000) for s in vertex.subtasks)
+    assert (running["start-time"], running["end-time"], running["duration"]) == \
+        (1_100, -1, 3_900)
+    assert running["attempt"] == 2 and running["start_time"] == 1_100
+    assert (finished["start-time"], finished["end-time"], finished["duration"]) == \
+        (1_000, 3_000, 2_000)
+    assert (created["start-time"], created["end-time"], created["duration"]) == (-1, -1, -1)
+    # The vertex: from the earliest deployment; no end while a subtask is not final.
+    assert mapping.vertex_times(vertex.subtasks, 5_000) == (1_000, -1, 4_000)
+    del vertex.subtasks[0]
+    del vertex.subtasks[-1]
+    assert mapping.vertex_times(vertex.subtasks, 5_000) == (1_000, 3_000, 2_000)
+    details = _details()
+    details.vertices[1].CopyFrom(vertex)
+    job = mapping.job_details(details, _graph(), now_ms=5_000)
+    assert (job["vertices"][1]["start-time"], job["vertices"][1]["end-time"]) == (1_000, 3_000)
+    assert job["vertices"][0]["start-time"] == -1  # never deployed (no timestamps)
+
+
+def test_watermarks_as_flink_serves_them() -> None:
+    vertex = _timed_vertex()
+    assert mapping.watermarks(vertex) == [
+        {"id": "0.currentInputWatermark", "value": "1700000000000"},
+        {"id": "1.currentInputWatermark", "value": str(-(1 << 63))}]
+    values = mapping.metric_values(mapping.subtask_metrics(vertex),
+                                   "0.currentInputWatermark,0.currentOutputWatermark,"
+                                   "2.currentInputWatermark")
+    assert values == [{"id": "0.currentInputWatermark", "value": "1700000000000"},
+                      {"id": "0.currentOutputWatermark", "value": "1699999999000"}]
+    assert {"id": "1.currentInputWatermark"} in mapping.metric_values(
+        mapping.subtask_metrics(vertex), None)
+
+
+def test_job_config_hides_secrets() -> None:
+    graph = _graph()
+    graph.config.update({"s3.secret-key": "SK", "s3.access-key": "AK",
+                         "security.auth.token": "t0k3n", "db.Password": "pw",
+                         "state.backend.type": "rocksdb"})
+    config = mapping.job_config(graph, batch=False, restart_strategy="Restart deactivated.")
+    assert (config["jid"], config["name"]) == (JOB, "wordcount")
+    execution = config["execution-config"]
+    assert execution["execution-mode"] == "PIPELINED"
+    assert (execution["job-parallelism"], execution["object-reuse-mode"]) == (2, False)
+    assert execution["restart-strategy"] == "Restart deactivated."
+    assert execution["user-config"] == {
+        "db.Password": "******", "s3.access-key": "******", "s3.secret-key": "******",
+        "security.auth.token": "******", "state.backend.type": "rocksdb"}
+    assert "SK" not in str(config) and "t0k3n" not in str(config)
+    assert mapping.job_config(graph, True, "")["execution-config"]["execution-mode"] == \
+        "BATCH"
+
+
+def test_task_manager_restarts_failures_and_tasks() -> None:
+    info = dispatcher_pb2.TaskExecutorInfo(
+        resource_id="te-1", rpc_address="127.0.0.1:7000", data_address="127.0.0.1:7001",
+        slots_total=2, slots_free=1, registered_at_ms=1_234, registrations=2,
+        tasks_running=3, task_failures=1)
+    entry = mapping.task_manager(info)
+    assert (entry["id"], entry["dataPort"], entry["slotsNumber"]) == ("te-1", 7001, 2)
+    assert (entry["registered-at"], entry["registrations"], entry["tasks-running"],
+            entry["task-failures"]) == (1_234, 2, 3, 1)

@@ -118,3 +118,17 @@ def test_configured_values_reach_the_strategy() -> None:
 def test_unknown_strategy_is_refused_with_the_choices() -> None:
     with pytest.raises(ConfigError, match="fixed-delay"):
         Configuration.from_pairs({"restart-strategy.type": "sometimes"})
+
+
+def test_summaries_say_the_strategy_and_its_settings_as_flinks_job_config() -> None:
+    clock = ManualClock()
+    assert NoRestartStrategy().summary() == "Restart deactivated."
+    assert FixedDelayRestartStrategy(3, 1000, clock).summary() == \
+        "Restart with fixed delay (1000 ms). #3 restart attempts."
+    assert FailureRateRestartStrategy(2, 60_000, 500, clock).summary() == (
+        "Failure rate restart with maximum of 2 failures within interval 60000 ms and fixed "
+        "delay 500 ms.")
+    summary = ExponentialDelayRestartStrategy(1000, 60_000, 1.5, 0.1, 3_600_000,
+                                              clock=clock).summary()
+    assert summary.startswith("Restart with exponential delay: starting at 1000 ms")
+    assert "increasing by 1.5, with maximum 60000 ms" in summary

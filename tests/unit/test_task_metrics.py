@@ -5,14 +5,16 @@ chain to read. No sockets, no threads: the task is never started."""
 from __future__ import annotations
 
 from weir.core.config import Configuration
+from weir.core.records import MIN_WATERMARK
 from weir.proto import jobgraph_pb2
 from weir.taskexecutor.daemon import TaskExecutor
 from weir.taskexecutor.task import Task
 
 
-def _unstarted_task() -> Task:
+def _unstarted_task(inputs: int = 0) -> Task:
     tdd = jobgraph_pb2.TaskDeploymentDescriptor(
-        job_id="0" * 32, attempt_id="a-1", task_name="Map", subtask_index=0, parallelism=1)
+        job_id="0" * 32, attempt_id="a-1", task_name="Map", subtask_index=0, parallelism=1,
+        input_gates=[jobgraph_pb2.InputGateDeployment() for _ in range(inputs)])
     # Neither the shuffle nor the gateway is touched before the task thread runs.
     return Task(tdd, shuffle=None, gateway=None, configuration=Configuration(),  # type: ignore[arg-type]
                 on_state=lambda task, state, error: None)
@@ -35,3 +37,19 @@ def test_the_taskexecutor_reports_zeros_for_a_task_not_set_up() -> None:
         "numBuffersInRemote": 0.0, "inputQueueBytes": 0.0, "debloatedBufferSize": 0.0,
         "estimatedTimeToConsumeBuffersMs": 0.0}
     assert TaskExecutor._event_time_metrics(task) == []
+
+
+def test_watermarks_reach_the_jobmaster_as_flink_reports_them() -> None:
+    te = TaskExecutor("127.0.0.1:1", Configuration(), num_slots=1)
+    source = _unstarted_task()
+    metrics = te._task_metrics(source)
+    # A task without inputs has no input watermark; nothing sent yet, no output watermark.
+    assert not metrics.HasField("input_watermark")
+    assert not metrics.HasField("output_watermark")
+    source.counters.output_watermark = 1_700_000_000_000
+    assert te._task_metrics(source).output_watermark == 1_700_000_000_000
+
+    keyed = _unstarted_task(inputs=1)
+    assert te._task_metrics(keyed).input_watermark == MIN_WATERMARK  # none arrived yet
+    keyed.counters.input_watermark = 1_700_000_000_123
+    assert te._task_metrics(keyed).input_watermark == 1_700_000_000_123
