@@ -72,11 +72,11 @@ docs-build: docs-check
 # files into jobmaster/rest/web/static/vendor/ with a MANIFEST.json of their sha256; the
 # copies are committed, so installing weir needs no Node.js.
 WEB = jobmaster/rest/web
-web: install
+web:
 	rm -rf build/web && mkdir -p build/web
 	cp $(WEB)/package.json $(WEB)/package-lock.json build/web/
 	cd build/web && npm ci --ignore-scripts --no-audit --no-fund
-	$(PY) $(WEB)/vendor.py build/web/node_modules $(WEB)/static/vendor
+	node $(WEB)/vendor.mjs build/web/node_modules $(WEB)/static/vendor
 
 clean:
 	rm -rf build .pytest_cache

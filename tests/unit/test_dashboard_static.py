@@ -141,3 +141,22 @@ def test_the_page_imports_only_what_is_shipped() -> None:
             continue
         for ref in re.findall(r'from "(\.[^"]+)"', module.read_text()):
             assert (module.parent / ref).resolve().is_file(), (module, ref)
+
+
+def test_the_wheel_ships_every_static_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import zipfile
+
+    repo = WEB.parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path), str(repo)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [wheel] = tmp_path.glob("weir-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    static = WEB / "static"
+    expected = {"weir/jobmaster/rest/web/static/" + p.relative_to(static).as_posix()
+                for p in static.rglob("*") if p.is_file()}
+    assert expected - shipped == set()

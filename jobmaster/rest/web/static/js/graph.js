@@ -7,6 +7,8 @@ import { html, useApi } from "./api.js";
 import * as fmt from "./format.js";
 
 const W = 270, H = 104;
+/** The smallest initial scale: 1/1.8 of the layout's size. */
+const MIN_SCALE_INVERSE = 1.8;
 
 /**
  * A vertex's time shares (0..1) from `/jobs/:jobid`'s vertex metrics: the average over its
@@ -102,7 +104,12 @@ export function JobGraph({ job, selected, onSelect }) {
   const [dragging, setDragging] = useState(false);
   const drag = useRef(null);
   const svg = useRef(null);
-  useEffect(() => setView(fit), [shape]);
+  // A large graph opens at a readable scale (its left, the sources, in view; pan or Fit
+  // for the rest), a small one fitted.
+  useEffect(() => {
+    const width = svg.current ? svg.current.clientWidth : 0;
+    setView(width ? { ...fit, w: Math.min(graph.width, width * MIN_SCALE_INVERSE) } : fit);
+  }, [shape]);
 
   const vertices = {};
   for (const v of job.vertices || []) vertices[v.id] = v;
@@ -141,7 +148,7 @@ export function JobGraph({ job, selected, onSelect }) {
     <div class="graph">
       <svg ref=${svg} class=${dragging ? "dragging" : ""}
            style=${`height:${Math.min(560, Math.max(220, graph.height + 40))}px`}
-           viewBox=${`${view.x} ${view.y} ${view.w} ${view.h}`} preserveAspectRatio="xMidYMid meet"
+           viewBox=${`${view.x} ${view.y} ${view.w} ${view.h}`} preserveAspectRatio=${view.w < graph.width ? "xMinYMid meet" : "xMidYMid meet"}
            onWheel=${onWheel} onMouseDown=${onDown} onMouseMove=${onMove} onMouseUp=${onUp}
            onMouseLeave=${onUp}>
         <defs>

@@ -11,6 +11,16 @@ const TABS = [["graph", "Graph"], ["checkpoints", "Checkpoints"], ["recoveries",
               ["exceptions", "Exceptions"], ["watermarks", "Watermarks"]];
 const ENDED = new Set(["FINISHED", "CANCELED", "FAILED"]);
 
+/**
+ * The exception history without repeats: an entry without a time that equals the one
+ * before it (the job's failure is also its last restart's cause) is shown once.
+ */
+export function distinctExceptions(entries) {
+  const same = (a, b) => a && b && a.timestamp === null && b.timestamp === null &&
+    a.exceptionName === b.exceptionName && a.message === b.message && a.taskName === b.taskName;
+  return entries.filter((e, i) => !same(e, entries[i - 1]));
+}
+
 function Actions({ job, onDone }) {
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState(null);
@@ -95,7 +105,7 @@ function RecoveriesTab({ jobId, job, tick }) {
           <td class="num">${fmt.bytes(r["local-bytes"])}</td><td class="num">${fmt.bytes(r["remote-bytes"])}</td>
         </tr>`)}</tbody></table></div>`}`;
   }
-  const entries = (exceptions.data && exceptions.data.exceptionHistory.entries) || [];
+  const entries = distinctExceptions((exceptions.data && exceptions.data.exceptionHistory.entries) || []);
   return html`${cards}
     <div class="notice info small">This JobMaster reports the last restore only; the causes of
       the restarts are the job's exception history.</div>
@@ -112,7 +122,7 @@ function ExceptionsTab({ jobId, tick }) {
   const { data, error } = useApi(`jobs/${jobId}/exceptions`, tick);
   if (error) return html`<${ErrorNotice} error=${error} />`;
   if (!data) return html`<div class="muted">Loading exceptions…</div>`;
-  const entries = data.exceptionHistory.entries;
+  const entries = distinctExceptions(data.exceptionHistory.entries);
   if (!entries.length) return html`<div class="empty">No exception: the job has not failed or restarted.</div>`;
   return html`<div class="exceptions">${entries.map((e, i) => html`
     <div class="panel exception">
@@ -120,7 +130,7 @@ function ExceptionsTab({ jobId, tick }) {
         <span class="muted small" style="float:right">${e.timestamp ? `${fmt.time(e.timestamp)} · ${fmt.ago(e.timestamp)}` : "time not recorded"}</span></div>
       <div class="wrap">${e.message}</div>
       <div class="small muted">Task: ${e.taskName || "–"}${e.taskManagerId ? ` · TaskExecutor ${e.taskManagerId}` : ""}</div>
-      <details open=${i === 0 && entries.length === 1}><summary>Traceback</summary><pre class="trace">${e.stacktrace}</pre></details>
+      <details open=${i === 0}><summary>Traceback</summary><pre class="trace">${e.stacktrace}</pre></details>
     </div>`)}</div>`;
 }
 
