@@ -8,7 +8,7 @@ BENCH_ARGS ?=
 #: More pytest options for the test targets, e.g. PYTEST_ARGS="--durations=0 -x".
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-more chaos lint proto bench docs docs-check docs-build clean
+.PHONY: install demo test test-more chaos lint proto bench docs docs-check docs-build web clean
 
 install: $(VENV)/.installed
 
@@ -53,6 +53,7 @@ bench: install
 	$(PY) benchmarks/bench_checkpoint.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_recovery.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_lifecycle.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_dashboard.py $(BENCH_ARGS)
 
 # The reference tables in docs/ (configuration, metrics, PyFlink names) are generated from
 # the code: `docs` rewrites them, `docs-check` fails when one is stale, `docs-build` checks
@@ -65,6 +66,17 @@ docs-check: install
 
 docs-build: docs-check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The dashboard's browser libraries, pinned in jobmaster/rest/web/package-lock.json: `web`
+# installs exactly those (no install scripts run) in build/web and copies their distributed
+# files into jobmaster/rest/web/static/vendor/ with a MANIFEST.json of their sha256; the
+# copies are committed, so installing weir needs no Node.js.
+WEB = jobmaster/rest/web
+web:
+	rm -rf build/web && mkdir -p build/web
+	cp $(WEB)/package.json $(WEB)/package-lock.json build/web/
+	cd build/web && npm ci --ignore-scripts --no-audit --no-fund
+	node $(WEB)/vendor.mjs build/web/node_modules $(WEB)/static/vendor
 
 clean:
 	rm -rf build .pytest_cache

@@ -7,13 +7,17 @@ with the cluster's certificate, and a client certificate that chains to the clus
 trust store is accepted instead of the token (with TLS and no token, it is required).
 A refused request gets 401 and Flink's error body, never data.
 
-Paths the router does not know are 404 with a JSON body: the root is reserved for a web
-dashboard's static files.
+The web dashboard's static files are served without authentication (they hold no data;
+the page sends the token with each API request): ``/`` is its page and ``/static/...`` its
+scripts, styles and vendored libraries, read from the installed package. Other paths the
+router does not know are 404 with a JSON body.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import importlib.resources
 import json
 import logging
 import ssl
@@ -79,6 +83,76 @@ def _error(status: int, message: str) -> tuple[str, list[tuple[str, str]], bytes
     return _json(status, {"errors": [message]})
 
 
+Answer = tuple[str, list[tuple[str, str]], bytes]
+
+#: Where the dashboard's files are served from (no API path starts with it).
+STATIC_PREFIX = "/static/"
+#: Content types by file suffix; other suffixes are not served.
+CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                 ".mjs": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+                 ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon",
+                 ".json": "application/json", ".txt": "text/plain; charset=utf-8"}
+#: The vendored libraries change only with a release of weir: browsers may keep them a day.
+#: The dashboard's own files are revalidated on every load (by ETag, so a 304 is cheap).
+VENDOR_CACHE = "public, max-age=86400"
+OWN_CACHE = "no-cache"
+_SAFE_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def static_name(path: str) -> str | None:
+    """The file below ``web/static`` that a request path names: ``/`` is ``index.html``,
+    ``/static/a/b.js`` is ``a/b.js``; None for any other path, and for one that could leave
+    the folder or name a hidden file (segments of letters, digits, ``.``, ``_``, ``-``
+    only, none starting with a dot).
+
+    Example:
+        >>> static_name("/"), static_name("/static/js/app.js")
+        ('index.html', 'js/app.js')
+        >>> static_name("/static/../rest/server.py"), static_name("/static/.env")
+        (None, None)
+        >>> static_name("/jobs"), static_name("/static/a//b"), static_name("/static/a%2fb")
+        (None, None, None)
+    """
+    if path in ("/", "/index.html"):
+        return "index.html"
+    if not path.startswith(STATIC_PREFIX):
+        return None
+    parts = path[len(STATIC_PREFIX):].split("/")
+    for part in parts:
+        if not part or part.startswith(".") or not _SAFE_NAME.issuperset(part):
+            return None
+    return "/".join(parts)
+
+
+class StaticFiles:
+    """The dashboard's files from the installed package (``weir.jobmaster.rest``'s
+    ``web/static``). Read on each request (they are small, and a browser revalidates its
+    copy by ETag, answered 304)."""
+
+    def __init__(self) -> None:
+        self._root = importlib.resources.files("weir.jobmaster.rest").joinpath("web", "static")
+
+    def answer(self, name: str, environ: dict[str, Any]) -> Answer:
+        """The file ``name`` (from :func:`static_name`): 200 with its content type and
+        caching headers, 304 when the client's ``If-None-Match`` is its ETag, 404 (JSON)
+        when there is no such file or its type is not served."""
+        suffix = name[name.rfind("."):] if "." in name else ""
+        content_type = CONTENT_TYPES.get(suffix.lower())
+        resource = self._root.joinpath(*name.split("/"))
+        if content_type is None or not resource.is_file():
+            return _error(404, f"not found: {environ.get('PATH_INFO', '/')}")
+        data = resource.read_bytes()
+        etag = f'"{hashlib.sha256(data).hexdigest()[:32]}"'
+        cache = VENDOR_CACHE if name.startswith("vendor/") else OWN_CACHE
+        headers = [("Cache-Control", cache), ("ETag", etag),
+                   ("X-Content-Type-Options", "nosniff")]
+        if etag in environ.get("HTTP_IF_NONE_MATCH", ""):
+            return f"304 {HTTPStatus.NOT_MODIFIED.phrase}", headers, b""
+        return (f"200 {HTTPStatus.OK.phrase}",
+                [("Content-Type", content_type), ("Content-Length", str(len(data))), *headers],
+                data)
+
+
 class RestApp:
     """The WSGI application: authentication, routing, JSON in and out. Every failure is a
     JSON answer (a bug is logged with its traceback and answered 500 without it)."""
@@ -87,6 +161,7 @@ class RestApp:
         self._router = router
         self._token = token.encode() if token else None
         self._tls = tls
+        self._static = StaticFiles()
 
     def _authorised(self, environ: dict[str, Any]) -> bool:
         if self._tls and environ.get("weir.client_cert"):
@@ -104,16 +179,23 @@ class RestApp:
         start_response(status, headers)
         return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
 
-    def answer(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    def answer(self, environ: dict[str, Any]) -> Answer:
         """The status line, headers and body for one request."""
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        path = environ.get("PATH_INFO", "/")
+        if method in ("GET", "HEAD") and (path in ("/", "/index.html") or
+                                          path.startswith(STATIC_PREFIX)):
+            # The dashboard's files hold no data: no token needed.
+            name = static_name(path)
+            if name is None:
+                return _error(404, f"not found: {path}")
+            return self._static.answer(name, environ)
         if not self._authorised(environ):
             status, headers, body = _error(
                 401, "authentication required: send 'Authorization: Bearer <token>' with "
                      "the cluster's security.auth.token" +
                      (" or a client certificate of the cluster" if self._tls else ""))
             return status, [*headers, ("WWW-Authenticate", "Bearer")], body
-        method = environ.get("REQUEST_METHOD", "GET").upper()
-        path = environ.get("PATH_INFO", "/")
         if path == API_VERSION or path.startswith(API_VERSION + "/"):
             path = path[len(API_VERSION):] or "/"  # Flink's versioned paths, /v1/jobs
         match = self._router.match("GET" if method == "HEAD" else method, path)
