@@ -156,6 +156,8 @@ class RestHandlers:
                 ("GET", "/jobs/:jobid/vertices/:vertexid/subtasktimes", self.subtask_times),
                 ("GET", "/jobs/:jobid/vertices/:vertexid/watermarks", self.watermarks),
                 ("GET", "/jobs/:jobid/vertices/:vertexid/metrics", self.vertex_metrics),
+                ("GET", "/jobs/:jobid/vertices/:vertexid/subtasks/metrics",
+                 self.aggregated_subtask_metrics),
                 ("POST", "/jobs/:jobid/savepoints", self.trigger_savepoint),
                 ("GET", "/jobs/:jobid/savepoints/:triggerid", self.savepoint_status),
                 ("POST", "/jobs/:jobid/stop", self.stop),
@@ -331,6 +333,15 @@ class RestHandlers:
         _, vertex = self._vertex(request)
         return 200, mapping.metric_values(mapping.subtask_metrics(vertex),
                                           request.query.get("get"))
+
+    def aggregated_subtask_metrics(self, request: Request) -> tuple[int, list[Json]]:
+        _, vertex = self._vertex(request)
+        try:
+            return 200, mapping.aggregated_metrics(mapping.subtask_metrics(vertex),
+                                                   request.query.get("get"),
+                                                   request.query.get("agg"))
+        except ValueError as err:
+            raise RestError(400, str(err)) from None
 
     def task_managers(self, request: Request) -> tuple[int, Json]:
         overview = self._overview()

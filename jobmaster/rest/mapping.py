@@ -177,7 +177,11 @@ def _vertex_metrics(subtasks: Iterable[jobmaster_pb2.SubtaskDetails]) -> Json:
     if ratios:
         extra = {"accumulated-backpressured-time": int(sum(r[0] for r in ratios)),
                  "accumulated-idle-time": int(sum(r[1] for r in ratios)),
-                 "accumulated-busy-time": sum(r[2] for r in ratios) / len(ratios)}
+                 "accumulated-busy-time": sum(r[2] for r in ratios) / len(ratios),
+                 # weir's: the busiest subtask, which Flink's dashboard colours a vertex by
+                 # (one hot subtask is a bottleneck that an average hides).
+                 "max-backpressured-time": max(r[0] for r in ratios),
+                 "max-busy-time": max(r[2] for r in ratios)}
     return {**metrics, **complete, **extra}
 
 
@@ -520,6 +524,44 @@ def subtask_metrics(vertex_details: jobmaster_pb2.VertexDetails) -> dict[str, fl
         if m.HasField("output_watermark"):
             values[f"{i}.currentOutputWatermark"] = m.output_watermark
     return values
+
+
+#: The aggregations of Flink's ``.../subtasks/metrics?agg=``.
+AGGREGATIONS = ("min", "max", "avg", "sum")
+
+
+def aggregated_metrics(values: dict[str, float], get: str | None,
+                       agg: str | None) -> list[Json]:
+    """Flink's ``/jobs/:jobid/vertices/:vertexid/subtasks/metrics`` from per-subtask values
+    (``0.busyTimeMsPerSecond``): without ``get`` the metric names, with it each named
+    metric's ``agg`` aggregations over the subtasks that have it (all four by default).
+    Raises ValueError naming an unknown aggregation.
+
+    Example:
+        >>> values = {"0.busyTimeMsPerSecond": 100.0, "1.busyTimeMsPerSecond": 900.0}
+        >>> aggregated_metrics(values, None, None)
+        [{'id': 'busyTimeMsPerSecond'}]
+        >>> aggregated_metrics(values, "busyTimeMsPerSecond,zzz", "max,avg")
+        [{'id': 'busyTimeMsPerSecond', 'max': 900.0, 'avg': 500.0}]
+    """
+    by_name: dict[str, list[float]] = {}
+    for key, value in values.items():
+        by_name.setdefault(key.split(".", 1)[1], []).append(value)
+    if get is None:
+        return [{"id": name} for name in by_name]
+    wanted = [a.strip() for a in (agg or ",".join(AGGREGATIONS)).split(",") if a.strip()]
+    unknown = [a for a in wanted if a not in AGGREGATIONS]
+    if unknown:
+        msg = (f"unknown aggregation {unknown[0]!r}: use {', '.join(AGGREGATIONS)}")
+        raise ValueError(msg)
+    answer: list[Json] = []
+    for name in (n.strip() for n in get.split(",")):
+        if name not in by_name:
+            continue
+        xs = by_name[name]
+        computed = {"min": min(xs), "max": max(xs), "avg": sum(xs) / len(xs), "sum": sum(xs)}
+        answer.append({"id": name, **{a: computed[a] for a in wanted}})
+    return answer
 
 
 def metric_values(values: dict[str, float], get: str | None) -> list[Json]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from weir.jobmaster.rest import mapping
 from weir.proto import checkpoint_pb2, common_pb2, dispatcher_pb2, jobgraph_pb2, jobmaster_pb2
 
@@ -266,3 +268,31 @@ def test_task_manager_restarts_failures_and_tasks() -> None:
     assert (entry["id"], entry["dataPort"], entry["slotsNumber"]) == ("te-1", 7001, 2)
     assert (entry["registered-at"], entry["registrations"], entry["tasks-running"],
             entry["task-failures"]) == (1_234, 2, 3, 1)
+
+
+def test_subtask_metrics_aggregate_as_flinks_subtasks_metrics_endpoint() -> None:
+    vertex = _timed_vertex()
+    for sub, busy in zip(vertex.subtasks, (200, 800, 500), strict=False):
+        sub.metrics.busy_ms_per_s = busy
+    del vertex.subtasks[3:]
+    values = mapping.subtask_metrics(vertex)
+    names = {entry["id"] for entry in mapping.aggregated_metrics(values, None, None)}
+    assert {"busyTimeMsPerSecond", "numRecordsIn", "currentInputWatermark"} <= names
+    assert mapping.aggregated_metrics(values, "busyTimeMsPerSecond", None) == [
+        {"id": "busyTimeMsPerSecond", "min": 200, "max": 800, "avg": 500.0, "sum": 1500}]
+    # Only the subtasks that have a watermark count.
+    assert mapping.aggregated_metrics(values, "currentInputWatermark", "min") == [
+        {"id": "currentInputWatermark", "min": -(1 << 63)}]
+    with pytest.raises(ValueError, match="unknown aggregation 'median'"):
+        mapping.aggregated_metrics(values, "busyTimeMsPerSecond", "median")
+
+
+def test_vertex_carries_its_busiest_subtask() -> None:
+    vertex = _timed_vertex()
+    del vertex.subtasks[2:]
+    vertex.subtasks[0].metrics.busy_ms_per_s = 100
+    vertex.subtasks[1].metrics.busy_ms_per_s = 900
+    vertex.subtasks[1].metrics.back_pressured_ms_per_s = 50
+    metrics = mapping._vertex_metrics(vertex.subtasks)
+    assert (metrics["max-busy-time"], metrics["accumulated-busy-time"]) == (900, 500)
+    assert metrics["max-backpressured-time"] == 50

@@ -6,21 +6,23 @@ import dagre from "dagre";
 import { html, useApi } from "./api.js";
 import * as fmt from "./format.js";
 
-const W = 270, H = 104;
+const W = 270, H = 110;
 /** The smallest initial scale: 1/1.8 of the layout's size. */
 const MIN_SCALE_INVERSE = 1.8;
 
 /**
- * A vertex's time shares (0..1) from `/jobs/:jobid`'s vertex metrics: the average over its
- * subtasks of back-pressured, busy and idle ms per second, and its state, the largest.
+ * A vertex's time shares (0..1) from `/jobs/:jobid`'s vertex metrics: back-pressured and
+ * busy of its busiest subtask (one hot subtask is the bottleneck, as in Flink's graph), idle
+ * on average; and its state, the largest.
  */
 export function timeShares(vertex) {
   const m = vertex.metrics || {};
   const p = Math.max(1, vertex.parallelism || 1);
   if (m["accumulated-busy-time"] === undefined) return null;
-  const backpressured = Math.min(1, (m["accumulated-backpressured-time"] || 0) / p / 1000);
+  const share = (max, sum) => Math.min(1, (max !== undefined ? max : sum / p) / 1000);
+  const backpressured = share(m["max-backpressured-time"], m["accumulated-backpressured-time"] || 0);
   const idle = Math.min(1, (m["accumulated-idle-time"] || 0) / p / 1000);
-  const busy = Math.min(1, (m["accumulated-busy-time"] || 0) / 1000);
+  const busy = share(m["max-busy-time"], (m["accumulated-busy-time"] || 0) * p);
   let state = "idle";
   if (backpressured >= busy && backpressured >= idle && backpressured > 0.1) state = "backpressured";
   else if (busy >= idle && busy > 0.1) state = "busy";
@@ -87,9 +89,9 @@ function Vertex({ node, vertex, box, selected, onSelect }) {
       <text x="12" y="43">Parallelism ${node.parallelism} · ${status}</text>
       <text x="12" y="62">Records in ${fmt.count(m["read-records"])} · out ${fmt.count(m["write-records"])}</text>
       <text x="12" y="81">${shares
-        ? `Backpressured ${fmt.percent(shares.backpressured)} · Busy ${fmt.percent(shares.busy)}`
+        ? `Max back-pressured ${fmt.percent(shares.backpressured)} · busy ${fmt.percent(shares.busy)}`
         : "no time metrics yet"}</text>
-      <text x="12" y="97" opacity="0.75" font-size="10.5">${shares ? `Idle ${fmt.percent(shares.idle)}` : ""}</text>
+      <text x="12" y="99" opacity="0.75" font-size="10.5">${shares ? `Idle ${fmt.percent(shares.idle)} on average` : ""}</text>
     </g>`;
 }
 
