@@ -59,16 +59,27 @@ function TaskManagersTable({ tick }) {
   if (!data.taskmanagers.length) return html`<div class="empty">No TaskExecutor is registered.</div>`;
   return html`<div class="table-wrap"><table class="taskmanagers">
     <thead><tr><th>Resource ID</th><th>Address</th><th>Data address</th><th class="num">Slots</th>
-      <th class="num">Free slots</th><th class="num">PID</th><th>Metrics</th></tr></thead>
+      <th class="num">Free slots</th><th class="num">Tasks</th><th class="num">Task failures</th>
+      <th>Registered</th><th class="num">PID</th><th>Metrics</th></tr></thead>
     <tbody>${data.taskmanagers.map((tm) => html`
       <tr class="clickable taskmanager" data-taskmanager-id=${tm.id}
           onClick=${() => { location.hash = `#/taskmanagers/${encodeURIComponent(tm.id)}`; }}>
         <td class="mono"><a href=${`#/taskmanagers/${encodeURIComponent(tm.id)}`}>${tm.id}</a></td>
         <td class="mono">${tm.path}</td><td class="mono">${tm["data-address"] || "–"}</td>
         <td class="num">${tm.slotsNumber}</td><td class="num">${tm.freeSlots}</td>
+        <td class="num">${tm["tasks-running"] ?? "–"}</td>
+        <td class=${`num${tm["task-failures"] ? " warn" : ""}`}>${tm["task-failures"] ?? "–"}</td>
+        <td>${registered(tm)}</td>
         <td class="num">${tm.pid || "–"}</td>
         <td>${tm["metrics-url"] ? html`<a href=${tm["metrics-url"]} target="_blank" rel="noopener" onClick=${(e) => e.stopPropagation()}>/metrics</a>` : "–"}</td>
       </tr>`)}</tbody></table></div>`;
+}
+
+/** When a TaskExecutor registered, and how often its resource id did (it restarted). */
+function registered(tm) {
+  if (!tm["registered-at"]) return "–";
+  const again = tm.registrations > 1 ? html` <span class="warn small">${tm.registrations - 1}× re-registered</span>` : "";
+  return html`${fmt.time(tm["registered-at"])} <span class="muted small">${fmt.ago(tm["registered-at"])}</span>${again}`;
 }
 
 function KeyValues({ title, values }) {
@@ -89,6 +100,9 @@ function TaskManagerPage({ tmId, tick }) {
     <div class="cards">
       <div class="card"><div class="label">Slots</div><div class="value">${data.slotsNumber}</div></div>
       <div class="card"><div class="label">Free slots</div><div class="value">${data.freeSlots}</div></div>
+      <div class="card"><div class="label">Tasks running</div><div class="value">${data["tasks-running"] ?? "–"}</div></div>
+      <div class="card"><div class="label">Task failures</div><div class="value">${data["task-failures"] ?? "–"}</div></div>
+      <div class="card"><div class="label">Registered</div><div class="value small">${registered(data)}</div></div>
       <div class="card"><div class="label">PID</div><div class="value">${data.pid || "–"}</div></div>
     </div>
     <div class="grid2">

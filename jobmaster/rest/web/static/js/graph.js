@@ -184,7 +184,8 @@ function Meter({ ratio, colour }) {
   return html`<span class="meter"><span style=${`width:${Math.round((ratio || 0) * 100)}%;background:${colour}`}></span></span>`;
 }
 
-/** The selected vertex's subtasks: where they run, records, time shares, back pressure. */
+/** The selected vertex's subtasks: their attempt and how long it runs, where, records,
+ * time shares, back pressure. */
 export function VertexPanel({ jobId, vertexId, tick }) {
   const base = `jobs/${jobId}/vertices/${vertexId}`;
   const detail = useApi(base, tick);
@@ -202,7 +203,8 @@ export function VertexPanel({ jobId, vertexId, tick }) {
       <h2 style="margin-top:0">${v.name} <span class="muted small">parallelism ${v.parallelism}
         ${pressure.data ? html` · back pressure <span class=${`badge ${pressure.data["backpressure-level"]}`}>${pressure.data["backpressure-level"]}</span>` : ""}</span></h2>
       <div class="table-wrap"><table class="subtasks">
-        <thead><tr><th class="num">#</th><th>Status</th><th>TaskExecutor</th><th>Host</th>
+        <thead><tr><th class="num">#</th><th>Status</th><th class="num">Attempt</th>
+          <th class="num">Duration</th><th>TaskExecutor</th><th>Host</th>
           <th class="num">Records in</th><th class="num">Records out</th>
           <th class="num">Bytes in</th><th class="num">Bytes out</th>
           <th>Busy ms/s</th><th>Back-pressured ms/s</th><th class="num">Idle ms/s</th>
@@ -212,6 +214,8 @@ export function VertexPanel({ jobId, vertexId, tick }) {
           return html`<tr data-subtask=${s.subtask}>
             <td class="num">${s.subtask}</td>
             <td><span class=${`badge ${s.status}`}>${s.status}</span></td>
+            <td class="num">${s.attempt ?? "–"}</td>
+            <td class="num" title=${s["start-time"] > 0 ? `deployed ${fmt.time(s["start-time"])}` : ""}>${s.duration >= 0 ? fmt.duration(s.duration) : "–"}</td>
             <td class="mono"><a href=${`#/taskmanagers/${encodeURIComponent(s["taskmanager-id"] || "")}`}>${s["taskmanager-id"] || "–"}</a></td>
             <td class="mono">${addresses[s["taskmanager-id"]] || "–"}</td>
             <td class="num">${fmt.count(s.metrics["read-records"])}</td>
