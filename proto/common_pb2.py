@@ -24,21 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17weir/proto/common.proto\x12\x04weir\"\x91\x01\n\tErrorInfo\x12#\n\x06reason\x18\x01 \x01(\x0e\x32\x13.weir.FailureReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x65xception_class\x18\x03 \x01(\t\x12\x11\n\ttraceback\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\t\x12\x14\n\x0cpartition_id\x18\x06 \x01(\t*\x91\x01\n\x0e\x45xecutionState\x12\x0b\n\x07\x43REATED\x10\x00\x12\r\n\tSCHEDULED\x10\x01\x12\r\n\tDEPLOYING\x10\x02\x12\x10\n\x0cINITIALIZING\x10\x03\x12\x0b\n\x07RUNNING\x10\x04\x12\x0c\n\x08\x46INISHED\x10\x05\x12\r\n\tCANCELING\x10\x06\x12\x0c\n\x08\x43\x41NCELED\x10\x07\x12\n\n\x06\x46\x41ILED\x10\x08*\xc3\x01\n\tJobStatus\x12\x14\n\x10JOB_INITIALIZING\x10\x00\x12\x0f\n\x0bJOB_CREATED\x10\x01\x12\x0f\n\x0bJOB_RUNNING\x10\x02\x12\x0f\n\x0bJOB_FAILING\x10\x03\x12\x0e\n\nJOB_FAILED\x10\x04\x12\x12\n\x0eJOB_CANCELLING\x10\x05\x12\x10\n\x0cJOB_CANCELED\x10\x06\x12\x10\n\x0cJOB_FINISHED\x10\x07\x12\x12\n\x0eJOB_RESTARTING\x10\x08\x12\x11\n\rJOB_SUSPENDED\x10\t*\xc3\x02\n\rFailureReason\x12\x13\n\x0f\x46\x41ILURE_UNKNOWN\x10\x00\x12\x13\n\x0fUSER_CODE_ERROR\x10\x01\x12\x16\n\x12TASK_EXECUTOR_LOST\x10\x02\x12\x15\n\x11HEARTBEAT_TIMEOUT\x10\x03\x12\x17\n\x13PARTITION_NOT_FOUND\x10\x04\x12\x14\n\x10REMOTE_TRANSPORT\x10\x05\x12\x10\n\x0cNO_RESOURCES\x10\x06\x12\x15\n\x11\x44\x45PLOYMENT_FAILED\x10\x07\x12\x11\n\rJOB_CANCELLED\x10\x08\x12\x12\n\x0eINTERNAL_ERROR\x10\t\x12\x10\n\x0cSOURCE_ERROR\x10\n\x12\x16\n\x12\x43HECKPOINT_FAILURE\x10\x0b\x12\x18\n\x14STATE_RESTORE_FAILED\x10\x0c\x12\x16\n\x12STATE_INCOMPATIBLE\x10\r*F\n\x0fPartitionerType\x12\x0b\n\x07\x46ORWARD\x10\x00\x12\r\n\tREBALANCE\x10\x01\x12\x08\n\x04HASH\x10\x02\x12\r\n\tBROADCAST\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17weir/proto/common.proto\x12\x04weir\"\xa7\x01\n\tErrorInfo\x12#\n\x06reason\x18\x01 \x01(\x0e\x32\x13.weir.FailureReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x65xception_class\x18\x03 \x01(\t\x12\x11\n\ttraceback\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\t\x12\x14\n\x0cpartition_id\x18\x06 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x07 \x01(\x03*\x91\x01\n\x0e\x45xecutionState\x12\x0b\n\x07\x43REATED\x10\x00\x12\r\n\tSCHEDULED\x10\x01\x12\r\n\tDEPLOYING\x10\x02\x12\x10\n\x0cINITIALIZING\x10\x03\x12\x0b\n\x07RUNNING\x10\x04\x12\x0c\n\x08\x46INISHED\x10\x05\x12\r\n\tCANCELING\x10\x06\x12\x0c\n\x08\x43\x41NCELED\x10\x07\x12\n\n\x06\x46\x41ILED\x10\x08*\xc3\x01\n\tJobStatus\x12\x14\n\x10JOB_INITIALIZING\x10\x00\x12\x0f\n\x0bJOB_CREATED\x10\x01\x12\x0f\n\x0bJOB_RUNNING\x10\x02\x12\x0f\n\x0bJOB_FAILING\x10\x03\x12\x0e\n\nJOB_FAILED\x10\x04\x12\x12\n\x0eJOB_CANCELLING\x10\x05\x12\x10\n\x0cJOB_CANCELED\x10\x06\x12\x10\n\x0cJOB_FINISHED\x10\x07\x12\x12\n\x0eJOB_RESTARTING\x10\x08\x12\x11\n\rJOB_SUSPENDED\x10\t*\xdb\x02\n\rFailureReason\x12\x13\n\x0f\x46\x41ILURE_UNKNOWN\x10\x00\x12\x13\n\x0fUSER_CODE_ERROR\x10\x01\x12\x16\n\x12TASK_EXECUTOR_LOST\x10\x02\x12\x15\n\x11HEARTBEAT_TIMEOUT\x10\x03\x12\x17\n\x13PARTITION_NOT_FOUND\x10\x04\x12\x14\n\x10REMOTE_TRANSPORT\x10\x05\x12\x10\n\x0cNO_RESOURCES\x10\x06\x12\x15\n\x11\x44\x45PLOYMENT_FAILED\x10\x07\x12\x11\n\rJOB_CANCELLED\x10\x08\x12\x12\n\x0eINTERNAL_ERROR\x10\t\x12\x10\n\x0cSOURCE_ERROR\x10\n\x12\x16\n\x12\x43HECKPOINT_FAILURE\x10\x0b\x12\x18\n\x14STATE_RESTORE_FAILED\x10\x0c\x12\x16\n\x12STATE_INCOMPATIBLE\x10\r\x12\x16\n\x12JOBMASTER_FAILOVER\x10\x0e*F\n\x0fPartitionerType\x12\x0b\n\x07\x46ORWARD\x10\x00\x12\r\n\tREBALANCE\x10\x01\x12\x08\n\x04HASH\x10\x02\x12\r\n\tBROADCAST\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'weir.proto.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EXECUTIONSTATE']._serialized_start=182
-  _globals['_EXECUTIONSTATE']._serialized_end=327
-  _globals['_JOBSTATUS']._serialized_start=330
-  _globals['_JOBSTATUS']._serialized_end=525
-  _globals['_FAILUREREASON']._serialized_start=528
-  _globals['_FAILUREREASON']._serialized_end=851
-  _globals['_PARTITIONERTYPE']._serialized_start=853
-  _globals['_PARTITIONERTYPE']._serialized_end=923
+  _globals['_EXECUTIONSTATE']._serialized_start=204
+  _globals['_EXECUTIONSTATE']._serialized_end=349
+  _globals['_JOBSTATUS']._serialized_start=352
+  _globals['_JOBSTATUS']._serialized_end=547
+  _globals['_FAILUREREASON']._serialized_start=550
+  _globals['_FAILUREREASON']._serialized_end=897
+  _globals['_PARTITIONERTYPE']._serialized_start=899
+  _globals['_PARTITIONERTYPE']._serialized_end=969
   _globals['_ERRORINFO']._serialized_start=34
-  _globals['_ERRORINFO']._serialized_end=179
+  _globals['_ERRORINFO']._serialized_end=201
 # @@protoc_insertion_point(module_scope)

@@ -46,6 +46,7 @@ class FailureReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHECKPOINT_FAILURE: _ClassVar[FailureReason]
     STATE_RESTORE_FAILED: _ClassVar[FailureReason]
     STATE_INCOMPATIBLE: _ClassVar[FailureReason]
+    JOBMASTER_FAILOVER: _ClassVar[FailureReason]
 
 class PartitionerType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -86,23 +87,26 @@ SOURCE_ERROR: FailureReason
 CHECKPOINT_FAILURE: FailureReason
 STATE_RESTORE_FAILED: FailureReason
 STATE_INCOMPATIBLE: FailureReason
+JOBMASTER_FAILOVER: FailureReason
 FORWARD: PartitionerType
 REBALANCE: PartitionerType
 HASH: PartitionerType
 BROADCAST: PartitionerType
 
 class ErrorInfo(_message.Message):
-    __slots__ = ("reason", "message", "exception_class", "traceback", "task", "partition_id")
+    __slots__ = ("reason", "message", "exception_class", "traceback", "task", "partition_id", "timestamp_ms")
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     EXCEPTION_CLASS_FIELD_NUMBER: _ClassVar[int]
     TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     reason: FailureReason
     message: str
     exception_class: str
     traceback: str
     task: str
     partition_id: str
-    def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., message: _Optional[str] = ..., exception_class: _Optional[str] = ..., traceback: _Optional[str] = ..., task: _Optional[str] = ..., partition_id: _Optional[str] = ...) -> None: ...
+    timestamp_ms: int
+    def __init__(self, reason: _Optional[_Union[FailureReason, str]] = ..., message: _Optional[str] = ..., exception_class: _Optional[str] = ..., traceback: _Optional[str] = ..., task: _Optional[str] = ..., partition_id: _Optional[str] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...

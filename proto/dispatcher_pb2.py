@@ -28,7 +28,7 @@ from weir.proto import jobgraph_pb2 as weir_dot_proto_dot_jobgraph__pb2
 from weir.proto import jobmaster_pb2 as weir_dot_proto_dot_jobmaster__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bweir/proto/dispatcher.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\x1a\x19weir/proto/jobgraph.proto\x1a\x1aweir/proto/jobmaster.proto\"5\n\x10SubmitJobRequest\x12!\n\tjob_graph\x18\x01 \x01(\x0b\x32\x0e.weir.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1e\n\x0cJobIdRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"2\n\x10ListJobsResponse\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.weir.JobSummary\"}\n\x11\x43heckpointHistory\x12*\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x15.weir.CheckpointStats\x12\x1e\n\x16restored_checkpoint_id\x18\x02 \x01(\x03\x12\x1c\n\x14restore_timestamp_ms\x18\x03 \x01(\x03\"K\n\x13\x46\x65tchCollectRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bmax_batches\x18\x02 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x03\"\x84\x01\n\x14\x46\x65tchCollectResponse\x12\x11\n\tarrow_ipc\x18\x01 \x03(\x0c\x12\x16\n\x0e\x65nd_of_results\x18\x02 \x01(\x08\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12 \n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\"\x18\n\x16\x43lusterOverviewRequest\"\xfc\x01\n\x10TaskExecutorInfo\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x13\n\x0bslots_total\x18\x04 \x01(\x05\x12\x12\n\nslots_free\x18\x05 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x06 \x01(\t\x12\x0b\n\x03pid\x18\x07 \x01(\x05\x12\x18\n\x10registered_at_ms\x18\x08 \x01(\x03\x12\x15\n\rregistrations\x18\t \x01(\x05\x12\x15\n\rtasks_running\x18\n \x01(\x05\x12\x15\n\rtask_failures\x18\x0b \x01(\x05\"\x8c\x01\n\x0f\x43lusterOverview\x12.\n\x0etask_executors\x18\x01 \x03(\x0b\x32\x16.weir.TaskExecutorInfo\x12\x13\n\x0bslots_total\x18\x02 \x01(\x05\x12\x12\n\nslots_free\x18\x03 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\"8\n\x11SavepointResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\"\'\n\x17\x44isposeSavepointRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"\xbe\x01\n\x0eRescaleRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bparallelism\x18\x02 \x01(\x05\x12K\n\x14operator_parallelism\x18\x03 \x03(\x0b\x32-.weir.RescaleRequest.OperatorParallelismEntry\x1a:\n\x18OperatorParallelismEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"g\n\x10UpdateJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12!\n\tjob_graph\x18\x02 \x01(\x0b\x32\x0e.weir.JobGraph\x12 \n\x18\x61llow_non_restored_state\x18\x03 \x01(\x08\x32\xae\x05\n\nDispatcher\x12<\n\tSubmitJob\x12\x16.weir.SubmitJobRequest\x1a\x17.weir.SubmitJobResponse\x12\x39\n\x08ListJobs\x12\x15.weir.ListJobsRequest\x1a\x16.weir.ListJobsResponse\x12\x35\n\rGetJobDetails\x12\x12.weir.JobIdRequest\x1a\x10.weir.JobDetails\x12*\n\tCancelJob\x12\x12.weir.JobIdRequest\x1a\t.weir.Ack\x12L\n\x13\x46\x65tchCollectResults\x12\x19.weir.FetchCollectRequest\x1a\x1a.weir.FetchCollectResponse\x12I\n\x12GetClusterOverview\x12\x1c.weir.ClusterOverviewRequest\x1a\x15.weir.ClusterOverview\x12=\n\x0eGetCheckpoints\x12\x12.weir.JobIdRequest\x1a\x17.weir.CheckpointHistory\x12\x43\n\x10TriggerSavepoint\x12\x16.weir.SavepointRequest\x1a\x17.weir.SavepointResponse\x12<\n\x10\x44isposeSavepoint\x12\x1d.weir.DisposeSavepointRequest\x1a\t.weir.Ack\x12\x33\n\nRescaleJob\x12\x14.weir.RescaleRequest\x1a\x0f.weir.JobChange\x12\x34\n\tUpdateJob\x12\x16.weir.UpdateJobRequest\x1a\x0f.weir.JobChangeb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bweir/proto/dispatcher.proto\x12\x04weir\x1a\x1bweir/proto/checkpoint.proto\x1a\x17weir/proto/common.proto\x1a\x19weir/proto/jobgraph.proto\x1a\x1aweir/proto/jobmaster.proto\"5\n\x10SubmitJobRequest\x12!\n\tjob_graph\x18\x01 \x01(\x0b\x32\x0e.weir.JobGraph\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x1e\n\x0cJobIdRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x11\n\x0fListJobsRequest\"2\n\x10ListJobsResponse\x12\x1e\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.weir.JobSummary\"\xac\x01\n\x11\x43heckpointHistory\x12*\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x15.weir.CheckpointStats\x12\x1e\n\x16restored_checkpoint_id\x18\x02 \x01(\x03\x12\x1c\n\x14restore_timestamp_ms\x18\x03 \x01(\x03\x12\x17\n\x0f\x63ompleted_count\x18\x04 \x01(\x03\x12\x14\n\x0c\x66\x61iled_count\x18\x05 \x01(\x03\"K\n\x13\x46\x65tchCollectRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bmax_batches\x18\x02 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x03\"\x84\x01\n\x14\x46\x65tchCollectResponse\x12\x11\n\tarrow_ipc\x18\x01 \x03(\x0c\x12\x16\n\x0e\x65nd_of_results\x18\x02 \x01(\x08\x12\x1f\n\x06status\x18\x03 \x01(\x0e\x32\x0f.weir.JobStatus\x12 \n\x07\x66\x61ilure\x18\x04 \x01(\x0b\x32\x0f.weir.ErrorInfo\"\x18\n\x16\x43lusterOverviewRequest\"\xfc\x01\n\x10TaskExecutorInfo\x12\x13\n\x0bresource_id\x18\x01 \x01(\t\x12\x13\n\x0brpc_address\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x13\n\x0bslots_total\x18\x04 \x01(\x05\x12\x12\n\nslots_free\x18\x05 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x06 \x01(\t\x12\x0b\n\x03pid\x18\x07 \x01(\x05\x12\x18\n\x10registered_at_ms\x18\x08 \x01(\x03\x12\x15\n\rregistrations\x18\t \x01(\x05\x12\x15\n\rtasks_running\x18\n \x01(\x05\x12\x15\n\rtask_failures\x18\x0b \x01(\x05\"\x8c\x01\n\x0f\x43lusterOverview\x12.\n\x0etask_executors\x18\x01 \x03(\x0b\x32\x16.weir.TaskExecutorInfo\x12\x13\n\x0bslots_total\x18\x02 \x01(\x05\x12\x12\n\nslots_free\x18\x03 \x01(\x05\x12\x13\n\x0bmetrics_url\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\"8\n\x11SavepointResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\"\'\n\x17\x44isposeSavepointRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"\xbe\x01\n\x0eRescaleRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0bparallelism\x18\x02 \x01(\x05\x12K\n\x14operator_parallelism\x18\x03 \x03(\x0b\x32-.weir.RescaleRequest.OperatorParallelismEntry\x1a:\n\x18OperatorParallelismEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"g\n\x10UpdateJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12!\n\tjob_graph\x18\x02 \x01(\x0b\x32\x0e.weir.JobGraph\x12 \n\x18\x61llow_non_restored_state\x18\x03 \x01(\x08\x32\xae\x05\n\nDispatcher\x12<\n\tSubmitJob\x12\x16.weir.SubmitJobRequest\x1a\x17.weir.SubmitJobResponse\x12\x39\n\x08ListJobs\x12\x15.weir.ListJobsRequest\x1a\x16.weir.ListJobsResponse\x12\x35\n\rGetJobDetails\x12\x12.weir.JobIdRequest\x1a\x10.weir.JobDetails\x12*\n\tCancelJob\x12\x12.weir.JobIdRequest\x1a\t.weir.Ack\x12L\n\x13\x46\x65tchCollectResults\x12\x19.weir.FetchCollectRequest\x1a\x1a.weir.FetchCollectResponse\x12I\n\x12GetClusterOverview\x12\x1c.weir.ClusterOverviewRequest\x1a\x15.weir.ClusterOverview\x12=\n\x0eGetCheckpoints\x12\x12.weir.JobIdRequest\x1a\x17.weir.CheckpointHistory\x12\x43\n\x10TriggerSavepoint\x12\x16.weir.SavepointRequest\x1a\x17.weir.SavepointResponse\x12<\n\x10\x44isposeSavepoint\x12\x1d.weir.DisposeSavepointRequest\x1a\t.weir.Ack\x12\x33\n\nRescaleJob\x12\x14.weir.RescaleRequest\x1a\x0f.weir.JobChange\x12\x34\n\tUpdateJob\x12\x16.weir.UpdateJobRequest\x1a\x0f.weir.JobChangeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,28 +47,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTJOBSREQUEST']._serialized_end=287
   _globals['_LISTJOBSRESPONSE']._serialized_start=289
   _globals['_LISTJOBSRESPONSE']._serialized_end=339
-  _globals['_CHECKPOINTHISTORY']._serialized_start=341
-  _globals['_CHECKPOINTHISTORY']._serialized_end=466
-  _globals['_FETCHCOLLECTREQUEST']._serialized_start=468
-  _globals['_FETCHCOLLECTREQUEST']._serialized_end=543
-  _globals['_FETCHCOLLECTRESPONSE']._serialized_start=546
-  _globals['_FETCHCOLLECTRESPONSE']._serialized_end=678
-  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_start=680
-  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_end=704
-  _globals['_TASKEXECUTORINFO']._serialized_start=707
-  _globals['_TASKEXECUTORINFO']._serialized_end=959
-  _globals['_CLUSTEROVERVIEW']._serialized_start=962
-  _globals['_CLUSTEROVERVIEW']._serialized_end=1102
-  _globals['_SAVEPOINTRESPONSE']._serialized_start=1104
-  _globals['_SAVEPOINTRESPONSE']._serialized_end=1160
-  _globals['_DISPOSESAVEPOINTREQUEST']._serialized_start=1162
-  _globals['_DISPOSESAVEPOINTREQUEST']._serialized_end=1201
-  _globals['_RESCALEREQUEST']._serialized_start=1204
-  _globals['_RESCALEREQUEST']._serialized_end=1394
-  _globals['_RESCALEREQUEST_OPERATORPARALLELISMENTRY']._serialized_start=1336
-  _globals['_RESCALEREQUEST_OPERATORPARALLELISMENTRY']._serialized_end=1394
-  _globals['_UPDATEJOBREQUEST']._serialized_start=1396
-  _globals['_UPDATEJOBREQUEST']._serialized_end=1499
-  _globals['_DISPATCHER']._serialized_start=1502
-  _globals['_DISPATCHER']._serialized_end=2188
+  _globals['_CHECKPOINTHISTORY']._serialized_start=342
+  _globals['_CHECKPOINTHISTORY']._serialized_end=514
+  _globals['_FETCHCOLLECTREQUEST']._serialized_start=516
+  _globals['_FETCHCOLLECTREQUEST']._serialized_end=591
+  _globals['_FETCHCOLLECTRESPONSE']._serialized_start=594
+  _globals['_FETCHCOLLECTRESPONSE']._serialized_end=726
+  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_start=728
+  _globals['_CLUSTEROVERVIEWREQUEST']._serialized_end=752
+  _globals['_TASKEXECUTORINFO']._serialized_start=755
+  _globals['_TASKEXECUTORINFO']._serialized_end=1007
+  _globals['_CLUSTEROVERVIEW']._serialized_start=1010
+  _globals['_CLUSTEROVERVIEW']._serialized_end=1150
+  _globals['_SAVEPOINTRESPONSE']._serialized_start=1152
+  _globals['_SAVEPOINTRESPONSE']._serialized_end=1208
+  _globals['_DISPOSESAVEPOINTREQUEST']._serialized_start=1210
+  _globals['_DISPOSESAVEPOINTREQUEST']._serialized_end=1249
+  _globals['_RESCALEREQUEST']._serialized_start=1252
+  _globals['_RESCALEREQUEST']._serialized_end=1442
+  _globals['_RESCALEREQUEST_OPERATORPARALLELISMENTRY']._serialized_start=1384
+  _globals['_RESCALEREQUEST_OPERATORPARALLELISMENTRY']._serialized_end=1442
+  _globals['_UPDATEJOBREQUEST']._serialized_start=1444
+  _globals['_UPDATEJOBREQUEST']._serialized_end=1547
+  _globals['_DISPATCHER']._serialized_start=1550
+  _globals['_DISPATCHER']._serialized_end=2236
 # @@protoc_insertion_point(module_scope)

@@ -39,14 +39,18 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[_jobmaster_pb2.JobSummary, _Mapping]]] = ...) -> None: ...
 
 class CheckpointHistory(_message.Message):
-    __slots__ = ("checkpoints", "restored_checkpoint_id", "restore_timestamp_ms")
+    __slots__ = ("checkpoints", "restored_checkpoint_id", "restore_timestamp_ms", "completed_count", "failed_count")
     CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     RESTORED_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     RESTORE_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
     checkpoints: _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.CheckpointStats]
     restored_checkpoint_id: int
     restore_timestamp_ms: int
-    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_checkpoint_pb2.CheckpointStats, _Mapping]]] = ..., restored_checkpoint_id: _Optional[int] = ..., restore_timestamp_ms: _Optional[int] = ...) -> None: ...
+    completed_count: int
+    failed_count: int
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_checkpoint_pb2.CheckpointStats, _Mapping]]] = ..., restored_checkpoint_id: _Optional[int] = ..., restore_timestamp_ms: _Optional[int] = ..., completed_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
 
 class FetchCollectRequest(_message.Message):
     __slots__ = ("job_id", "max_batches", "wait_ms")

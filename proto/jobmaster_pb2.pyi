@@ -280,7 +280,7 @@ class VertexDetails(_message.Message):
     def __init__(self, vertex_id: _Optional[int] = ..., name: _Optional[str] = ..., parallelism: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskDetails, _Mapping]]] = ...) -> None: ...
 
 class JobDetails(_message.Message):
-    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes", "last_restore", "last_change")
+    __slots__ = ("summary", "vertices", "failure", "last_checkpoint_id", "last_checkpoint_path", "restart_causes", "last_restore", "last_change", "recoveries")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     VERTICES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
@@ -289,6 +289,7 @@ class JobDetails(_message.Message):
     RESTART_CAUSES_FIELD_NUMBER: _ClassVar[int]
     LAST_RESTORE_FIELD_NUMBER: _ClassVar[int]
     LAST_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    RECOVERIES_FIELD_NUMBER: _ClassVar[int]
     summary: JobSummary
     vertices: _containers.RepeatedCompositeFieldContainer[VertexDetails]
     failure: _common_pb2.ErrorInfo
@@ -297,7 +298,36 @@ class JobDetails(_message.Message):
     restart_causes: _containers.RepeatedCompositeFieldContainer[_common_pb2.ErrorInfo]
     last_restore: RestoreStats
     last_change: JobChange
-    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ..., last_restore: _Optional[_Union[RestoreStats, _Mapping]] = ..., last_change: _Optional[_Union[JobChange, _Mapping]] = ...) -> None: ...
+    recoveries: _containers.RepeatedCompositeFieldContainer[Recovery]
+    def __init__(self, summary: _Optional[_Union[JobSummary, _Mapping]] = ..., vertices: _Optional[_Iterable[_Union[VertexDetails, _Mapping]]] = ..., failure: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., last_checkpoint_id: _Optional[int] = ..., last_checkpoint_path: _Optional[str] = ..., restart_causes: _Optional[_Iterable[_Union[_common_pb2.ErrorInfo, _Mapping]]] = ..., last_restore: _Optional[_Union[RestoreStats, _Mapping]] = ..., last_change: _Optional[_Union[JobChange, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[Recovery, _Mapping]]] = ...) -> None: ...
+
+class Recovery(_message.Message):
+    __slots__ = ("cause", "tasks", "checkpoint_id", "duration_ms", "local_bytes", "remote_bytes")
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cause: _common_pb2.ErrorInfo
+    tasks: int
+    checkpoint_id: int
+    duration_ms: int
+    local_bytes: int
+    remote_bytes: int
+    def __init__(self, cause: _Optional[_Union[_common_pb2.ErrorInfo, _Mapping]] = ..., tasks: _Optional[int] = ..., checkpoint_id: _Optional[int] = ..., duration_ms: _Optional[int] = ..., local_bytes: _Optional[int] = ..., remote_bytes: _Optional[int] = ...) -> None: ...
+
+class JobHistory(_message.Message):
+    __slots__ = ("checkpoints", "recoveries", "completed_checkpoints", "failed_checkpoints")
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    RECOVERIES_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    checkpoints: _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.CheckpointStats]
+    recoveries: _containers.RepeatedCompositeFieldContainer[Recovery]
+    completed_checkpoints: int
+    failed_checkpoints: int
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[_checkpoint_pb2.CheckpointStats, _Mapping]]] = ..., recoveries: _Optional[_Iterable[_Union[Recovery, _Mapping]]] = ..., completed_checkpoints: _Optional[int] = ..., failed_checkpoints: _Optional[int] = ...) -> None: ...
 
 class SavepointRequest(_message.Message):
     __slots__ = ("job_id", "target_directory", "format", "terminate", "drain")
