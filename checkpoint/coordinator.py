@@ -89,6 +89,7 @@ COUNTED_REASONS = frozenset({
     checkpoint_pb2.CHECKPOINT_FAILURE_UNKNOWN,
 })
 
+#: Checkpoints kept in the history by default (the JobMaster sets web.checkpoints.history).
 HISTORY_SIZE = 100
 
 
@@ -111,6 +112,8 @@ class CheckpointCoordinatorConfiguration:
     aligned_timeout_ms: int = 0
     at_least_once: bool = False
     num_retained: int = 1
+    #: Checkpoints (the newest) kept in :attr:`CheckpointCoordinator.history`.
+    history_size: int = HISTORY_SIZE
 
     @property
     def enabled(self) -> bool:
@@ -276,7 +279,7 @@ class CheckpointCoordinator:
         #: Periodic checkpoints stop for good (stop-with-savepoint succeeded).
         self._stopping = False
         self.consecutive_failures = 0
-        self.history: deque[CheckpointStats] = deque(maxlen=HISTORY_SIZE)
+        self.history: deque[CheckpointStats] = deque(maxlen=max(1, config.history_size))
         self.counts = {"completed": 0, "failed": 0}
         #: Retained checkpoints found unusable and forgotten.
         self._forgotten: dict[CheckpointId, str] = {}
@@ -292,6 +295,23 @@ class CheckpointCoordinator:
         as the latest, and ids continue after it."""
         self._completed.append(checkpoint)
         self._next_id = max(self._next_id, checkpoint.checkpoint_id + 1)
+
+    def restore_history(self, stats: Iterable[CheckpointStats], completed: int = 0,
+                        failed: int = 0) -> None:
+        """Checkpoints of this job seen by an earlier JobMaster (high availability), oldest
+        first, and how many completed and failed in all: they come before the ones of this
+        coordinator, and ids continue after every one of them (a failed checkpoint's id is
+        never used again)."""
+        earlier = [s for s in stats if s.status != CheckpointStats.IN_PROGRESS]
+        mine = list(self.history)
+        self.history.clear()
+        self.history.extend([*earlier, *mine])
+        self.counts["completed"] += max(completed, sum(
+            s.status == CheckpointStats.COMPLETED for s in earlier))
+        self.counts["failed"] += max(failed, sum(
+            s.status == CheckpointStats.FAILED for s in earlier))
+        if earlier:
+            self._next_id = max(self._next_id, max(s.checkpoint_id for s in earlier) + 1)
 
     def on_job_running(self, tasks: Iterable[TaskInfo],
                        upstream: Mapping[int, Iterable[int]]) -> list[Action]:

@@ -59,6 +59,7 @@ from weir.core.config import Configuration, Option, Seconds
 from weir.core.errors import ConfigError, StorageUnreachableError, WeirError
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.rpc import keep_until_done
+from weir.jobmaster import options as jm_options
 from weir.jobmaster.execution_graph import ExecutionGraph
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager
@@ -100,7 +101,8 @@ def checkpoint_config(config: Configuration) -> CheckpointCoordinatorConfigurati
         unaligned=unaligned and exactly_once,
         aligned_timeout_ms=ms(checkpoint_options.ALIGNED_CHECKPOINT_TIMEOUT),
         at_least_once=not exactly_once,
-        num_retained=config.get(checkpoint_options.NUM_RETAINED))
+        num_retained=config.get(checkpoint_options.NUM_RETAINED),
+        history_size=config.get(jm_options.CHECKPOINTS_HISTORY))
 
 
 class JobCheckpointing:
@@ -155,6 +157,10 @@ class JobCheckpointing:
         #: no task commits a checkpoint a recovering JobMaster would not restore; if it
         #: raises, the checkpoint fails instead.
         self.on_metadata_written: Callable[[CheckpointId, str], None] | None = None
+        #: Called on the main thread once a checkpoint completed or failed (high
+        #: availability stores the history then).
+        self.on_history_changed: Callable[[], None] | None = None
+        self._counts_seen = dict(self.coordinator.counts)
         self.set_job_graph(graph.job_graph)
 
     def set_job_graph(self, job_graph: jobgraph_pb2.JobGraph) -> None:
@@ -390,6 +396,10 @@ class JobCheckpointing:
         finally:
             self._draining = False
         self._schedule_tick()
+        if self.coordinator.counts != self._counts_seen:
+            self._counts_seen = dict(self.coordinator.counts)
+            if self.on_history_changed is not None:
+                self.on_history_changed()
 
     def _feed(self, event: Callable[[], Iterable[Action]]) -> None:
         """Queue a coordinator event (``event()`` feeds it and returns its actions) to be

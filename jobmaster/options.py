@@ -41,6 +41,12 @@ COLLECT_BUFFER_BATCHES = Option(
     "jobmaster.collect.buffer-batches", int, default=64, validator=positive,
     doc="Record batches of execute_and_collect() results the JobMaster buffers per job "
         "before sinks are held back.")
+CHECKPOINTS_HISTORY = Option(
+    "web.checkpoints.history", int, default=100, validator=positive,
+    doc="Checkpoints (completed and failed) and recoveries (restarts and restores) a job "
+        "keeps for the REST API (`/jobs/:jobid/checkpoints`, `recoveries` of `/jobs/:jobid`) "
+        "and `weir status`: the newest ones. With high availability they are also kept in "
+        "high-availability.storageDir, so a JobMaster that takes a job over shows them.")
 JOBS_RETAINED = Option(
     "jobstore.max-capacity", int, default=100, validator=positive,
     doc="Finished jobs kept for `weir list` and `weir status`.")
