@@ -57,6 +57,7 @@ from weir.jobmaster.execution_graph import ExecutionGraph, ExecutionVertex
 from weir.jobmaster.failover import FailoverStrategy, TaskId, create_failover_strategy
 from weir.jobmaster.job_lifecycle import JobTimes, final_status
 from weir.jobmaster.main_thread import MainThreadExecutor
+from weir.jobmaster.recovery_history import RecoveryHistory
 from weir.jobmaster.region_restarter import Action as RestartAction
 from weir.jobmaster.region_restarter import (
     DeployRestored,
@@ -125,6 +126,9 @@ class JobScheduler:
             self.job_id, clock, slot_timeout_ms=slot_timeout_ms,
             local_wait_ms=round(configuration.get(state_options.LOCAL_RECOVERY_WAIT) * 1000))
         self.times = JobTimes(clock)
+        #: Restarts and restores (``recoveries`` of ``/jobs/:jobid``).
+        self.recoveries = RecoveryHistory(clock, configuration.get(
+            jm_options.CHECKPOINTS_HISTORY))
         self.deployer = TaskDeployer(
             self.job_id, self.graph, resources, shuffle_master, main, configuration,
             self.slot_waits, batch=self.batch, topology=lambda: self.failover.topology,
@@ -137,6 +141,53 @@ class JobScheduler:
         self.on_graph_changed: Callable[[jobgraph_pb2.JobGraph], None] | None = None
         #: When the scheduled wake-up fires (epoch ms; None: none is scheduled).
         self._timer_at: int | None = None
+        #: Called on the main thread when a checkpoint completed or failed, or a recovery
+        #: began, progressed or ended (high availability stores the history).
+        self._on_history_changed: Callable[[], None] | None = None
+
+    # -- history ----------------------------------------------------------------------------
+
+    @property
+    def on_history_changed(self) -> Callable[[], None] | None:
+        return self._on_history_changed
+
+    @on_history_changed.setter
+    def on_history_changed(self, callback: Callable[[], None] | None) -> None:
+        self._on_history_changed = callback
+        self.recoveries.on_change = callback
+        if self.checkpointing is not None:
+            self.checkpointing.on_history_changed = callback
+
+    def history(self) -> jobmaster_pb2.JobHistory:
+        """What high availability keeps of the job's past (main thread): its finished
+        checkpoints and its recoveries, the newest ``web.checkpoints.history`` of each."""
+        history = jobmaster_pb2.JobHistory(recoveries=self.recoveries.entries())
+        if self.checkpointing is not None:
+            coordinator = self.checkpointing.coordinator
+            history.checkpoints.extend(
+                s for s in coordinator.stats()
+                if s.status != checkpoint_pb2.CheckpointStats.IN_PROGRESS)
+            history.completed_checkpoints = coordinator.counts["completed"]
+            history.failed_checkpoints = coordinator.counts["failed"]
+        return history
+
+    def restore_history(self, history: jobmaster_pb2.JobHistory) -> None:
+        """The job's past as an earlier JobMaster stored it (before the job starts)."""
+        self.recoveries.restore(history.recoveries)
+        if self.checkpointing is not None:
+            self.checkpointing.coordinator.restore_history(
+                history.checkpoints, history.completed_checkpoints,
+                history.failed_checkpoints)
+
+    def taken_over(self, checkpoint: CompletedCheckpoint | None) -> None:
+        """This JobMaster recovered the job from high-availability storage (its previous
+        JobMaster was lost): a recovery, from now until every task runs, restoring
+        ``checkpoint`` (None: the job starts afresh). Call before starting the job."""
+        self.recoveries.failed(common_pb2.ErrorInfo(
+            reason=common_pb2.JOBMASTER_FAILOVER,
+            message="the job's JobMaster was lost; this JobMaster recovered the job from "
+                    "high-availability storage"), tasks=len(self.graph.all()))
+        self.recoveries.restoring(checkpoint.checkpoint_id if checkpoint else None)
 
     # -- what the state machines know -------------------------------------------------------
 
@@ -372,6 +423,7 @@ class JobScheduler:
     def fail(self, error: common_pb2.ErrorInfo) -> None:
         """The current attempt failed with ``error``: restart if the restart strategy
         allows, else fail the job with it as the root cause (the first failure wins)."""
+        self._stamp(error)
         if self.graph.status not in (common_pb2.JOB_RUNNING, common_pb2.JOB_CREATED):
             self._check_progress()
             return
@@ -384,6 +436,7 @@ class JobScheduler:
 
     def fail_terminal(self, error: common_pb2.ErrorInfo) -> None:
         """End the job FAILED with ``error``, whatever the restart strategy says."""
+        self._stamp(error)
         self.restarter.on_job_stopped()
         self._restart([FailTerminally(error, recoverable=False)])
 
@@ -397,7 +450,8 @@ class JobScheduler:
         self.restarter.on_job_stopped()
         self.graph.status = common_pb2.JOB_CANCELLING
         self.graph.failure = common_pb2.ErrorInfo(reason=common_pb2.JOB_CANCELLED,
-                                                  message="the job was cancelled")
+                                                  message="the job was cancelled",
+                                                  timestamp_ms=self._clock())
         self.deployer.cancel()
         self._check_progress()
 
@@ -405,18 +459,21 @@ class JobScheduler:
                               message: str) -> None:
         lost = [ev for ev in self.graph.all()
                 if ev.resource_id == resource_id and not ev.is_terminal]
+        now = self._clock()
         for ev in lost:
             ev.state = common_pb2.FAILED
-            ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name)
+            ev.failure = common_pb2.ErrorInfo(reason=reason, message=message, task=ev.name,
+                                              timestamp_ms=now)
         if lost and self.graph.status in (common_pb2.JOB_FAILING, common_pb2.JOB_RESTARTING):
             # A consumer may have reported its broken connection to these tasks first: the
             # lost TaskExecutor is the cause to report.
             root = self.restarter.root_cause(
                 self.graph.failure, common_pb2.ErrorInfo(reason=reason, message=message,
-                                                         task=lost[0].name),
+                                                         task=lost[0].name, timestamp_ms=now),
                 failing=self.graph.status == common_pb2.JOB_FAILING)
             if root is not None:
                 self.graph.failure = root
+                self.recoveries.cause_refined(root)
         # The result partitions the shuffle master says went with it restart their
         # producers (Flink's rule; an external shuffle service keeps them). In BATCH a
         # finished producer whose lost output is still to be read restarts now, rather
@@ -427,7 +484,8 @@ class JobScheduler:
                   and task_id(ev) in gone and self._feeds_unfinished(ev)]
         if lost or needed:
             self._failover(lost + needed, common_pb2.ErrorInfo(
-                reason=reason, message=message, task=(lost or needed)[0].name))
+                reason=reason, message=message, task=(lost or needed)[0].name,
+                timestamp_ms=now))
         self._check_progress()
 
     def _feeds_unfinished(self, ev: ExecutionVertex) -> bool:
@@ -438,7 +496,14 @@ class JobScheduler:
                    for vertex, _ in self.graph.consumers_of(ev.job_vertex.id)
                    for consumer in self.graph.vertices[vertex.id])
 
+    def _stamp(self, error: common_pb2.ErrorInfo) -> common_pb2.ErrorInfo:
+        """Note when the JobMaster learned of ``error`` (kept if noted already)."""
+        if not error.timestamp_ms:
+            error.timestamp_ms = self._clock()
+        return error
+
     def _task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
+        self._stamp(error)
         self._resources.note_task_failure(ev.resource_id)
         ev.state = common_pb2.FAILED
         ev.failure = error
@@ -469,16 +534,20 @@ class JobScheduler:
     def _restart(self, actions: Iterable[RestartAction]) -> None:
         """Perform the region restarter's ``actions``."""
         for action in actions:
+            if isinstance(action, (RestartRegion, RestartJob, FailAttempt, FailTerminally)):
+                self._stamp(action.error)
             if isinstance(action, RestartRegion):
                 if self.checkpointing is not None:
                     self.checkpointing.job_not_running()
                 self.times.went_down(keep_earlier=True)
+                self.recoveries.failed(action.error, len(action.tasks))
                 self.graph.failure = action.error
                 self.deployer.cancel(self._region(action.tasks))
                 self._check_progress()
             elif isinstance(action, FailAttempt):
                 self.fail(action.error)
             elif isinstance(action, RestartJob):
+                self.recoveries.failed(action.error, len(self.graph.all()))
                 self.graph.failure = action.error
                 self.graph.status = common_pb2.JOB_RESTARTING
                 self.deployer.cancel()
@@ -536,6 +605,7 @@ class JobScheduler:
 
     def _resume(self, action: DeployRestored) -> None:
         checkpoint = self.restored = action.checkpoint
+        self.recoveries.restoring(checkpoint.checkpoint_id if checkpoint else None)
         if action.scope is RestartScope.JOB:
             if checkpoint is not None:
                 self.times.restoring_now()
@@ -621,9 +691,13 @@ class JobScheduler:
         if update.HasField("restore"):
             ev.restore = update.restore
         evs = self.graph.all()
-        if update.state == common_pb2.RUNNING and self.times.restoring and \
-                self.restored is not None and all(e.state in RUNNING_OR_FINISHED for e in evs):
-            self._restored(self.restored, evs)
+        if update.state == common_pb2.RUNNING and \
+                all(e.state in RUNNING_OR_FINISHED for e in evs):
+            restore = None
+            if self.times.restoring and self.restored is not None:
+                restore = self._restored(self.restored, evs)
+            if self.recoveries.in_progress and not self.restarter.in_progress:
+                self.recoveries.recovered(restore)
         if update.state in RUNNING_OR_FINISHED and self.changes.phase is ChangePhase.DEPLOYING \
                 and all(e.state in RUNNING_OR_FINISHED for e in evs):
             self._run_change(self.changes.on_running())
@@ -635,6 +709,7 @@ class JobScheduler:
         self._check_progress()
 
     def _on_task_failed(self, ev: ExecutionVertex, error: common_pb2.ErrorInfo) -> None:
+        self._stamp(error)
         if ev.state == common_pb2.CANCELING:
             # Failing while being cancelled (e.g. its producer was cancelled first) is
             # the end of cancellation, not a new failure: as Flink does.
@@ -643,6 +718,7 @@ class JobScheduler:
                 self.graph.failure, error, failing=self.graph.status == common_pb2.JOB_FAILING)
             if root is not None:
                 self.graph.failure = root
+                self.recoveries.cause_refined(root)
             self._check_progress()
             return
         if error.reason == common_pb2.STATE_RESTORE_FAILED and \
@@ -664,17 +740,20 @@ class JobScheduler:
             self.deployer.partitions.lost.add(PartitionId(error.partition_id))
         self._task_failed(ev, error)
 
-    def _restored(self, checkpoint: CompletedCheckpoint, evs: list[ExecutionVertex]) -> None:
+    def _restored(self, checkpoint: CompletedCheckpoint, evs: list[ExecutionVertex]
+                  ) -> jobmaster_pb2.RestoreStats | None:
         """Every task of a restored attempt runs (or already finished): note what the
-        restore cost, from the failure on (``weir status --json`` ``last_restore``)."""
+        restore cost, from the failure on (``weir status --json`` ``last_restore``), and
+        return it (None: no restore was in progress)."""
         stats = self.times.restored(checkpoint.checkpoint_id,
                                     [(task_id(ev), ev.restore) for ev in evs])
         if stats is None:
-            return
+            return None
         self.graph.last_restore = stats
         log.info("job %s restored checkpoint %d in %d ms (%d bytes local, %d remote)",
                  self.job_id, checkpoint.checkpoint_id, stats.duration_ms,
                  stats.local_bytes, stats.remote_bytes)
+        return stats
 
     def _check_progress(self) -> None:
         graph = self.graph
@@ -719,6 +798,7 @@ class JobScheduler:
         details = self.graph.details()
         details.summary.restarts = self.restarts
         details.restart_causes.extend(self.restarter.causes)
+        details.recoveries.extend(self.recoveries.entries())
         latest = self.checkpointing.coordinator.latest_completed() \
             if self.checkpointing is not None else None
         if latest is not None:

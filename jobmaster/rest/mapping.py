@@ -282,10 +282,32 @@ def watermarks(vertex_details: jobmaster_pb2.VertexDetails) -> list[Json]:
             for sub in vertex_details.subtasks if sub.metrics.HasField("input_watermark")]
 
 
+def recovery(entry: jobmaster_pb2.Recovery) -> Json:
+    """One of ``recoveries``: when the job failed and why, how many subtasks restarted,
+    the checkpoint restored (null: none), how long until they all ran again (null: still
+    recovering) and the bytes restored from task-local copies and from storage.
+
+    Example:
+        >>> entry = jobmaster_pb2.Recovery(tasks=2, checkpoint_id=4, duration_ms=900)
+        >>> entry.cause.CopyFrom(common_pb2.ErrorInfo(
+        ...     reason=common_pb2.TASK_EXECUTOR_LOST, message="gone", timestamp_ms=5))
+        >>> shown = recovery(entry)
+        >>> shown["timestamp"], shown["exceptionName"], shown["checkpoint-id"], shown["duration"]
+        (5, 'TASK_EXECUTOR_LOST', 4, 900)
+    """
+    cause = entry.cause
+    return {"timestamp": cause.timestamp_ms, "cause": cause.message,
+            "exceptionName": _exception_name(cause), "taskName": cause.task or None,
+            "tasks": entry.tasks, "checkpoint-id": entry.checkpoint_id or None,
+            "duration": entry.duration_ms if entry.HasField("duration_ms") else None,
+            "local-bytes": entry.local_bytes, "remote-bytes": entry.remote_bytes}
+
+
 def job_details(details: jobmaster_pb2.JobDetails, graph: jobgraph_pb2.JobGraph,
                 now_ms: int) -> Json:
     """``/jobs/:jobid``: Flink's JobDetailsInfo, and weir's restarts, last restore (local
-    and remote bytes), last checkpoint and last rescale or update (its downtime)."""
+    and remote bytes), last checkpoint, last rescale or update (its downtime) and
+    ``recoveries``, newest first."""
     summary = details.summary
     vertices = [vertex(summary.job_id, details, v, now_ms) for v in details.vertices]
     result: Json = {
@@ -306,7 +328,8 @@ def job_details(details: jobmaster_pb2.JobDetails, graph: jobgraph_pb2.JobGraph,
         "last-restore": (_restore(details.last_restore)
                          if details.HasField("last_restore") else None),
         "last-change": (job_change(details.last_change)
-                        if details.HasField("last_change") else None)}
+                        if details.HasField("last_change") else None),
+        "recoveries": [recovery(r) for r in reversed(details.recoveries)]}
     return result
 
 
@@ -332,20 +355,30 @@ def plan(graph: jobgraph_pb2.JobGraph) -> Json:
                      "nodes": nodes}}
 
 
+def _exception_name(error: common_pb2.ErrorInfo) -> str | None:
+    """The exception class, or else the failure reason (None: neither is known)."""
+    if error.exception_class:
+        return error.exception_class
+    if error.reason == common_pb2.FAILURE_UNKNOWN:
+        return None
+    return common_pb2.FailureReason.Name(error.reason)
+
+
 def _exception_entry(error: common_pb2.ErrorInfo) -> Json:
     name = error.exception_class or common_pb2.FailureReason.Name(error.reason)
     return {"exceptionName": name,
             "stacktrace": error.traceback or f"{name}: {error.message}",
             "message": error.message, "reason": common_pb2.FailureReason.Name(
                 error.reason),
-            "timestamp": None, "taskName": error.task or None, "endpoint": None,
+            "timestamp": error.timestamp_ms or None, "taskName": error.task or None,
+            "endpoint": None,
             "taskManagerId": None, "failureLabels": {}, "concurrentExceptions": []}
 
 
 def exceptions(details: jobmaster_pb2.JobDetails) -> Json:
     """``/jobs/:jobid/exceptions``: the failure that ended the job (or the last restart's
-    cause) as the root exception, and the restart causes newest first. weir keeps no
-    failure times: ``timestamp`` is null."""
+    cause) as the root exception, and the restart causes newest first. Timestamps are when
+    the JobMaster learned of each failure (null when unknown)."""
     history = [_exception_entry(e) for e in reversed(details.restart_causes)]
     root: common_pb2.ErrorInfo | None = None
     if details.HasField("failure"):
@@ -355,7 +388,8 @@ def exceptions(details: jobmaster_pb2.JobDetails) -> Json:
         root = details.restart_causes[-1]
     root_entry = _exception_entry(root) if root is not None else None
     return {"root-exception": root_entry["stacktrace"] if root_entry else None,
-            "timestamp": None, "all-exceptions": [], "truncated": False,
+            "timestamp": root_entry["timestamp"] if root_entry else None,
+            "all-exceptions": [], "truncated": False,
             "exceptionHistory": {"entries": history, "truncated": False}}
 
 
@@ -490,10 +524,14 @@ def checkpoints(history: dispatcher_pb2.CheckpointHistory, job_id: str,
                     "is_savepoint": False, "external_path": None}
         if last_restore is not None:
             restored.update(_restore(last_restore))
+    # The history keeps the newest checkpoints; the counts are since the job began.
+    num_completed = max(len(completed), history.completed_count)
+    num_failed = max(len(failed), history.failed_count)
     return {
-        "counts": {"restored": 1 if restored else 0, "total": len(all_stats),
-                   "in_progress": len(in_progress), "completed": len(completed),
-                   "failed": len(failed)},
+        "counts": {"restored": 1 if restored else 0,
+                   "total": num_completed + num_failed + len(in_progress),
+                   "in_progress": len(in_progress), "completed": num_completed,
+                   "failed": num_failed},
         "summary": {
             "checkpointed_size": _stats([s.incremental_size or s.state_size
                                          for s in completed]),

@@ -119,7 +119,10 @@ def test_reads_auth_errors_savepoint_and_cancel(running_job: Any, tmp_path: Path
          30, interval=0.2, what="the source's write-records")
     plan_ids = [n["id"] for n in get(base, f"/jobs/{job_id}/plan")["plan"]["nodes"]]
     assert plan_ids == [v["id"] for v in job["vertices"]]
-    assert get(base, f"/jobs/{job_id}/exceptions")["root-exception"] is None
+    exceptions = get(base, f"/jobs/{job_id}/exceptions")
+    assert exceptions["root-exception"] is None and exceptions["timestamp"] is None
+    # No restart yet: weir's recoveries are empty, here as in `weir status --json`.
+    assert job["recoveries"] == [] == status_cli["recoveries"]
 
     # Vertex endpoints accept the 32-hex id and weir's int id alike.
     for vid in (source["id"], str(source["vertex-id"])):

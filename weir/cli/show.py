@@ -50,6 +50,7 @@ def status_json(details: jobmaster_pb2.JobDetails) -> dict[str, Any]:
         "last_change": change_json(details.last_change)
         if details.HasField("last_change") else None,
         "failure": failure_text(details) if details.failure.message else None,
+        "recoveries": [recovery_json(r) for r in reversed(details.recoveries)],
         "tasks": [{"name": vertex.name, "subtask": sub.subtask_index,
                    "state": state_name(sub.state), "taskexecutor": sub.resource_id,
                    "records_in": sub.metrics.records_in,
@@ -57,6 +58,19 @@ def status_json(details: jobmaster_pb2.JobDetails) -> dict[str, Any]:
                    "last_restore": _restore(sub.restore) if sub.HasField("restore") else None}
                   for vertex in details.vertices for sub in vertex.subtasks],
     }
+
+
+def recovery_json(entry: jobmaster_pb2.Recovery) -> dict[str, Any]:
+    """A restart or restore, for scripts (newest first in ``weir status --json``);
+    ``duration_ms`` is None while the job is still recovering, ``checkpoint_id`` None when
+    no checkpoint was restored."""
+    cause = entry.cause
+    return {"timestamp_ms": cause.timestamp_ms, "cause": cause.message,
+            "reason": common_pb2.FailureReason.Name(cause.reason),
+            "exception": cause.exception_class or None, "task": cause.task or None,
+            "tasks": entry.tasks, "checkpoint_id": entry.checkpoint_id or None,
+            "duration_ms": entry.duration_ms if entry.HasField("duration_ms") else None,
+            "local_bytes": entry.local_bytes, "remote_bytes": entry.remote_bytes}
 
 
 def change_json(change: jobmaster_pb2.JobChange) -> dict[str, Any]:
