@@ -68,7 +68,12 @@ from weir.jobmaster.errors import (
     SplitEnumeratorError,
     TaskExecutorNotRegisteredError,
 )
-from weir.jobmaster.high_availability import POINTER_NAME, JobStore, create_job_store
+from weir.jobmaster.high_availability import (
+    POINTER_NAME,
+    HistoryWriter,
+    JobStore,
+    create_job_store,
+)
 from weir.jobmaster.job_change import JobChangeRefusedError, rescaled_graph, updated_graph
 from weir.jobmaster.job_recovery import JobRecovery
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
@@ -436,11 +441,18 @@ class JobMaster:
         return True
 
     def _attach_job_store(self, job: JobScheduler) -> None:
-        """Store each completed checkpoint of ``job`` as its latest (high availability)."""
+        """Store each completed checkpoint of ``job`` as its latest, and its history as it
+        changes (high availability)."""
         store = self.job_store
-        if store is None or job.checkpointing is None:
+        if store is None:
             return
         job_id = job.job_id
+        writer = HistoryWriter(store, job_id,
+                               lambda: job.history().SerializeToString(deterministic=True),
+                               self.io, main=lambda fn: self.main.schedule(0.0, fn))
+        job.on_history_changed = writer.changed
+        if job.checkpointing is None:
+            return
 
         def store_pointer(checkpoint_id: CheckpointId, path: str) -> None:
             try:
@@ -780,7 +792,10 @@ class JobMaster:
         def history() -> dispatcher_pb2.CheckpointHistory:
             response = dispatcher_pb2.CheckpointHistory()
             if job.checkpointing is not None:
-                response.checkpoints.extend(job.checkpointing.coordinator.stats())
+                coordinator = job.checkpointing.coordinator
+                response.checkpoints.extend(coordinator.stats())
+                response.completed_count = coordinator.counts["completed"]
+                response.failed_count = coordinator.counts["failed"]
             if job.restored is not None:
                 response.restored_checkpoint_id = job.restored.checkpoint_id
                 response.restore_timestamp_ms = job.restore_timestamp_ms

@@ -7,6 +7,7 @@ storage at ``high-availability.storageDir`` (``file://`` or ``s3://``, through t
 
     <storageDir>/<cluster-id>/jobs/<job-id>/jobgraph     the JobGraph, as submitted
     <storageDir>/<cluster-id>/jobs/<job-id>/checkpoint   checkpoint id + its directory URI
+    <storageDir>/<cluster-id>/jobs/<job-id>/history      the last checkpoints and recoveries
 
 A job is stored while its ``jobgraph`` exists; a ``checkpoint`` pointer alone (left by a
 removal that was cut short) is ignored.
@@ -19,6 +20,15 @@ is read back and decoded before it counts, so a truncated, damaged or misplaced 
 refused with :class:`~weir.core.errors.CorruptStateError` naming the file instead of being
 trusted. Pointers never go backwards: a pointer older than the one last written for the
 job is skipped (finalizations of concurrent checkpoints may finish out of order).
+
+The ``history`` file (a :class:`~weir.proto.jobmaster_pb2.JobHistory`: the last
+``web.checkpoints.history`` checkpoints and recoveries) is what a JobMaster that takes the
+job over shows of its past. It is rewritten by a :class:`HistoryWriter` after each
+checkpoint that completes or fails and each recovery, off the main thread, writes coalesced:
+one in flight at a time, the next one carrying every change made meanwhile. So a crash
+may lose the last change or two; the checkpoint pointer, written before a checkpoint
+counts as complete, is never behind the history. Unlike the pointer, a missing or damaged
+history does not stop a recovery: the job is recovered with an empty history.
 
 Example:
     >>> import tempfile
@@ -42,11 +52,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import struct
 import threading
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 from weir.checkpoint.storage import CheckpointStorageAccess, create_storage, self_verifying
@@ -54,16 +66,21 @@ from weir.core.config import Configuration
 from weir.core.errors import ConfigError, CorruptStateError, MissingStateError, StorageError
 from weir.core.ids import CheckpointId, JobId, is_valid_job_id
 from weir.jobmaster import options as jm_options
+from weir.proto import jobmaster_pb2
+
+log = logging.getLogger(__name__)
 
 JOBS_DIR = "jobs"
 JOB_GRAPH_NAME = "jobgraph"
 POINTER_NAME = "checkpoint"
+HISTORY_NAME = "history"
 
 MAGIC = b"WEIRHA"
 FILE_VERSION = 1
 #: What a file holds, so that a pointer written over a job graph (or the reverse) is refused.
-KIND_JOB_GRAPH, KIND_POINTER = 1, 2
-_KIND_NAMES = {KIND_JOB_GRAPH: "job graph", KIND_POINTER: "checkpoint pointer"}
+KIND_JOB_GRAPH, KIND_POINTER, KIND_HISTORY = 1, 2, 3
+_KIND_NAMES = {KIND_JOB_GRAPH: "job graph", KIND_POINTER: "checkpoint pointer",
+               KIND_HISTORY: "job history"}
 #: version, kind, payload length, payload CRC-32.
 _HEADER = struct.Struct(">BBQI")
 
@@ -120,6 +137,16 @@ class JobStore(ABC):
     def checkpoint_pointer(self, job_id: JobId) -> CheckpointPointer | None:
         """The job's latest checkpoint pointer; None when none was written yet."""
 
+    @abstractmethod
+    def put_history(self, job_id: JobId, history: bytes) -> None:
+        """Replace the job's history (a serialized JobHistory); returns once it is durable
+        and read back intact. Skipped after :meth:`remove_job`."""
+
+    @abstractmethod
+    def history(self, job_id: JobId) -> bytes | None:
+        """The job's history as :meth:`put_history` stored it; None when none was
+        written."""
+
     @property
     @abstractmethod
     def uri(self) -> str:
@@ -167,8 +194,9 @@ class StorageJobStore(JobStore):
     def put_job(self, job_graph: bytes, job_id: JobId) -> None:
         with self._job_lock(job_id):
             self._latest.pop(job_id, None)
-        with _storage_errors(self.location(job_id, POINTER_NAME)):
-            self.storage.delete(self.location(job_id, POINTER_NAME))
+        for stale in (POINTER_NAME, HISTORY_NAME):
+            with _storage_errors(self.location(job_id, stale)):
+                self.storage.delete(self.location(job_id, stale))
         self._write(job_id, JOB_GRAPH_NAME, KIND_JOB_GRAPH, job_graph)
 
     def get_job(self, job_id: JobId) -> bytes:
@@ -229,6 +257,20 @@ class StorageJobStore(JobStore):
             raise CorruptStateError(msg)
         return pointer
 
+    # -- history ----------------------------------------------------------------------------
+
+    def put_history(self, job_id: JobId, history: bytes) -> None:
+        with self._job_lock(job_id):
+            if self._latest.get(job_id, 0) < 0:
+                return  # removed: a late write must not leave a file behind
+            self._write(job_id, HISTORY_NAME, KIND_HISTORY, history)
+
+    def history(self, job_id: JobId) -> bytes | None:
+        try:
+            return self._read(job_id, HISTORY_NAME, KIND_HISTORY)
+        except MissingStateError:
+            return None
+
     # -- files ------------------------------------------------------------------------------
 
     def _write(self, job_id: JobId, name: str, kind: int, payload: bytes) -> None:
@@ -252,6 +294,116 @@ class StorageJobStore(JobStore):
                 msg = f"{uri} does not exist"
                 raise MissingStateError(msg) from None
         return decode(data, kind, uri)
+
+
+class HistoryWriter:
+    """Keeps one job's history in a :class:`JobStore`: :meth:`changed` (main thread)
+    asks for a write; the write runs on ``io`` with the history as ``snapshot()`` (called
+    on the main thread) returns it then. At most one write is in flight: changes made
+    meanwhile are written together by the next one. ``main`` runs a function on the main
+    thread. A failed write is logged (once until a write succeeds again); the next change
+    writes everything again.
+
+    Example (a synchronous pool and main thread, as in tests)::
+
+        writer = HistoryWriter(store, job_id, lambda: b"...", io, main=lambda fn: fn())
+        writer.changed()
+    """
+
+    def __init__(self, store: JobStore, job_id: JobId, snapshot: Callable[[], bytes],
+                 io: Executor, main: Callable[[Callable[[], None]], object]) -> None:
+        self._store = store
+        self._job_id = job_id
+        self._snapshot = snapshot
+        self._io = io
+        self._main = main
+        self._dirty = False
+        self._in_flight = False
+        self._failing = False
+        #: Writes done (successful or not): for tests and logs.
+        self.writes = 0
+
+    def changed(self) -> None:
+        """The history changed (main thread): write it soon."""
+        self._dirty = True
+        if not self._in_flight:
+            self._start()
+
+    @property
+    def idle(self) -> bool:
+        """No write is in flight or due."""
+        return not self._in_flight and not self._dirty
+
+    def _start(self) -> None:
+        self._dirty = False
+        self._in_flight = True
+        data = self._snapshot()
+        try:
+            future = self._io.submit(self._store.put_history, self._job_id, data)
+        except RuntimeError:  # the I/O pool is shut down: the JobMaster stops
+            self._in_flight = False
+            return
+        future.add_done_callback(self._written)
+
+    def _written(self, future: Future[None]) -> None:
+        """I/O pool (or the caller's thread): note the outcome, start the next write on
+        the main thread."""
+        error = future.exception()
+        self.writes += 1
+        if error is not None and not self._failing:
+            log.warning("high availability: storing the history of job %s in %s failed (%s); "
+                        "a JobMaster taking the job over shows it as of the last write that "
+                        "succeeded", self._job_id,
+                        self._store.location(self._job_id, HISTORY_NAME), error)
+        elif error is None and self._failing:
+            log.info("high availability: the history of job %s is stored again",
+                     self._job_id)
+        self._failing = error is not None
+        self._main(self._next)
+
+    def _next(self) -> None:
+        self._in_flight = False
+        if self._dirty:
+            self._start()
+
+
+def decode_history(payload: bytes | None, where: str) -> jobmaster_pb2.JobHistory:
+    """A stored history (None: none was written: empty). Raises CorruptStateError naming
+    ``where`` for bytes that are no JobHistory."""
+    history = jobmaster_pb2.JobHistory()
+    if payload is None:
+        return history
+    try:
+        history.ParseFromString(payload)
+    except Exception as err:  # protobuf's DecodeError
+        msg = f"{where} is corrupt: not a job history ({err})"
+        raise CorruptStateError(msg) from err
+    return history
+
+
+def read_history(store: JobStore, job_id: JobId) -> jobmaster_pb2.JobHistory:
+    """Blocking I/O: the job's stored history; empty when none was stored, and empty with
+    one warning naming the file when it cannot be read or is damaged (a job's past is not
+    worth failing its recovery for).
+
+    Example:
+        >>> import tempfile
+        >>> from weir.checkpoint.storage import create_storage
+        >>> store = StorageJobStore(create_storage(tempfile.mkdtemp()))
+        >>> job_id = "0123456789abcdef0123456789abcdef"
+        >>> store.put_history(job_id, jobmaster_pb2.JobHistory(
+        ...     completed_checkpoints=3).SerializeToString())
+        >>> read_history(store, job_id).completed_checkpoints
+        3
+    """
+    where = store.location(job_id, HISTORY_NAME)
+    try:
+        return decode_history(store.history(job_id), where)
+    except StorageError as err:  # CorruptStateError too
+        detail = str(err) if where in str(err) else f"{where}: {err}"
+        log.warning("high availability: the history of job %s is not recovered, the job "
+                    "starts with an empty one: %s", job_id, detail)
+    return jobmaster_pb2.JobHistory()
 
 
 @contextlib.contextmanager

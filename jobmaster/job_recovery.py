@@ -3,12 +3,14 @@ JobMaster starts (high availability).
 
 The flow, I/O on the JobMaster's I/O pool and everything else on its main thread:
 
-1. list the stored jobs; read each one's JobGraph and checkpoint pointer (I/O);
+1. list the stored jobs; read each one's JobGraph, checkpoint pointer and history (I/O);
 2. create each job's scheduler from its graph (main);
 3. no pointer: the job never completed a checkpoint; it is registered under its id and
    starts afresh. A pointer: read that checkpoint's ``_metadata`` and check its files
    exist (I/O); then the job is registered, the checkpoint added as its latest completed
-   one, and the job starts from it (main). ``weir list`` shows the job from then on.
+   one, and the job starts from it (main). ``weir list`` shows the job from then on, with
+   the checkpoints and recoveries of its history and, as its newest recovery, this
+   JobMaster's taking it over.
 
 The jobs then wait for slots as a submitted job does, so they deploy once the
 TaskExecutors, which lost the old JobMaster, have registered with this one
@@ -18,7 +20,9 @@ A job that cannot be recovered — its graph, pointer or checkpoint is missing, 
 does not match — is skipped with one error line naming the job, the file and the cause;
 nothing of it is deleted, so it can be repaired (or removed) by hand, and the JobMaster
 goes on with the other jobs. A storage that fails (unreachable, say) is retried with a
-growing delay rather than giving up on the jobs.
+growing delay rather than giving up on the jobs. A history that is missing, damaged or
+unreadable is not worth either: one warning names the file, and the job is recovered with
+an empty history.
 """
 
 from __future__ import annotations
@@ -41,12 +45,17 @@ from weir.core.errors import (
     WeirError,
 )
 from weir.core.ids import JobId
-from weir.jobmaster.high_availability import JOB_GRAPH_NAME, CheckpointPointer, JobStore
+from weir.jobmaster.high_availability import (
+    JOB_GRAPH_NAME,
+    CheckpointPointer,
+    JobStore,
+    read_history,
+)
 from weir.jobmaster.jobgraph_validation import JobGraphValidationError, validate_job_graph
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.savepoints import load_snapshot
 from weir.jobmaster.scheduler import JobScheduler
-from weir.proto import common_pb2, jobgraph_pb2
+from weir.proto import common_pb2, jobgraph_pb2, jobmaster_pb2
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +78,7 @@ class _Loaded:
     job_id: JobId
     graph: jobgraph_pb2.JobGraph | None = None
     pointer: CheckpointPointer | None = None
+    history: jobmaster_pb2.JobHistory | None = None
     #: Why the job cannot be recovered (UnrecoverableJobError), or a storage failure
     #: worth retrying (StorageError).
     error: Exception | None = None
@@ -136,6 +146,7 @@ class JobRecovery:
                 raise UnrecoverableJobError(msg)
             loaded.graph = graph
             loaded.pointer = self._store.checkpoint_pointer(job_id)
+            loaded.history = read_history(self._store, job_id)
         except (CorruptStateError, MissingStateError) as err:
             loaded.error = UnrecoverableJobError(str(err))
         except JobGraphValidationError as err:
@@ -186,6 +197,8 @@ class JobRecovery:
             return
         self._seen.add(job_id)
         self._in_flight.add(job_id)  # until _start or _skip
+        if loaded.history is not None:
+            job.restore_history(loaded.history)
         pointer = loaded.pointer
         checkpointing = job.checkpointing
         recovery_path = checkpointing.recovery_path if checkpointing is not None else None
@@ -284,6 +297,7 @@ class JobRecovery:
             log.info("high availability: recovered job %s (%s) from checkpoint %d (%s)",
                      job.job_id, job.graph.job_graph.name, checkpoint.checkpoint_id,
                      checkpoint.external_path)
+        job.taken_over(checkpoint)
         try:
             if checkpoint is None:
                 job.start()

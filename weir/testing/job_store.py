@@ -22,8 +22,8 @@ OTHER = JobId("fedcba9876543210fedcba9876543210")
 
 def check_job_store(store: JobStore) -> None:
     """What every job store does, from an empty store: jobs, pointers that never go back,
-    removal (that also stops later pointers of the job). Raises AssertionError naming
-    what differs."""
+    histories, removal (that also stops later pointers and histories of the job). Raises
+    AssertionError naming what differs."""
     assert store.job_ids() == []
     store.put_job(b"graph of job", JOB)
     store.put_job(b"graph of other", OTHER)
@@ -39,8 +39,21 @@ def check_job_store(store: JobStore) -> None:
     pointer = store.checkpoint_pointer(JOB)
     assert pointer is not None and pointer.checkpoint_id == 5
 
+    assert store.history(JOB) is None
+    store.put_history(JOB, b"history 1")
+    store.put_history(JOB, b"history 2")
+    assert store.history(JOB) == b"history 2"
+    assert store.history(OTHER) is None
+    # A job submitted again under the same id starts with no history.
+    store.put_job(b"graph of other", OTHER)
+    store.put_history(OTHER, b"old history")
+    store.put_job(b"graph of other, again", OTHER)
+    assert store.history(OTHER) is None
+
     store.remove_job(JOB)
     assert store.job_ids() == [OTHER]
+    store.put_history(JOB, b"late history")      # a write after the job ended: skipped
+    assert store.history(JOB) is None
     # A finalization that finishes after the job ended writes nothing.
     store.put_checkpoint_pointer(JOB, CheckpointId(6), "s3://b/chk/" + JOB + "/chk-6")
     assert store.job_ids() == [OTHER]
