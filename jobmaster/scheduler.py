@@ -172,8 +172,14 @@ class JobScheduler:
         return history
 
     def restore_history(self, history: jobmaster_pb2.JobHistory) -> None:
-        """The job's past as an earlier JobMaster stored it (before the job starts)."""
+        """The job's past as an earlier JobMaster stored it (before the job starts): its
+        checkpoints, and its recoveries, whose causes also head the restart causes
+        (``/jobs/:jobid/exceptions``)."""
         self.recoveries.restore(history.recoveries)
+        causes = self.restarter.causes
+        mine = list(causes)
+        causes.clear()
+        causes.extend([*(r.cause for r in history.recoveries), *mine])  # the newest kept
         if self.checkpointing is not None:
             self.checkpointing.coordinator.restore_history(
                 history.checkpoints, history.completed_checkpoints,
@@ -183,10 +189,12 @@ class JobScheduler:
         """This JobMaster recovered the job from high-availability storage (its previous
         JobMaster was lost): a recovery, from now until every task runs, restoring
         ``checkpoint`` (None: the job starts afresh). Call before starting the job."""
-        self.recoveries.failed(common_pb2.ErrorInfo(
+        cause = common_pb2.ErrorInfo(
             reason=common_pb2.JOBMASTER_FAILOVER,
             message="the job's JobMaster was lost; this JobMaster recovered the job from "
-                    "high-availability storage"), tasks=len(self.graph.all()))
+                    "high-availability storage", timestamp_ms=self._clock())
+        self.restarter.causes.append(cause)
+        self.recoveries.failed(cause, tasks=len(self.graph.all()))
         self.recoveries.restoring(checkpoint.checkpoint_id if checkpoint else None)
 
     # -- what the state machines know -------------------------------------------------------

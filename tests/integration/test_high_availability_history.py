@@ -117,6 +117,14 @@ def test_checkpoints_and_recoveries_survive_a_jobmaster_failover(cluster_factory
     assert newest["checkpoint-id"] is not None and newest["checkpoint-id"] >= latest
     assert newest["tasks"] == sum(v["parallelism"] for v in job["vertices"])
     assert loss in earlier, (loss, earlier)
+    # The exceptions history goes on from the earlier JobMaster's, times included.
+    exceptions = rest(cluster, f"/jobs/{job_id}/exceptions")
+    entries = exceptions["exceptionHistory"]["entries"]
+    assert (entries[0]["exceptionName"], entries[0]["timestamp"]) == \
+        ("JOBMASTER_FAILOVER", newest["timestamp"]), entries
+    assert exceptions["timestamp"] == newest["timestamp"]
+    assert any(e["exceptionName"] == "TASK_EXECUTOR_LOST"
+               and e["timestamp"] == loss["timestamp"] for e in entries), entries
 
     history = rest(cluster, f"/jobs/{job_id}/checkpoints")
     assert ids <= {c["id"] for c in history["history"]}, (ids, history["history"])
