@@ -81,7 +81,11 @@ def test_checkpoints_and_recoveries_survive_a_jobmaster_failover(cluster_factory
     assert loss["checkpoint-id"] is not None and loss["checkpoint-id"] >= 1
     assert loss["local-bytes"] + loss["remote-bytes"] >= 0
     exceptions = rest(cluster, f"/jobs/{job_id}/exceptions")
-    assert exceptions["timestamp"] == loss["timestamp"], exceptions
+    # The recovery counts from the first sign of the failure (a consumer may report its
+    # broken connection before the TaskExecutor's loss is noticed, which then becomes
+    # the cause): the root exception is that loss, learned then or a little later.
+    assert loss["timestamp"] <= exceptions["timestamp"] <= loss["timestamp"] + 10_000, \
+        (loss, exceptions)
     assert all(e["timestamp"] for e in exceptions["exceptionHistory"]["entries"])
 
     # A few more checkpoints, then what the client shows of them.
