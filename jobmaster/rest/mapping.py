@@ -383,7 +383,9 @@ def exceptions(details: jobmaster_pb2.JobDetails) -> Json:
     root: common_pb2.ErrorInfo | None = None
     if details.HasField("failure"):
         root = details.failure
-        history.insert(0, _exception_entry(root))
+        # A running job keeps its last restart's cause as its failure too: listed once.
+        if not details.restart_causes or details.restart_causes[-1] != root:
+            history.insert(0, _exception_entry(root))
     elif details.restart_causes:
         root = details.restart_causes[-1]
     root_entry = _exception_entry(root) if root is not None else None

@@ -137,6 +137,10 @@ def test_exceptions_root_and_history() -> None:
     entries = result["exceptionHistory"]["entries"]
     assert [e["exceptionName"] for e in entries] == ["ValueError", "TASK_EXECUTOR_LOST"]
     assert entries[1]["taskName"] == "Source (1/2)"
+    # A running job's failure is its last restart's cause: one entry, not two.
+    details.failure.CopyFrom(details.restart_causes[-1])
+    entries = mapping.exceptions(details)["exceptionHistory"]["entries"]
+    assert [e["exceptionName"] for e in entries] == ["TASK_EXECUTOR_LOST"]
 
 
 def test_backpressure_and_metrics() -> None:

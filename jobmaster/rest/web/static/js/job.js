@@ -11,16 +11,6 @@ const TABS = [["graph", "Graph"], ["checkpoints", "Checkpoints"], ["recoveries",
               ["exceptions", "Exceptions"], ["watermarks", "Watermarks"]];
 const ENDED = new Set(["FINISHED", "CANCELED", "FAILED"]);
 
-/**
- * The exception history without repeats: an entry without a time that equals the one
- * before it (the job's failure is also its last restart's cause) is shown once.
- */
-export function distinctExceptions(entries) {
-  const same = (a, b) => a && b && a.timestamp === null && b.timestamp === null &&
-    a.exceptionName === b.exceptionName && a.message === b.message && a.taskName === b.taskName;
-  return entries.filter((e, i) => !same(e, entries[i - 1]));
-}
-
 function Actions({ job, onDone }) {
   const [busy, setBusy] = useState(false);
   const [message, setMessage] = useState(null);
@@ -105,7 +95,7 @@ function RecoveriesTab({ jobId, job, tick }) {
           <td class="num">${fmt.bytes(r["local-bytes"])}</td><td class="num">${fmt.bytes(r["remote-bytes"])}</td>
         </tr>`)}</tbody></table></div>`}`;
   }
-  const entries = distinctExceptions((exceptions.data && exceptions.data.exceptionHistory.entries) || []);
+  const entries = (exceptions.data && exceptions.data.exceptionHistory.entries) || [];
   return html`${cards}
     <div class="notice info small">This JobMaster reports the last restore only; the causes of
       the restarts are the job's exception history.</div>
@@ -122,7 +112,7 @@ function ExceptionsTab({ jobId, tick }) {
   const { data, error } = useApi(`jobs/${jobId}/exceptions`, tick);
   if (error) return html`<${ErrorNotice} error=${error} />`;
   if (!data) return html`<div class="muted">Loading exceptions…</div>`;
-  const entries = distinctExceptions(data.exceptionHistory.entries);
+  const entries = data.exceptionHistory.entries;
   if (!entries.length) return html`<div class="empty">No exception: the job has not failed or restarted.</div>`;
   return html`<div class="exceptions">${entries.map((e, i) => html`
     <div class="panel exception">
