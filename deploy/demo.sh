@@ -88,9 +88,10 @@ print()
 print("== where to look")
 print("  Grafana dashboard:     deploy/grafana/weir-dashboard.json (import it: deploy/grafana/README.md)")
 print("  Prometheus config:     " + scrape_config)
-# The JobMaster REST API (Flink paths): the cluster overview, for example.
+# The web dashboard at the root of the JobMaster REST API (Flink paths).
 rest = jobmaster.get("rest_url")
 if rest:
+    print("  Web dashboard:         " + rest.rstrip("/") + "/")
     print("  REST API:              " + rest.rstrip("/") + "/overview")
 ' "$KEEP" "$SCRAPE_CONFIG"
 

@@ -72,8 +72,7 @@ def run_jobmaster(conf: Configuration, info_file: str | None, log_file: str | No
     write_info_file(info_file, JobMasterInfo(jm.address, os.getpid(), jm.metrics_url,
                                               rest_url=jm.rest_url))
     print(f"JobMaster listening on {jm.address}; metrics at {jm.metrics_url}; "
-          f"REST API at {jm.rest_url}", file=sys.stderr,
-          flush=True)
+          f"REST API and web dashboard at {jm.rest_url}", file=sys.stderr, flush=True)
     wait_for_stop_signal()
     jm.stop()
     return 0
