@@ -178,6 +178,13 @@ def test_reads_auth_errors_savepoint_and_cancel(running_job: Any, tmp_path: Path
     [records] = get(base, f"/jobs/{job_id}/vertices/{source['id']}/metrics"
                           "?get=0.numRecordsOut")
     assert records["id"] == "0.numRecordsOut" and float(records["value"]) > 0
+    # Aggregated over the subtasks (what Flink's dashboard and autoscaler read).
+    [out] = get(base, f"/jobs/{job_id}/vertices/{source['id']}/subtasks/metrics"
+                      "?get=numRecordsOut&agg=min,max,sum")
+    assert out["id"] == "numRecordsOut" and 0 < out["min"] <= out["max"] < out["sum"], out
+    status, refused = call(base, f"/jobs/{job_id}/vertices/{source['id']}/subtasks/metrics"
+                                 "?get=numRecordsOut&agg=median")
+    assert status == 400 and "median" in refused["errors"][0], refused
     assert {"id": "numRestarts", "value": "0"} in get(
         base, f"/jobs/{job_id}/metrics?get=numRestarts,nothing")
 
