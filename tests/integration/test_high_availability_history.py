@@ -75,7 +75,12 @@ def test_checkpoints_and_recoveries_survive_a_jobmaster_failover(cluster_factory
             and entries[0]
 
     loss = poll(recovered, 90, interval=0.2, what="the job to recover from the lost TE")
-    assert loss["exceptionName"] == "TASK_EXECUTOR_LOST" and victim in loss["cause"], loss
+    # The recovery's cause is the first sign of the loss the JobMaster got: the lost
+    # TaskExecutor itself, or a consumer's broken connection to it a moment earlier.
+    assert loss["exceptionName"] in ("TASK_EXECUTOR_LOST", "REMOTE_TRANSPORT",
+                                     "PARTITION_NOT_FOUND"), loss
+    if loss["exceptionName"] == "TASK_EXECUTOR_LOST":
+        assert victim in loss["cause"], loss
     assert killed_at - 1000 <= loss["timestamp"] <= killed_at + 30_000, (killed_at, loss)
     assert loss["tasks"] >= 1 and loss["duration"] >= 0
     assert loss["checkpoint-id"] is not None and loss["checkpoint-id"] >= 1
@@ -127,7 +132,7 @@ def test_checkpoints_and_recoveries_survive_a_jobmaster_failover(cluster_factory
     assert (entries[0]["exceptionName"], entries[0]["timestamp"]) == \
         ("JOBMASTER_FAILOVER", newest["timestamp"]), entries
     assert exceptions["timestamp"] == newest["timestamp"]
-    assert any(e["exceptionName"] == "TASK_EXECUTOR_LOST"
+    assert any(e["exceptionName"] == loss["exceptionName"]
                and e["timestamp"] == loss["timestamp"] for e in entries), entries
 
     history = rest(cluster, f"/jobs/{job_id}/checkpoints")
