@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from weir.checkpoint.savepoint_chain import normalize_uri, sibling_relative
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, self_verifying
 from weir.core.errors import CorruptStateError, MissingStateError
 from weir.core.ids import CheckpointId, JobId
@@ -112,17 +113,25 @@ def _is_relative(uri: str) -> bool:
 
 
 def relative_to(metadata: CheckpointMetadata, base: str) -> CheckpointMetadata:
-    """A copy of ``metadata`` whose paths under ``base`` are relative to it (a savepoint
-    that can be moved); local copies are dropped (they belong to TaskExecutors)."""
+    """A copy of ``metadata`` whose paths under ``base`` are relative to it, and those in
+    a sibling savepoint directory relative too (``../savepoint-x/...``: a savepoint
+    directory that can be moved whole); local copies are dropped (they belong to
+    TaskExecutors)."""
     prefix = base.rstrip("/") + "/"
-    return _map_uris(metadata, lambda uri: uri[len(prefix):] if uri.startswith(prefix)
-                     else uri, drop_local=True)
+
+    def change(uri: str) -> str:
+        if uri.startswith(prefix):
+            return uri[len(prefix):]
+        return sibling_relative(uri, base) or uri
+
+    return _map_uris(metadata, change, drop_local=True)
 
 
 def resolved(metadata: CheckpointMetadata, base: str) -> CheckpointMetadata:
     """A copy of ``metadata`` whose relative paths are joined to ``base``."""
     prefix = base.rstrip("/") + "/"
-    return _map_uris(metadata, lambda uri: prefix + uri if _is_relative(uri) else uri)
+    return _map_uris(metadata, lambda uri: normalize_uri(prefix + uri) if _is_relative(uri)
+                     else uri)
 
 
 def _map_uris(metadata: CheckpointMetadata, change: Any, drop_local: bool = False

@@ -46,6 +46,7 @@ from weir.checkpoint.metadata import (
     write_metadata,
     write_savepoint_metadata,
 )
+from weir.checkpoint.savepoint_chain import commit_refs
 from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.checkpoint.storage import (
     CheckpointStorageAccess,
@@ -511,6 +512,8 @@ class JobCheckpointing:
 
         def write() -> str:
             if action.target_location:
+                # A savepoint that refers to files of earlier ones records that first.
+                commit_refs(self._savepoints[action.target_location], metadata)
                 path = write_savepoint_metadata(self._savepoints[action.target_location],
                                                 metadata)
             else:

@@ -4,7 +4,9 @@ one.
 
 A snapshot is named by its directory or its ``_metadata`` file, on ``file://`` (or a plain
 absolute path) or ``s3://``; a savepoint's paths are relative to its directory, so a
-moved or copied savepoint restores from where it is now. Everything here does storage
+moved or copied savepoint restores from where it is now. Native savepoints in one directory
+may refer to each other's files (checkpoint/savepoint_chain.py): such a directory moves
+whole, and disposing of one savepoint keeps what the others need. Everything here does storage
 I/O: the JobMaster calls it off its main thread.
 
 Example:
@@ -29,23 +31,32 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import shutil
 from pathlib import Path
 
 from weir.checkpoint import options as checkpoint_options
 from weir.checkpoint.coordinator import CompletedCheckpoint
-from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.metadata import (
     METADATA_NAME,
     missing_files,
     read_metadata,
     snapshot_directory,
 )
+from weir.checkpoint.savepoint_chain import (
+    dependents,
+    dispose_in_chain,
+    read_refs,
+    split_directory,
+)
 from weir.checkpoint.storage import create_storage, reader_for
 from weir.core.config import Configuration
-from weir.core.errors import MissingStateError, StorageError, UserError
+from weir.core.errors import (
+    ConfigError,
+    CorruptStateError,
+    MissingStateError,
+    StorageError,
+    UserError,
+)
 from weir.core.ids import CheckpointId
 from weir.proto import checkpoint_pb2, jobgraph_pb2
 
@@ -78,8 +89,27 @@ def load_snapshot(path: str, config: Configuration) -> CompletedCheckpoint:
                "exist (a savepoint must be moved or copied whole)")
         raise MissingStateError(msg)
     claim = config.get(checkpoint_options.CLAIM_MODE) == "CLAIM"
+    if claim and metadata.savepoint:
+        _refuse_claim_in_chain(directory, metadata, config)
     return CompletedCheckpoint(CheckpointId(metadata.checkpoint_id), metadata, directory,
                                owned=claim, claimed=claim)
+
+
+def _refuse_claim_in_chain(directory: str, metadata: checkpoint_pb2.CheckpointMetadata,
+                           config: Configuration) -> None:
+    """CLAIM lets the job delete the savepoint's files; one that shares files with other
+    savepoints in its directory is refused (ConfigError naming them and the fix)."""
+    parent, name = split_directory(directory)
+    storage = create_storage(parent, config)
+    shared = [f"../{n}" for n in dependents(storage, name)]
+    refs = read_refs(storage, directory)
+    shared += [f"../{n}" for n in refs.bases] if refs else []
+    if shared:
+        msg = (f"the savepoint {directory} shares files with other savepoints in "
+               f"{parent} ({', '.join(shared[:3])}), so a job cannot claim it: restore it "
+               "with --claim-mode NO_CLAIM (the default), or take a self-contained one "
+               "(weir savepoint --type native --full, or --type canonical) to claim")
+        raise ConfigError(msg)
 
 
 def check_state_matches(metadata: checkpoint_pb2.CheckpointMetadata, where: str,
@@ -136,13 +166,17 @@ def dispose_savepoint(path: str, config: Configuration) -> str:
                "checkpoint directory once the job is gone)")
         raise SnapshotMismatchError(msg)
     storage = create_storage(directory, config)
+    parent, _ = split_directory(directory)
     try:
-        storage.delete_prefix("")
-        if directory.startswith("file:"):
-            with contextlib.suppress(OSError):  # emptied; gone unless something came in
-                shutil.rmtree(FsCheckpointStorageAccess.path_from_uri(directory))
+        kept = dispose_in_chain(directory, storage, create_storage(parent, config))
+    except CorruptStateError:
+        raise  # names the damaged file already
     except StorageError as err:
         msg = f"deleting the savepoint {directory} failed: {err}"
         raise StorageError(msg) from err
-    log.info("disposed of savepoint %s", directory)
+    if kept:
+        log.info("disposed of savepoint %s; kept %d of its files that later savepoints in "
+                 "%s refer to", directory, len(kept), parent)
+    else:
+        log.info("disposed of savepoint %s", directory)
     return directory

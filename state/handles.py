@@ -181,9 +181,14 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
     #: SST file name -> first and last key group of its rows (files without an entry may
     #: hold any): a rescaling restore fetches only the files it needs.
     sst_key_groups: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
+    #: A native savepoint's: the sibling savepoint (directory name) whose files it refers
+    #: to instead of storing them ("": none; see checkpoint/savepoint_chain.py).
+    savepoint_base: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"savepoint_base": self.savepoint_base} if self.savepoint_base else {}
         return {
+            **extra,
             "kind": self.kind, "key_group_range": _range_to_list(self.key_group_range),
             "checkpoint_id": self.checkpoint_id, "backend_id": self.backend_id,
             "column_families": dict(sorted(self.column_families.items())),
@@ -209,7 +214,8 @@ class IncrementalRocksDBStateHandle(KeyedStateHandle):
             files_reused=int(data.get("files_reused", 0)),
             state_kinds={str(k): str(v) for k, v in (data.get("state_kinds") or {}).items()},
             sst_key_groups={str(n): (int(r[0]), int(r[1]))
-                            for n, r in (data.get("sst_key_groups") or {}).items()})
+                            for n, r in (data.get("sst_key_groups") or {}).items()},
+            savepoint_base=str(data.get("savepoint_base") or ""))
 
     def shared_state(self) -> list[StreamStateHandle]:
         return [self.shared[name] for name in sorted(self.shared)]

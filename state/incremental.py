@@ -11,6 +11,11 @@ the checkpoint's own prefix. The handle lists both, the state -> column family m
 the key-group range. SST names are unique within an instance's lineage (RocksDB numbers
 files monotonically, also after a restore), so a name identifies the bytes.
 
+A native savepoint stores the files of the confirmed checkpoint in its own directory
+(server-side copies), except those the last savepoints this instance wrote into the same
+savepoint directory already hold: it refers to those (checkpoint/savepoint_chain.py), once
+the file's length and checksum match. ``--full`` uploads everything.
+
 Why only confirmed checkpoints: an unconfirmed checkpoint may still be aborted or fail,
 and its uploads may then be deleted; a snapshot that referenced them would point at
 nothing. As Flink does, the base moves only on ``notify_checkpoint_complete``; the
@@ -49,15 +54,17 @@ import logging
 import shutil
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle
+from weir.checkpoint.savepoint_chain import split_directory
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, file_checksum
 from weir.core.errors import StorageError
 from weir.core.ids import CheckpointId
-from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE_FULL
+from weir.proto.checkpoint_pb2 import SAVEPOINT_NATIVE, SAVEPOINT_NATIVE_FULL
 from weir.state.handles import IncrementalRocksDBStateHandle, KeyedStateHandle, LocalCopy
 from weir.state.key_groups import KeyGroupRange
 from weir.state.local_recovery import LocalCopyTracker, move_into, record_local_copy
@@ -71,6 +78,13 @@ log = logging.getLogger(__name__)
 #: Parallel uploads/downloads of one snapshot (Flink:
 #: ``state.backend.rocksdb.checkpoint.transfer.thread.num``, default 4).
 TRANSFER_THREADS = 4
+
+#: Native savepoints an instance remembers as bases of the next one (the newest that still
+#: exists is used; more cover savepoints that failed or were disposed of).
+SAVEPOINTS_REMEMBERED = 4
+
+#: A savepoint a subtask wrote: its directory URI and its shared files by local name.
+WrittenSavepoint = tuple[str, dict[str, StreamStateHandle]]
 
 
 def is_shared_file(name: str) -> bool:
@@ -95,11 +109,14 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         self._confirmed_id = -1
         self._confirmed: dict[str, StreamStateHandle] = {}
         self._pending: dict[int, dict[str, StreamStateHandle]] = {}
+        self._savepoints: deque[WrittenSavepoint] = deque(maxlen=SAVEPOINTS_REMEMBERED)
 
     def snapshot(self, checkpoint_id: CheckpointId, location: SnapshotLocation) -> AsyncSnapshot:
         """A checkpoint's snapshot, or a native savepoint's when ``location`` is one: that
-        copies the files of the confirmed checkpoint into the savepoint instead of
-        uploading them (none with ``SAVEPOINT_NATIVE_FULL``), and is never built on."""
+        refers to the files an earlier savepoint of this instance in the same savepoint
+        directory holds, copies the other files of the confirmed checkpoint into the
+        savepoint instead of uploading them (none of either with ``SAVEPOINT_NATIVE_FULL``),
+        and is never the base of a checkpoint."""
         backend = self._backend
         backend.flush()
         scratch = backend.directory / f"chk-{checkpoint_id}-{uuid.uuid4().hex[:8]}"
@@ -110,10 +127,16 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         with self._lock:
             base = {} if location.savepoint_format == SAVEPOINT_NATIVE_FULL \
                 else dict(self._confirmed)
+            chain: list[WrittenSavepoint] = []
+            if location.savepoint_format == SAVEPOINT_NATIVE:
+                parent = split_directory(location.storage.base_uri)[0]
+                chain = [(d, dict(f)) for d, f in reversed(self._savepoints)
+                         if split_directory(d)[0] == parent]
         return IncrementalAsyncSnapshot(
             checkpoint_id, self, scratch, base, backend.column_families(),
             backend.key_group_range, location, savepoint=savepoint,
-            state_kinds=backend.state_kinds(), sst_key_groups=key_groups)
+            state_kinds=backend.state_kinds(), sst_key_groups=key_groups,
+            savepoint_chain=chain)
 
     @property
     def confirmed_checkpoint_id(self) -> int:
@@ -132,6 +155,11 @@ class IncrementalSnapshotStrategy(SnapshotStrategy):
         with self._lock:
             if checkpoint_id > self._confirmed_id:
                 self._pending[checkpoint_id] = dict(shared)
+
+    def _savepoint_written(self, directory: str, shared: dict[str, StreamStateHandle]) -> None:
+        # Remembered whether or not the savepoint completes: the next one checks.
+        with self._lock:
+            self._savepoints.append((directory, dict(shared)))
 
     def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         with self._lock:
@@ -157,10 +185,14 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
                  column_families: dict[str, str], key_groups: KeyGroupRange,
                  location: SnapshotLocation, savepoint: bool = False,
                  state_kinds: dict[str, str] | None = None,
-                 sst_key_groups: dict[str, tuple[int, int]] | None = None) -> None:
-        """``savepoint``: self-contained (files of ``base`` are copied into the location,
-        not referenced) and not a base for later snapshots."""
+                 sst_key_groups: dict[str, tuple[int, int]] | None = None,
+                 savepoint_chain: list[WrittenSavepoint] | None = None) -> None:
+        """``savepoint``: files of ``base`` are copied into the location, not referenced,
+        and it is not a base for later checkpoints. ``savepoint_chain``: earlier savepoints
+        of this instance next to this one, newest first; the newest that still exists is
+        referred to."""
         super().__init__(checkpoint_id)
+        self._chain = list(savepoint_chain or [])
         self._savepoint = savepoint
         self._state_kinds = dict(state_kinds or {})
         self._sst_key_groups = dict(sst_key_groups or {})
@@ -175,11 +207,14 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
         location = self._location
         storage = location.storage
         names = sorted(p.name for p in self._scratch.iterdir() if p.is_file())
-        shared: dict[str, StreamStateHandle] = {}
+        chain_dir, referred = self._refer_to_chain(storage, names)
+        shared: dict[str, StreamStateHandle] = dict(referred)
         private: dict[str, StreamStateHandle] = {}
         uploads: list[tuple[str, str]] = []  # (local name, remote relative path)
         copies: list[tuple[str, str]] = []  # (name, remote relative path): a savepoint's
         for name in names:
+            if name in referred:
+                continue
             reused = self._base.get(name) if is_shared_file(name) else None
             if reused is not None and reused.length == (self._scratch / name).stat().st_size:
                 if self._savepoint:
@@ -198,12 +233,14 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
             (shared if is_shared_file(name) else private)[name] = handle
         key_groups = {n: self._sst_key_groups[n] for n in shared if n in self._sst_key_groups}
         if self._savepoint:
+            self._strategy._savepoint_written(storage.base_uri.rstrip("/"), shared)
             return IncrementalRocksDBStateHandle(
                 self._key_groups, self.checkpoint_id, self._strategy.backend_id,
                 dict(self._column_families), shared, private,
                 uploaded_bytes=sum(h.length for h in uploaded.values()),
-                files_reused=len(copies), state_kinds=self._state_kinds,
-                sst_key_groups=key_groups)
+                files_reused=len(copies) + len(referred), state_kinds=self._state_kinds,
+                sst_key_groups=key_groups,
+                savepoint_base=split_directory(chain_dir)[1] if referred else "")
         local = self._keep_local_copy({**shared, **private})
         self._strategy._uploaded(self.checkpoint_id, shared)
         return IncrementalRocksDBStateHandle(
@@ -212,6 +249,32 @@ class IncrementalAsyncSnapshot(AsyncSnapshot):
             uploaded_bytes=sum(h.length for h in uploaded.values()), local=local,
             files_reused=len(names) - len(uploads), state_kinds=self._state_kinds,
             sst_key_groups=key_groups)
+
+    def _refer_to_chain(self, storage: CheckpointStorageAccess, names: list[str]
+                        ) -> tuple[str, dict[str, StreamStateHandle]]:
+        """The newest earlier savepoint that still exists (its ``_metadata``) and the
+        files of this snapshot it holds: same SST file of this instance, same length and
+        same checksum (read locally; SST files are in the page cache or cheap to read)."""
+        chosen = next(((d, f) for d, f in self._chain
+                       if storage.exists(f"{d}/_metadata")), None)
+        if chosen is None:
+            return "", {}
+        directory, files = chosen
+        candidates = [(name, files[name].uri) for name in names
+                      if is_shared_file(name) and name in files and files[name].checksum
+                      and files[name].length == (self._scratch / name).stat().st_size]
+        matched: dict[str, StreamStateHandle] = {}
+        lock = threading.Lock()
+
+        def check(name: str, _uri: str) -> None:
+            self._check_cancelled()
+            length, checksum = file_checksum(self._scratch / name, files[name].checksum)
+            if (length, checksum) == (files[name].length, files[name].checksum):
+                with lock:
+                    matched[name] = files[name]
+
+        run_all(check, candidates, self._strategy.transfer_threads)
+        return directory, matched
 
     def _copy(self, storage: CheckpointStorageAccess, copies: list[tuple[str, str]]
               ) -> dict[str, StreamStateHandle]:
