@@ -180,7 +180,7 @@ def test_a_file_whose_checksum_differs_is_stored_again(backend, tmp_path):
     backend.compact()
     savepoint(backend, parent, "savepoint-job-1-1", 1)
     strategy = backend.incremental_strategy
-    directory, files = strategy._savepoints[-1]
+    _directory, files = strategy._savepoints[-1]
     name = sorted(n for n in files if n.endswith(".sst"))[0]
     files[name] = type(files[name])(files[name].uri, files[name].length, "crc32c:00000000")
     _, second = savepoint(backend, parent, "savepoint-job-1-2", 2)
