@@ -34,7 +34,11 @@ ratios taken within one run):
     (incremental: the SST files the latest checkpoint stored are copied server-side, S3
     CopyObject, the rest uploaded), ``--type native --full`` (every file uploaded) and
     ``--type canonical`` are timed, in that order, each disposed of afterwards
-    (``weir savepoint --dispose``). Time = wall time of the command, which includes the
+    (``weir savepoint --dispose``). Besides, a chain: before the rewrite a native savepoint
+    into a directory of its own, and after it (timed with the others, ``chained_native``)
+    the next one into the same directory, which refers to the files the first holds and
+    stores only what changed; the first is disposed of before the second (it keeps what
+    the second needs). Time = wall time of the command, which includes the
     start of a ``weir`` process (``cli_s`` in the details: a ``weir list``). The
     savepoint's own duration and uploaded bytes come from ``weir checkpoints``.
 (r) **rescale**: ``weir rescale JOB --parallelism 3``, then ``--parallelism 2``, on a job
@@ -59,12 +63,14 @@ task); for savepoints and rescales ``cpu_s``: the CPU seconds of each daemon (S3
 JobMaster, TaskExecutors) meanwhile; for rescales ``checkpoints``: duration and uploaded
 bytes of the checkpoints since the previous change, up to the one the rescale took.
 
-Targets: (s) incremental native savepoint <= 10% of the full native one; (r) clip >= 2x
+Targets: (s) incremental native savepoint <= 10% of the full native one, and so the
+chained one, which uploads <= 2% of the state; (r) clip >= 2x
 faster than baseline in both directions; (u) hot update <= 2 s.
 
 Results: a table on stdout and ``benchmarks/results/lifecycle.json``
 (``savepoint_incremental_native_s``, ``savepoint_native_s``, ``savepoint_canonical_s``,
-``incremental_vs_full_native``, ``rescale_2_to_3_s``, ``rescale_3_to_2_s`` (clip; the
+``incremental_vs_full_native``, ``savepoint_chained_native_s``, ``chained_vs_full_native``,
+``chained_uploaded_share``, ``rescale_2_to_3_s``, ``rescale_3_to_2_s`` (clip; the
 ``*_baseline_s`` and ``*_downtime_s`` keys beside them), ``rescale_clip_vs_baseline_speedup``
 (per direction), ``hot_update_downtime_s``, ``hot_update_engine_downtime_s``,
 ``resubmit_downtime_s``, ``hot_update_vs_resubmit``, ``targets``, ``jobs`` and the per-run
@@ -131,6 +137,8 @@ CHANGE_TIMEOUT_S = 300.0
 #: A canonical savepoint of 1 GB goes through Python row by row.
 COMMAND_TIMEOUT_S = 1200.0
 TARGET_INCREMENTAL_RATIO = 0.10
+#: The chained savepoint uploads at most this share of the state.
+TARGET_CHAINED_SHARE = 0.02
 TARGET_RESCALE_SPEEDUP = 2.0
 TARGET_UPDATE_S = 2.0
 
@@ -156,6 +164,8 @@ SCENARIOS = {"s": "savepoints", "r": "rescale", "u": "hot update vs resubmit"}
 VERSIONS = {"v1": 1, "v2": 7}
 SAVEPOINT_KINDS = {
     "incremental_native": ["--type", "native"],
+    # The second savepoint into one directory: refers to what the first there holds.
+    "chained_native": ["--type", "native"],
     "full_native": ["--type", "native", "--full"],
     "canonical": ["--type", "canonical"],
 }
@@ -585,17 +595,29 @@ def savepoint_run(job: RunningJob, run: int) -> dict[str, Any]:
     cli_started = time.perf_counter()
     weir_cli("list")
     cli_s = time.perf_counter() - cli_started
+    # The chain's first savepoint, before the change: the next one in its directory
+    # refers to the files it holds.
+    chain_dir = f"{root}/{job.job_id[:8]}-run{run + 1}-chain"
+    began = time.perf_counter()
+    chain_first = last_line(weir_cli("savepoint", job.job_id, chain_dir, "--type", "native"))
+    chain_first_s = time.perf_counter() - began
     changed = rewrite(job, run + 1)
     result: dict[str, Any] = {"scenario": "s", "run": run + 1, "cli_s": round(cli_s, 3),
-                              "rewrite": changed}
+                              "rewrite": changed, "chain_first_s": round(chain_first_s, 3)}
     savepoints: dict[str, dict[str, Any]] = {}
     for kind, flags in SAVEPOINT_KINDS.items():
         started_ms = time.time() * 1000
         began = time.perf_counter()
+        target = chain_dir if kind == "chained_native" else \
+            f"{root}/{job.job_id[:8]}-run{run + 1}-{kind}"
         with CpuMeter() as cpu:
-            path = last_line(weir_cli("savepoint", job.job_id,
-                                      f"{root}/{job.job_id[:8]}-run{run + 1}-{kind}", *flags))
+            path = last_line(weir_cli("savepoint", job.job_id, target, *flags))
         wall = time.perf_counter() - began
+        if kind == "chained_native":
+            # The first goes first: it keeps what the second refers to.
+            began = time.perf_counter()
+            weir_cli("savepoint", "--dispose", chain_first)
+            result["chain_first_dispose_s"] = round(time.perf_counter() - began, 3)
         began = time.perf_counter()
         weir_cli("savepoint", "--dispose", path)
         rows = [r for r in job.savepoints() if r["trigger_timestamp_ms"] >= started_ms]
@@ -622,6 +644,11 @@ def savepoint_run(job: RunningJob, run: int) -> dict[str, Any]:
         result[f"{kind}_s"] = info["wall_s"]
     result["incremental_vs_full_native"] = round(
         savepoints["incremental_native"]["wall_s"] / savepoints["full_native"]["wall_s"], 3)
+    result["chained_vs_full_native"] = round(
+        savepoints["chained_native"]["wall_s"] / savepoints["full_native"]["wall_s"], 3)
+    state = savepoints["chained_native"]["state_bytes"]
+    result["chained_uploaded_share"] = round(
+        (savepoints["chained_native"]["uploaded_bytes"] or 0) / state, 4) if state else None
     return result
 
 
@@ -735,7 +762,9 @@ def run_job(client: Any, name: str, programs: dict[str, Path], scenarios: str,
                 print(f"  (s) run {run + 1}/{args.runs}: incremental native "
                       f"{result['incremental_native_s']} s, full native "
                       f"{result['full_native_s']} s, canonical {result['canonical_s']} s "
-                      f"(ratio {result['incremental_vs_full_native']})", flush=True)
+                      f"(ratio {result['incremental_vs_full_native']}), chained native "
+                      f"{result['chained_native_s']} s (ratio "
+                      f"{result['chained_vs_full_native']})", flush=True)
         if "r" in scenarios:
             method = config[RESCALE_METHOD]
             for run in range(args.runs):
@@ -815,6 +844,9 @@ def summarise(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         "savepoint_native_s": med("full_native_s", scenario="s"),
         "savepoint_canonical_s": med("canonical_s", scenario="s"),
         "incremental_vs_full_native": med("incremental_vs_full_native", scenario="s"),
+        "savepoint_chained_native_s": med("chained_native_s", scenario="s"),
+        "chained_vs_full_native": med("chained_vs_full_native", scenario="s"),
+        "chained_uploaded_share": med("chained_uploaded_share", scenario="s"),
     }
     for kind in SAVEPOINT_KINDS:
         mine = [r["savepoints"][kind] for r in runs if r["scenario"] == "s"]
@@ -872,6 +904,15 @@ def summarise(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
     if update is not None:
         targets["hot_update_downtime_s"] = {"value": update, "target": TARGET_UPDATE_S,
                                             "pass": update <= TARGET_UPDATE_S}
+    chained = summary["chained_vs_full_native"]
+    if chained is not None:
+        targets["chained_vs_full_native"] = {
+            "value": chained, "target": TARGET_INCREMENTAL_RATIO,
+            "pass": chained <= TARGET_INCREMENTAL_RATIO}
+    share = summary["chained_uploaded_share"]
+    if share is not None:
+        targets["chained_uploaded_share"] = {"value": share, "target": TARGET_CHAINED_SHARE,
+                                             "pass": share <= TARGET_CHAINED_SHARE}
     summary["targets"] = targets
     return summary
 
