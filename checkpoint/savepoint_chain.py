@@ -224,15 +224,14 @@ def dispose_in_chain(directory: str, own: CheckpointStorageAccess,
     # Only now, with the savepoint no longer a base, is the set of referrers final.
     others = {n: r for n, r in all_refs(parent_storage).items() if n != name}
     needed = {f for refs in others.values() for f in refs.files}
-    kept = []
-    for uri in own.list(""):
-        relative = f"{name}/{uri[len(directory) + 1:]}"
-        if relative in needed:
-            kept.append(relative)
-        elif not uri.endswith("/" + REFS_NAME):
-            own.delete(uri)
-    own.delete(f"{directory}/{REFS_NAME}")
-    if not kept:
+    kept = sorted(f for f in needed if f.startswith(name + "/"))
+    if kept:
+        for uri in own.list(""):
+            relative = f"{name}/{uri[len(directory) + 1:]}"
+            if relative not in needed and not uri.endswith("/" + REFS_NAME):
+                own.delete(uri)
+        own.delete(f"{directory}/{REFS_NAME}")  # last: it protected what it refers to
+    else:
         own.delete_prefix("")
     for relative in own_refs.files if own_refs else ():
         sibling = relative.split("/", 1)[0]

@@ -221,3 +221,19 @@ def test_paths_and_refs_files():
         with pytest.raises(CorruptStateError, match="DIR/sp/_refs"):
             SavepointRefs.decode(bad, "DIR/sp/_refs")
 
+
+
+def test_two_jobs_saving_into_one_directory_share_nothing(backend, tmp_path):
+    parent = tmp_path / "savepoints"
+    other = RocksDBKeyedStateBackend(MAX_PAR, ALL, tmp_path / "other-rocks")
+    try:
+        other.get_state(ValueStateDescriptor("v"))
+        for index, created in enumerate([backend, other]):
+            put(created, list(range(20_000)), random.Random(index))
+            created.compact()
+        savepoint(backend, parent, "savepoint-job-1-1", 1)
+        _, second = savepoint(other, parent, "savepoint-job-2-1", 1)
+        assert second.savepoint_base == "" and second.files_reused == 0
+        assert not (parent / "savepoint-job-2-1" / REFS_NAME).exists()
+    finally:
+        other.dispose()
