@@ -195,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
         usage="weir savepoint JOB_ID [TARGET_DIR] [--type canonical|native]\n"
               "       weir savepoint --dispose PATH",
         description="An aligned snapshot of the job that belongs to you: restore it with "
-                    "`weir run -s PATH job.py`. The savepoint's directory is printed last.")
+                    "`weir run -s PATH job.py`. The savepoint's directory is printed last. "
+                    "Native savepoints of a job into one TARGET_DIR refer to the files the "
+                    "previous one there holds: move that directory whole.")
     _client_args(savepoint)
     savepoint.add_argument("job_id", nargs="?", type=JobId)
     savepoint.add_argument("target", nargs="?", metavar="TARGET_DIR",
@@ -204,8 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     _savepoint_type_arg(savepoint)
     savepoint.add_argument("--full", action="store_true",
                            help="native: upload every file, even those the latest "
-                                "checkpoint stored")
-    savepoint.add_argument("--dispose", metavar="PATH", help="delete the savepoint at PATH")
+                                "checkpoint or an earlier savepoint in TARGET_DIR stored")
+    savepoint.add_argument("--dispose", metavar="PATH",
+                           help="delete the savepoint at PATH (keeping the files later "
+                                "savepoints in its directory refer to)")
     stop = sub.add_parser(
         "stop", help="stop a job with a savepoint",
         description="Periodic checkpoints pause, a savepoint is taken, sinks commit it and "
