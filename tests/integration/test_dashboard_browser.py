@@ -99,7 +99,8 @@ def backpressured_job(monkeypatch: pytest.MonkeyPatch, cluster_factory: Any,
 
 
 def test_dashboard_shows_backpressure_checkpoints_and_a_recovery(
-        backpressured_job: tuple[Any, str, str], chromium: Any) -> None:  # noqa: F811
+        backpressured_job: tuple[Any, str, str], chromium: Any,  # noqa: F811
+        tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     cluster, job_id, base = backpressured_job
@@ -185,4 +186,20 @@ def test_dashboard_shows_backpressure_checkpoints_and_a_recovery(
     page.click("header a.brand")
     expect(row).to_contain_text("RUNNING", timeout=SHORT_MS)
     expect(page.locator("[data-count=jobs-running]")).to_have_text("1")
+
+    # The job's actions: a savepoint into the directory typed at the prompt, then a cancel
+    # confirmed in its dialog.
+    row.click()
+    target = (tmp_path / "savepoints").as_uri()
+    page.once("dialog", lambda dialog: dialog.accept(target))
+    page.click("button:has-text('Trigger savepoint')")
+    message = page.locator(".action-message")
+    expect(message).to_contain_text("Savepoint stored at", timeout=LONG_MS)
+    stored = list((tmp_path / "savepoints").glob("*/_metadata"))
+    assert len(stored) == 1, stored
+    expect(message).to_contain_text(stored[0].parent.name)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button:has-text('Cancel job')")
+    expect(page.locator("[data-job-state]")).to_have_text("CANCELED", timeout=LONG_MS)
+    assert get(base, f"/jobs/{job_id}")["state"] == "CANCELED"
     assert not errors, errors
