@@ -23,16 +23,43 @@ from weir.state.key_groups import KeyGroupRange
 
 def create_keyed_state_backend(config: Configuration, max_parallelism: int,
                                key_group_range: KeyGroupRange,
-                               operator: str) -> KeyedStateBackend:
+                               operator: str, job_id: str | None = None) -> KeyedStateBackend:
     """A fresh backend for one operator instance; RocksDB instances live in their own
     directory under ``state.backend.rocksdb.localdir`` (default: the system temp dir).
 
     ``state.backend.incremental`` chooses RocksDB's checkpoint format and
-    ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state."""
+    ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state.
+    With ``state.changelog.enabled`` (and a checkpoint directory and ``job_id`` to put the
+    log under), the backend is wrapped in the changelog backend (state/changelog.py)."""
     backend = _create(config, max_parallelism, key_group_range, operator)
     backend.lazy_restore = bool(config.get(options.LAZY_RESTORE))
     backend.rescale_method = str(config.get(options.RESCALE_METHOD))
+    if config.get(options.CHANGELOG_ENABLED) and job_id:
+        return _with_changelog(backend, config, job_id, operator)
     return backend
+
+
+def _with_changelog(backend: KeyedStateBackend, config: Configuration, job_id: str,
+                    operator: str) -> KeyedStateBackend:
+    from weir.checkpoint import options as checkpoint_options
+    from weir.checkpoint.changelog_storage import ChangelogStorageOptions, storage_for
+    from weir.checkpoint.storage import create_storage
+    from weir.state.changelog import wrap
+
+    directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
+    if not directory:
+        return backend  # no checkpoints: a log would serve nothing
+    checkpoints = create_storage(directory, config)
+    base = config.get(options.CHANGELOG_BASE_PATH)
+    if base:
+        log_storage, prefix = create_storage(base, config), str(job_id)
+    else:
+        log_storage, prefix = checkpoints, f"{job_id}/changelog"
+    dstl = storage_for(log_storage, prefix, ChangelogStorageOptions.from_config(config))
+    owner = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
+    return wrap(backend, dstl.create_writer(owner), checkpoints, job_id, owner,
+                float(config.get(options.CHANGELOG_MATERIALIZE_INTERVAL)),
+                int(config.get(options.CHANGELOG_MAX_FAILURES)))
 
 
 def _create(config: Configuration, max_parallelism: int, key_group_range: KeyGroupRange,

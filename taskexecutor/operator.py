@@ -125,7 +125,8 @@ class OperatorContext:
         key_groups = key_group_range_for_operator(self.max_parallelism, self.parallelism,
                                                   self.subtask_index)
         return create_keyed_state_backend(conf, self.max_parallelism, key_groups,
-                                          f"{self.task_name}-{self.subtask_index}-{operator}")
+                                          f"{self.task_name}-{self.subtask_index}-{operator}",
+                                          job_id=None if self.job_id == NO_JOB else self.job_id)
 
 
 @dataclass
