@@ -297,7 +297,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         """``storage``/``job_id``: the job's checkpoint storage, where materializations go
         (under ``<job>/shared``); ``owner`` names this operator subtask in paths and
         metrics. ``materialize_interval`` <= 0: no periodic materialization."""
-        super().__init__(delegate.max_parallelism, delegate.key_group_range)
+        # The delegate's clock: a time to live reads it through this backend's handles.
+        super().__init__(delegate.max_parallelism, delegate.key_group_range, delegate._clock)
         self.delegate = delegate
         self.writer = writer
         self._storage = storage
@@ -326,10 +327,12 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             self.current_key, self.current_key_group
 
     def get_state(self, descriptor: Any) -> Any:
+        self.delegate.owner = self.owner  # named in the delegate's messages
         self.delegate.get_state(descriptor)
         return super().get_state(descriptor)
 
     def expect_state_kinds(self, kinds: dict[str, str]) -> None:
+        self.delegate.owner = self.owner
         self.delegate.expect_state_kinds(kinds)
         super().expect_state_kinds(kinds)
 
@@ -424,8 +427,12 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
 
     def materialize(self) -> Future[KeyedStateHandle]:
         """Start a materialization now (task thread: the delegate's synchronous snapshot);
-        its upload runs on a background thread. Returns its future."""
+        its upload runs on a background thread. Returns its future (the running one's, if
+        one runs)."""
         self._await_restored()
+        self._collect()
+        if self._running is not None:
+            return self._running[2]
         self._materialization_id += 1
         mid = self._materialization_id
         sequence = self.writer.next_sequence
@@ -483,8 +490,9 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             return self.delegate.snapshot_to(checkpoint_id, location, canonical=canonical)
         base = self._base
         if base is None:
-            future = self.materialize()
-            mid, sequence = self._materialization_id, self.writer.next_sequence
+            self.materialize()
+            assert self._running is not None
+            mid, sequence, future, _ = self._running
             base = self._base = _Base(mid, sequence, pending=future)
         persist = self.writer.persist(base.sequence)
         return _ChangelogAsyncSnapshot(checkpoint_id, self, base, persist,
@@ -515,6 +523,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
     def restore_handles(self, handles: list[KeyedStateHandle], storage: CheckpointStorageAccess,
                         build_on: bool) -> RestoreResult:
         """Restore from any handles (called by ``weir.state.restore.restore``)."""
+        self.delegate.owner = self.owner
         result = restore_into(self.delegate, handles, storage, build_on=build_on)
         relevant = [h for h in handles if len(h.overlap(self.key_group_range))]
         for handle in relevant:
