@@ -48,13 +48,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, checksum_of
 from weir.core.errors import CorruptStateError, StateError, StorageError
-
-if TYPE_CHECKING:
-    from weir.core.config import Configuration
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +64,8 @@ _CRC = struct.Struct(">I")
 
 @dataclass(frozen=True)
 class ChangelogStorageOptions:
-    """The ``state.changelog.dstl.dfs.*`` options (see state/options.py), in seconds and
-    bytes."""
+    """The ``state.changelog.dstl.dfs.*`` options (declared in state/options.py, read by
+    the state backend factory), in seconds and bytes."""
 
     preemptive_persist_bytes: int = 5 << 20
     persist_delay_s: float = 0.010
@@ -77,18 +74,6 @@ class ChangelogStorageOptions:
     max_attempts: int = 3
     next_attempt_delay_s: float = 0.050
     max_in_flight_bytes: int = 100 << 20
-
-    @classmethod
-    def from_config(cls, config: Configuration) -> ChangelogStorageOptions:
-        from weir.state import options  # the options live with the state backends
-
-        return cls(int(config.get(options.CHANGELOG_PREEMPTIVE_PERSIST)),
-                   float(config.get(options.CHANGELOG_PERSIST_DELAY)),
-                   int(config.get(options.CHANGELOG_PERSIST_SIZE)),
-                   float(config.get(options.CHANGELOG_UPLOAD_TIMEOUT)),
-                   int(config.get(options.CHANGELOG_UPLOAD_ATTEMPTS)),
-                   float(config.get(options.CHANGELOG_UPLOAD_RETRY_DELAY)),
-                   int(config.get(options.CHANGELOG_MAX_IN_FLIGHT)))
 
 
 @dataclass(frozen=True)
@@ -132,7 +117,7 @@ class LogSegmentHandle:
         return self.first_key_group <= end and self.last_key_group >= start
 
 
-class Change(NamedTuple):
+class StateChange(NamedTuple):
     sequence: int
     key_group: int
     payload: bytes
@@ -153,7 +138,7 @@ def _crc(data: bytes | memoryview) -> int:
     return int(checksum_of(data, "crc32c:").split(":", 1)[1] or "0", 16)
 
 
-def parse_piece(data: bytes | memoryview, where: str) -> Iterator[Change]:
+def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
     """The changes of one piece, after verifying its framing and checksum; raises
     CorruptStateError naming ``where``."""
     view = memoryview(data)
@@ -173,13 +158,13 @@ def parse_piece(data: bytes | memoryview, where: str) -> Iterator[Change]:
     for _ in range(count):
         seq, kg, length = _RECORD.unpack_from(view, position)
         position += _RECORD.size
-        yield Change(seq, kg, bytes(view[position:position + length]))
+        yield StateChange(seq, kg, bytes(view[position:position + length]))
         position += length
 
 
 def read_changes(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
                  key_groups: tuple[int, int] | None = None,
-                 files: dict[str, bytes] | None = None) -> Iterator[Change]:
+                 files: dict[str, bytes] | None = None) -> Iterator[StateChange]:
     """The changes of ``handles`` in order (of the handles, then of sequence), only those
     of ``key_groups`` (first, last) when given. Each log file is read (and verified) once;
     ``files`` caches them across calls. Raises CorruptStateError or MissingStateError

@@ -55,7 +55,14 @@ def _with_changelog(backend: KeyedStateBackend, config: Configuration, job_id: s
         log_storage, prefix = create_storage(base, config), str(job_id)
     else:
         log_storage, prefix = checkpoints, f"{job_id}/changelog"
-    dstl = storage_for(log_storage, prefix, ChangelogStorageOptions.from_config(config))
+    dstl = storage_for(log_storage, prefix, ChangelogStorageOptions(
+        int(config.get(options.CHANGELOG_PREEMPTIVE_PERSIST)),
+        float(config.get(options.CHANGELOG_PERSIST_DELAY)),
+        int(config.get(options.CHANGELOG_PERSIST_SIZE)),
+        float(config.get(options.CHANGELOG_UPLOAD_TIMEOUT)),
+        int(config.get(options.CHANGELOG_UPLOAD_ATTEMPTS)),
+        float(config.get(options.CHANGELOG_UPLOAD_RETRY_DELAY)),
+        int(config.get(options.CHANGELOG_MAX_IN_FLIGHT))))
     owner = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
     return wrap(backend, dstl.create_writer(owner), checkpoints, job_id, owner,
                 float(config.get(options.CHANGELOG_MATERIALIZE_INTERVAL)),
