@@ -63,3 +63,125 @@ def test_exactly_once_with_the_changelog(cluster_factory, tmp_path: Path, mode: 
     # The log lives under the job's checkpoint directory.
     result = cluster.weir("checkpoints", job_id)
     assert "log (changelog)" in result.stdout
+
+
+def _tree_digest(directory: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+HELD = {"pause_every": 100, "held_slowdown": 50.0}
+RESCALE_N = 6000
+
+
+def _retained_config(tmp_path: Path, backend: str) -> dict[str, str]:
+    return {"execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": (tmp_path / "checkpoints").as_uri(),
+            "execution.checkpointing.externalized-checkpoint-retention":
+                "RETAIN_ON_CANCELLATION",
+            "state.backend.type": backend, "pipeline.batch-size": "50",
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "5",
+            "restart-strategy.fixed-delay.delay": "200 ms", **CHANGELOG}
+
+
+def _cancel_after_a_changelog_checkpoint(cluster, job_id: str, after: int = 0) -> str:
+    """Wait for a completed checkpoint that names a materialization and a log, cancel the
+    job (its latest checkpoint is retained) and return that checkpoint's path."""
+    from tests.support.cluster import job_details, poll
+
+    def ready() -> bool:
+        done = [c for c in checkpoints(cluster, job_id) if c["status"] == "COMPLETED"
+                and c["id"] > after]
+        return bool(done) and done[-1]["materialized_size_bytes"] > 0 \
+            and done[-1]["changelog_size_bytes"] > 0
+    poll(ready, 90, interval=0.2, what="a checkpoint with a materialization and a log")
+    cancelled = cluster.weir("cancel", job_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    latest = job_details(cluster, job_id).last_checkpoint_path
+    assert (Path(latest.removeprefix("file://")) / "_metadata").exists()
+    return str(latest)
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_rescale_2_3_2_with_no_claim_restores_and_a_failure(cluster_factory, tmp_path: Path,
+                                                             backend: str) -> None:
+    """Retained changelog checkpoints restored NO_CLAIM at parallelism 3, then 2: a killed
+    TaskExecutor in between; the first job's files are never touched, the later jobs'
+    checkpoints name none of them, and the output is exactly once over the three runs."""
+    from tests.support.cluster import job_details, poll
+    from tests.support.exactly_once import finished_exactly_once, kill_busy_taskexecutor
+    from weir.checkpoint.metadata import read_metadata, referenced_files
+    from weir.checkpoint.storage import create_storage
+
+    cluster = cluster_factory(3, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _retained_config(tmp_path, backend)
+    first = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate, **HELD)
+    path = _cancel_after_a_changelog_checkpoint(cluster, first)
+    first_dir = tmp_path / "checkpoints" / first
+    before = _tree_digest(first_dir)
+
+    second = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate,
+                    run_args=("-s", path), parallelism=3, **HELD)
+    details = poll(lambda: (d := job_details(cluster, second)).last_checkpoint_id > 0
+                   and not d.last_checkpoint_path.startswith(path)
+                   and status_name(d) == "RUNNING" and d, 90, interval=0.1,
+                   what="a checkpoint after the NO_CLAIM restore")
+    metadata = read_metadata(create_storage(str(tmp_path)), details.last_checkpoint_path)
+    uris = [h.uri for h in referenced_files(metadata)]
+    assert uris and not [u for u in uris if f"/{first}/" in u], uris
+    restarts = details.summary.restarts
+    kill_busy_taskexecutor(cluster, details)
+    poll(lambda: job_details(cluster, second).summary.restarts > restarts, 60,
+         what="the restart after the kill")
+    path = _cancel_after_a_changelog_checkpoint(cluster, second,
+                                                after=details.last_checkpoint_id)
+
+    gate.touch()
+    third = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate,
+                   run_args=("-s", path), parallelism=2)
+    finished_exactly_once(cluster, third, out, RESCALE_N, no_uncommitted=False)
+    assert _tree_digest(first_dir) == before
+
+
+@pytest.mark.extended
+def test_an_s3_outage_during_log_uploads_fails_checkpoints_and_loses_nothing(
+        cluster_factory, tmp_path: Path) -> None:
+    from tests.support.cluster import poll
+    from tests.support.exactly_once import finished_exactly_once
+    from weir.testing.faults import restart_cluster_s3, stop_cluster_s3
+
+    cluster = cluster_factory(2, 2, "--with-s3")
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    job_id = submit(cluster, tmp_path, out, 40_000, gate=gate, config={
+        "execution.checkpointing.interval": "300 ms",
+        "execution.checkpointing.tolerable-failed-checkpoints": "1000",
+        "state.changelog.max-failures-allowed": "1000", **RESTARTS, **CHANGELOG,
+        "restart-strategy.fixed-delay.attempts": "1000"})
+
+    def completed() -> list[dict]:
+        return [c for c in checkpoints(cluster, job_id) if c["status"] == "COMPLETED"]
+    poll(lambda: any(c["changelog_size_bytes"] for c in completed()), 120, interval=0.2,
+         what="a changelog checkpoint on S3")
+    info = stop_cluster_s3(cluster.dir)
+    server = None
+    try:
+        last = completed()[-1]["id"]
+        poll(lambda: any(c["status"] == "FAILED" and c["id"] > last
+                         for c in checkpoints(cluster, job_id)), 120, interval=0.2,
+             what="a checkpoint to fail while S3 is down")
+    finally:
+        server = restart_cluster_s3(cluster.dir, info)
+    try:
+        failed = max(c["id"] for c in checkpoints(cluster, job_id) if c["status"] == "FAILED")
+        poll(lambda: any(c["id"] > failed and c["changelog_size_bytes"] for c in completed()),
+             120, interval=0.2, what="a changelog checkpoint after the outage")
+        gate.touch()
+        finished_exactly_once(cluster, job_id, out, 40_000, no_uncommitted=False)
+    finally:
+        cluster.stop()
+        server.stop()
