@@ -185,3 +185,34 @@ def test_an_s3_outage_during_log_uploads_fails_checkpoints_and_loses_nothing(
     finally:
         cluster.stop()
         server.stop()
+
+
+@pytest.mark.extended
+def test_a_corrupted_log_segment_names_the_checkpoint_and_the_file(cluster_factory,
+                                                                   tmp_path: Path) -> None:
+    import json
+
+    from tests.support.cluster import wait_job_status
+    from weir.checkpoint.metadata import read_metadata
+    from weir.checkpoint.storage import create_storage
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    config = _retained_config(tmp_path, "hashmap")
+    first = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate, **HELD)
+    path = _cancel_after_a_changelog_checkpoint(cluster, first)
+    metadata = read_metadata(create_storage(str(tmp_path)), path)
+    handles = [h for s in metadata.subtasks for op in s.state.operators if op.keyed_state
+               for h in json.loads(op.keyed_state) if h["kind"] == "changelog" and h["log"]]
+    uri = handles[0]["log"][0]["file"]["uri"]
+    log_file = Path(uri.removeprefix("file://"))
+    data = bytearray(log_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF          # same length: only the checksums can tell
+    log_file.write_bytes(bytes(data))
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate,
+                     run_args=("-s", path))
+    final = wait_job_status(cluster, resumed, {"FAILED"}, timeout=120)
+    assert log_file.name in final.failure.message, final.failure.message
+    assert f"checkpoint {metadata.checkpoint_id}" in final.failure.message, \
+        final.failure.message
