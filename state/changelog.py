@@ -75,10 +75,10 @@ from weir.checkpoint.changelog_storage import (
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.core.ids import CheckpointId
-from weir.state.backend import Entry, KeyedStateBackend
+from weir.state.backend import MISSING, Entry, KeyedStateBackend
 from weir.state.handles import KeyedStateHandle, LocalCopy, _range_from, _range_to_list
 from weir.state.key_groups import KeyGroupRange
-from weir.state.serializers import decode_key, encode_key, serialize_value
+from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
 from weir.state.snapshot import SHARED_DIR, AsyncSnapshot, SnapshotLocation
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ log = logging.getLogger(__name__)
 
 KIND_CHANGELOG = "changelog"
 
-_PUT, _DELETE = 1, 2
+_PUT, _DELETE, _APPEND = 1, 2, 3
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
@@ -232,7 +232,14 @@ def apply_change(backend: KeyedStateBackend, key_group: int, payload: bytes) -> 
     saved = backend.current_key, backend.current_key_group
     try:
         backend.current_key, backend.current_key_group = decode_key(key), key_group
-        backend._delete(state, decode_key(namespace))
+        if op == _APPEND:
+            ns = decode_key(namespace)
+            current = backend._get_mutable(state, ns)
+            current = [] if current is MISSING else current
+            current.extend(deserialize_value(value))
+            backend._put(state, ns, current)
+        else:
+            backend._delete(state, decode_key(namespace))
     finally:
         backend.current_key, backend.current_key_group = saved
 
@@ -316,6 +323,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self._fatal: BaseException | None = None
         self._lock = threading.Lock()
         self._last_uploaded_log = 0
+        #: The list the last ``_get_mutable`` returned, and its length then.
+        self._mutable: tuple[list[Any], int] | None = None
         self.metrics = MaterializationMetrics(job_id, owner)
         _LIVE.add(self)
 
@@ -350,13 +359,21 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
 
     def _get_mutable(self, state: str, namespace: Any) -> Any:
         # The caller writes the mutated value back with _put (or clears it): logged there.
-        return self._sync()._get_mutable(state, namespace)
+        # A list is only ever extended in place (ListState.add_all): remembering its length
+        # lets _put log the new elements instead of the whole list again.
+        value = self._sync()._get_mutable(state, namespace)
+        self._mutable = (value, len(value)) if type(value) is list else None
+        return value
 
     def _put(self, state: str, namespace: Any, value: Any) -> None:
         self._sync()._put(state, namespace, value)
-        self._log(self.current_key_group, encode_change(
-            _PUT, state, encode_key(self.current_key), encode_key(namespace),
-            serialize_value(value)))
+        mutable, self._mutable = self._mutable, None
+        key, ns = encode_key(self.current_key), encode_key(namespace)
+        if mutable is not None and mutable[0] is value and len(value) >= mutable[1]:
+            change = encode_change(_APPEND, state, key, ns, serialize_value(value[mutable[1]:]))
+        else:
+            change = encode_change(_PUT, state, key, ns, serialize_value(value))
+        self._log(self.current_key_group, change)
 
     def _delete(self, state: str, namespace: Any) -> None:
         self._sync()._delete(state, namespace)
