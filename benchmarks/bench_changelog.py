@@ -104,7 +104,11 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--updates", type=int, default=2_000)
     parser.add_argument("--checkpoints", type=int, default=10)
+    parser.add_argument("--quick", action="store_true",
+                        help="20 000 keys, 200 changes per checkpoint (seconds)")
     args = parser.parse_args()
+    if args.quick:
+        args.keys, args.updates = 20_000, 200
     rows = []
     with tempfile.TemporaryDirectory(prefix="weir-bench-changelog-") as scratch:
         for kind in ("hashmap", "rocksdb"):
