@@ -48,8 +48,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, checksum_of
 from weir.core.errors import CorruptStateError, StateError, StorageError
 
@@ -221,7 +223,7 @@ class _Piece:
     """A writer's framed changes of ``[first, end)``, waiting for, in or after upload."""
 
     __slots__ = ("data", "done", "dropped", "end", "error", "first", "first_kg", "handle",
-                 "last_kg", "queued")
+                 "last_kg", "local", "queued")
 
     def __init__(self, first: int, end: int, first_kg: int, last_kg: int, data: bytes) -> None:
         self.first, self.end = first, end
@@ -232,6 +234,8 @@ class _Piece:
         self.done = threading.Event()
         self.queued = False
         self.dropped = False
+        #: The verified copy of its log file in the TaskExecutor's local state directory.
+        self.local: StreamStateHandle | None = None
 
 
 class ChangelogStorage:
@@ -240,8 +244,14 @@ class ChangelogStorage:
 
     def __init__(self, storage: CheckpointStorageAccess, prefix: str,
                  options: ChangelogStorageOptions | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 local_dir: Path | None = None) -> None:
+        """``local_dir``: task-local recovery keeps a copy of every log file there (until
+        every piece of it was truncated by a materialization)."""
         self.storage = storage
+        self.local_dir = local_dir
+        #: Local copy file name -> pieces not truncated yet.
+        self._local_pieces: dict[str, int] = {}
         self.prefix = prefix.strip("/")
         self.options = options or ChangelogStorageOptions()
         self.metrics = ChangelogStorageMetrics()
@@ -292,7 +302,10 @@ class ChangelogStorage:
         """A writer no longer needs ``piece``: its bytes stop counting once no upload
         holds them."""
         with self._cond:
-            if piece.handle is not None or piece.dropped:
+            if piece.handle is not None:
+                self._forget_local(piece)
+                return
+            if piece.dropped:
                 return
             piece.dropped = True
             if not piece.queued:
@@ -364,10 +377,15 @@ class ChangelogStorage:
                 time.sleep(self.options.next_attempt_delay_s)
         self.metrics.attempts.append(attempts)
         self.metrics.total_attempts += attempts
+        local = self._keep_local(name, data) if file is not None else None
         offset = 0
         with self._cond:
             for piece in batch:
                 piece.queued = False
+                piece.local = local
+                if local is not None:
+                    key = local.uri.rsplit("/", 1)[-1]
+                    self._local_pieces[key] = self._local_pieces.get(key, 0) + 1
                 if file is not None:
                     piece.handle = LogSegmentHandle(
                         file, offset, len(piece.data), piece.first_kg, piece.last_kg,
@@ -387,6 +405,31 @@ class ChangelogStorage:
         else:
             self.metrics.sizes.append(len(data))
             self.metrics.latencies_ns.append(time.monotonic_ns() - started)
+
+    def _keep_local(self, name: str, data: bytes) -> StreamStateHandle | None:
+        """A local copy of an uploaded log file (upload thread); None without a local
+        directory or when the disk refuses (the remote file is the log; this is a bonus)."""
+        if self.local_dir is None:
+            return None
+        try:
+            return FsCheckpointStorageAccess(self.local_dir).write(name.rsplit("/", 1)[-1], data)
+        except (StorageError, OSError) as err:
+            log.warning("no local copy of state change log %s: %s", name, err)
+            return None
+
+    def _forget_local(self, piece: _Piece) -> None:
+        """A materialization covers ``piece``: its log file's local copy goes with the
+        last such piece (task thread, under the lock)."""
+        if piece.local is None or self.local_dir is None:
+            return
+        key = piece.local.uri.rsplit("/", 1)[-1]
+        left = self._local_pieces.get(key, 1) - 1
+        if left > 0:
+            self._local_pieces[key] = left
+            return
+        self._local_pieces.pop(key, None)
+        with contextlib.suppress(OSError):
+            (self.local_dir / key).unlink()
 
     def close(self) -> None:
         """Stop the upload thread; pieces not uploaded fail."""
@@ -493,11 +536,24 @@ class ChangelogWriter:
         while self._pieces and self._pieces[0].end <= before_sequence:
             self._storage._drop(self._pieces.popleft())
 
+    def local_copies(self, result: PersistResult) -> dict[str, StreamStateHandle]:
+        """Remote log file name -> its local copy, for the pieces of ``result`` that have
+        one (after ``result.result()``)."""
+        return {p.handle.file.uri.rsplit("/", 1)[-1]: p.local for p in result._pieces
+                if p.handle is not None and p.local is not None}
+
+    @property
+    def local_dir(self) -> Path | None:
+        return self._storage.local_dir
+
     def close(self) -> None:
-        """Forget everything (the backend is disposed)."""
+        """Forget everything (the backend is disposed). Local copies stay: a restart on
+        this TaskExecutor restores from them; they go with the job's local state."""
         if self.closed:
             return
         self.closed = True
+        for piece in self._pieces:
+            piece.local = None
         with contextlib.suppress(Exception):
             self.truncate(self._next + 1)
         self._active = []
@@ -510,14 +566,18 @@ _STORAGES_LOCK = threading.Lock()
 
 
 def storage_for(storage: CheckpointStorageAccess, prefix: str,
-                options: ChangelogStorageOptions) -> ChangelogStorage:
+                options: ChangelogStorageOptions, local_dir: Path | None = None
+                ) -> ChangelogStorage:
     """The process's (the TaskExecutor's) log storage for ``storage``/``prefix``, created on
-    first use and shared by every task after."""
+    first use and shared by every task after (``local_dir``: see ChangelogStorage)."""
     key = f"{storage.base_uri}/{prefix.strip('/')}"
     with _STORAGES_LOCK:
         found = _STORAGES.get(key)
         if found is None:
-            found = _STORAGES[key] = ChangelogStorage(storage, prefix, options)
+            found = _STORAGES[key] = ChangelogStorage(storage, prefix, options,
+                                                      local_dir=local_dir)
+        elif found.local_dir is None and local_dir is not None:
+            found.local_dir = local_dir
         return found
 
 

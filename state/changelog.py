@@ -55,6 +55,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
 import threading
@@ -589,14 +590,16 @@ class _ChangelogAsyncSnapshot(AsyncSnapshot):
                     self._check_cancelled()
         segments = self._persist.result(check=self._check_cancelled)
         log_segments = (*base.restored_log, *segments)
+        writer = self._backend.writer
+        copies = writer.local_copies(self._persist)
+        local = LocalCopy(str(writer.local_dir), copies) \
+            if copies and writer.local_dir is not None else None
         handle = ChangelogStateHandle(self._backend.key_group_range, self.checkpoint_id,
                                       base.materialization_id, materialized, log_segments,
-                                      0, None, self._state_kinds)
+                                      0, local, self._state_kinds)
         uploaded = self._backend._uploaded(
             base, materialized[0] if materialized else handle, segments)
-        return ChangelogStateHandle(handle.key_group_range, handle.checkpoint_id,
-                                    handle.materialization_id, handle.materialized,
-                                    handle.log, uploaded, None, self._state_kinds)
+        return dataclasses.replace(handle, uploaded_bytes=uploaded)
 
     def _release(self) -> None:
         return None
@@ -623,6 +626,8 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
         backend.expect_state_kinds(handle.state_kinds)
     files: dict[str, bytes] = {}
     for handle in changelog:
+        result.local_copies_used += _read_local_copies(handle, storage, files)
+    for handle in changelog:
         window = handle.key_group_range.intersection(owned)
         try:
             for change in read_changes(storage, handle.log, (window.start, window.end), files):
@@ -636,6 +641,38 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
             raise type(err)(msg) from err
     result.handles = len(relevant)
     return result
+
+
+def _read_local_copies(handle: ChangelogStateHandle, storage: CheckpointStorageAccess,
+                       files: dict[str, bytes]) -> int:
+    """Read the log files ``handle`` has verified local copies of on this TaskExecutor
+    into ``files`` (by remote URI); returns how many. A missing or damaged copy is logged,
+    and the remote file read instead."""
+    from weir.checkpoint.filesystem import FsCheckpointStorageAccess
+    from weir.state.local_recovery import RestoreStorage, count_local
+
+    local = handle.local
+    if local is None or not isinstance(storage, RestoreStorage) or not storage.holds(local):
+        return 0
+    used = 0
+    for segment in handle.log:
+        remote = segment.file
+        copy = local.files.get(remote.uri.rsplit("/", 1)[-1])
+        if copy is None or remote.uri in files:
+            continue
+        try:
+            if (copy.length, copy.checksum) != (remote.length, remote.checksum):
+                msg = f"local copy {copy.uri} is not a copy of {remote.uri}"
+                raise CorruptStateError(msg)
+            data = FsCheckpointStorageAccess(local.directory).read(copy)
+        except (OSError, MissingStateError, CorruptStateError) as err:
+            log.warning("local copy of state change log %s is unusable (%s); reading it "
+                        "from checkpoint storage", remote.uri, err)
+            continue
+        files[remote.uri] = data
+        count_local(storage, len(data))
+        used += 1
+    return used
 
 
 # -- the factory's part ----------------------------------------------------------------------

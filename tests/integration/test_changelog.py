@@ -43,6 +43,8 @@ def test_exactly_once_with_the_changelog(cluster_factory, tmp_path: Path, mode: 
     out = tmp_path / "out"
     gate = tmp_path / "gate"
     config = {"execution.checkpointing.interval": "500 ms", "state.backend.type": backend,
+              # Local copies of the log too (a restart on a surviving TaskExecutor uses them).
+              "state.backend.local-recovery": "true",
               **RESTARTS, **MODES[mode], **CHANGELOG}
     job_id = submit(cluster, tmp_path, out, N, config=config, gate=gate, held_slowdown=20)
     details = run_with_kills(cluster, job_id, 2, gate=gate)

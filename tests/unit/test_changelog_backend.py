@@ -359,3 +359,35 @@ def test_too_many_failed_materializations_fail_the_task(env: Env) -> None:
     with pytest.raises(StateError, match="max-failures-allowed"):
         backend._maintain()
     assert backend.metrics.failed == 2
+
+
+def test_task_local_recovery_reads_the_local_copies_of_the_log(tmp_path: Path) -> None:
+    from weir.state.local_recovery import RestoreStorage
+
+    made = Env(tmp_path, "hashmap")
+    local_root = tmp_path / "local"
+    made.log.local_dir = local_root / JOB / "changelog"
+    try:
+        backend = made.backend()
+        _write(backend, KEYS, 3)
+        expected = _values(backend, KEYS)
+        handle = made.checkpoint(backend)
+        assert isinstance(handle, ChangelogStateHandle) and handle.local is not None
+        remote = {s.file.uri for s in handle.log}
+        assert set(handle.local.files) == {uri.rsplit("/", 1)[-1] for uri in remote}
+        for uri in remote:  # the remote log is gone: only the local copy can restore
+            Path(uri.removeprefix("file://")).unlink()
+        local_storage = RestoreStorage(made.storage, local_root)
+        fresh = made.backend()
+        result = restore(fresh, [handle], local_storage)
+        assert result.local_copies_used == len(remote) and local_storage.local_bytes > 0
+        assert _values(fresh, KEYS) == expected
+        # Another TaskExecutor's copy is not used: the missing remote file is named.
+        with pytest.raises(Exception, match="does not exist|No such file|missing"):
+            restore(made.backend(), [handle], RestoreStorage(made.storage, tmp_path / "other"))
+        # A materialization covers the log: its local copies go.
+        backend.materialize()
+        _await_materialization(backend)
+        assert not list(made.log.local_dir.iterdir())
+    finally:
+        made.close()
