@@ -585,3 +585,15 @@ def all_storages() -> list[ChangelogStorage]:
     """Every log storage of this process (for metrics)."""
     with _STORAGES_LOCK:
         return list(_STORAGES.values())
+
+
+def close_job(job_id: str) -> None:
+    """The TaskExecutor released ``job_id``: close its log storages (the default location
+    is ``<job_id>/changelog``; a configured one ``<base>/<job_id>``). A later task of the
+    job gets a new one."""
+    with _STORAGES_LOCK:
+        doomed = [key for key, s in _STORAGES.items()
+                  if s.prefix == f"{job_id}/changelog" or s.prefix == job_id]
+        storages = [_STORAGES.pop(key) for key in doomed]
+    for storage in storages:
+        storage.close()

@@ -386,6 +386,9 @@ class TaskExecutor:
                         self._slot_of.pop(attempt_id, None)
         self.shuffle.release_partitions_of_job(job_id)
         remove_job_state(self.local_state_dir, job_id)
+        from weir.checkpoint.changelog_storage import close_job
+
+        close_job(job_id)
 
     def _on_task_state(self, task: Task, state: common_pb2.ExecutionState,
                        error: common_pb2.ErrorInfo | None) -> None:

@@ -15,7 +15,7 @@ from tests.support.state_backends import ALL, KINDS, MAX_PAR, Backends
 from weir.checkpoint.changelog_storage import ChangelogStorage, ChangelogStorageOptions
 from weir.checkpoint.shared_registry import SharedStateRegistry
 from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
-from weir.core.errors import CorruptStateError, StateError
+from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.core.ids import CheckpointId
 from weir.state.backend import KeyedStateBackend
 from weir.state.changelog import ChangelogKeyedStateBackend, ChangelogStateHandle
@@ -383,7 +383,7 @@ def test_task_local_recovery_reads_the_local_copies_of_the_log(tmp_path: Path) -
         assert result.local_copies_used == len(remote) and local_storage.local_bytes > 0
         assert _values(fresh, KEYS) == expected
         # Another TaskExecutor's copy is not used: the missing remote file is named.
-        with pytest.raises(Exception, match="does not exist|No such file|missing"):
+        with pytest.raises(MissingStateError, match=f"checkpoint {handle.checkpoint_id}"):
             restore(made.backend(), [handle], RestoreStorage(made.storage, tmp_path / "other"))
         # A materialization covers the log: its local copies go.
         backend.materialize()
