@@ -218,3 +218,36 @@ def test_a_corrupted_log_segment_names_the_checkpoint_and_the_file(cluster_facto
     assert log_file.name in final.failure.message, final.failure.message
     assert f"checkpoint {metadata.checkpoint_id}" in final.failure.message, \
         final.failure.message
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize(("before", "after", "native"), [
+    (True, False, False), (False, True, False), (True, True, True)])
+def test_switching_the_changelog_between_a_savepoint_and_its_restore(
+        cluster_factory, tmp_path: Path, before: bool, after: bool, native: bool) -> None:
+    """Stop with a savepoint (canonical, or the wrapped RocksDB backend's native format),
+    resume with the changelog switched on or off: exactly once over both runs."""
+    from tests.support.exactly_once import finished_exactly_once
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+
+    def config(changelog: bool) -> dict[str, str]:
+        base = _retained_config(tmp_path, "rocksdb")
+        base["state.changelog.enabled"] = str(changelog).lower()
+        return base
+
+    first = submit(cluster, tmp_path, out, RESCALE_N, config=config(before), gate=gate,
+                   **HELD)
+    from tests.support.cluster import job_details, poll
+
+    poll(lambda: job_details(cluster, first).last_checkpoint_id > 0, 60, interval=0.1,
+         what="a completed checkpoint")
+    stopped = cluster.weir("stop", first, "--savepoint-path", str(tmp_path / "sp"),
+                           *(["--type", "native"] if native else []))
+    assert stopped.returncode == 0, stopped.stderr + stopped.stdout
+    path = stopped.stdout.strip().splitlines()[-1]
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, RESCALE_N, config=config(after), gate=gate,
+                     run_args=("-s", path))
+    finished_exactly_once(cluster, resumed, out, RESCALE_N)
