@@ -728,6 +728,7 @@ class CheckpointCoordinator:
         row.unaligned = any(m.unaligned for m in metrics)
         row.state_size = sum(m.state_size for m in metrics)
         row.incremental_size = sum(m.incremental_size for m in metrics)
+        row.changelog_state_size = sum(m.changelog_state_size for m in metrics)
         row.persisted_bytes = sum(m.persisted_bytes for m in metrics)
         row.in_flight_bound_bytes = sum(m.in_flight_bound_bytes for m in metrics)
         row.processed_bytes = sum(m.processed_bytes for m in metrics)

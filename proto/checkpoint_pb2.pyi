@@ -100,7 +100,7 @@ class TaskStateSnapshot(_message.Message):
     def __init__(self, operators: _Optional[_Iterable[_Union[OperatorSubtaskState, _Mapping]]] = ..., channel_state: _Optional[_Union[ChannelStateHandle, _Mapping]] = ...) -> None: ...
 
 class CheckpointTaskMetrics(_message.Message):
-    __slots__ = ("sync_duration_ms", "async_duration_ms", "alignment_duration_ms", "start_delay_ms", "processed_bytes", "persisted_bytes", "state_size", "incremental_size", "unaligned", "ack_timestamp_ms", "in_flight_bound_bytes")
+    __slots__ = ("sync_duration_ms", "async_duration_ms", "alignment_duration_ms", "start_delay_ms", "processed_bytes", "persisted_bytes", "state_size", "incremental_size", "unaligned", "ack_timestamp_ms", "in_flight_bound_bytes", "changelog_state_size")
     SYNC_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     ASYNC_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class CheckpointTaskMetrics(_message.Message):
     UNALIGNED_FIELD_NUMBER: _ClassVar[int]
     ACK_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_BOUND_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CHANGELOG_STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
     sync_duration_ms: int
     async_duration_ms: int
     alignment_duration_ms: int
@@ -123,7 +124,8 @@ class CheckpointTaskMetrics(_message.Message):
     unaligned: bool
     ack_timestamp_ms: int
     in_flight_bound_bytes: int
-    def __init__(self, sync_duration_ms: _Optional[int] = ..., async_duration_ms: _Optional[int] = ..., alignment_duration_ms: _Optional[int] = ..., start_delay_ms: _Optional[int] = ..., processed_bytes: _Optional[int] = ..., persisted_bytes: _Optional[int] = ..., state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ..., unaligned: _Optional[bool] = ..., ack_timestamp_ms: _Optional[int] = ..., in_flight_bound_bytes: _Optional[int] = ...) -> None: ...
+    changelog_state_size: int
+    def __init__(self, sync_duration_ms: _Optional[int] = ..., async_duration_ms: _Optional[int] = ..., alignment_duration_ms: _Optional[int] = ..., start_delay_ms: _Optional[int] = ..., processed_bytes: _Optional[int] = ..., persisted_bytes: _Optional[int] = ..., state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ..., unaligned: _Optional[bool] = ..., ack_timestamp_ms: _Optional[int] = ..., in_flight_bound_bytes: _Optional[int] = ..., changelog_state_size: _Optional[int] = ...) -> None: ...
 
 class SubtaskCheckpointState(_message.Message):
     __slots__ = ("vertex_id", "subtask_index", "state", "finished")
@@ -204,7 +206,7 @@ class CheckpointOptions(_message.Message):
     def __init__(self, unaligned: _Optional[bool] = ..., aligned_timeout_ms: _Optional[int] = ..., at_least_once: _Optional[bool] = ..., savepoint: _Optional[bool] = ..., savepoint_format: _Optional[_Union[SavepointFormat, str]] = ..., target_location: _Optional[str] = ..., terminate: _Optional[bool] = ..., drain: _Optional[bool] = ...) -> None: ...
 
 class CheckpointStats(_message.Message):
-    __slots__ = ("checkpoint_id", "status", "unaligned", "savepoint", "trigger_timestamp_ms", "duration_ms", "state_size", "incremental_size", "persisted_bytes", "processed_bytes", "alignment_ms", "failure_reason", "failure_message", "external_path", "acknowledged", "total", "subtasks", "in_flight_bound_bytes")
+    __slots__ = ("checkpoint_id", "status", "unaligned", "savepoint", "trigger_timestamp_ms", "duration_ms", "state_size", "incremental_size", "persisted_bytes", "processed_bytes", "alignment_ms", "failure_reason", "failure_message", "external_path", "acknowledged", "total", "subtasks", "in_flight_bound_bytes", "changelog_state_size")
     class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         IN_PROGRESS: _ClassVar[CheckpointStats.Status]
@@ -231,6 +233,7 @@ class CheckpointStats(_message.Message):
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     SUBTASKS_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_BOUND_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CHANGELOG_STATE_SIZE_FIELD_NUMBER: _ClassVar[int]
     checkpoint_id: int
     status: CheckpointStats.Status
     unaligned: bool
@@ -249,7 +252,8 @@ class CheckpointStats(_message.Message):
     total: int
     subtasks: _containers.RepeatedCompositeFieldContainer[SubtaskCheckpointStats]
     in_flight_bound_bytes: int
-    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[_Union[CheckpointStats.Status, str]] = ..., unaligned: _Optional[bool] = ..., savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ..., persisted_bytes: _Optional[int] = ..., processed_bytes: _Optional[int] = ..., alignment_ms: _Optional[int] = ..., failure_reason: _Optional[_Union[CheckpointFailureReason, str]] = ..., failure_message: _Optional[str] = ..., external_path: _Optional[str] = ..., acknowledged: _Optional[int] = ..., total: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskCheckpointStats, _Mapping]]] = ..., in_flight_bound_bytes: _Optional[int] = ...) -> None: ...
+    changelog_state_size: int
+    def __init__(self, checkpoint_id: _Optional[int] = ..., status: _Optional[_Union[CheckpointStats.Status, str]] = ..., unaligned: _Optional[bool] = ..., savepoint: _Optional[bool] = ..., trigger_timestamp_ms: _Optional[int] = ..., duration_ms: _Optional[int] = ..., state_size: _Optional[int] = ..., incremental_size: _Optional[int] = ..., persisted_bytes: _Optional[int] = ..., processed_bytes: _Optional[int] = ..., alignment_ms: _Optional[int] = ..., failure_reason: _Optional[_Union[CheckpointFailureReason, str]] = ..., failure_message: _Optional[str] = ..., external_path: _Optional[str] = ..., acknowledged: _Optional[int] = ..., total: _Optional[int] = ..., subtasks: _Optional[_Iterable[_Union[SubtaskCheckpointStats, _Mapping]]] = ..., in_flight_bound_bytes: _Optional[int] = ..., changelog_state_size: _Optional[int] = ...) -> None: ...
 
 class SubtaskCheckpointStats(_message.Message):
     __slots__ = ("vertex_id", "task_name", "subtask_index", "metrics")

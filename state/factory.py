@@ -23,16 +23,53 @@ from weir.state.key_groups import KeyGroupRange
 
 def create_keyed_state_backend(config: Configuration, max_parallelism: int,
                                key_group_range: KeyGroupRange,
-                               operator: str) -> KeyedStateBackend:
+                               operator: str, job_id: str | None = None,
+                               local_root: Path | None = None) -> KeyedStateBackend:
     """A fresh backend for one operator instance; RocksDB instances live in their own
     directory under ``state.backend.rocksdb.localdir`` (default: the system temp dir).
 
     ``state.backend.incremental`` chooses RocksDB's checkpoint format and
-    ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state."""
+    ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state.
+    With ``state.changelog.enabled`` (and a checkpoint directory and ``job_id`` to put the
+    log under), the backend is wrapped in the changelog backend (state/changelog.py);
+    ``local_root`` (task-local recovery) keeps local copies of its log files."""
     backend = _create(config, max_parallelism, key_group_range, operator)
     backend.lazy_restore = bool(config.get(options.LAZY_RESTORE))
     backend.rescale_method = str(config.get(options.RESCALE_METHOD))
+    if config.get(options.CHANGELOG_ENABLED) and job_id:
+        return _with_changelog(backend, config, job_id, operator, local_root)
     return backend
+
+
+def _with_changelog(backend: KeyedStateBackend, config: Configuration, job_id: str,
+                    operator: str, local_root: Path | None) -> KeyedStateBackend:
+    from weir.checkpoint import options as checkpoint_options
+    from weir.checkpoint.changelog_storage import ChangelogStorageOptions, storage_for
+    from weir.checkpoint.storage import create_storage
+    from weir.state.changelog import wrap
+
+    directory = config.get(checkpoint_options.CHECKPOINTS_DIR)
+    if not directory:
+        return backend  # no checkpoints: a log would serve nothing
+    checkpoints = create_storage(directory, config)
+    base = config.get(options.CHANGELOG_BASE_PATH)
+    if base:
+        log_storage, prefix = create_storage(base, config), str(job_id)
+    else:
+        log_storage, prefix = checkpoints, f"{job_id}/changelog"
+    dstl = storage_for(log_storage, prefix, ChangelogStorageOptions(
+        int(config.get(options.CHANGELOG_PREEMPTIVE_PERSIST)),
+        float(config.get(options.CHANGELOG_PERSIST_DELAY)),
+        int(config.get(options.CHANGELOG_PERSIST_SIZE)),
+        float(config.get(options.CHANGELOG_UPLOAD_TIMEOUT)),
+        int(config.get(options.CHANGELOG_UPLOAD_ATTEMPTS)),
+        float(config.get(options.CHANGELOG_UPLOAD_RETRY_DELAY)),
+        int(config.get(options.CHANGELOG_MAX_IN_FLIGHT))),
+        local_dir=local_root / job_id / "changelog" if local_root is not None else None)
+    owner = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
+    return wrap(backend, dstl.create_writer(owner), checkpoints, job_id, owner,
+                float(config.get(options.CHANGELOG_MATERIALIZE_INTERVAL)),
+                int(config.get(options.CHANGELOG_MAX_FAILURES)))
 
 
 def _create(config: Configuration, max_parallelism: int, key_group_range: KeyGroupRange,

@@ -7,6 +7,8 @@ the handles overlapping its own range. Kinds:
 
 * ``canonical`` — one file in the backend-independent canonical format (state/canonical.py),
   written by either backend; ``hashmap`` always writes this kind.
+* ``changelog`` — a checkpoint of the changelog state backend (state/changelog.py): the
+  handles of its last materialization (either kind above) and the state change log after it.
 * ``rocksdb-incremental`` — a RocksDB checkpoint of the instance: its SST files are
   *shared* (uploaded once under ``<dir>/shared/``, reused by later checkpoints, reference
   counted by ``weir.checkpoint.shared_registry``), its other files (MANIFEST, CURRENT, OPTIONS,
@@ -84,6 +86,10 @@ class KeyedStateHandle(ABC):
         """The handle of any kind from its :meth:`to_dict` form; ValueError if malformed."""
         try:
             kind = data["kind"]
+            if kind == "changelog" and kind not in _KINDS:
+                from weir.state.changelog import ChangelogStateHandle  # imports this module
+
+                _KINDS[kind] = ChangelogStateHandle
             cls = _KINDS[kind]
             return cls._from_dict(data)
         except (KeyError, TypeError, ValueError) as err:

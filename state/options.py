@@ -46,3 +46,64 @@ LOCAL_RECOVERY_WAIT = Option(
     doc="How long a restart waits for a lost TaskExecutor that holds task-local state to "
         "come back (same taskmanager.resource-id, e.g. restarted by its supervisor) before "
         "it restores those tasks elsewhere from checkpoint storage. 0: never wait.")
+
+# -- the changelog state backend (generic log-based incremental checkpoints) -------------------
+
+CHANGELOG_ENABLED = Option(
+    "state.changelog.enabled", bool, default=False,
+    deprecated_keys=("state.backend.changelog.enabled",),
+    doc="Also write every keyed state change to a durable short-term log (DSTL) that is "
+        "uploaded continuously: a checkpoint uploads only the log's tail, and the backend's "
+        "own snapshot (materialization) runs on its own schedule. Flink's older key "
+        "state.backend.changelog.enabled works too.")
+CHANGELOG_STORAGE = Option(
+    "state.changelog.storage", str, default="filesystem", choices=("filesystem",),
+    deprecated_keys=("state.backend.changelog.storage",),
+    doc="Where the state change log goes: filesystem (file:// or s3://, see "
+        "state.changelog.dstl.dfs.base-path).")
+CHANGELOG_BASE_PATH = Option(
+    "state.changelog.dstl.dfs.base-path", str, default=None,
+    doc="Where the state change log files go (file:// or s3://). Default: <job's checkpoint "
+        "directory>/changelog, so that nothing more needs configuring; the files are "
+        "deleted when no retained checkpoint refers to them only inside the checkpoint "
+        "directory.")
+CHANGELOG_MATERIALIZE_INTERVAL = Option(
+    "state.changelog.periodic-materialize.interval", Seconds, default="10 min",
+    deprecated_keys=("state.backend.changelog.periodic-materialize.interval",),
+    doc="How often the wrapped backend takes its own snapshot (materialization), after "
+        "which the log before it is no longer needed. 0 or negative: no periodic "
+        "materialization.")
+CHANGELOG_MAX_FAILURES = Option(
+    "state.changelog.max-failures-allowed", int, default=3, validator=non_negative,
+    deprecated_keys=("state.backend.changelog.max-failures-allowed",),
+    doc="Consecutive failed materializations that fail the task.")
+CHANGELOG_PREEMPTIVE_PERSIST = Option(
+    "state.changelog.dstl.dfs.preemptive-persist-threshold", ByteSize, default="5mb",
+    validator=positive,
+    doc="A backend's changes not yet uploaded that are persisted at once, without waiting "
+        "for a checkpoint (keeps the checkpoint's own upload small).")
+CHANGELOG_PERSIST_DELAY = Option(
+    "state.changelog.dstl.dfs.batch.persist-delay", Seconds, default="10 ms",
+    validator=non_negative,
+    doc="How long a persist request waits for others (of every task on the TaskExecutor) "
+        "so that they share one file and one request.")
+CHANGELOG_PERSIST_SIZE = Option(
+    "state.changelog.dstl.dfs.batch.persist-size-threshold", ByteSize, default="10mb",
+    validator=positive,
+    doc="Waiting changes (of every task on the TaskExecutor) that are uploaded at once, "
+        "before the persist delay has passed.")
+CHANGELOG_UPLOAD_TIMEOUT = Option(
+    "state.changelog.dstl.dfs.upload.timeout", Seconds, default="1 s", validator=positive,
+    doc="How long one upload attempt of a log file may take before it is retried.")
+CHANGELOG_UPLOAD_ATTEMPTS = Option(
+    "state.changelog.dstl.dfs.upload.max-attempts", int, default=3, validator=positive,
+    doc="Attempts per log file upload (timeouts and failures) before it fails.")
+CHANGELOG_UPLOAD_RETRY_DELAY = Option(
+    "state.changelog.dstl.dfs.upload.next-attempt-delay", Seconds, default="50 ms",
+    validator=non_negative,
+    doc="Delay before the next attempt of a log file upload that timed out.")
+CHANGELOG_MAX_IN_FLIGHT = Option(
+    "state.changelog.dstl.dfs.upload.max-in-flight", ByteSize, default="100mb",
+    validator=positive,
+    doc="Log bytes buffered or being uploaded per TaskExecutor; reaching it backpressures "
+        "the tasks that write state until uploads complete.")

@@ -346,6 +346,7 @@ class SubtaskCheckpointing:
                     operator.incremental_size = handle.checkpointed_size
                     metrics.state_size += handle.state_size
                     metrics.incremental_size += handle.checkpointed_size
+                    metrics.changelog_state_size += getattr(handle, "log_size", 0)
                 if snapshot.operator_state is not None:
                     name = f"operator-state-{_file_name(uid)}"
                     path = current = f"{prefix}/{name}"

@@ -46,7 +46,13 @@ from weir.core.config import Configuration
 from weir.core.errors import ConfigError, WeirError
 from weir.core.heartbeat import RpcFailureThreshold, RpcOutcome, classify
 from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
-from weir.core.metric_names import TASK_METRICS, TASKEXECUTOR_METRICS, families
+from weir.core.metric_names import (
+    CHANGELOG_STORAGE_METRICS,
+    MATERIALIZATION_METRICS,
+    TASK_METRICS,
+    TASKEXECUTOR_METRICS,
+    families,
+)
 from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
 from weir.core.records import MIN_WATERMARK
 from weir.core.rpc import SMALL_MESSAGE_BYTES, create_server, method_limits
@@ -380,6 +386,9 @@ class TaskExecutor:
                         self._slot_of.pop(attempt_id, None)
         self.shuffle.release_partitions_of_job(job_id)
         remove_job_state(self.local_state_dir, job_id)
+        from weir.checkpoint.changelog_storage import close_job
+
+        close_job(job_id)
 
     def _on_task_state(self, task: Task, state: common_pb2.ExecutionState,
                        error: common_pb2.ErrorInfo | None) -> None:
@@ -659,7 +668,27 @@ class TaskExecutor:
                                 ("checkpointStartDelayNanos",
                                  task.counters.checkpoint_start_delay_ms * 1_000_000)):
                 per_task[name].add_metric(values, value)
-        return [*te.values(), *per_task.values()]
+        return [*te.values(), *per_task.values(), *_changelog_metrics()]
+
+
+def _changelog_metrics() -> list[Metric]:
+    """The changelog state backend's: its log storages and materializations in this process
+    (none when no job turned the changelog on)."""
+    from weir.checkpoint.changelog_storage import all_storages
+    from weir.state.changelog import live_materialization_metrics
+
+    storages, backends = all_storages(), live_materialization_metrics()
+    if not storages and not backends:
+        return []
+    logs = families(CHANGELOG_STORAGE_METRICS)
+    for storage in storages:
+        for name, value in storage.metrics.snapshot().items():
+            logs[name].add_metric([f"{storage.storage.base_uri}/{storage.prefix}"], value)
+    materializations = families(MATERIALIZATION_METRICS)
+    for metrics in backends:
+        for name, value in metrics.snapshot().items():
+            materializations[name].add_metric([metrics.job_id, metrics.owner], value)
+    return [*logs.values(), *materializations.values()]
 
 
 class TaskExecutorServicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):

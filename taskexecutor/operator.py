@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint.storage import CheckpointStorageAccess
@@ -109,6 +110,8 @@ class OperatorContext:
     configuration: Configuration | None = None
     #: Wall-clock callbacks, run on the task thread between batches.
     processing_time: ProcessingTimeService = field(default_factory=ProcessingTimeService)
+    #: Task-local recovery's directory on this TaskExecutor (None: no local copies).
+    local_state_root: Path | None = None
     #: Where the task's user metrics go (``RuntimeContext.get_metrics_group()``); None:
     #: functions get metrics of their own that nothing exports.
     metrics: MetricScope | None = None
@@ -125,7 +128,9 @@ class OperatorContext:
         key_groups = key_group_range_for_operator(self.max_parallelism, self.parallelism,
                                                   self.subtask_index)
         return create_keyed_state_backend(conf, self.max_parallelism, key_groups,
-                                          f"{self.task_name}-{self.subtask_index}-{operator}")
+                                          f"{self.task_name}-{self.subtask_index}-{operator}",
+                                          job_id=None if self.job_id == NO_JOB else self.job_id,
+                                          local_root=self.local_state_root)
 
 
 @dataclass

@@ -359,7 +359,7 @@ class Task:
             services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put,
                       CONTINUATION_SERVICE: self._continuations.append},
             configuration=job_config, processing_time=self.processing_time,
-            metrics=self.metrics)
+            metrics=self.metrics, local_state_root=self._local_state_root)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)
         # Per-record operators (a user function a record) get their input in chunks; a
         # chain of vectorised ones in whole batches (see pending_input).

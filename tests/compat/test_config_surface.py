@@ -390,6 +390,25 @@ def test_older_pyflink_settings_map_onto_weirs() -> None:
     config.disable_auto_type_registration()
     assert env.get_config().is_auto_type_registration_disabled()
     assert env.is_changelog_state_backend_enabled() is None
+    assert env.enable_changelog_state_backend(True) is env
+    assert env.is_changelog_state_backend_enabled() is True
+    env.enable_changelog_state_backend(False)
+    assert env.is_changelog_state_backend_enabled() is False
+
+
+def test_changelog_options() -> None:
+    from weir.core.config import Configuration
+    from weir.core.errors import ConfigError
+    from weir.state import options
+
+    # Flink's older key and the defaults of the log's options.
+    conf = Configuration.from_pairs({"state.backend.changelog.enabled": "true"})
+    assert conf.get(options.CHANGELOG_ENABLED) is True
+    assert conf.get(options.CHANGELOG_MATERIALIZE_INTERVAL) == 600.0
+    assert conf.get(options.CHANGELOG_MAX_IN_FLIGHT) == 100 * 1024 * 1024
+    assert conf.get(options.CHANGELOG_PERSIST_DELAY) == 0.01
+    with pytest.raises(ConfigError, match=r"state\.changelog\.storage.*accepted: filesystem"):
+        Configuration.from_pairs({"state.changelog.storage": "memory"})
 
 
 def test_local_time_types() -> None:

@@ -138,7 +138,10 @@ def _subtasks(row: checkpoint_pb2.CheckpointStats) -> list[dict[str, Any]]:
              "processed_bytes": s.metrics.processed_bytes,
              "persisted_bytes": s.metrics.persisted_bytes,
              "in_flight_bound_bytes": s.metrics.in_flight_bound_bytes,
-             "state_size_bytes": s.metrics.state_size, "unaligned": s.metrics.unaligned}
+             "state_size_bytes": s.metrics.state_size,
+             "changelog_size_bytes": s.metrics.changelog_state_size,
+             "materialized_size_bytes": s.metrics.state_size - s.metrics.changelog_state_size,
+             "unaligned": s.metrics.unaligned}
             for s in row.subtasks]
 
 
@@ -152,6 +155,8 @@ def checkpoints_json(history: dispatcher_pb2.CheckpointHistory,
             "savepoint": row.savepoint, "trigger_timestamp_ms": row.trigger_timestamp_ms,
             "duration_ms": row.duration_ms, "state_size_bytes": row.state_size,
             "checkpointed_size_bytes": row.incremental_size,
+            "changelog_size_bytes": row.changelog_state_size,
+            "materialized_size_bytes": row.state_size - row.changelog_state_size,
             "persisted_bytes": row.persisted_bytes,
             "in_flight_bound_bytes": row.in_flight_bound_bytes,
             "processed_bytes": row.processed_bytes,
@@ -170,6 +175,14 @@ def _in_flight(sub: dict[str, Any]) -> str:
     bound = sub["in_flight_bound_bytes"]
     persisted = _size(sub["persisted_bytes"])
     return f"{persisted} / bound {_size(bound)}" if bound else persisted
+
+
+def _split(sub: dict[str, Any]) -> str:
+    """A subtask's state size as materialized + log (the changelog state backend only)."""
+    if not sub["changelog_size_bytes"]:
+        return ""
+    return (f"  state {_size(sub['materialized_size_bytes'])} materialized + "
+            f"{_size(sub['changelog_size_bytes'])} log")
 
 
 def _size(n: float) -> str:
@@ -202,9 +215,12 @@ def print_checkpoints(history: dispatcher_pb2.CheckpointHistory, tasks: bool = F
               f"{_size(row.state_size):>10}  "
               f"{_size(row.persisted_bytes):>10}  {_size(row.processed_bytes):>10}  "
               f"{row.alignment_ms:>7}ms  {where}")
+        if row.changelog_state_size:
+            print(f"{'':8}state {_size(row.state_size - row.changelog_state_size)} "
+                  f"materialized + {_size(row.changelog_state_size)} log (changelog)")
         if tasks:
             for sub in _subtasks(row):
                 print(f"{'':8}{sub['task'][:40]:40} ({sub['subtask'] + 1})  sync "
                       f"{sub['sync_ms']}ms  async {sub['async_ms']}ms  alignment "
                       f"{sub['alignment_ms']}ms  start delay {sub['start_delay_ms']}ms  "
-                      f"persisted {_in_flight(sub)}")
+                      f"persisted {_in_flight(sub)}{_split(sub)}")

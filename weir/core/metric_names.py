@@ -165,10 +165,41 @@ TASK_METRICS: tuple[MetricSpec, ...] = _gauges("task", TASK_LABELS, (
                                   "source: to its trigger running)."),
 ))
 
+#: Labels of the state change log metrics: the log's location (one log per TaskExecutor
+#: and location, shared by its tasks).
+CHANGELOG_LABELS = ("location",)
+
+#: The changelog state backend's log storage on a TaskExecutor, with Flink's names.
+#: Distributions are the mean over the most recent 100 uploads.
+CHANGELOG_STORAGE_METRICS: tuple[MetricSpec, ...] = _gauges("changelog", CHANGELOG_LABELS, (
+    ("numberOfUploadRequests", "Log file uploads started (each batches the changes of "
+                               "several tasks)."),
+    ("numberOfUploadFailures", "Log file uploads that failed after every attempt."),
+    ("attemptsPerUpload", "Attempts per log file upload (mean of recent uploads)."),
+    ("totalAttemptsPerUpload", "Attempts of every log file upload, in total."),
+    ("uploadSizes", "Bytes per log file upload (mean of recent uploads)."),
+    ("uploadLatenciesNanos", "Time per log file upload, retries included (ns, mean of "
+                             "recent uploads)."),
+    ("uploadQueueSize", "Pieces of log waiting for an upload to start."),
+))
+
+#: Labels of the materialization metrics: the job and the operator subtask's backend.
+MATERIALIZATION_LABELS = ("job_id", "backend")
+
+#: Materializations of the changelog state backend, per keyed backend, with Flink's names.
+MATERIALIZATION_METRICS: tuple[MetricSpec, ...] = _gauges(
+    "changelog", MATERIALIZATION_LABELS, (
+        ("lastDurationOfMaterialization", "Duration of the last materialization (ms)."),
+        ("numberOfFailedMaterialization", "Materializations that failed."),
+        ("numberOfCompletedMaterialization", "Materializations that completed."),
+    ))
+
 #: Every declared metric, by the daemon that serves it: what the reference documents.
 BY_DAEMON: tuple[tuple[str, tuple[MetricSpec, ...]], ...] = (
     ("JobMaster", JOBMASTER_METRICS),
     ("JobMaster, per job", JOB_METRICS),
     ("TaskExecutor", TASKEXECUTOR_METRICS),
     ("TaskExecutor, per task", TASK_METRICS),
+    ("TaskExecutor, changelog state backend: per log location", CHANGELOG_STORAGE_METRICS),
+    ("TaskExecutor, changelog state backend: per keyed backend", MATERIALIZATION_METRICS),
 )

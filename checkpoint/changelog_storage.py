@@ -1,0 +1,599 @@
+"""The durable short-term log (DSTL) of the changelog state backend, on file:// or s3://.
+
+One :class:`ChangelogStorage` per TaskExecutor and base location, shared by its tasks;
+each keyed backend appends its state changes through its own :class:`ChangelogWriter`.
+A writer frames changes (sequence number, key group, payload) in memory; when asked to
+persist (a checkpoint) or when it holds ``preemptive-persist-threshold`` bytes, it hands a
+*piece* (its framed changes of one sequence range) to the storage. A background thread
+batches the pieces of every writer into one log file per upload (waiting up to
+``batch.persist-delay``, or less once ``batch.persist-size-threshold`` bytes wait), uploads
+it with ``upload.timeout`` per attempt and up to ``upload.max-attempts`` attempts, and
+returns a :class:`LogSegmentHandle` per piece: file, offset, length, key groups, sequence
+range and checksum. The task thread never uploads: it only waits when the bytes buffered or
+being uploaded would exceed ``upload.max-in-flight`` (backpressure), so memory stays
+bounded. A piece whose upload failed stays with its writer and goes again with the next
+persist: a storage outage fails checkpoints, it loses no change.
+
+A piece on storage: ``WCLG`` | version (u8) | first sequence (u64) | count (u32) | body
+length (u32) | body | CRC-32C of all before (u32); the body is records of sequence (u64),
+key group (u16), payload length (u32), payload. :func:`read_changes` verifies each piece.
+
+Log files are shared between checkpoints (a handle's ``shared_state``): the JobMaster's
+shared state registry deletes a file when no retained checkpoint refers to it.
+
+Example:
+    >>> import tempfile
+    >>> from weir.checkpoint.storage import create_storage
+    >>> storage = ChangelogStorage(create_storage(tempfile.mkdtemp()), "job/changelog",
+    ...                            ChangelogStorageOptions(persist_delay_s=0.0))
+    >>> writer = storage.create_writer("op-0")
+    >>> writer.append(3, b"put a"); writer.append(5, b"put b")
+    >>> handles = writer.persist(0).result()
+    >>> [(c.sequence, c.key_group, c.payload) for c in read_changes(storage.storage, handles)]
+    [(0, 3, b'put a'), (1, 5, b'put b')]
+    >>> storage.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import statistics
+import struct
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from weir.checkpoint.filesystem import FsCheckpointStorageAccess
+from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, checksum_of
+from weir.core.errors import CorruptStateError, StateError, StorageError
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"WCLG"
+VERSION = 1
+_HEADER = struct.Struct(">4sBQII")
+_RECORD = struct.Struct(">QHI")
+_CRC = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class ChangelogStorageOptions:
+    """The ``state.changelog.dstl.dfs.*`` options (declared in state/options.py, read by
+    the state backend factory), in seconds and bytes."""
+
+    preemptive_persist_bytes: int = 5 << 20
+    persist_delay_s: float = 0.010
+    persist_size_bytes: int = 10 << 20
+    upload_timeout_s: float = 1.0
+    max_attempts: int = 3
+    next_attempt_delay_s: float = 0.050
+    max_in_flight_bytes: int = 100 << 20
+
+
+@dataclass(frozen=True)
+class LogSegmentHandle:
+    """One piece of one writer's log inside a shared log file.
+
+    Example:
+        >>> f = StreamStateHandle("file:///c/job/changelog/a.log", 100, "crc32c:00000001")
+        >>> h = LogSegmentHandle(f, 40, 60, 0, 63, 10, 25, "crc32c:0000abcd")
+        >>> LogSegmentHandle.from_dict(h.to_dict()) == h
+        True
+    """
+
+    file: StreamStateHandle
+    offset: int
+    length: int
+    #: First and last key group of the piece's changes.
+    first_key_group: int
+    last_key_group: int
+    #: Sequence numbers of the piece's changes: ``[first_sequence, end_sequence)``.
+    first_sequence: int
+    end_sequence: int
+    checksum: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file.to_dict(), "offset": self.offset, "length": self.length,
+                "key_groups": [self.first_key_group, self.last_key_group],
+                "sequence": [self.first_sequence, self.end_sequence],
+                "checksum": self.checksum}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LogSegmentHandle:
+        first_kg, last_kg = data["key_groups"]
+        first_seq, end_seq = data["sequence"]
+        return cls(StreamStateHandle.from_dict(data["file"]), int(data["offset"]),
+                   int(data["length"]), int(first_kg), int(last_kg), int(first_seq),
+                   int(end_seq), str(data["checksum"]))
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether the piece may hold changes of key groups ``start..end``."""
+        return self.first_key_group <= end and self.last_key_group >= start
+
+
+class StateChange(NamedTuple):
+    sequence: int
+    key_group: int
+    payload: bytes
+
+
+# -- framing -------------------------------------------------------------------------------
+
+
+def frame_piece(first_sequence: int, records: list[tuple[int, int, bytes]]) -> bytes:
+    """The bytes of a piece holding ``records`` of (sequence, key group, payload)."""
+    body = b"".join(_RECORD.pack(seq, kg, len(payload)) + payload
+                    for seq, kg, payload in records)
+    head = _HEADER.pack(MAGIC, VERSION, first_sequence, len(records), len(body)) + body
+    return head + _CRC.pack(_crc(head))
+
+
+def _crc(data: bytes | memoryview) -> int:
+    return int(checksum_of(data, "crc32c:").split(":", 1)[1] or "0", 16)
+
+
+def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
+    """The changes of one piece, after verifying its framing and checksum; raises
+    CorruptStateError naming ``where``."""
+    view = memoryview(data)
+    if len(view) < _HEADER.size + _CRC.size:
+        msg = f"state change log {where} is corrupt: a piece of {len(view)} bytes is too short"
+        raise CorruptStateError(msg)
+    magic, version, _first, count, body_length = _HEADER.unpack_from(view, 0)
+    if magic != MAGIC or version != VERSION or \
+            _HEADER.size + body_length + _CRC.size != len(view):
+        msg = f"state change log {where} is corrupt: bad piece header"
+        raise CorruptStateError(msg)
+    (expected,) = _CRC.unpack_from(view, len(view) - _CRC.size)
+    if _crc(view[:len(view) - _CRC.size]) != expected:
+        msg = f"state change log {where} is corrupt: checksum mismatch"
+        raise CorruptStateError(msg)
+    position = _HEADER.size
+    for _ in range(count):
+        seq, kg, length = _RECORD.unpack_from(view, position)
+        position += _RECORD.size
+        yield StateChange(seq, kg, bytes(view[position:position + length]))
+        position += length
+
+
+def read_changes(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
+                 key_groups: tuple[int, int] | None = None,
+                 files: dict[str, bytes] | None = None) -> Iterator[StateChange]:
+    """The changes of ``handles`` in order (of the handles, then of sequence), only those
+    of ``key_groups`` (first, last) when given. Each log file is read (and verified) once;
+    ``files`` caches them across calls. Raises CorruptStateError or MissingStateError
+    naming the file."""
+    cache = files if files is not None else {}
+    for handle in handles:
+        if key_groups is not None and not handle.overlaps(*key_groups):
+            continue
+        data = cache.get(handle.file.uri)
+        if data is None:
+            data = cache[handle.file.uri] = storage.read(handle.file)
+        piece = memoryview(data)[handle.offset:handle.offset + handle.length]
+        for change in parse_piece(piece, handle.file.uri):
+            if key_groups is None or key_groups[0] <= change.key_group <= key_groups[1]:
+                yield change
+
+
+# -- metrics -------------------------------------------------------------------------------
+
+
+@dataclass
+class ChangelogStorageMetrics:
+    """Flink's changelog storage metrics, read at scrape time. Distributions keep the most
+    recent uploads (:data:`RECENT`) and are exported as their mean."""
+
+    RECENT = 100
+
+    upload_requests: int = 0
+    upload_failures: int = 0
+    total_attempts: int = 0
+    attempts: deque[int] = field(default_factory=lambda: deque(maxlen=100))
+    sizes: deque[int] = field(default_factory=lambda: deque(maxlen=100))
+    latencies_ns: deque[int] = field(default_factory=lambda: deque(maxlen=100))
+    queue_size: int = 0
+
+    def snapshot(self) -> dict[str, float]:
+        """Flink's metric name -> value."""
+        def mean(values: deque[int]) -> float:
+            return float(statistics.fmean(values)) if values else 0.0
+
+        return {"numberOfUploadRequests": self.upload_requests,
+                "numberOfUploadFailures": self.upload_failures,
+                "attemptsPerUpload": mean(self.attempts),
+                "totalAttemptsPerUpload": self.total_attempts,
+                "uploadSizes": mean(self.sizes),
+                "uploadLatenciesNanos": mean(self.latencies_ns),
+                "uploadQueueSize": self.queue_size}
+
+
+# -- the storage ---------------------------------------------------------------------------
+
+
+class _Piece:
+    """A writer's framed changes of ``[first, end)``, waiting for, in or after upload."""
+
+    __slots__ = ("data", "done", "dropped", "end", "error", "first", "first_kg", "handle",
+                 "last_kg", "local", "queued")
+
+    def __init__(self, first: int, end: int, first_kg: int, last_kg: int, data: bytes) -> None:
+        self.first, self.end = first, end
+        self.first_kg, self.last_kg = first_kg, last_kg
+        self.data = data
+        self.handle: LogSegmentHandle | None = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.queued = False
+        self.dropped = False
+        #: The verified copy of its log file in the TaskExecutor's local state directory.
+        self.local: StreamStateHandle | None = None
+
+
+class ChangelogStorage:
+    """The log of one TaskExecutor under ``storage``'s ``prefix`` (see the module
+    docstring). Thread-safe; the upload thread starts with the first piece."""
+
+    def __init__(self, storage: CheckpointStorageAccess, prefix: str,
+                 options: ChangelogStorageOptions | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 local_dir: Path | None = None) -> None:
+        """``local_dir``: task-local recovery keeps a copy of every log file there (until
+        every piece of it was truncated by a materialization)."""
+        self.storage = storage
+        self.local_dir = local_dir
+        #: Local copy file name -> pieces not truncated yet.
+        self._local_pieces: dict[str, int] = {}
+        self.prefix = prefix.strip("/")
+        self.options = options or ChangelogStorageOptions()
+        self.metrics = ChangelogStorageMetrics()
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queue: list[_Piece] = []
+        self._queued_bytes = 0
+        #: Bytes of pieces not uploaded yet (queued, uploading, or failed and kept).
+        self._in_flight = 0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._attempts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="changelog-upload")
+
+    # -- writers (task threads) ---------------------------------------------------------------
+
+    def create_writer(self, owner: str) -> ChangelogWriter:
+        """A writer for one keyed backend (``owner`` names it in messages)."""
+        return ChangelogWriter(self, owner)
+
+    @property
+    def in_flight_bytes(self) -> int:
+        with self._cond:
+            return self._in_flight
+
+    def _reserve(self, size: int, timeout: float | None = None) -> None:
+        """Count ``size`` new bytes, waiting while that would pass max-in-flight (a piece
+        larger than the limit goes alone). Raises StateError after ``timeout`` s."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while self._in_flight and self._in_flight + size > self.options.max_in_flight_bytes:
+                if self._closed:
+                    break
+                remaining = None if deadline is None else deadline - self._clock()
+                if remaining is not None and remaining <= 0:
+                    msg = (f"the state change log could not upload fast enough: "
+                           f"{self._in_flight} bytes wait (state.changelog.dstl.dfs.upload."
+                           f"max-in-flight is {self.options.max_in_flight_bytes})")
+                    raise StateError(msg)
+                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
+            self._in_flight += size
+
+    def _release(self, size: int) -> None:
+        with self._cond:
+            self._in_flight -= size
+            self._cond.notify_all()
+
+    def _drop(self, piece: _Piece) -> None:
+        """A writer no longer needs ``piece``: its bytes stop counting once no upload
+        holds them."""
+        with self._cond:
+            if piece.handle is not None:
+                self._forget_local(piece)
+                return
+            if piece.dropped:
+                return
+            piece.dropped = True
+            if not piece.queued:
+                self._in_flight -= len(piece.data)
+                piece.data = b""
+                self._cond.notify_all()
+
+    def _submit(self, pieces: list[_Piece]) -> None:
+        with self._cond:
+            for piece in pieces:
+                if piece.queued or piece.handle is not None:
+                    continue
+                piece.queued = True
+                piece.error = None
+                piece.done.clear()
+                self._queue.append(piece)
+                self._queued_bytes += len(piece.data)
+            self.metrics.queue_size = len(self._queue)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="changelog-uploader",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    # -- the upload thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                deadline = self._clock() + self.options.persist_delay_s
+                while not self._closed and \
+                        self._queued_bytes < self.options.persist_size_bytes:
+                    remaining = deadline - self._clock()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                batch, self._queue = self._queue, []
+                self._queued_bytes = 0
+                self.metrics.queue_size = 0
+            if batch:
+                self._upload(batch)
+
+    def _upload(self, batch: list[_Piece]) -> None:
+        data = b"".join(piece.data for piece in batch)
+        self.metrics.upload_requests += 1
+        started = time.monotonic_ns()
+        name = f"{self.prefix}/{uuid.uuid4().hex}.log"
+        error: BaseException | None = None
+        attempts = 0
+        file: StreamStateHandle | None = None
+        for attempt in range(1, self.options.max_attempts + 1):
+            attempts = attempt
+            future = self._attempts.submit(self.storage.write, name, data)
+            try:
+                file = future.result(timeout=self.options.upload_timeout_s)
+                break
+            except FutureTimeout:
+                error = StorageError(f"uploading state change log {name} timed out after "
+                                     f"{self.options.upload_timeout_s} s")
+            except Exception as err:  # the storage failed: retried, then reported
+                error = err
+            log.warning("state change log upload attempt %d of %d failed: %s", attempt,
+                        self.options.max_attempts, error)
+            if attempt < self.options.max_attempts:
+                time.sleep(self.options.next_attempt_delay_s)
+        self.metrics.attempts.append(attempts)
+        self.metrics.total_attempts += attempts
+        local = self._keep_local(name, data) if file is not None else None
+        offset = 0
+        with self._cond:
+            for piece in batch:
+                piece.queued = False
+                piece.local = local
+                if local is not None:
+                    key = local.uri.rsplit("/", 1)[-1]
+                    self._local_pieces[key] = self._local_pieces.get(key, 0) + 1
+                if file is not None:
+                    piece.handle = LogSegmentHandle(
+                        file, offset, len(piece.data), piece.first_kg, piece.last_kg,
+                        piece.first, piece.end, checksum_of(piece.data))
+                    self._in_flight -= len(piece.data)
+                    piece.data = b""
+                else:
+                    piece.error = error
+                    if piece.dropped:  # truncated meanwhile: nobody uploads it again
+                        self._in_flight -= len(piece.data)
+                        piece.data = b""
+                offset += piece.handle.length if piece.handle else 0
+                piece.done.set()
+            self._cond.notify_all()
+        if file is None:
+            self.metrics.upload_failures += 1
+        else:
+            self.metrics.sizes.append(len(data))
+            self.metrics.latencies_ns.append(time.monotonic_ns() - started)
+
+    def _keep_local(self, name: str, data: bytes) -> StreamStateHandle | None:
+        """A local copy of an uploaded log file (upload thread); None without a local
+        directory or when the disk refuses (the remote file is the log; this is a bonus)."""
+        if self.local_dir is None:
+            return None
+        try:
+            return FsCheckpointStorageAccess(self.local_dir).write(name.rsplit("/", 1)[-1], data)
+        except (StorageError, OSError) as err:
+            log.warning("no local copy of state change log %s: %s", name, err)
+            return None
+
+    def _forget_local(self, piece: _Piece) -> None:
+        """A materialization covers ``piece``: its log file's local copy goes with the
+        last such piece (task thread, under the lock)."""
+        if piece.local is None or self.local_dir is None:
+            return
+        key = piece.local.uri.rsplit("/", 1)[-1]
+        left = self._local_pieces.get(key, 1) - 1
+        if left > 0:
+            self._local_pieces[key] = left
+            return
+        self._local_pieces.pop(key, None)
+        with contextlib.suppress(OSError):
+            (self.local_dir / key).unlink()
+
+    def close(self) -> None:
+        """Stop the upload thread; pieces not uploaded fail."""
+        with self._cond:
+            self._closed = True
+            pending, self._queue = self._queue, []
+            self._cond.notify_all()
+        for piece in pending:
+            piece.queued = False
+            piece.error = StateError("the state change log was closed")
+            piece.done.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+        self._attempts.shutdown(wait=False, cancel_futures=True)
+
+
+class PersistResult:
+    """What a persist request returns: the handles of the pieces covering its range, once
+    uploaded (:meth:`result`)."""
+
+    def __init__(self, pieces: list[_Piece], owner: str) -> None:
+        self._pieces = pieces
+        self._owner = owner
+
+    def result(self, timeout: float | None = None,
+               check: Callable[[], None] | None = None) -> list[LogSegmentHandle]:
+        """Wait for the uploads; ``check()`` is called while waiting (it may raise to stop).
+        Raises StorageError (the upload failed) or StateError (timed out)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        handles = []
+        for piece in self._pieces:
+            while not piece.done.wait(0.05):
+                if check is not None:
+                    check()
+                if deadline is not None and time.monotonic() > deadline:
+                    msg = f"the state change log of {self._owner} was not uploaded in time"
+                    raise StateError(msg)
+            if piece.handle is None:
+                msg = (f"uploading the state change log of {self._owner} failed: "
+                       f"{piece.error}")
+                raise StorageError(msg) from piece.error
+            handles.append(piece.handle)
+        return handles
+
+    @property
+    def pieces(self) -> int:
+        return len(self._pieces)
+
+
+class ChangelogWriter:
+    """The log of one keyed backend: appends on the task thread, uploads through the
+    storage. Sequence numbers start at 0 and grow by one per change."""
+
+    def __init__(self, storage: ChangelogStorage, owner: str) -> None:
+        self._storage = storage
+        self.owner = owner
+        self._next = 0
+        self._active: list[tuple[int, int, bytes]] = []
+        self._active_bytes = 0
+        self._active_first = 0
+        #: Sealed pieces, oldest first, until truncated.
+        self._pieces: deque[_Piece] = deque()
+        self.closed = False
+        #: How long the task thread may wait for room under max-in-flight (None: forever).
+        self.backpressure_timeout: float | None = None
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number of the next change (a position in the log)."""
+        return self._next
+
+    def append(self, key_group: int, payload: bytes) -> None:
+        """Log one change of ``key_group``; may wait (backpressure) and upload early."""
+        if not self._active:
+            self._active_first = self._next
+        self._active.append((self._next, key_group, payload))
+        self._next += 1
+        self._active_bytes += len(payload) + _RECORD.size
+        if self._active_bytes >= self._storage.options.preemptive_persist_bytes:
+            self._storage._submit([self._seal()])
+
+    def _seal(self) -> _Piece:
+        records = self._active
+        data = frame_piece(self._active_first, records)
+        self._storage._reserve(len(data), self.backpressure_timeout)
+        kgs = [kg for _, kg, _ in records]
+        piece = _Piece(self._active_first, self._next, min(kgs), max(kgs), data)
+        self._pieces.append(piece)
+        self._active, self._active_bytes = [], 0
+        return piece
+
+    def persist(self, from_sequence: int) -> PersistResult:
+        """Upload every change from ``from_sequence`` on (task thread); the result waits for
+        the uploads (any thread). Pieces that failed before are uploaded again."""
+        if self._active:
+            self._seal()
+        wanted = [p for p in self._pieces if p.end > from_sequence]
+        self._storage._submit([p for p in wanted if p.handle is None and not p.queued])
+        return PersistResult(wanted, self.owner)
+
+    def truncate(self, before_sequence: int) -> None:
+        """Forget the changes before ``before_sequence`` (a materialization covers them)."""
+        while self._pieces and self._pieces[0].end <= before_sequence:
+            self._storage._drop(self._pieces.popleft())
+
+    def local_copies(self, result: PersistResult) -> dict[str, StreamStateHandle]:
+        """Remote log file name -> its local copy, for the pieces of ``result`` that have
+        one (after ``result.result()``)."""
+        return {p.handle.file.uri.rsplit("/", 1)[-1]: p.local for p in result._pieces
+                if p.handle is not None and p.local is not None}
+
+    @property
+    def local_dir(self) -> Path | None:
+        return self._storage.local_dir
+
+    def close(self) -> None:
+        """Forget everything (the backend is disposed). Local copies stay: a restart on
+        this TaskExecutor restores from them; they go with the job's local state."""
+        if self.closed:
+            return
+        self.closed = True
+        for piece in self._pieces:
+            piece.local = None
+        with contextlib.suppress(Exception):
+            self.truncate(self._next + 1)
+        self._active = []
+
+
+# -- one storage per TaskExecutor and location ---------------------------------------------
+
+_STORAGES: dict[str, ChangelogStorage] = {}
+_STORAGES_LOCK = threading.Lock()
+
+
+def storage_for(storage: CheckpointStorageAccess, prefix: str,
+                options: ChangelogStorageOptions, local_dir: Path | None = None
+                ) -> ChangelogStorage:
+    """The process's (the TaskExecutor's) log storage for ``storage``/``prefix``, created on
+    first use and shared by every task after (``local_dir``: see ChangelogStorage)."""
+    key = f"{storage.base_uri}/{prefix.strip('/')}"
+    with _STORAGES_LOCK:
+        found = _STORAGES.get(key)
+        if found is None:
+            found = _STORAGES[key] = ChangelogStorage(storage, prefix, options,
+                                                      local_dir=local_dir)
+        elif found.local_dir is None and local_dir is not None:
+            found.local_dir = local_dir
+        return found
+
+
+def all_storages() -> list[ChangelogStorage]:
+    """Every log storage of this process (for metrics)."""
+    with _STORAGES_LOCK:
+        return list(_STORAGES.values())
+
+
+def close_job(job_id: str) -> None:
+    """The TaskExecutor released ``job_id``: close its log storages (the default location
+    is ``<job_id>/changelog``; a configured one ``<base>/<job_id>``). A later task of the
+    job gets a new one."""
+    with _STORAGES_LOCK:
+        doomed = [key for key, s in _STORAGES.items()
+                  if s.prefix == f"{job_id}/changelog" or s.prefix == job_id]
+        storages = [_STORAGES.pop(key) for key in doomed]
+    for storage in storages:
+        storage.close()

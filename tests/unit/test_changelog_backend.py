@@ -1,0 +1,393 @@
+"""The changelog keyed backend (state/changelog.py) over both delegates: conformance,
+checkpoints as materialization + log, materialization bookkeeping, restore (after one and
+several materializations, rescaled, NO_CLAIM, into a plain backend), a corrupted log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.state_backends import ALL, KINDS, MAX_PAR, Backends
+from weir.checkpoint.changelog_storage import ChangelogStorage, ChangelogStorageOptions
+from weir.checkpoint.shared_registry import SharedStateRegistry
+from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
+from weir.core.errors import CorruptStateError, MissingStateError, StateError
+from weir.core.ids import CheckpointId
+from weir.state.backend import KeyedStateBackend
+from weir.state.changelog import ChangelogKeyedStateBackend, ChangelogStateHandle
+from weir.state.descriptors import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from weir.state.handles import KeyedStateHandle
+from weir.state.key_groups import KeyGroupRange, key_group_range_for_operator
+from weir.state.restore import restore
+from weir.state.snapshot import SnapshotLocation
+from weir.testing.state_backend import STATE_BACKEND_CHECKS
+
+JOB = "job"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Env:
+    """Changelog backends over one storage and one log, and checkpoints of them."""
+
+    def __init__(self, root: Path, kind: str) -> None:
+        self.storage = create_storage(str(root / "checkpoints"))
+        self.log = ChangelogStorage(self.storage, f"{JOB}/changelog",
+                                    ChangelogStorageOptions(persist_delay_s=0.0))
+        self.plain = Backends(root / "backends")
+        self.kind = kind
+        self.clock = _Clock()
+        self.made: list[KeyedStateBackend] = []
+        self.registry = SharedStateRegistry(self.storage)
+        self.next_checkpoint = 1
+
+    def backend(self, key_groups: KeyGroupRange = ALL, interval: float = 0.0,
+                clock: Callable[[], float] | None = None, kind: str | None = None,
+                max_failures: int = 3) -> ChangelogKeyedStateBackend:
+        delegate = self.plain(kind or self.kind, key_groups, clock)
+        made = ChangelogKeyedStateBackend(
+            delegate, self.log.create_writer(f"op-{len(self.made)}"), self.storage, JOB,
+            f"op-{len(self.made)}", materialize_interval=interval, max_failures=max_failures,
+            clock=self.clock)
+        self.made.append(made)
+        return made
+
+    def checkpoint(self, backend: KeyedStateBackend, register: bool = True) -> KeyedStateHandle:
+        n = CheckpointId(self.next_checkpoint)
+        self.next_checkpoint += 1
+        handle = backend.snapshot_to(n, SnapshotLocation.for_checkpoint(
+            self.storage, JOB, n, "op")).run()
+        # What goes through the checkpoint metadata.
+        handle = KeyedStateHandle.from_dict(json.loads(json.dumps(handle.to_dict())))
+        if register:
+            self.registry.register_checkpoint(n, [handle])
+        backend.notify_checkpoint_complete(n)
+        return handle
+
+    def close(self) -> None:
+        for backend in self.made:
+            backend.dispose()
+        self.plain.dispose()
+        self.log.close()
+
+
+@pytest.fixture(params=KINDS)
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    made = Env(tmp_path, str(request.param))
+    yield made
+    made.close()
+
+
+def _await_materialization(backend: ChangelogKeyedStateBackend) -> None:
+    running = backend._running
+    assert running is not None
+    running[2].result(timeout=30)
+    backend._collect()
+
+
+def _values(backend: KeyedStateBackend, keys: list[Any]) -> dict[Any, Any]:
+    total = backend.get_state(ValueStateDescriptor("total"))
+    out = {}
+    for key in keys:
+        backend.set_current_key(key)
+        out[key] = total.value()
+    return out
+
+
+def _write(backend: KeyedStateBackend, keys: list[Any], add: int) -> None:
+    total = backend.get_state(ValueStateDescriptor("total"))
+    for key in keys:
+        backend.set_current_key(key)
+        total.update((total.value() or 0) + add)
+
+
+KEYS = [f"key-{i}" for i in range(200)]
+
+
+@pytest.mark.parametrize("check", STATE_BACKEND_CHECKS, ids=lambda c: c.__name__)
+def test_conformance(env: Env, check: Callable[[Any], None]) -> None:
+    def make(max_parallelism: int, key_groups: KeyGroupRange,
+             clock: Callable[[], float] | None = None) -> KeyedStateBackend:
+        assert max_parallelism == MAX_PAR
+        return env.backend(key_groups, clock=clock)
+
+    check(make)
+
+
+def test_checkpoints_are_the_log_until_a_materialization(env: Env) -> None:
+    backend = env.backend()
+    _write(backend, KEYS, 1)
+    first = env.checkpoint(backend)
+    assert isinstance(first, ChangelogStateHandle)
+    assert first.materialized == () and first.log_size > 0
+    _write(backend, KEYS[:10], 1)
+    second = env.checkpoint(backend)
+    assert isinstance(second, ChangelogStateHandle)
+    # The second checkpoint uploaded only its own changes, and names the first's log too.
+    assert second.checkpointed_size < first.checkpointed_size
+    assert set(first.log) < set(second.log)
+
+    backend.materialize()
+    _await_materialization(backend)
+    _write(backend, KEYS[:5], 1)
+    third = env.checkpoint(backend)
+    assert isinstance(third, ChangelogStateHandle)
+    assert third.materialization_id == 1 and len(third.materialized) == 1
+    # Only the changes after the materialization.
+    assert not set(third.log) & set(second.log)
+    assert third.checkpointed_size > third.log_size  # the materialization, once
+    fourth = env.checkpoint(backend)
+    assert isinstance(fourth, ChangelogStateHandle)
+    assert fourth.materialized == third.materialized and fourth.checkpointed_size == 0
+
+    # Subsuming the older checkpoints frees the log files only they referred to.
+    old_files = {s.file.uri for s in second.log}
+    for n in (1, 2):
+        env.registry.unregister_checkpoint(CheckpointId(n))
+    assert not any(env.storage.exists(uri) for uri in old_files)
+    assert all(env.storage.exists(f) for f in fourth.shared_state())
+
+
+def test_periodic_materialization_on_the_injected_clock(env: Env) -> None:
+    backend = env.backend(interval=60.0)
+    _write(backend, KEYS, 1)
+    assert backend._running is None
+    env.clock.now = 61.0
+    _write(backend, KEYS, 1)  # a write looks at the clock now and then
+    assert backend._running is not None
+    _await_materialization(backend)
+    assert backend.metrics.completed == 1
+    # Changes were written after it started: the next due time materializes them...
+    env.clock.now = 200.0
+    backend._maintain()
+    _await_materialization(backend)
+    # ...and then nothing changed: the next one starts nothing.
+    env.clock.now = 400.0
+    backend._maintain()
+    assert backend._running is None and backend.metrics.completed == 2
+
+
+@pytest.mark.parametrize("materializations", [0, 1, 3])
+def test_restore_after_materializations(env: Env, materializations: int) -> None:
+    backend = env.backend()
+    expected: dict[Any, Any] = {}
+    for round_ in range(materializations + 1):
+        _write(backend, KEYS[round_ * 20:], round_ + 1)
+        if round_ < materializations:
+            backend.materialize()
+            _await_materialization(backend)
+    # Deletes and in-place mutations are logged too.
+    backend.set_current_key(KEYS[0])
+    backend.get_state(ValueStateDescriptor("total")).clear()
+    items = backend.get_state(ListStateDescriptor("items"))
+    tags = backend.get_state(MapStateDescriptor("tags"))
+    for key in KEYS[:30]:
+        backend.set_current_key(key)
+        items.add(1)
+        items.add(2)
+        tags.put("a", key)
+        tags.put("b", 1)
+        tags.remove("b")
+    expected = _values(backend, KEYS)
+    handle = env.checkpoint(backend)
+    assert isinstance(handle, ChangelogStateHandle)
+    assert handle.materialization_id == materializations
+
+    fresh = env.backend()
+    restore(fresh, [handle], env.storage)
+    assert _values(fresh, KEYS) == expected
+    items = fresh.get_state(ListStateDescriptor("items"))
+    tags = fresh.get_state(MapStateDescriptor("tags"))
+    fresh.set_current_key(KEYS[3])
+    assert items.get() == [1, 2] and tags.items() == [("a", KEYS[3])]
+    # A plain backend restores the same (the changelog switched off).
+    plain = env.plain(env.kind)
+    restore(plain, [handle], env.storage)
+    assert _values(plain, KEYS) == expected
+
+
+def test_rescaling_2_3_2_equals_the_state_without_the_changelog(env: Env) -> None:
+    def ranges(parallelism: int) -> list[KeyGroupRange]:
+        return [key_group_range_for_operator(MAX_PAR, parallelism, i) for i in range(parallelism)]
+
+    reference = env.plain(env.kind)
+    subtasks = [env.backend(r) for r in ranges(2)]
+
+    def write_all(add: int) -> None:
+        _write(reference, KEYS, add)
+        for backend in subtasks:
+            mine = [k for k in KEYS if _owns(backend, k)]
+            _write(backend, mine, add)
+
+    write_all(1)
+    subtasks[0].materialize()
+    _await_materialization(subtasks[0])
+    write_all(2)
+    for parallelism in (3, 2):
+        handles = [env.checkpoint(b) for b in subtasks]
+        subtasks = [env.backend(r) for r in ranges(parallelism)]
+        for backend in subtasks:
+            restore(backend, handles, env.storage)
+        write_all(parallelism)
+        # Rescaled: the first checkpoint materializes (it names no other subtask's files).
+        first = env.checkpoint(subtasks[0], register=False)
+        assert isinstance(first, ChangelogStateHandle) and first.materialized
+    merged: dict[Any, Any] = {}
+    for backend in subtasks:
+        merged.update(_values(backend, [k for k in KEYS if _owns(backend, k)]))
+    assert merged == _values(reference, KEYS)
+
+
+def _owns(backend: KeyedStateBackend, key: Any) -> bool:
+    from weir.state.key_groups import assign_to_key_group
+
+    return assign_to_key_group(key, MAX_PAR) in backend.key_group_range
+
+
+def test_claim_builds_on_the_restored_checkpoint_and_no_claim_does_not(env: Env) -> None:
+    backend = env.backend()
+    _write(backend, KEYS, 1)
+    backend.materialize()
+    _await_materialization(backend)
+    _write(backend, KEYS[:3], 1)
+    handle = env.checkpoint(backend)
+    assert isinstance(handle, ChangelogStateHandle)
+
+    claimed = env.backend()
+    restore(claimed, [handle], env.storage, build_on=True)
+    _write(claimed, KEYS[:1], 1)
+    after = env.checkpoint(claimed)
+    assert isinstance(after, ChangelogStateHandle)
+    assert after.materialized == handle.materialized and set(handle.log) < set(after.log)
+
+    unclaimed = env.backend()
+    restore(unclaimed, [handle], env.storage, build_on=False)
+    expected = _values(unclaimed, KEYS)
+    first = env.checkpoint(unclaimed)
+    assert isinstance(first, ChangelogStateHandle)
+    restored_files = {f.uri for f in handle.shared_state()}
+    assert not restored_files & {f.uri for f in first.shared_state()}
+    # More checkpoints, then a failure: the restore uses only the new files.
+    _write(unclaimed, KEYS[:7], 5)
+    expected = _values(unclaimed, KEYS)
+    second = env.checkpoint(unclaimed)
+    assert not restored_files & {f.uri for f in second.shared_state()}
+    again = env.backend()
+    restore(again, [second], env.storage)
+    assert _values(again, KEYS) == expected
+
+
+def test_switching_from_a_plain_snapshot_materializes_first(env: Env) -> None:
+    plain = env.plain(env.kind)
+    _write(plain, KEYS, 4)
+    n = CheckpointId(99)
+    handle = plain.snapshot_to(n, SnapshotLocation.for_checkpoint(env.storage, JOB, n, "op")).run()
+    backend = env.backend()
+    restore(backend, [handle], env.storage)
+    assert _values(backend, KEYS) == _values(plain, KEYS)
+    first = env.checkpoint(backend)
+    assert isinstance(first, ChangelogStateHandle) and first.materialized
+    assert first.materialization_id > 99
+
+
+def test_savepoints_are_the_delegates(env: Env, tmp_path: Path) -> None:
+    from weir.proto.checkpoint_pb2 import SAVEPOINT_CANONICAL
+
+    backend = env.backend()
+    _write(backend, KEYS, 2)
+    target = create_storage(str(tmp_path / "savepoint"))
+    handle = backend.snapshot_to(CheckpointId(5), SnapshotLocation.for_savepoint(
+        target, "op", SAVEPOINT_CANONICAL)).run()
+    assert handle.kind == "canonical"
+    plain = env.plain("hashmap")
+    restore(plain, [handle], target)
+    assert _values(plain, KEYS) == _values(backend, KEYS)
+
+
+def test_a_corrupted_log_names_the_checkpoint_and_the_file(env: Env) -> None:
+    backend = env.backend()
+    _write(backend, KEYS, 1)
+    handle = env.checkpoint(backend)
+    assert isinstance(handle, ChangelogStateHandle)
+    path = Path(handle.log[0].file.uri.removeprefix("file://"))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptStateError) as caught:
+        restore(env.backend(), [handle], env.storage)
+    message = str(caught.value)
+    assert f"checkpoint {handle.checkpoint_id}" in message and handle.log[0].file.uri in message
+
+
+class _FailingStorage:
+    """Checkpoint storage whose writes fail (materializations fail)."""
+
+    def __init__(self, inner: CheckpointStorageAccess) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("write", "write_file"):
+            def fail(*_: Any) -> Any:
+                from weir.core.errors import StorageError
+
+                raise StorageError("storage down")
+            return fail
+        return getattr(self._inner, name)
+
+
+def test_too_many_failed_materializations_fail_the_task(env: Env) -> None:
+    backend = env.backend(max_failures=1)
+    backend._storage = _FailingStorage(env.storage)  # type: ignore[assignment]
+    _write(backend, KEYS, 1)
+    for _ in range(2):
+        backend.materialize()
+        running = backend._running
+        assert running is not None
+        with pytest.raises(Exception, match="storage down"):
+            running[2].result(timeout=30)
+    # Both failed: the next write or checkpoint fails the task.
+    with pytest.raises(StateError, match="max-failures-allowed"):
+        backend._maintain()
+    assert backend.metrics.failed == 2
+
+
+def test_task_local_recovery_reads_the_local_copies_of_the_log(tmp_path: Path) -> None:
+    from weir.state.local_recovery import RestoreStorage
+
+    made = Env(tmp_path, "hashmap")
+    local_root = tmp_path / "local"
+    made.log.local_dir = local_root / JOB / "changelog"
+    try:
+        backend = made.backend()
+        _write(backend, KEYS, 3)
+        expected = _values(backend, KEYS)
+        handle = made.checkpoint(backend)
+        assert isinstance(handle, ChangelogStateHandle) and handle.local is not None
+        remote = {s.file.uri for s in handle.log}
+        assert set(handle.local.files) == {uri.rsplit("/", 1)[-1] for uri in remote}
+        for uri in remote:  # the remote log is gone: only the local copy can restore
+            Path(uri.removeprefix("file://")).unlink()
+        local_storage = RestoreStorage(made.storage, local_root)
+        fresh = made.backend()
+        result = restore(fresh, [handle], local_storage)
+        assert result.local_copies_used == len(remote) and local_storage.local_bytes > 0
+        assert _values(fresh, KEYS) == expected
+        # Another TaskExecutor's copy is not used: the missing remote file is named.
+        with pytest.raises(MissingStateError, match=f"checkpoint {handle.checkpoint_id}"):
+            restore(made.backend(), [handle], RestoreStorage(made.storage, tmp_path / "other"))
+        # A materialization covers the log: its local copies go.
+        backend.materialize()
+        _await_materialization(backend)
+        assert not list(made.log.local_dir.iterdir())
+    finally:
+        made.close()
