@@ -300,3 +300,17 @@ def test_vertex_carries_its_busiest_subtask() -> None:
     metrics = mapping._vertex_metrics(vertex.subtasks)
     assert (metrics["max-busy-time"], metrics["accumulated-busy-time"]) == (900, 500)
     assert metrics["max-backpressured-time"] == 50
+
+
+def test_checkpoints_split_the_changelog_from_the_materialized_state() -> None:
+    stats = _history().checkpoints[0]
+    stats.changelog_state_size = 120
+    for sub, log in zip(stats.subtasks, (50, 70, 0), strict=True):
+        sub.metrics.changelog_state_size = log
+    detail = mapping.checkpoint(stats, JOB, {1: 2, 2: 1})
+    assert (detail["state_size"], detail["changelog_state_size"]) == (300, 120)
+    tasks = detail["tasks"]
+    assert tasks[mapping.vertex_hex_id(JOB, 1)]["changelog_state_size"] == 120
+    assert tasks[mapping.vertex_hex_id(JOB, 2)]["changelog_state_size"] == 0
+    subtasks = mapping.subtask_checkpoints(stats, 1, 2)["subtasks"]
+    assert [s["changelog_state_size"] for s in subtasks] == [50, 70]

@@ -12,6 +12,16 @@ function kind(c) {
     : html`<span class="badge aligned">aligned</span>`;
 }
 
+/**
+ * A checkpointed size, and with the changelog state backend what the full state is and how
+ * much of it is the log (the rest is the last materialization).
+ */
+function Size({ entry }) {
+  const log = entry.changelog_state_size || 0;
+  return html`${fmt.bytes(entry.checkpointed_size)}${log > 0 ? html`<div class="muted small changelog-split"
+    title="state a restore reads: materialized + log">of ${fmt.bytes(entry.state_size)}: log ${fmt.bytes(log)}</div>` : ""}`;
+}
+
 function SubtaskRows({ jobId, checkpointId, vertexId }) {
   const { data, error } = useApi(`jobs/${jobId}/checkpoints/details/${checkpointId}/subtasks/${vertexId}`);
   if (error) return html`<${ErrorNotice} error=${error} />`;
@@ -32,7 +42,7 @@ function SubtaskRows({ jobId, checkpointId, vertexId }) {
           <td class="num sync">${fmt.duration(s.checkpoint.sync)}</td>
           <td class="num async">${fmt.duration(s.checkpoint.async)}</td>
           <td class="num">${fmt.duration(s.start_delay)}</td>
-          <td class="num">${fmt.bytes(s.checkpointed_size)}</td>
+          <td class="num"><${Size} entry=${s} /></td>
           <td class="num">${fmt.bytes(s.alignment.persisted)}</td>
           <td>${s.unaligned_checkpoint ? "yes" : "no"}</td></tr>`)}</tbody>
     </table>`;
@@ -60,7 +70,7 @@ function CheckpointDetail({ jobId, checkpoint, names, tick }) {
             <td>${t.num_acknowledged_subtasks}/${t.num_subtasks}</td>
             <td>${fmt.time(t.latest_ack_timestamp)}</td>
             <td class="num">${fmt.duration(t.end_to_end_duration)}</td>
-            <td class="num">${fmt.bytes(t.checkpointed_size)}</td>
+            <td class="num"><${Size} entry=${t} /></td>
             <td class="num">${fmt.bytes(t.processed_data)}</td>
             <td class="num">${fmt.bytes(t.persisted_data)}</td></tr>
           ${open === vid ? html`<tr class="nested"><td colspan="7">
@@ -138,7 +148,7 @@ export function CheckpointsTab({ jobId, job, tick, openId, onOpen }) {
           <td class="num">${h.num_acknowledged_subtasks}/${h.num_subtasks}</td>
           <td class="num">${fmt.duration(h.end_to_end_duration)}</td>
           <td class="num">${fmt.duration(h["alignment-duration"])}</td>
-          <td class="num">${fmt.bytes(h.checkpointed_size)}</td>
+          <td class="num"><${Size} entry=${h} /></td>
           <td class="num">${fmt.bytes(h.persisted_data)}</td>
           <td class="wrap small">${h.failure_message || ""}</td></tr>
         ${openId === h.id ? html`<tr class="nested"><td colspan="10">
