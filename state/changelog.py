@@ -15,7 +15,9 @@ clears it), and the new value is what the log records.
   delegate's synchronous snapshot on the task thread, the upload on a background thread;
   later checkpoints refer to it, and the log before it is forgotten (its files go once no
   retained checkpoint refers to them). ``state.changelog.max-failures-allowed``
-  consecutive failures fail the task.
+  consecutive failures fail the task. With task-local recovery, a materialization also
+  keeps a local copy (:func:`materialization_local_dir`), until a checkpoint naming a
+  newer one completes.
 * Restore: the delegate is restored from the materialized handles (only this subtask's
   key groups), then each handle's log is replayed in order for the key groups that handle
   owned and this subtask owns. A later checkpoint refers to the restored handle only when
