@@ -56,7 +56,7 @@ class Gauge(GaugeMetricFamily):
         super().add_metric([label_value(v) for v in labels], value, timestamp)
 
 
-class Histogram(HistogramMetricFamily):
+class HistogramFamily(HistogramMetricFamily):
     """A histogram family whose label values are cut by :func:`label_value`."""
 
     def add_metric(self, labels: Sequence[object],  # type: ignore[override]
@@ -84,9 +84,9 @@ class MetricSpec:
         """A new, empty metric family for one scrape; called on the scraping thread."""
         return Gauge(self.name, self.help, labels=list(self.labels))
 
-    def histogram_family(self) -> Histogram:
+    def histogram_family(self) -> HistogramFamily:
         """A new, empty histogram family for one scrape (a :data:`HISTOGRAM` metric)."""
-        return Histogram(self.name, self.help, labels=list(self.labels))
+        return HistogramFamily(self.name, self.help, labels=list(self.labels))
 
 
 def families(specs: Iterable[MetricSpec]) -> dict[str, Gauge]:
@@ -95,7 +95,7 @@ def families(specs: Iterable[MetricSpec]) -> dict[str, Gauge]:
     return {spec.short_name: spec.family() for spec in specs if spec.type == GAUGE}
 
 
-def histogram_families(specs: Iterable[MetricSpec]) -> dict[str, Histogram]:
+def histogram_families(specs: Iterable[MetricSpec]) -> dict[str, HistogramFamily]:
     """New histogram families for one scrape, by :attr:`MetricSpec.short_name`."""
     return {spec.short_name: spec.histogram_family() for spec in specs
             if spec.type == HISTOGRAM}
