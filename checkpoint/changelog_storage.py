@@ -11,8 +11,14 @@ it with ``upload.timeout`` per attempt and up to ``upload.max-attempts`` attempt
 returns a :class:`LogSegmentHandle` per piece: file, offset, length, key groups, sequence
 range and checksum. The task thread never uploads: it only waits when the bytes buffered or
 being uploaded would exceed ``upload.max-in-flight`` (backpressure), so memory stays
-bounded. A piece whose upload failed stays with its writer and goes again with the next
-persist: a storage outage fails checkpoints, it loses no change.
+bounded. That wait ends when the task is cancelled, and fails the task once no upload made
+room for :attr:`ChangelogStorageOptions.stall_timeout_s` (derived from the upload options):
+a storage that cannot keep up, or cannot be reached, fails over instead of hanging. A piece
+whose upload failed stays with its writer and goes again with the next persist: a storage
+outage fails checkpoints, it loses no change.
+
+Every upload attempt writes a file of its own. An attempt that timed out is never referred
+to by a handle; when it finishes after all, its file is deleted.
 
 A piece on storage: ``WCLG`` | version (u8) | first sequence (u64) | count (u32) | body
 length (u32) | body | CRC-32C of all before (u32); the body is records of sequence (u64),
@@ -36,16 +42,17 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import logging
-import statistics
 import struct
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +83,20 @@ class ChangelogStorageOptions:
     max_attempts: int = 3
     next_attempt_delay_s: float = 0.050
     max_in_flight_bytes: int = 100 << 20
+
+    @property
+    def upload_bound_s(self) -> float:
+        """The longest one log file upload can take: the batching delay, every attempt
+        timing out, and the delays between attempts."""
+        return (self.persist_delay_s + self.max_attempts * self.upload_timeout_s
+                + (self.max_attempts - 1) * self.next_attempt_delay_s)
+
+    @property
+    def stall_timeout_s(self) -> float:
+        """How long a task waits at ``max-in-flight`` without any upload making room before
+        it fails: the upload running when it started waiting and the next one, each at
+        :attr:`upload_bound_s`."""
+        return 2 * self.upload_bound_s
 
 
 @dataclass(frozen=True)
@@ -187,33 +208,81 @@ def read_changes(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentH
 # -- metrics -------------------------------------------------------------------------------
 
 
+class Histogram:
+    """Counts of observed values per bucket (upper bounds, cumulative as Prometheus
+    exports them), their sum and count. Thread-safe: the upload thread observes, a scrape
+    reads.
+
+    Example:
+        >>> h = Histogram((1, 2, 5))
+        >>> for v in (1, 2, 2, 9):
+        ...     h.observe(v)
+        >>> h.buckets(), h.sum, h.count
+        ([('1', 1), ('2', 3), ('5', 3), ('+Inf', 4)], 14.0, 4)
+    """
+
+    def __init__(self, bounds: Iterable[float]) -> None:
+        self.bounds = tuple(sorted(bounds))
+        self._counts = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        with self._lock:
+            self._counts[bisect.bisect_left(self.bounds, value)] += 1
+            self.sum += value
+            self.count += 1
+
+    def buckets(self) -> list[tuple[str, int]]:
+        """``(upper bound, observations <= it)`` per bucket, ``+Inf`` last."""
+        with self._lock:
+            counts = list(self._counts)
+        cumulative = list(itertools.accumulate(counts))
+        names = [_bound_text(b) for b in self.bounds] + ["+Inf"]
+        return list(zip(names, cumulative, strict=True))
+
+
+def _bound_text(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+#: Bucket bounds of ``uploadSizes`` (bytes): 1 KiB to 64 MiB, by fours.
+SIZE_BUCKETS = tuple(1024 * 4 ** i for i in range(9))
+#: Bucket bounds of ``uploadLatenciesNanos``: 1 ms to 10 s.
+LATENCY_BUCKETS = tuple(int(ms * 1_000_000) for ms in
+                        (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000))
+#: Bucket bounds of ``attemptsPerUpload``.
+ATTEMPT_BUCKETS = (1, 2, 3, 5, 10)
+
+
 @dataclass
 class ChangelogStorageMetrics:
-    """Flink's changelog storage metrics, read at scrape time. Distributions keep the most
-    recent uploads (:data:`RECENT`) and are exported as their mean."""
-
-    RECENT = 100
+    """Flink's changelog storage metrics, read at scrape time. Flink's histograms
+    (``attemptsPerUpload``, ``uploadSizes``, ``uploadLatenciesNanos``) are
+    :class:`Histogram` s, exported as Prometheus histograms."""
 
     upload_requests: int = 0
     upload_failures: int = 0
     total_attempts: int = 0
-    attempts: deque[int] = field(default_factory=lambda: deque(maxlen=100))
-    sizes: deque[int] = field(default_factory=lambda: deque(maxlen=100))
-    latencies_ns: deque[int] = field(default_factory=lambda: deque(maxlen=100))
+    attempts: Histogram = field(default_factory=lambda: Histogram(ATTEMPT_BUCKETS))
+    sizes: Histogram = field(default_factory=lambda: Histogram(SIZE_BUCKETS))
+    latencies_ns: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     queue_size: int = 0
+    #: Files of upload attempts that timed out and finished later, deleted since.
+    late_files_deleted: int = 0
 
     def snapshot(self) -> dict[str, float]:
-        """Flink's metric name -> value."""
-        def mean(values: deque[int]) -> float:
-            return float(statistics.fmean(values)) if values else 0.0
-
+        """Flink's metric name -> value, for the metrics that are one value."""
         return {"numberOfUploadRequests": self.upload_requests,
                 "numberOfUploadFailures": self.upload_failures,
-                "attemptsPerUpload": mean(self.attempts),
                 "totalAttemptsPerUpload": self.total_attempts,
-                "uploadSizes": mean(self.sizes),
-                "uploadLatenciesNanos": mean(self.latencies_ns),
                 "uploadQueueSize": self.queue_size}
+
+    def histograms(self) -> dict[str, Histogram]:
+        """Flink's metric name -> its histogram."""
+        return {"attemptsPerUpload": self.attempts, "uploadSizes": self.sizes,
+                "uploadLatenciesNanos": self.latencies_ns}
 
 
 # -- the storage ---------------------------------------------------------------------------
@@ -262,6 +331,10 @@ class ChangelogStorage:
         #: Bytes of pieces not uploaded yet (queued, uploading, or failed and kept).
         self._in_flight = 0
         self._closed = False
+        #: When bytes in flight last went down (an upload completed, a piece was dropped).
+        self._progress_at = clock()
+        #: Why the last upload failed (None: it did not).
+        self._last_error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._attempts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="changelog-upload")
 
@@ -276,27 +349,42 @@ class ChangelogStorage:
         with self._cond:
             return self._in_flight
 
-    def _reserve(self, size: int, timeout: float | None = None) -> None:
+    def _reserve(self, size: int, timeout: float | None = None,
+                 cancelled: threading.Event | None = None) -> None:
         """Count ``size`` new bytes, waiting while that would pass max-in-flight (a piece
-        larger than the limit goes alone). Raises StateError after ``timeout`` s."""
-        deadline = None if timeout is None else self._clock() + timeout
+        larger than the limit goes alone).
+
+        The wait ends with StateError when ``cancelled`` is set (checked every 0.1 s), or
+        when no upload made room for ``timeout`` s (default: the options'
+        ``stall_timeout_s``): the storage cannot keep up or is unreachable."""
+        bound = self.options.stall_timeout_s if timeout is None else timeout
+        started = self._clock()
         with self._cond:
             while self._in_flight and self._in_flight + size > self.options.max_in_flight_bytes:
                 if self._closed:
                     break
-                remaining = None if deadline is None else deadline - self._clock()
-                if remaining is not None and remaining <= 0:
-                    msg = (f"the state change log could not upload fast enough: "
-                           f"{self._in_flight} bytes wait (state.changelog.dstl.dfs.upload."
-                           f"max-in-flight is {self.options.max_in_flight_bytes})")
+                if cancelled is not None and cancelled.is_set():
+                    msg = "cancelled while waiting for the state change log to upload"
                     raise StateError(msg)
-                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
+                # Each upload that makes room restarts the wait: slow progress is
+                # backpressure, no progress at all is a failure.
+                remaining = max(started, self._progress_at) + bound - self._clock()
+                if remaining <= 0:
+                    cause = f"; the last upload failed: {self._last_error}" \
+                        if self._last_error is not None else ""
+                    msg = (f"the state change log storage {self.storage.base_uri} cannot keep "
+                           f"up or is unreachable: no upload completed in {bound:g} s while "
+                           f"{self._in_flight} bytes wait (state.changelog.dstl.dfs.upload."
+                           f"max-in-flight is {self.options.max_in_flight_bytes}){cause}")
+                    raise StateError(msg)
+                self._cond.wait(min(0.1, remaining))
             self._in_flight += size
 
-    def _release(self, size: int) -> None:
-        with self._cond:
-            self._in_flight -= size
-            self._cond.notify_all()
+    def _freed(self, size: int) -> None:
+        """``size`` bytes stop counting (under the lock): waiting writers may go on."""
+        self._in_flight -= size
+        self._progress_at = self._clock()
+        self._cond.notify_all()
 
     def _drop(self, piece: _Piece) -> None:
         """A writer no longer needs ``piece``: its bytes stop counting once no upload
@@ -309,9 +397,8 @@ class ChangelogStorage:
                 return
             piece.dropped = True
             if not piece.queued:
-                self._in_flight -= len(piece.data)
+                self._freed(len(piece.data))
                 piece.data = b""
-                self._cond.notify_all()
 
     def _submit(self, pieces: list[_Piece]) -> None:
         with self._cond:
@@ -336,7 +423,8 @@ class ChangelogStorage:
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
-                    self._cond.wait()
+                    # Woken by a submit or close; the timeout only bounds the wait.
+                    self._cond.wait(1.0)
                 if self._closed:
                     return
                 deadline = self._clock() + self.options.persist_delay_s
@@ -356,17 +444,21 @@ class ChangelogStorage:
         data = b"".join(piece.data for piece in batch)
         self.metrics.upload_requests += 1
         started = time.monotonic_ns()
-        name = f"{self.prefix}/{uuid.uuid4().hex}.log"
+        stem = f"{self.prefix}/{uuid.uuid4().hex}"
         error: BaseException | None = None
         attempts = 0
         file: StreamStateHandle | None = None
         for attempt in range(1, self.options.max_attempts + 1):
             attempts = attempt
+            # A file per attempt: one that timed out may still finish, and its file must
+            # never be the one a handle names (it is deleted when it finishes).
+            name = f"{stem}-{attempt}.log"
             future = self._attempts.submit(self.storage.write, name, data)
             try:
                 file = future.result(timeout=self.options.upload_timeout_s)
                 break
             except FutureTimeout:
+                future.add_done_callback(self._delete_late)
                 error = StorageError(f"uploading state change log {name} timed out after "
                                      f"{self.options.upload_timeout_s} s")
             except Exception as err:  # the storage failed: retried, then reported
@@ -375,11 +467,12 @@ class ChangelogStorage:
                         self.options.max_attempts, error)
             if attempt < self.options.max_attempts:
                 time.sleep(self.options.next_attempt_delay_s)
-        self.metrics.attempts.append(attempts)
+        self.metrics.attempts.observe(attempts)
         self.metrics.total_attempts += attempts
-        local = self._keep_local(name, data) if file is not None else None
+        local = self._keep_local(file.uri, data) if file is not None else None
         offset = 0
         with self._cond:
+            self._last_error = None if file is not None else error
             for piece in batch:
                 piece.queued = False
                 piece.local = local
@@ -390,12 +483,12 @@ class ChangelogStorage:
                     piece.handle = LogSegmentHandle(
                         file, offset, len(piece.data), piece.first_kg, piece.last_kg,
                         piece.first, piece.end, checksum_of(piece.data))
-                    self._in_flight -= len(piece.data)
+                    self._freed(len(piece.data))
                     piece.data = b""
                 else:
                     piece.error = error
                     if piece.dropped:  # truncated meanwhile: nobody uploads it again
-                        self._in_flight -= len(piece.data)
+                        self._freed(len(piece.data))
                         piece.data = b""
                 offset += piece.handle.length if piece.handle else 0
                 piece.done.set()
@@ -403,8 +496,23 @@ class ChangelogStorage:
         if file is None:
             self.metrics.upload_failures += 1
         else:
-            self.metrics.sizes.append(len(data))
-            self.metrics.latencies_ns.append(time.monotonic_ns() - started)
+            self.metrics.sizes.observe(len(data))
+            self.metrics.latencies_ns.observe(time.monotonic_ns() - started)
+
+    def _delete_late(self, future: Future[StreamStateHandle]) -> None:
+        """An attempt that timed out finished after all (a pool thread, or the upload
+        thread if it had already finished): no handle names its file, so it goes."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        file = future.result()
+        try:
+            self.storage.delete(file)
+        except (StorageError, OSError) as err:
+            log.warning("could not delete %s, written by an upload attempt that had timed "
+                        "out: %s", file.uri, err)
+            return
+        self.metrics.late_files_deleted += 1
+        log.info("deleted %s: its upload attempt finished after timing out", file.uri)
 
     def _keep_local(self, name: str, data: bytes) -> StreamStateHandle | None:
         """A local copy of an uploaded log file (upload thread); None without a local
@@ -494,8 +602,11 @@ class ChangelogWriter:
         #: Sealed pieces, oldest first, until truncated.
         self._pieces: deque[_Piece] = deque()
         self.closed = False
-        #: How long the task thread may wait for room under max-in-flight (None: forever).
+        #: How long the task thread may wait for room under max-in-flight without any
+        #: upload completing (None: the storage options' ``stall_timeout_s``).
         self.backpressure_timeout: float | None = None
+        #: Set when the task is cancelled: a wait for room then ends at once.
+        self.cancelled: threading.Event | None = None
 
     @property
     def next_sequence(self) -> int:
@@ -503,7 +614,8 @@ class ChangelogWriter:
         return self._next
 
     def append(self, key_group: int, payload: bytes) -> None:
-        """Log one change of ``key_group``; may wait (backpressure) and upload early."""
+        """Log one change of ``key_group``; may wait (backpressure) and upload early.
+        Raises StateError when the wait ends without room (see ``ChangelogStorage._reserve``)."""
         if not self._active:
             self._active_first = self._next
         self._active.append((self._next, key_group, payload))
@@ -515,7 +627,7 @@ class ChangelogWriter:
     def _seal(self) -> _Piece:
         records = self._active
         data = frame_piece(self._active_first, records)
-        self._storage._reserve(len(data), self.backpressure_timeout)
+        self._storage._reserve(len(data), self.backpressure_timeout, self.cancelled)
         kgs = [kg for _, kg, _ in records]
         piece = _Piece(self._active_first, self._next, min(kgs), max(kgs), data)
         self._pieces.append(piece)

@@ -124,6 +124,13 @@ class JobCheckpointing:
         self.job_id = job_id
         self.config = config
         self.storage: CheckpointStorageAccess = create_storage(directory, config)
+        #: The job's state change log outside the checkpoint directory (a configured
+        #: state.changelog.dstl.dfs.base-path): its files are counted and deleted like
+        #: those inside. None: the log, if any, is under the checkpoint directory.
+        self._log_storage: CheckpointStorageAccess | None = None
+        log_base = config.get(state_options.CHANGELOG_BASE_PATH)
+        if log_base and config.get(state_options.CHANGELOG_ENABLED):
+            self._log_storage = create_storage(log_base, config)
         #: Storages of claimed snapshots (CLAIM mode), by their directory: their files are
         #: the job's to delete once no retained checkpoint refers to them.
         self._claimed: dict[str, CheckpointStorageAccess] = {}
@@ -222,6 +229,8 @@ class JobCheckpointing:
                             future.exception())
 
         self._io.submit(self.storage.delete_prefix, prefix).add_done_callback(logged)
+        if self._log_storage is not None:
+            self._io.submit(self._log_storage.delete_prefix, prefix).add_done_callback(logged)
 
     # -- task reports (main thread) -------------------------------------------------------
 
@@ -543,10 +552,15 @@ class JobCheckpointing:
             self._claimed.pop(location, None)
 
     def _delete_file(self, target: StreamStateHandle | str) -> None:
-        """Delete a state file of the job's checkpoints or of a claimed snapshot."""
+        """Delete a state file of the job's checkpoints, of its state change log (also
+        outside the checkpoint directory) or of a claimed snapshot."""
         uri = target_uri(target)
-        for base, storage in [(self.storage.base_uri, self.storage),
-                              *list(self._claimed.items())]:
+        places = [(self.storage.base_uri, self.storage), *list(self._claimed.items())]
+        if self._log_storage is not None:
+            # Only the job's own log (<base-path>/<job-id>/): other jobs share the base.
+            places.append((f"{self._log_storage.base_uri.rstrip('/')}/{self.job_id}",
+                           self._log_storage))
+        for base, storage in places:
             if uri.startswith(base.rstrip("/") + "/"):
                 storage.delete(target)
                 return

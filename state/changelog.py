@@ -15,7 +15,9 @@ clears it), and the new value is what the log records.
   delegate's synchronous snapshot on the task thread, the upload on a background thread;
   later checkpoints refer to it, and the log before it is forgotten (its files go once no
   retained checkpoint refers to them). ``state.changelog.max-failures-allowed``
-  consecutive failures fail the task.
+  consecutive failures fail the task. With task-local recovery, a materialization also
+  keeps a local copy (:func:`materialization_local_dir`), until a checkpoint naming a
+  newer one completes.
 * Restore: the delegate is restored from the materialized handles (only this subtask's
   key groups), then each handle's log is replayed in order for the key groups that handle
   owned and this subtask owns. A later checkpoint refers to the restored handle only when
@@ -55,8 +57,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import re
+import shutil
 import struct
 import threading
 import time
@@ -65,6 +70,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from weir.checkpoint.changelog_storage import (
@@ -96,6 +102,16 @@ _U32 = struct.Struct(">I")
 
 #: Writes between two looks at the materialization clock (a look is cheap, not free).
 _CHECK_EVERY = 256
+
+#: A materialization's local copy directory: ``m<id>-<tag>``.
+_MATERIALIZATION_DIR = re.compile(r"^m(\d+)-")
+
+
+def materialization_local_dir(local_root: Path, job_id: str, owner: str) -> Path:
+    """Where task-local recovery keeps the local copies of ``owner``'s materializations:
+    ``<local_root>/<job>/changelog/materialized/<owner>`` (beside the log files' copies,
+    removed with the job's local state)."""
+    return local_root / job_id / "changelog" / "materialized" / owner
 
 
 # -- the handle ------------------------------------------------------------------------------
@@ -301,10 +317,13 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
     def __init__(self, delegate: KeyedStateBackend, writer: ChangelogWriter,
                  storage: CheckpointStorageAccess, job_id: str, owner: str, *,
                  materialize_interval: float = 600.0, max_failures: int = 3,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 local_root: Path | None = None) -> None:
         """``storage``/``job_id``: the job's checkpoint storage, where materializations go
         (under ``<job>/shared``); ``owner`` names this operator subtask in paths and
-        metrics. ``materialize_interval`` <= 0: no periodic materialization."""
+        metrics. ``materialize_interval`` <= 0: no periodic materialization.
+        ``local_root`` (task-local recovery): materializations also keep a local copy, in
+        :func:`materialization_local_dir`."""
         # The delegate's clock: a time to live reads it through this backend's handles.
         super().__init__(delegate.max_parallelism, delegate.key_group_range, delegate._clock)
         self.delegate = delegate
@@ -324,6 +343,11 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self._fatal: BaseException | None = None
         self._lock = threading.Lock()
         self._last_uploaded_log = 0
+        self._local_root = local_root
+        #: Local copies of materializations, by id (task-local recovery only).
+        self._local_dirs: dict[int, Path] = {}
+        #: The materialization each checkpoint taken but not yet completed builds on.
+        self._checkpoint_bases: dict[int, int] = {}
         #: The list the last ``_get_mutable`` returned, and its length then.
         self._mutable: tuple[list[Any], int] | None = None
         self.metrics = MaterializationMetrics(job_id, owner)
@@ -454,11 +478,14 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self._materialization_id += 1
         mid = self._materialization_id
         sequence = self.writer.next_sequence
+        tag = f"m{mid}-{uuid.uuid4().hex[:8]}"
+        local_dir = None
+        if self._local_root is not None:
+            local_dir = self._local_dirs[mid] = materialization_local_dir(
+                self._local_root, self._job_id, self._owner_dir) / tag
         location = SnapshotLocation(
-            self._storage,
-            f"{self._job_id}/{SHARED_DIR}/materialized/{self._owner_dir}/m{mid}-"
-            f"{uuid.uuid4().hex[:8]}",
-            f"{self._job_id}/{SHARED_DIR}")
+            self._storage, f"{self._job_id}/{SHARED_DIR}/materialized/{self._owner_dir}/{tag}",
+            f"{self._job_id}/{SHARED_DIR}", local_dir)
         running = self.delegate.snapshot_to(CheckpointId(mid), location)
         future = _MATERIALIZER.submit(running.run)
         self._running = (mid, sequence, future, self._mono())
@@ -479,6 +506,9 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
                         self._owner_dir, self._consecutive_failures, error)
             if self._base is not None and self._base.pending is future:
                 self._base = None  # the next checkpoint materializes again
+            local_dir = self._local_dirs.pop(mid, None)
+            if local_dir is not None:
+                shutil.rmtree(local_dir, ignore_errors=True)
             if self._consecutive_failures > self._max_failures:
                 self._fatal = StateError(
                     f"{self._consecutive_failures} materializations of {self._owner_dir} "
@@ -513,14 +543,37 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             mid, sequence, future, _ = self._running
             base = self._base = _Base(mid, sequence, pending=future)
         persist = self.writer.persist(base.sequence)
+        self._checkpoint_bases[checkpoint_id] = base.materialization_id
         return _ChangelogAsyncSnapshot(checkpoint_id, self, base, persist,
                                        self.state_kinds())
 
     def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         self._collect()
+        done = [c for c in self._checkpoint_bases if c <= checkpoint_id]
+        if not done:
+            return
+        confirmed = max(self._checkpoint_bases[c] for c in done)
+        for c in done:
+            del self._checkpoint_bases[c]
+        if self._local_root is not None and confirmed:
+            self._prune_local(confirmed)
+
+    def _prune_local(self, confirmed: int) -> None:
+        """A completed checkpoint builds on materialization ``confirmed``: local copies of
+        older ones (this backend's, and those a predecessor on this TaskExecutor left) can
+        no longer be restored from."""
+        assert self._local_root is not None
+        for mid in [m for m in self._local_dirs if m < confirmed]:
+            del self._local_dirs[mid]
+        directory = materialization_local_dir(self._local_root, self._job_id, self._owner_dir)
+        with contextlib.suppress(OSError):
+            for entry in directory.iterdir():
+                match = _MATERIALIZATION_DIR.match(entry.name)
+                if match and int(match.group(1)) < confirmed:
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def notify_checkpoint_aborted(self, checkpoint_id: CheckpointId) -> None:
-        return None
+        self._checkpoint_bases.pop(checkpoint_id, None)
 
     def _uploaded(self, base: _Base, handle: KeyedStateHandle,
                   log: Sequence[LogSegmentHandle]) -> int:
@@ -679,12 +732,12 @@ def _read_local_copies(handle: ChangelogStateHandle, storage: CheckpointStorageA
 
 
 def wrap(delegate: KeyedStateBackend, writer: ChangelogWriter, storage: CheckpointStorageAccess,
-         job_id: str, owner: str, materialize_interval: float, max_failures: int
-         ) -> ChangelogKeyedStateBackend:
+         job_id: str, owner: str, materialize_interval: float, max_failures: int,
+         local_root: Path | None = None) -> ChangelogKeyedStateBackend:
     """The changelog backend over ``delegate`` (see :class:`ChangelogKeyedStateBackend`)."""
     backend = ChangelogKeyedStateBackend(delegate, writer, storage, job_id, owner,
                                          materialize_interval=materialize_interval,
-                                         max_failures=max_failures)
+                                         max_failures=max_failures, local_root=local_root)
     backend.lazy_restore = False  # the log replays after the whole materialized state
     backend.rescale_method = delegate.rescale_method
     return backend

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+import threading
 from pathlib import Path
 
 from weir.core.config import Configuration
@@ -24,7 +25,8 @@ from weir.state.key_groups import KeyGroupRange
 def create_keyed_state_backend(config: Configuration, max_parallelism: int,
                                key_group_range: KeyGroupRange,
                                operator: str, job_id: str | None = None,
-                               local_root: Path | None = None) -> KeyedStateBackend:
+                               local_root: Path | None = None,
+                               cancelled: threading.Event | None = None) -> KeyedStateBackend:
     """A fresh backend for one operator instance; RocksDB instances live in their own
     directory under ``state.backend.rocksdb.localdir`` (default: the system temp dir).
 
@@ -32,17 +34,19 @@ def create_keyed_state_backend(config: Configuration, max_parallelism: int,
     ``state.backend.restore.lazy`` how ``state.restore.restore`` loads canonical state.
     With ``state.changelog.enabled`` (and a checkpoint directory and ``job_id`` to put the
     log under), the backend is wrapped in the changelog backend (state/changelog.py);
-    ``local_root`` (task-local recovery) keeps local copies of its log files."""
+    ``local_root`` (task-local recovery) keeps local copies of its log files and
+    materializations; ``cancelled`` (the task's cancellation) ends a wait on the log."""
     backend = _create(config, max_parallelism, key_group_range, operator)
     backend.lazy_restore = bool(config.get(options.LAZY_RESTORE))
     backend.rescale_method = str(config.get(options.RESCALE_METHOD))
     if config.get(options.CHANGELOG_ENABLED) and job_id:
-        return _with_changelog(backend, config, job_id, operator, local_root)
+        return _with_changelog(backend, config, job_id, operator, local_root, cancelled)
     return backend
 
 
 def _with_changelog(backend: KeyedStateBackend, config: Configuration, job_id: str,
-                    operator: str, local_root: Path | None) -> KeyedStateBackend:
+                    operator: str, local_root: Path | None,
+                    cancelled: threading.Event | None) -> KeyedStateBackend:
     from weir.checkpoint import options as checkpoint_options
     from weir.checkpoint.changelog_storage import ChangelogStorageOptions, storage_for
     from weir.checkpoint.storage import create_storage
@@ -67,9 +71,11 @@ def _with_changelog(backend: KeyedStateBackend, config: Configuration, job_id: s
         int(config.get(options.CHANGELOG_MAX_IN_FLIGHT))),
         local_dir=local_root / job_id / "changelog" if local_root is not None else None)
     owner = re.sub(r"[^A-Za-z0-9_.-]+", "_", operator)[:80]
-    return wrap(backend, dstl.create_writer(owner), checkpoints, job_id, owner,
+    writer = dstl.create_writer(owner)
+    writer.cancelled = cancelled
+    return wrap(backend, writer, checkpoints, job_id, owner,
                 float(config.get(options.CHANGELOG_MATERIALIZE_INTERVAL)),
-                int(config.get(options.CHANGELOG_MAX_FAILURES)))
+                int(config.get(options.CHANGELOG_MAX_FAILURES)), local_root)
 
 
 def _create(config: Configuration, max_parallelism: int, key_group_range: KeyGroupRange,

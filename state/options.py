@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from weir.core.config import ByteSize, Option, Seconds, non_negative, positive
+from weir.core.errors import ConfigError
+
+
+class _DisabledByZero(Option[Seconds]):
+    """A duration where Flink reads a negative value as "off": weir's durations are never
+    negative, so a negative value's error says how to turn the feature off instead."""
+
+    def parse(self, raw: object) -> Any:
+        try:
+            return super().parse(raw)
+        except ConfigError as err:
+            if str(raw).strip().startswith("-"):
+                msg = f"{err}; use 0 to disable"
+                raise ConfigError(msg) from err
+            raise
 
 BACKEND_TYPE = Option(
     "state.backend.type", str, default="hashmap", choices=("hashmap", "rocksdb"),
@@ -63,16 +80,16 @@ CHANGELOG_STORAGE = Option(
         "state.changelog.dstl.dfs.base-path).")
 CHANGELOG_BASE_PATH = Option(
     "state.changelog.dstl.dfs.base-path", str, default=None,
-    doc="Where the state change log files go (file:// or s3://). Default: <job's checkpoint "
-        "directory>/changelog, so that nothing more needs configuring; the files are "
-        "deleted when no retained checkpoint refers to them only inside the checkpoint "
-        "directory.")
-CHANGELOG_MATERIALIZE_INTERVAL = Option(
+    doc="Where the state change log files go (file:// or s3://), under <base-path>/<job-id>. "
+        "Default: <job's checkpoint directory>/changelog, so that nothing more needs "
+        "configuring. Either way a file is deleted once no retained checkpoint refers to "
+        "it.")
+CHANGELOG_MATERIALIZE_INTERVAL = _DisabledByZero(
     "state.changelog.periodic-materialize.interval", Seconds, default="10 min",
     deprecated_keys=("state.backend.changelog.periodic-materialize.interval",),
     doc="How often the wrapped backend takes its own snapshot (materialization), after "
-        "which the log before it is no longer needed. 0 or negative: no periodic "
-        "materialization.")
+        "which the log before it is no longer needed. 0: no periodic materialization "
+        "(where Flink takes a negative value).")
 CHANGELOG_MAX_FAILURES = Option(
     "state.changelog.max-failures-allowed", int, default=3, validator=non_negative,
     deprecated_keys=("state.backend.changelog.max-failures-allowed",),
@@ -94,7 +111,8 @@ CHANGELOG_PERSIST_SIZE = Option(
         "before the persist delay has passed.")
 CHANGELOG_UPLOAD_TIMEOUT = Option(
     "state.changelog.dstl.dfs.upload.timeout", Seconds, default="1 s", validator=positive,
-    doc="How long one upload attempt of a log file may take before it is retried.")
+    doc="How long one upload attempt of a log file may take before it is retried (an "
+        "attempt that finishes later has its file deleted).")
 CHANGELOG_UPLOAD_ATTEMPTS = Option(
     "state.changelog.dstl.dfs.upload.max-attempts", int, default=3, validator=positive,
     doc="Attempts per log file upload (timeouts and failures) before it fails.")
@@ -106,4 +124,7 @@ CHANGELOG_MAX_IN_FLIGHT = Option(
     "state.changelog.dstl.dfs.upload.max-in-flight", ByteSize, default="100mb",
     validator=positive,
     doc="Log bytes buffered or being uploaded per TaskExecutor; reaching it backpressures "
-        "the tasks that write state until uploads complete.")
+        "the tasks that write state until uploads complete. A task that waits while no "
+        "upload completes for twice (persist-delay + max-attempts x upload.timeout + "
+        "(max-attempts - 1) x next-attempt-delay) fails: the log storage cannot keep up "
+        "or is unreachable.")

@@ -52,6 +52,7 @@ from weir.core.metric_names import (
     TASK_METRICS,
     TASKEXECUTOR_METRICS,
     families,
+    histogram_families,
 )
 from weir.core.metrics import CallbackCollector, Health, HealthChecks, MetricsServer
 from weir.core.records import MIN_WATERMARK
@@ -681,14 +682,18 @@ def _changelog_metrics() -> list[Metric]:
     if not storages and not backends:
         return []
     logs = families(CHANGELOG_STORAGE_METRICS)
+    distributions = histogram_families(CHANGELOG_STORAGE_METRICS)
     for storage in storages:
+        location = f"{storage.storage.base_uri}/{storage.prefix}"
         for name, value in storage.metrics.snapshot().items():
-            logs[name].add_metric([f"{storage.storage.base_uri}/{storage.prefix}"], value)
+            logs[name].add_metric([location], value)
+        for name, histogram in storage.metrics.histograms().items():
+            distributions[name].add_metric([location], histogram.buckets(), histogram.sum)
     materializations = families(MATERIALIZATION_METRICS)
     for metrics in backends:
         for name, value in metrics.snapshot().items():
             materializations[name].add_metric([metrics.job_id, metrics.owner], value)
-    return [*logs.values(), *materializations.values()]
+    return [*logs.values(), *distributions.values(), *materializations.values()]
 
 
 class TaskExecutorServicer(taskexecutor_pb2_grpc.TaskExecutorServiceServicer):

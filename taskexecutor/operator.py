@@ -70,6 +70,9 @@ MAILBOX_SERVICE = "mailbox"
 #: slice (timers of a watermark) hands the rest over; the task runs ``work()`` on a later
 #: turn, before it takes any more input, so records after the watermark wait for it.
 CONTINUATION_SERVICE = "continuation"
+#: Service key of the task's cancellation event (a ``threading.Event``): what blocks the
+#: task thread outside the task's own loop (the changelog's backpressure) watches it.
+CANCELLED_SERVICE = "cancelled"
 
 
 class Output(ABC):
@@ -130,7 +133,8 @@ class OperatorContext:
         return create_keyed_state_backend(conf, self.max_parallelism, key_groups,
                                           f"{self.task_name}-{self.subtask_index}-{operator}",
                                           job_id=None if self.job_id == NO_JOB else self.job_id,
-                                          local_root=self.local_state_root)
+                                          local_root=self.local_state_root,
+                                          cancelled=self.services.get(CANCELLED_SERVICE))
 
 
 @dataclass

@@ -72,6 +72,7 @@ from weir.taskexecutor.in_flight import InFlightBound
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
 from weir.taskexecutor.mailbox import Mailbox
 from weir.taskexecutor.operator import (
+    CANCELLED_SERVICE,
     COLLECT_SERVICE,
     CONTINUATION_SERVICE,
     MAILBOX_SERVICE,
@@ -357,7 +358,8 @@ class Task:
             parallelism=tdd.parallelism, max_parallelism=tdd.max_parallelism,
             attempt_number=tdd.attempt_number, job_id=self.job_id, config=dict(tdd.config),
             services={COLLECT_SERVICE: self._push_collect, MAILBOX_SERVICE: self.mailbox.put,
-                      CONTINUATION_SERVICE: self._continuations.append},
+                      CONTINUATION_SERVICE: self._continuations.append,
+                      CANCELLED_SERVICE: self._cancelled},
             configuration=job_config, processing_time=self.processing_time,
             metrics=self.metrics, local_state_root=self._local_state_root)
         self._chain = OperatorChain(operators, ctx, writers, self.counters)

@@ -251,3 +251,141 @@ def test_switching_the_changelog_between_a_savepoint_and_its_restore(
     resumed = submit(cluster, tmp_path, out, RESCALE_N, config=config(after), gate=gate,
                      run_args=("-s", path))
     finished_exactly_once(cluster, resumed, out, RESCALE_N)
+
+
+def _log_files_of(storage_root: Path, checkpoint_path: str) -> set[str]:
+    """The log file URIs the checkpoint at ``checkpoint_path`` refers to."""
+    import json
+
+    from weir.checkpoint.metadata import read_metadata
+    from weir.checkpoint.storage import create_storage
+
+    metadata = read_metadata(create_storage(str(storage_root)), checkpoint_path)
+    return {segment["file"]["uri"] for s in metadata.subtasks for op in s.state.operators
+            if op.keyed_state for h in json.loads(op.keyed_state) if h["kind"] == "changelog"
+            for segment in h["log"]}
+
+
+@pytest.mark.extended
+def test_log_files_under_a_custom_base_path_go_once_no_retained_checkpoint_needs_them(
+        cluster_factory, tmp_path: Path) -> None:
+    """With state.changelog.dstl.dfs.base-path outside the checkpoint directory, a log file
+    is deleted once the checkpoints that referred to it are subsumed, and kept while a
+    retained checkpoint refers to it: the job resumes from that checkpoint."""
+    from tests.support.cluster import job_details, poll
+    from tests.support.exactly_once import finished_exactly_once
+    from weir.core.errors import WeirError
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    base = tmp_path / "dstl"
+    config = {**_retained_config(tmp_path, "hashmap"),
+              "state.changelog.dstl.dfs.base-path": base.as_uri()}
+    job_id = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate, **HELD)
+    seen: set[str] = set()
+
+    def some_deleted() -> bool:
+        path = job_details(cluster, job_id).last_checkpoint_path
+        if not path:
+            return False
+        try:
+            current = _log_files_of(tmp_path, path)
+        except (WeirError, OSError):
+            return False  # subsumed while being read: look again
+        seen.update(current)
+        gone = {uri for uri in seen - current if not Path(uri.removeprefix("file://")).exists()}
+        return bool(gone)
+
+    poll(some_deleted, 120, interval=0.2,
+         what="a log file of a subsumed checkpoint to be deleted from the base path")
+    assert seen and all(uri.startswith((base / job_id).as_uri() + "/") for uri in seen), seen
+    assert not (tmp_path / "checkpoints" / job_id / "changelog").exists()
+
+    path = _cancel_after_a_changelog_checkpoint(cluster, job_id)
+    retained = _log_files_of(tmp_path, path)
+    assert retained and all(Path(u.removeprefix("file://")).exists() for u in retained)
+
+    gate.touch()
+    resumed = submit(cluster, tmp_path, out, RESCALE_N, config=config, gate=gate,
+                     run_args=("-s", path))
+    finished_exactly_once(cluster, resumed, out, RESCALE_N, no_uncommitted=False)
+    # The resumed job finished: its own log goes with its checkpoints.
+    poll(lambda: not (base / resumed).exists() or not any((base / resumed).rglob("*.log")),
+         30, what="the finished job's log to be deleted")
+
+
+@pytest.mark.extended
+def test_a_log_storage_that_cannot_be_written_fails_the_task_over_instead_of_hanging(
+        cluster_factory, tmp_path: Path) -> None:
+    """Log uploads fail (the base path lies under a regular file): the tasks that write
+    state fill max-in-flight, give up after the bound the upload options give, and fail
+    with one line naming the cause; the job restarts, and finishes exactly once once the
+    storage works again."""
+    import json
+
+    from tests.support.cluster import poll
+    from tests.support.exactly_once import finished_exactly_once
+
+    cluster = cluster_factory(2, 2)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the log's directory should be")
+    n = 20_000
+    job_id = submit(cluster, tmp_path, out, n, gate=gate, config={
+        "execution.checkpointing.interval": "300 ms",
+        "execution.checkpointing.tolerable-failed-checkpoints": "1000",
+        **RESTARTS, "restart-strategy.fixed-delay.attempts": "1000", **CHANGELOG,
+        "state.changelog.dstl.dfs.base-path": (blocker / "dstl").as_uri(),
+        "state.changelog.dstl.dfs.upload.max-in-flight": "32kb",
+        "state.changelog.dstl.dfs.preemptive-persist-threshold": "4kb",
+        "state.changelog.dstl.dfs.upload.timeout": "200 ms",
+        "state.changelog.dstl.dfs.upload.max-attempts": "2"})
+
+    def cause() -> str | None:
+        result = cluster.weir("status", job_id, "--json")
+        assert result.returncode == 0, result.stderr
+        causes = [r["cause"] for r in json.loads(result.stdout)["recoveries"]]
+        return next((c for c in causes if "cannot keep up or is unreachable" in c), None)
+
+    message = poll(cause, 120, interval=0.3, what="a task to fail on the log storage")
+    assert "\n" not in message and "max-in-flight" in message, message
+    assert (blocker / "dstl").as_uri() in message, message
+
+    blocker.unlink()
+    gate.touch()
+    finished_exactly_once(cluster, job_id, out, n, no_uncommitted=False)
+
+
+@pytest.mark.extended
+def test_a_restore_on_the_same_taskexecutor_reads_the_materialization_locally(
+        cluster_factory, tmp_path: Path) -> None:
+    """Task-local recovery with the changelog: a TaskExecutor killed and started again
+    restores its tasks from what it kept, the materialized part as well as the log, and
+    downloads nothing but the FileSink's union state (see test_local_recovery)."""
+    from tests.integration.test_local_recovery import kill_and_wait_restored
+    from tests.support.cluster import poll
+    from tests.support.exactly_once import finished_exactly_once
+
+    cluster = cluster_factory(2, 1, "--restart-taskexecutors")
+    out, gate, n = tmp_path / "out", tmp_path / "gate", 150_000
+    config = {"execution.checkpointing.interval": "500 ms", "state.backend.type": "hashmap",
+              "state.backend.local-recovery": "true", **RESTARTS, **CHANGELOG}
+    job_id = submit(cluster, tmp_path, out, n, gate=gate, config=config)
+
+    def materialized() -> int | None:
+        done = [c for c in checkpoints(cluster, job_id) if c["status"] == "COMPLETED"
+                and c["materialized_size_bytes"] > 0 and c["changelog_size_bytes"] > 0]
+        return done[-1]["id"] if done else None
+
+    after = poll(materialized, 120, interval=0.2, what="a checkpoint with a materialization")
+    status, _ = kill_and_wait_restored(cluster, job_id, after)
+    last = status["last_restore"]
+    restores = {(t["name"], t["subtask"]): t["last_restore"] for t in status["tasks"]}
+    downloaded = {task for task, r in restores.items() if r and r["remote_bytes"]}
+    assert all(name.startswith("Sink: File") for name, _ in downloaded), restores
+    assert last["local_bytes"] > 0 and last["remote_bytes"] < 1024, last
+    # Checkpoints after ``after`` build on a materialization (a failover keeps the base):
+    # with nothing downloaded, the materialized part was read from the local copies.
+    assert last["checkpoint_id"] > after
+    gate.touch()
+    finished_exactly_once(cluster, job_id, out, n, timeout=240, no_uncommitted=False)

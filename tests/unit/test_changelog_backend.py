@@ -53,12 +53,14 @@ class Env:
 
     def backend(self, key_groups: KeyGroupRange = ALL, interval: float = 0.0,
                 clock: Callable[[], float] | None = None, kind: str | None = None,
-                max_failures: int = 3) -> ChangelogKeyedStateBackend:
+                max_failures: int = 3, local_root: Path | None = None,
+                owner: str | None = None) -> ChangelogKeyedStateBackend:
         delegate = self.plain(kind or self.kind, key_groups, clock)
+        owner = owner or f"op-{len(self.made)}"
         made = ChangelogKeyedStateBackend(
-            delegate, self.log.create_writer(f"op-{len(self.made)}"), self.storage, JOB,
-            f"op-{len(self.made)}", materialize_interval=interval, max_failures=max_failures,
-            clock=self.clock)
+            delegate, self.log.create_writer(owner), self.storage, JOB, owner,
+            materialize_interval=interval, max_failures=max_failures, clock=self.clock,
+            local_root=local_root)
         self.made.append(made)
         return made
 
@@ -391,3 +393,59 @@ def test_task_local_recovery_reads_the_local_copies_of_the_log(tmp_path: Path) -
         assert not list(made.log.local_dir.iterdir())
     finally:
         made.close()
+
+
+def test_materializations_keep_local_copies_that_a_restore_reads(env: Env,
+                                                                  tmp_path: Path) -> None:
+    from weir.state.changelog import materialization_local_dir
+    from weir.state.local_recovery import RestoreStorage
+
+    local_root = tmp_path / "local"
+    env.log.local_dir = local_root / JOB / "changelog"
+    backend = env.backend(local_root=local_root, owner="op-local")
+    _write(backend, KEYS, 3)
+    backend.materialize()
+    _await_materialization(backend)
+    _write(backend, KEYS[:20], 1)
+    expected = _values(backend, KEYS)
+    handle = env.checkpoint(backend)
+    assert isinstance(handle, ChangelogStateHandle) and handle.materialized
+    assert all(m.local is not None for m in handle.materialized)
+    copies = materialization_local_dir(local_root, JOB, "op-local")
+    assert [p.name.split("-")[0] for p in copies.iterdir()] == ["m1"]
+
+    # A restore on this TaskExecutor reads the materialization and the log locally.
+    local_storage = RestoreStorage(env.storage, local_root)
+    fresh = env.backend(owner="op-local")
+    restore(fresh, [handle], local_storage)
+    assert _values(fresh, KEYS) == expected
+    assert local_storage.local_bytes >= handle.materialized_size > 0
+    assert local_storage.remote_bytes == 0
+    # Elsewhere, everything is downloaded.
+    elsewhere = RestoreStorage(env.storage, tmp_path / "other")
+    restore(env.backend(owner="op-local"), [handle], elsewhere)
+    assert elsewhere.local_bytes == 0 and elsewhere.remote_bytes >= handle.materialized_size
+
+    # A later materialization: the older copy goes once a checkpoint naming the newer one
+    # completed, not before.
+    _write(backend, KEYS[:5], 1)
+    backend.materialize()
+    _await_materialization(backend)
+    assert sorted(p.name.split("-")[0] for p in copies.iterdir()) == ["m1", "m2"]
+    env.checkpoint(backend)
+    assert [p.name.split("-")[0] for p in copies.iterdir()] == ["m2"]
+
+
+def test_a_negative_materialize_interval_says_how_to_disable_it() -> None:
+    from weir.core.config import Configuration
+    from weir.core.errors import ConfigError
+    from weir.state import options
+
+    key = "state.changelog.periodic-materialize.interval"
+    assert Configuration.from_pairs({key: "0"}).get(
+        options.CHANGELOG_MATERIALIZE_INTERVAL) == 0
+    with pytest.raises(ConfigError, match=r"periodic-materialize\.interval.*use 0 to disable"):
+        Configuration.from_pairs({key: "-1 s"}).get(options.CHANGELOG_MATERIALIZE_INTERVAL)
+    with pytest.raises(ConfigError) as raised:
+        Configuration.from_pairs({key: "soon"}).get(options.CHANGELOG_MATERIALIZE_INTERVAL)
+    assert "use 0" not in str(raised.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +208,269 @@ def test_an_upload_that_times_out_is_retried(storage: CheckpointStorageAccess) -
     finally:
         blocking.release.set()
         log.close()
+
+
+# -- bounded waits ---------------------------------------------------------------------------
+
+
+class _JumpingClock:
+    """A clock that moves ``step`` seconds each time it is read: a wait measured by it
+    runs out after a few looks, without sleeping for its length."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_storage_that_makes_no_room_fails_the_writer_naming_the_cause(
+        storage: CheckpointStorageAccess) -> None:
+    failing = _BlockingStorage(storage)
+    failing.failing.set()
+    options = _options(max_in_flight_bytes=300, preemptive_persist_bytes=50,
+                       upload_timeout_s=1.0, max_attempts=2)
+    # The bound comes from the upload options: two uploads of two 1 s attempts each.
+    assert options.stall_timeout_s == pytest.approx(4.0)
+    log = ChangelogStorage(failing, "job/changelog", options,  # type: ignore[arg-type]
+                           clock=_JumpingClock(1.0))
+    try:
+        writer = log.create_writer("op")
+        for _ in range(3):
+            writer.append(0, b"x" * 60)  # each change seals a piece of 99 bytes
+        with pytest.raises(StorageError, match="storage down"):
+            writer.persist(0).result(timeout=10)
+        # Failed pieces stay with the writer and keep their room: nothing frees it.
+        with pytest.raises(StateError) as raised:
+            writer.append(0, b"x" * 60)
+        message = str(raised.value)
+        assert "\n" not in message
+        assert "cannot keep up or is unreachable" in message
+        assert "no upload completed in 4 s" in message
+        assert "max-in-flight" in message and "the last upload failed: storage down" in message
+    finally:
+        log.close()
+
+
+def test_room_made_by_an_upload_restarts_the_wait(storage: CheckpointStorageAccess) -> None:
+    blocking = _BlockingStorage(storage)
+    clock = _JumpingClock(0.0)
+    log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
+                           _options(max_in_flight_bytes=200, preemptive_persist_bytes=50,
+                                    upload_timeout_s=30.0), clock=clock)
+    try:
+        writer = log.create_writer("op")
+        writer.append(0, b"x" * 60)
+        writer.append(0, b"x" * 60)
+        errors: list[BaseException] = []
+
+        def third() -> None:
+            try:
+                writer.append(0, b"y" * 60)
+            except BaseException as err:  # reported to the test thread
+                errors.append(err)
+
+        waiter = threading.Thread(target=third)
+        waiter.start()
+        # The uploads complete long after the wait began (by the clock), but they complete:
+        # the writer goes on.
+        clock.now += 50.0
+        blocking.release.set()
+        waiter.join(timeout=30)
+        assert not waiter.is_alive() and errors == []
+        handles = writer.persist(0).result(timeout=10)
+        assert [c.payload[:1] for c in read_changes(storage, handles)] == [b"x", b"x", b"y"]
+    finally:
+        blocking.release.set()
+        log.close()
+
+
+def test_a_writer_waiting_for_room_ends_when_its_task_is_cancelled(
+        storage: CheckpointStorageAccess) -> None:
+    blocking = _BlockingStorage(storage)
+    log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
+                           _options(max_in_flight_bytes=200, preemptive_persist_bytes=50,
+                                    upload_timeout_s=60.0))
+    try:
+        writer = log.create_writer("op")
+        writer.cancelled = threading.Event()
+        writer.append(0, b"x" * 60)
+        writer.append(0, b"x" * 60)
+        errors: list[BaseException] = []
+        entered = threading.Event()
+
+        def third() -> None:
+            entered.set()
+            try:
+                writer.append(0, b"y" * 60)
+            except BaseException as err:  # reported to the test thread
+                errors.append(err)
+
+        waiter = threading.Thread(target=third)
+        waiter.start()
+        assert entered.wait(10)
+        writer.cancelled.set()
+        # The stall bound here is minutes: only the cancellation ends the wait this soon.
+        waiter.join(timeout=10)
+        assert not waiter.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], StateError)
+        assert "cancelled" in str(errors[0])
+    finally:
+        blocking.release.set()
+        log.close()
+
+
+def test_the_upload_thread_waits_with_a_timeout() -> None:
+    import ast
+    import inspect
+
+    from weir.checkpoint import changelog_storage
+
+    tree = ast.parse(inspect.getsource(changelog_storage))
+    bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "wait"
+            and not node.args and not node.keywords]
+    assert bare == [], f"waits without a timeout at lines {bare}"
+
+
+# -- attempts that finish late ----------------------------------------------------------------
+
+
+class _SlowFirstStorage:
+    """File storage whose first write waits for ``release`` (an attempt that times out and
+    finishes later); every other write goes through at once."""
+
+    def __init__(self, inner: CheckpointStorageAccess, slow: int = 1) -> None:
+        self.inner = inner
+        self.base_uri = inner.base_uri
+        self.release = threading.Event()
+        self.finished = threading.Event()
+        self._slow = slow
+        self._lock = threading.Lock()
+        self.written: list[str] = []
+
+    def write(self, path: str, data: bytes) -> StreamStateHandle:
+        with self._lock:
+            slow = self._slow > 0
+            self._slow -= 1
+        if slow:
+            self.release.wait()
+        handle = self.inner.write(path, data)
+        self.written.append(handle.uri)
+        if slow:
+            self.finished.set()
+        return handle
+
+    def read(self, handle: StreamStateHandle) -> bytes:
+        return self.inner.read(handle)
+
+    def delete(self, target: StreamStateHandle | str) -> None:
+        self.inner.delete(target)
+
+
+def _log_files(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "checkpoints" / "job" / "changelog").glob("*.log"))
+
+
+def test_a_late_attempt_s_file_is_deleted_and_the_retry_s_kept(
+        storage: CheckpointStorageAccess, tmp_path: Path) -> None:
+    from weir.testing.cluster import poll
+
+    slow = _SlowFirstStorage(storage)
+    log = ChangelogStorage(slow, "job/changelog",  # type: ignore[arg-type]
+                           _options(upload_timeout_s=0.2, max_attempts=3))
+    try:
+        writer = log.create_writer("op")
+        writer.append(2, b"change")
+        handles = writer.persist(0).result(timeout=30)
+        assert log.metrics.total_attempts == 2
+        kept = handles[0].file.uri.rsplit("/", 1)[-1]
+        assert _log_files(tmp_path) == [kept]
+        slow.release.set()  # the first attempt finishes after its retry succeeded
+        assert slow.finished.wait(10)
+        late = slow.written[-1].rsplit("/", 1)[-1]
+        assert late != kept
+        poll(lambda: log.metrics.late_files_deleted == 1, 10, what="the late file's deletion")
+        assert _log_files(tmp_path) == [kept]
+        assert [c.payload for c in read_changes(storage, handles)] == [b"change"]
+    finally:
+        slow.release.set()
+        log.close()
+
+
+def test_late_attempts_of_an_abandoned_upload_are_deleted(
+        storage: CheckpointStorageAccess, tmp_path: Path) -> None:
+    from weir.testing.cluster import poll
+
+    slow = _SlowFirstStorage(storage, slow=2)
+    log = ChangelogStorage(slow, "job/changelog",  # type: ignore[arg-type]
+                           _options(upload_timeout_s=0.05, max_attempts=2))
+    try:
+        writer = log.create_writer("op")
+        writer.append(2, b"change")
+        with pytest.raises(StorageError, match="timed out"):
+            writer.persist(0).result(timeout=30)
+        slow.release.set()
+        poll(lambda: log.metrics.late_files_deleted == 2, 10, what="both late files deleted")
+        handles = writer.persist(0).result(timeout=30)  # the next persist uploads it again
+        assert _log_files(tmp_path) == [handles[0].file.uri.rsplit("/", 1)[-1]]
+    finally:
+        slow.release.set()
+        log.close()
+
+
+# -- metrics --------------------------------------------------------------------------------
+
+
+def test_upload_metrics_are_histograms(storage: CheckpointStorageAccess) -> None:
+    log = ChangelogStorage(storage, "job/changelog", _options())
+    try:
+        writer = log.create_writer("op")
+        writer.append(0, b"x" * 2000)
+        writer.persist(0).result(timeout=10)
+        sizes = log.metrics.sizes
+        assert sizes.count == 1 and 2000 < sizes.sum < 4096
+        # Cumulative buckets: the upload is above 1 KiB and at most 4 KiB.
+        buckets = dict(sizes.buckets())
+        assert (buckets["1024"], buckets["4096"], buckets["+Inf"]) == (0, 1, 1)
+        assert dict(log.metrics.attempts.buckets())["1"] == 1
+        assert log.metrics.latencies_ns.count == 1
+    finally:
+        log.close()
+
+
+def test_the_taskexecutor_exports_them_as_prometheus_histograms(
+        storage: CheckpointStorageAccess) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from weir.checkpoint.changelog_storage import close_job, storage_for
+    from weir.core.metric_names import label_value
+    from weir.taskexecutor.daemon import _changelog_metrics
+
+    log = storage_for(storage, "histjob/changelog", _options())
+    try:
+        writer = log.create_writer("op")
+        writer.append(0, b"x" * 100)
+        writer.persist(0).result(timeout=10)
+
+        class Collector:
+            def collect(self) -> list[Any]:
+                return _changelog_metrics()
+
+        location = label_value(f"{storage.base_uri}/histjob/changelog")
+        registry = CollectorRegistry()
+        registry.register(Collector())  # type: ignore[arg-type]
+        text = generate_latest(registry).decode()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        for name in ("uploadSizes", "uploadLatenciesNanos", "attemptsPerUpload"):
+            family = families[f"weir_changelog_{name}"]
+            assert family.type == "histogram"
+            counts = [s for s in family.samples if s.name.endswith("_count")
+                      and s.labels["location"] == location]
+            assert [s.value for s in counts] == [1.0]
+        assert families["weir_changelog_numberOfUploadRequests"].type == "gauge"
+    finally:
+        close_job("histjob")

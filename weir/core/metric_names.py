@@ -21,13 +21,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
-#: The Prometheus type of every metric below: each reads a value at scrape time.
+#: The Prometheus type of most metrics below: each reads a value at scrape time.
 GAUGE = "gauge"
+#: A distribution (Flink's histograms), read at scrape time as cumulative buckets, their
+#: sum and count (``<name>_bucket``, ``<name>_sum``, ``<name>_count``).
+HISTOGRAM = "histogram"
 
 #: Longest label value exported (Flink cuts operator names in metric identifiers to 80
 #: characters too): names come from job authors, and every scrape repeats them.
@@ -53,6 +56,15 @@ class Gauge(GaugeMetricFamily):
         super().add_metric([label_value(v) for v in labels], value, timestamp)
 
 
+class HistogramFamily(HistogramMetricFamily):
+    """A histogram family whose label values are cut by :func:`label_value`."""
+
+    def add_metric(self, labels: Sequence[object],  # type: ignore[override]
+                   buckets: Sequence[tuple[str, float]], sum_value: float | None,
+                   timestamp: float | None = None) -> None:
+        super().add_metric([label_value(v) for v in labels], buckets, sum_value, timestamp)
+
+
 @dataclass(frozen=True)
 class MetricSpec:
     """One exported metric: its full name (``weir_<scope>_<metric>``), Prometheus type,
@@ -72,10 +84,21 @@ class MetricSpec:
         """A new, empty metric family for one scrape; called on the scraping thread."""
         return Gauge(self.name, self.help, labels=list(self.labels))
 
+    def histogram_family(self) -> HistogramFamily:
+        """A new, empty histogram family for one scrape (a :data:`HISTOGRAM` metric)."""
+        return HistogramFamily(self.name, self.help, labels=list(self.labels))
+
 
 def families(specs: Iterable[MetricSpec]) -> dict[str, Gauge]:
-    """New families for one scrape, by :attr:`MetricSpec.short_name`, in declared order."""
-    return {spec.short_name: spec.family() for spec in specs}
+    """New gauge families for one scrape, by :attr:`MetricSpec.short_name`, in declared
+    order (histograms are left out: see :func:`histogram_families`)."""
+    return {spec.short_name: spec.family() for spec in specs if spec.type == GAUGE}
+
+
+def histogram_families(specs: Iterable[MetricSpec]) -> dict[str, HistogramFamily]:
+    """New histogram families for one scrape, by :attr:`MetricSpec.short_name`."""
+    return {spec.short_name: spec.histogram_family() for spec in specs
+            if spec.type == HISTOGRAM}
 
 
 def _gauges(scope: str, labels: tuple[str, ...],
@@ -169,19 +192,25 @@ TASK_METRICS: tuple[MetricSpec, ...] = _gauges("task", TASK_LABELS, (
 #: and location, shared by its tasks).
 CHANGELOG_LABELS = ("location",)
 
-#: The changelog state backend's log storage on a TaskExecutor, with Flink's names.
-#: Distributions are the mean over the most recent 100 uploads.
-CHANGELOG_STORAGE_METRICS: tuple[MetricSpec, ...] = _gauges("changelog", CHANGELOG_LABELS, (
-    ("numberOfUploadRequests", "Log file uploads started (each batches the changes of "
-                               "several tasks)."),
-    ("numberOfUploadFailures", "Log file uploads that failed after every attempt."),
-    ("attemptsPerUpload", "Attempts per log file upload (mean of recent uploads)."),
-    ("totalAttemptsPerUpload", "Attempts of every log file upload, in total."),
-    ("uploadSizes", "Bytes per log file upload (mean of recent uploads)."),
-    ("uploadLatenciesNanos", "Time per log file upload, retries included (ns, mean of "
-                             "recent uploads)."),
-    ("uploadQueueSize", "Pieces of log waiting for an upload to start."),
-))
+#: The changelog state backend's log storage on a TaskExecutor, with Flink's names; Flink's
+#: histograms are Prometheus histograms.
+CHANGELOG_STORAGE_METRICS: tuple[MetricSpec, ...] = (
+    *_gauges("changelog", CHANGELOG_LABELS, (
+        ("numberOfUploadRequests", "Log file uploads started (each batches the changes of "
+                                   "several tasks)."),
+        ("numberOfUploadFailures", "Log file uploads that failed after every attempt."),
+        ("totalAttemptsPerUpload", "Attempts of every log file upload, in total."),
+        ("uploadQueueSize", "Pieces of log waiting for an upload to start."),
+    )),
+    MetricSpec("weir_changelog_attemptsPerUpload", HISTOGRAM,
+               "Attempts per log file upload (buckets 1, 2, 3, 5, 10).", CHANGELOG_LABELS),
+    MetricSpec("weir_changelog_uploadSizes", HISTOGRAM,
+               "Bytes per log file upload (buckets 1 KiB to 64 MiB, by fours).",
+               CHANGELOG_LABELS),
+    MetricSpec("weir_changelog_uploadLatenciesNanos", HISTOGRAM,
+               "Time per log file upload, retries included (ns; buckets 1 ms to 10 s).",
+               CHANGELOG_LABELS),
+)
 
 #: Labels of the materialization metrics: the job and the operator subtask's backend.
 MATERIALIZATION_LABELS = ("job_id", "backend")
