@@ -333,6 +333,15 @@ def history(job: RunningJob) -> list[dict[str, Any]]:
     return checkpoints_json(job.handle.client.checkpoints(job.job_id), tasks=True)
 
 
+def phases(row: dict[str, Any]) -> dict[str, int]:
+    """Where a checkpoint's time went: the largest of each phase over its keyed subtasks
+    (from ``weir checkpoints --tasks``): the barrier's wait to reach the task, alignment,
+    the synchronous and the asynchronous part (for the changelog: the log's tail upload)."""
+    subtasks = [s for s in row.get("subtasks", []) if s["task"].startswith("Keyed")]
+    return {f"keyed_{key}": max((s[key] for s in subtasks), default=0)
+            for key in ("start_delay_ms", "alignment_ms", "sync_ms", "async_ms")}
+
+
 def measure_window(job: RunningJob, changelog: bool, args: argparse.Namespace,
                    built: dict[str, Any]) -> dict[str, Any]:
     """Settle, then collect ``args.checkpoints`` completed checkpoints; the window's
@@ -406,9 +415,11 @@ def measure_window(job: RunningJob, changelog: bool, args: argparse.Namespace,
         "during_materialization_s": [round(r["duration_ms"] / 1000, 3) for r in during],
         "built_checkpoint": {"id": built["id"], "state_bytes": built["state_size_bytes"],
                              "duration_s": round(built["duration_ms"] / 1000, 2)},
-        "rows": [{k: r[k] for k in ("id", "trigger_timestamp_ms", "duration_ms",
-                                    "state_size_bytes", "checkpointed_size_bytes",
-                                    "changelog_size_bytes")} for r in completed],
+        "slowest_subtask_phases_ms": phases(max(completed, key=lambda r: r["duration_ms"])),
+        "rows": [{**{k: r[k] for k in ("id", "trigger_timestamp_ms", "duration_ms",
+                                       "state_size_bytes", "checkpointed_size_bytes",
+                                       "changelog_size_bytes")}, **phases(r)}
+                 for r in completed],
     }
 
 
