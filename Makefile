@@ -52,6 +52,7 @@ bench: install
 	$(PY) benchmarks/bench_state.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_checkpoint.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_recovery.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_changelog.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_lifecycle.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_dashboard.py $(BENCH_ARGS)
 

@@ -305,7 +305,8 @@ def load_raw_profiles(paths: Sequence[Path]) -> list[tuple[str, list[str], int]]
             frames = stack.split(";")
             thread = ""
             if frames[0].startswith("thread ("):
-                thread = frames.pop(0).partition("): ")[2] or frames[0]
+                head = frames.pop(0)  # a sample may hold the thread and no frame
+                thread = head.partition("): ")[2] or head
             stacks.append((thread, [_frame_name(f) for f in frames], int(count)))
     return stacks
 
