@@ -449,3 +449,39 @@ def test_a_negative_materialize_interval_says_how_to_disable_it() -> None:
     with pytest.raises(ConfigError) as raised:
         Configuration.from_pairs({key: "soon"}).get(options.CHANGELOG_MATERIALIZE_INTERVAL)
     assert "use 0" not in str(raised.value)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batched_replay_equals_applying_each_change(kind: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.state import changelog
+    from weir.state.changelog import _APPEND, _DELETE, _PUT, apply_change, apply_changes
+    from weir.state.key_groups import assign_to_key_group
+    from weir.state.serializers import encode_key, serialize_value
+
+    def change(op: int, state: str, key: str, value: Any = None) -> tuple[int, bytes]:
+        payload = changelog.encode_change(
+            op, state, encode_key(key), encode_key(None),
+            b"" if value is None else serialize_value(value))
+        return assign_to_key_group(key, MAX_PAR), payload
+
+    changes = [change(_PUT, "total", "a", 1), change(_PUT, "total", "b", 2),
+               change(_PUT, "total", "a", 3),                 # a later put of a key wins
+               change(_APPEND, "seen", "a", ["x"]), change(_PUT, "total", "c", 4),
+               change(_APPEND, "seen", "a", ["y", "z"]), change(_DELETE, "total", "b"),
+               change(_PUT, "total", "d", 5), change(_PUT, "total", "d", 6),
+               change(_PUT, "total", "b", 7), change(_DELETE, "total", "c")]
+    plain = Backends(tmp_path)
+    try:
+        one_by_one, batched = plain(kind, ALL, None), plain(kind, ALL, None)
+        for backend in (one_by_one, batched):
+            backend.get_state(ValueStateDescriptor("total"))
+            backend.get_state(ListStateDescriptor("seen"))
+        for key_group, payload in changes:
+            apply_change(one_by_one, key_group, payload)
+        monkeypatch.setattr(changelog, "REPLAY_BATCH", 2)     # flushes mid-run as well
+        assert apply_changes(batched, changes) == len(changes)
+        assert sorted(batched.entries()) == sorted(one_by_one.entries())
+        assert _values(batched, ["a", "b", "c", "d"]) == {"a": 3, "b": 7, "c": None, "d": 6}
+    finally:
+        plain.dispose()
