@@ -52,8 +52,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -336,7 +335,9 @@ class ChangelogStorage:
         #: Why the last upload failed (None: it did not).
         self._last_error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self._attempts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="changelog-upload")
+        # One thread per attempt: a retry never queues behind the attempt it races.
+        self._attempts = ThreadPoolExecutor(max_workers=max(2, self.options.max_attempts),
+                                            thread_name_prefix="changelog-upload")
 
     # -- writers (task threads) ---------------------------------------------------------------
 
@@ -448,25 +449,47 @@ class ChangelogStorage:
         error: BaseException | None = None
         attempts = 0
         file: StreamStateHandle | None = None
+        # Attempts race: one that timed out keeps running beside its retry and the first to
+        # succeed wins (as in Flink), so a slow but working storage is not given up on.
+        # Each attempt writes its own file; the losers' files are deleted when they finish.
+        pending: dict[Future[StreamStateHandle], str] = {}
         for attempt in range(1, self.options.max_attempts + 1):
             attempts = attempt
-            # A file per attempt: one that timed out may still finish, and its file must
-            # never be the one a handle names (it is deleted when it finishes).
             name = f"{stem}-{attempt}.log"
-            future = self._attempts.submit(self.storage.write, name, data)
-            try:
-                file = future.result(timeout=self.options.upload_timeout_s)
+            pending[self._attempts.submit(self.storage.write, name, data)] = name
+            deadline = time.monotonic() + self.options.upload_timeout_s
+            failed_now = False
+            while pending and file is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                done, _ = wait(list(pending), timeout=remaining, return_when=FIRST_COMPLETED)
+                for future in done:
+                    finished = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except Exception as err:  # the storage failed: retried, then reported
+                        error = err
+                        failed_now = failed_now or finished == name
+                        continue
+                    if file is None:
+                        file = result
+                    else:  # two finished together: the second's file is not used
+                        log.info("upload attempt %s finished after another one", finished)
+                        self._delete_late(future)
+                if failed_now:
+                    break  # this attempt failed: retry now rather than at its deadline
+            if file is not None:
                 break
-            except FutureTimeout:
-                future.add_done_callback(self._delete_late)
+            if not failed_now:
                 error = StorageError(f"uploading state change log {name} timed out after "
                                      f"{self.options.upload_timeout_s} s")
-            except Exception as err:  # the storage failed: retried, then reported
-                error = err
             log.warning("state change log upload attempt %d of %d failed: %s", attempt,
                         self.options.max_attempts, error)
             if attempt < self.options.max_attempts:
                 time.sleep(self.options.next_attempt_delay_s)
+        for late in pending:
+            late.add_done_callback(self._delete_late)
         self.metrics.attempts.observe(attempts)
         self.metrics.total_attempts += attempts
         local = self._keep_local(file.uri, data) if file is not None else None

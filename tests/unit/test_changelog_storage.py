@@ -400,6 +400,51 @@ def test_a_late_attempt_s_file_is_deleted_and_the_retry_s_kept(
         log.close()
 
 
+class _GatedStorage(_SlowFirstStorage):
+    """File storage whose first two writes each wait for their own gate."""
+
+    def __init__(self, inner: CheckpointStorageAccess) -> None:
+        super().__init__(inner, slow=0)
+        self.gates = [threading.Event(), threading.Event()]
+        self.started = 0
+
+    def write(self, path: str, data: bytes) -> StreamStateHandle:
+        with self._lock:
+            index = self.started
+            self.started += 1
+        if index < len(self.gates):
+            self.gates[index].wait()
+        handle = self.inner.write(path, data)
+        self.written.append(handle.uri)
+        return handle
+
+
+def test_an_attempt_that_timed_out_still_wins_if_it_finishes_first(
+        storage: CheckpointStorageAccess, tmp_path: Path) -> None:
+    from weir.testing.cluster import poll
+
+    gated = _GatedStorage(storage)
+    log = ChangelogStorage(gated, "job/changelog",  # type: ignore[arg-type]
+                           _options(upload_timeout_s=1.0, max_attempts=2))
+    try:
+        writer = log.create_writer("op")
+        writer.append(2, b"change")
+        persisted = writer.persist(0)
+        # The first attempt timed out and its retry runs: the first one finishes now.
+        poll(lambda: gated.started == 2, 10, what="the retry to start")
+        gated.gates[0].set()
+        handles = persisted.result(timeout=30)
+        assert handles[0].file.uri == gated.written[0]
+        gated.gates[1].set()  # the retry finishes after: its file goes
+        poll(lambda: log.metrics.late_files_deleted == 1, 10, what="the retry's file deleted")
+        assert _log_files(tmp_path) == [handles[0].file.uri.rsplit("/", 1)[-1]]
+        assert [c.payload for c in read_changes(storage, handles)] == [b"change"]
+    finally:
+        for gate in gated.gates:
+            gate.set()
+        log.close()
+
+
 def test_late_attempts_of_an_abandoned_upload_are_deleted(
         storage: CheckpointStorageAccess, tmp_path: Path) -> None:
     from weir.testing.cluster import poll
