@@ -70,6 +70,14 @@ _RECORD = struct.Struct(">QHI")
 _CRC = struct.Struct(">I")
 
 
+#: After the last attempt's timeout the attempts still running are not abandoned: the
+#: first of them to succeed is used if it does within this long (a storage that is slow
+#: under load, e.g. while the state is first written, is not a failed one; as in Flink,
+#: a timeout only starts another attempt). Past it the upload fails and its changes go with
+#: the next persist.
+LAST_ATTEMPT_GRACE_S = 30.0
+
+
 @dataclass(frozen=True)
 class ChangelogStorageOptions:
     """The ``state.changelog.dstl.dfs.*`` options (declared in state/options.py, read by
@@ -82,13 +90,16 @@ class ChangelogStorageOptions:
     max_attempts: int = 3
     next_attempt_delay_s: float = 0.050
     max_in_flight_bytes: int = 100 << 20
+    #: How long the attempts still running after the last one's timeout may take.
+    last_attempt_grace_s: float = LAST_ATTEMPT_GRACE_S
 
     @property
     def upload_bound_s(self) -> float:
         """The longest one log file upload can take: the batching delay, every attempt
-        timing out, and the delays between attempts."""
+        timing out, the delays between attempts, and the last attempts' grace."""
         return (self.persist_delay_s + self.max_attempts * self.upload_timeout_s
-                + (self.max_attempts - 1) * self.next_attempt_delay_s)
+                + (self.max_attempts - 1) * self.next_attempt_delay_s
+                + self.last_attempt_grace_s)
 
     @property
     def stall_timeout_s(self) -> float:
@@ -488,6 +499,11 @@ class ChangelogStorage:
                         self.options.max_attempts, error)
             if attempt < self.options.max_attempts:
                 time.sleep(self.options.next_attempt_delay_s)
+        if file is None and pending:
+            file = self._first_success(pending, self.options.last_attempt_grace_s)
+            if file is not None:
+                log.info("state change log %s uploaded by an attempt that had timed out",
+                         stem)
         for late in pending:
             late.add_done_callback(self._delete_late)
         self.metrics.attempts.observe(attempts)
@@ -521,6 +537,22 @@ class ChangelogStorage:
         else:
             self.metrics.sizes.observe(len(data))
             self.metrics.latencies_ns.observe(time.monotonic_ns() - started)
+
+    def _first_success(self, pending: dict[Future[StreamStateHandle], str],
+                       grace_s: float) -> StreamStateHandle | None:
+        """The file of the first of ``pending`` to succeed within ``grace_s`` (removed from
+        ``pending``; the rest stay there), or None."""
+        deadline = time.monotonic() + grace_s
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            done, _ = wait(list(pending), timeout=remaining, return_when=FIRST_COMPLETED)
+            for future in done:
+                del pending[future]
+                if future.exception() is None:
+                    return future.result()
+        return None
 
     def _delete_late(self, future: Future[StreamStateHandle]) -> None:
         """An attempt that timed out finished after all (a pool thread, or the upload

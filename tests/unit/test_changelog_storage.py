@@ -22,7 +22,9 @@ from weir.core.errors import CorruptStateError, StateError, StorageError
 
 
 def _options(**overrides: float) -> ChangelogStorageOptions:
-    values = {"persist_delay_s": 0.0, "upload_timeout_s": 5.0, "next_attempt_delay_s": 0.0}
+    # No grace after the last attempt unless a test asks: a timed-out upload fails at once.
+    values = {"persist_delay_s": 0.0, "upload_timeout_s": 5.0, "next_attempt_delay_s": 0.0,
+              "last_attempt_grace_s": 0.0}
     values.update(overrides)
     return ChangelogStorageOptions(**values)  # type: ignore[arg-type]
 
@@ -205,6 +207,30 @@ def test_an_upload_that_times_out_is_retried(storage: CheckpointStorageAccess) -
         assert blocking.writes == 2
         blocking.release.set()
         assert writer.persist(0).result(timeout=10)[0].first_sequence == 0
+    finally:
+        blocking.release.set()
+        log.close()
+
+
+def test_attempts_still_running_after_the_last_timeout_may_still_succeed(
+        storage: CheckpointStorageAccess, caplog: pytest.LogCaptureFixture) -> None:
+    from weir.testing.cluster import poll
+
+    blocking = _BlockingStorage(storage)
+    log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
+                           _options(upload_timeout_s=0.05, max_attempts=2,
+                                    last_attempt_grace_s=60.0))
+    try:
+        writer = log.create_writer("op")
+        writer.append(0, b"slow")
+        persisted = writer.persist(0)
+        # Both attempts timed out (neither failed): the upload still waits for them.
+        poll(lambda: "attempt 2 of 2 failed" in caplog.text, 10,
+             what="the last attempt to time out")
+        blocking.release.set()
+        handles = persisted.result(timeout=10)
+        assert [c.payload for c in read_changes(storage, handles)] == [b"slow"]
+        assert log.metrics.upload_failures == 0
     finally:
         blocking.release.set()
         log.close()
