@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,9 +171,9 @@ def _crc(data: bytes | memoryview) -> int:
     return int(checksum_of(data, "crc32c:").split(":", 1)[1] or "0", 16)
 
 
-def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
-    """The changes of one piece, after verifying its framing and checksum; raises
-    CorruptStateError naming ``where``."""
+def verify_piece(data: bytes | memoryview, where: str) -> int:
+    """Verify one piece's framing and checksum; returns its number of records (which start
+    at ``PIECE_HEADER_SIZE``). Raises CorruptStateError naming ``where``."""
     view = memoryview(data)
     if len(view) < _HEADER.size + _CRC.size:
         msg = f"state change log {where} is corrupt: a piece of {len(view)} bytes is too short"
@@ -187,12 +187,58 @@ def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
     if _crc(view[:len(view) - _CRC.size]) != expected:
         msg = f"state change log {where} is corrupt: checksum mismatch"
         raise CorruptStateError(msg)
+    return int(count)
+
+
+#: Where a piece's first record starts; a record is ``RECORD`` (sequence, key group,
+#: payload length) then the payload.
+PIECE_HEADER_SIZE = _HEADER.size
+RECORD = _RECORD
+
+
+def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
+    """The changes of one piece, after verifying its framing and checksum; raises
+    CorruptStateError naming ``where``."""
+    count = verify_piece(data, where)
+    view = memoryview(data)
     position = _HEADER.size
     for _ in range(count):
         seq, kg, length = _RECORD.unpack_from(view, position)
         position += _RECORD.size
         yield StateChange(seq, kg, bytes(view[position:position + length]))
         position += length
+
+
+class VerifiedPiece(NamedTuple):
+    """A verified piece inside the bytes of its log file: ``records`` records starting at
+    ``start`` (see :data:`RECORD`)."""
+
+    file: bytes
+    start: int
+    records: int
+
+
+def read_pieces(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
+                key_groups: tuple[int, int] | None = None,
+                files: Mapping[str, bytes | Future[bytes]] | None = None
+                ) -> Iterator[VerifiedPiece]:
+    """The pieces of ``handles`` that may hold changes of ``key_groups``, in order, each
+    verified; the bulk form of :func:`read_changes` (the caller walks the records). A log
+    file is taken from ``files`` (its bytes, or a download under way) or else read.
+    Raises CorruptStateError or MissingStateError naming the file."""
+    cache: dict[str, bytes] = {}
+    for handle in handles:
+        if key_groups is not None and not handle.overlaps(*key_groups):
+            continue
+        uri = handle.file.uri
+        data = cache.get(uri)
+        if data is None:
+            known = files.get(uri) if files is not None else None
+            if isinstance(known, Future):
+                known = known.result()
+            data = cache[uri] = known if known is not None else storage.read(handle.file)
+        view = memoryview(data)[handle.offset:handle.offset + handle.length]
+        yield VerifiedPiece(data, handle.offset + _HEADER.size, verify_piece(view, uri))
 
 
 def read_changes(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
@@ -346,6 +392,8 @@ class ChangelogStorage:
         #: Why the last upload failed (None: it did not).
         self._last_error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        #: Whether the upload thread is uploading a batch.
+        self._uploading = False
         # One thread per attempt: a retry never queues behind the attempt it races.
         self._attempts = ThreadPoolExecutor(max_workers=max(2, self.options.max_attempts),
                                             thread_name_prefix="changelog-upload")
@@ -449,8 +497,26 @@ class ChangelogStorage:
                 batch, self._queue = self._queue, []
                 self._queued_bytes = 0
                 self.metrics.queue_size = 0
-            if batch:
-                self._upload(batch)
+                self._uploading = bool(batch)
+            try:
+                if batch:
+                    self._upload(batch)
+            finally:
+                with self._cond:
+                    self._uploading = False
+                    self._cond.notify_all()
+
+    def wait_quiet(self, timeout: float) -> bool:
+        """Wait until no log upload is queued or running, for at most ``timeout`` s;
+        returns whether it is quiet. See :class:`YieldingStorage`."""
+        deadline = self._clock() + timeout
+        with self._cond:
+            while (self._queue or self._uploading) and not self._closed:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(min(0.1, remaining))
+            return True
 
     def _upload(self, batch: list[_Piece]) -> None:
         data = b"".join(piece.data for piece in batch)
@@ -610,6 +676,62 @@ class ChangelogStorage:
         self._attempts.shutdown(wait=False, cancel_futures=True)
 
 
+class YieldingStorage(CheckpointStorageAccess):
+    """``storage`` as a materialization uploads to it: the state change log goes first.
+
+    A checkpoint with the changelog waits for the log's tail to upload, a few megabytes;
+    a materialization uploads the backend's new files, hundreds of megabytes, in the
+    background. Sharing the TaskExecutor's link, cores and the storage's attention evenly,
+    the log's uploads took seconds while a materialization ran (checkpoint p99 of 3.4 s
+    against 0.15 s at p50 in ``bench_changelog``). So a materialization uploads one file at
+    a time, and starts each only once ``log`` has no upload queued or running, or after
+    ``max_wait_s``, so that it always progresses. Everything else goes to ``storage``."""
+
+    def __init__(self, storage: CheckpointStorageAccess, log: ChangelogStorage,
+                 max_wait_s: float = 1.0) -> None:
+        self.storage = storage
+        self.log = log
+        self.max_wait_s = max_wait_s
+        self._one_at_a_time = threading.Lock()
+
+    @property
+    def base_uri(self) -> str:
+        return self.storage.base_uri
+
+    def write(self, relative_path: str, data: bytes | bytearray | memoryview
+              ) -> StreamStateHandle:
+        return self.storage.write(relative_path, data)
+
+    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+        with self._one_at_a_time:
+            self.log.wait_quiet(self.max_wait_s)
+            return self.storage.write_file(relative_path, local_path)
+
+    def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:
+        return self.storage.copy(source, relative_path)
+
+    def read(self, handle: StreamStateHandle) -> bytes:
+        return self.storage.read(handle)
+
+    def download(self, handle: StreamStateHandle, local_path: str | Path) -> None:
+        self.storage.download(handle, local_path)
+
+    def delete(self, target: StreamStateHandle | str) -> None:
+        self.storage.delete(target)
+
+    def delete_prefix(self, relative_prefix: str) -> None:
+        self.storage.delete_prefix(relative_prefix)
+
+    def check_access(self) -> None:
+        self.storage.check_access()
+
+    def exists(self, target: StreamStateHandle | str) -> bool:
+        return self.storage.exists(target)
+
+    def list(self, relative_prefix: str = "") -> list[str]:
+        return self.storage.list(relative_prefix)
+
+
 class PersistResult:
     """What a persist request returns: the handles of the pieces covering its range, once
     uploaded (:meth:`result`)."""
@@ -712,6 +834,11 @@ class ChangelogWriter:
     @property
     def local_dir(self) -> Path | None:
         return self._storage.local_dir
+
+    @property
+    def log(self) -> ChangelogStorage:
+        """The TaskExecutor's log this writer appends to."""
+        return self._storage
 
     def close(self) -> None:
         """Forget everything (the backend is disposed). Local copies stay: a restart on

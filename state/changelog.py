@@ -74,16 +74,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from weir.checkpoint.changelog_storage import (
+    RECORD,
     ChangelogWriter,
     LogSegmentHandle,
     PersistResult,
-    read_changes,
+    VerifiedPiece,
+    YieldingStorage,
+    read_pieces,
 )
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.core.ids import CheckpointId
 from weir.state.backend import MISSING, Entry, KeyedStateBackend
 from weir.state.handles import KeyedStateHandle, LocalCopy, _range_from, _range_to_list
+from weir.state.incremental import TRANSFER_THREADS
 from weir.state.key_groups import KeyGroupRange
 from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
 from weir.state.snapshot import SHARED_DIR, AsyncSnapshot, SnapshotLocation
@@ -244,26 +248,52 @@ def decode_change(payload: bytes) -> tuple[int, str, bytes, bytes, bytes]:
 REPLAY_BATCH = 4096
 
 
-def apply_changes(backend: KeyedStateBackend, changes: Iterable[tuple[int, bytes]]) -> int:
-    """Apply logged (key group, payload) changes to ``backend`` (a plain one, not the
-    changelog wrapper) in order; returns how many. Consecutive puts go in batches (a
-    batch keeps their order, so a later put of a key wins); an append or a delete first
-    flushes the puts before it."""
+def replay(backend: KeyedStateBackend, pieces: Iterable[VerifiedPiece],
+           key_groups: tuple[int, int]) -> int:
+    """Apply the changes of verified log ``pieces`` of key groups ``key_groups`` (first,
+    last) to ``backend`` (a plain one, not the changelog wrapper) in order; returns how
+    many. Consecutive puts go in batches (a batch keeps their order, so a later put of a
+    key wins); an append or a delete first flushes the puts before it.
+
+    A restore replays every change since the last materialization, so this is the one
+    loop of a restore that runs per change: it walks the records in the log file's bytes
+    and slices puts straight into entries (no per-change objects or calls in between:
+    that made replay 2-3x slower)."""
+    first, last = key_groups
+    record, header = RECORD.unpack_from, RECORD.size
+    u16, u32 = _U16.unpack_from, _U32.unpack_from
+    names: dict[bytes, str] = {}
     puts: list[Entry] = []
     applied = 0
-    for key_group, payload in changes:
-        applied += 1
-        if payload[0] == _PUT:
-            _, state, key, namespace, value = decode_change(payload)
-            puts.append((state, key_group, key, namespace, value))
+    for data, position, count in pieces:
+        for _ in range(count):
+            _sequence, key_group, length = record(data, position)
+            start = position + header
+            position = start + length
+            if key_group < first or key_group > last:
+                continue
+            applied += 1
+            if data[start] != _PUT:
+                if puts:
+                    backend.load_entries(puts)
+                    puts = []
+                apply_change(backend, key_group, data[start:position])
+                continue
+            (n,) = u16(data, start + 1)
+            at = start + 3 + n
+            raw = data[start + 3:at]
+            state = names.get(raw)
+            if state is None:
+                state = names[raw] = raw.decode()
+            (k,) = u32(data, at)
+            key = data[at + 4:at + 4 + k]
+            at += 4 + k
+            (s,) = u32(data, at)
+            at += 4
+            puts.append((state, key_group, key, data[at:at + s], data[at + s:position]))
             if len(puts) >= REPLAY_BATCH:
                 backend.load_entries(puts)
                 puts = []
-            continue
-        if puts:
-            backend.load_entries(puts)
-            puts = []
-        apply_change(backend, key_group, payload)
     if puts:
         backend.load_entries(puts)
     return applied
@@ -514,7 +544,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             local_dir = self._local_dirs[mid] = materialization_local_dir(
                 self._local_root, self._job_id, self._owner_dir) / tag
         location = SnapshotLocation(
-            self._storage, f"{self._job_id}/{SHARED_DIR}/materialized/{self._owner_dir}/{tag}",
+            YieldingStorage(self._storage, self.writer.log),
+            f"{self._job_id}/{SHARED_DIR}/materialized/{self._owner_dir}/{tag}",
             f"{self._job_id}/{SHARED_DIR}", local_dir)
         running = self.delegate.snapshot_to(CheckpointId(mid), location)
         future = _MATERIALIZER.submit(running.run)
@@ -692,11 +723,14 @@ class _ChangelogAsyncSnapshot(AsyncSnapshot):
 
 
 def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
-                 storage: CheckpointStorageAccess, *, build_on: bool = True) -> RestoreResult:
+                 storage: CheckpointStorageAccess, *, build_on: bool = True,
+                 transfer_threads: int = TRANSFER_THREADS) -> RestoreResult:
     """Restore a plain backend from handles of any kind: the materialized parts first (one
     restore), then every changelog handle's log, in order, for the key groups that handle
-    covered and ``backend`` owns. Raises CorruptStateError / MissingStateError naming the
-    checkpoint and the file."""
+    covered and ``backend`` owns. The log files not kept locally download on
+    ``transfer_threads`` threads while the materialized part restores, so a restore waits
+    for the slower of the two, not for their sum. Raises CorruptStateError /
+    MissingStateError naming the checkpoint and the file."""
     from weir.state.restore import restore
 
     owned = backend.key_group_range
@@ -704,24 +738,37 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
     changelog = [h for h in relevant if isinstance(h, ChangelogStateHandle)]
     plain = [h for h in relevant if not isinstance(h, ChangelogStateHandle)]
     materialized = [*plain, *(m for h in changelog for m in h.materialized)]
-    result = restore(backend, materialized, storage, lazy=False, build_on=build_on)
-    for handle in changelog:
-        backend.expect_state_kinds(handle.state_kinds)
-    files: dict[str, bytes] = {}
-    for handle in changelog:
-        result.local_copies_used += _read_local_copies(handle, storage, files)
-    for handle in changelog:
-        window = handle.key_group_range.intersection(owned)
+    local: dict[str, bytes] = {}
+    copies = sum(_read_local_copies(handle, storage, local) for handle in changelog)
+    files: dict[str, bytes | Future[bytes]] = dict(local)
+    with ThreadPoolExecutor(transfer_threads, thread_name_prefix="changelog-fetch") as pool:
         try:
-            result.entries += apply_changes(
-                backend, ((change.key_group, change.payload) for change in
-                          read_changes(storage, handle.log, (window.start, window.end), files)))
-        except (CorruptStateError, MissingStateError) as err:
-            kg = handle.key_group_range
-            msg = (f"{err}: it holds the state change log of key groups {kg.start}-{kg.end} "
-                   f"in checkpoint {handle.checkpoint_id}. Restore from another retained "
-                   "checkpoint or a savepoint")
-            raise type(err)(msg) from err
+            for handle in changelog:
+                window = handle.key_group_range.intersection(owned)
+                for segment in handle.log:
+                    uri = segment.file.uri
+                    if uri not in files and segment.overlaps(window.start, window.end):
+                        files[uri] = pool.submit(storage.read, segment.file)
+            result = restore(backend, materialized, storage, lazy=False, build_on=build_on)
+            result.local_copies_used += copies
+            for handle in changelog:
+                backend.expect_state_kinds(handle.state_kinds)
+            for handle in changelog:
+                window = handle.key_group_range.intersection(owned)
+                try:
+                    result.entries += replay(
+                        backend, read_pieces(storage, handle.log, (window.start, window.end),
+                                             files), (window.start, window.end))
+                except (CorruptStateError, MissingStateError) as err:
+                    kg = handle.key_group_range
+                    msg = (f"{err}: it holds the state change log of key groups "
+                           f"{kg.start}-{kg.end} in checkpoint {handle.checkpoint_id}. "
+                           "Restore from another retained checkpoint or a savepoint")
+                    raise type(err)(msg) from err
+        finally:  # a failed restore does not wait for downloads it no longer needs
+            for pending in files.values():
+                if isinstance(pending, Future):
+                    pending.cancel()
     result.handles = len(relevant)
     return result
 

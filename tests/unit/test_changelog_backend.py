@@ -454,8 +454,9 @@ def test_a_negative_materialize_interval_says_how_to_disable_it() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_batched_replay_equals_applying_each_change(kind: str, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.checkpoint.changelog_storage import PIECE_HEADER_SIZE, VerifiedPiece, frame_piece
     from weir.state import changelog
-    from weir.state.changelog import _APPEND, _DELETE, _PUT, apply_change, apply_changes
+    from weir.state.changelog import _APPEND, _DELETE, _PUT, apply_change, replay
     from weir.state.key_groups import assign_to_key_group
     from weir.state.serializers import encode_key, serialize_value
 
@@ -480,7 +481,14 @@ def test_batched_replay_equals_applying_each_change(kind: str, tmp_path: Path,
         for key_group, payload in changes:
             apply_change(one_by_one, key_group, payload)
         monkeypatch.setattr(changelog, "REPLAY_BATCH", 2)     # flushes mid-run as well
-        assert apply_changes(batched, changes) == len(changes)
+        # Two pieces, with changes of a key group outside the window between them.
+        outside = [(MAX_PAR - 1, changelog.encode_change(_PUT, "total", b"x", b"", b"junk"))]
+        parts = (changes[:5] + outside, outside + changes[5:])
+        pieces = [VerifiedPiece(frame_piece(0, [(n, kg, p) for n, (kg, p) in enumerate(part)]),
+                                PIECE_HEADER_SIZE, len(part)) for part in parts]
+        window = (0, MAX_PAR - 2)
+        assert all(kg <= window[1] for kg, _ in changes)
+        assert replay(batched, pieces, window) == len(changes)
         assert sorted(batched.entries()) == sorted(one_by_one.entries())
         assert _values(batched, ["a", "b", "c", "d"]) == {"a": 3, "b": 7, "c": None, "d": 6}
     finally:

@@ -3,7 +3,9 @@ persist, backpressure, retries and reading back, on file:// storage."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -545,3 +547,51 @@ def test_the_taskexecutor_exports_them_as_prometheus_histograms(
         assert families["weir_changelog_numberOfUploadRequests"].type == "gauge"
     finally:
         close_job("histjob")
+
+
+def test_a_materialization_s_upload_waits_for_the_log_s(storage: CheckpointStorageAccess,
+                                                       tmp_path: Path) -> None:
+    """YieldingStorage: a materialization's file upload starts only once no log upload is
+    queued or running (or after its bound), and uploads one file at a time."""
+    from weir.checkpoint.changelog_storage import YieldingStorage
+
+    blocking = _BlockingStorage(storage)
+    log = ChangelogStorage(blocking, "job/changelog", _options())  # type: ignore[arg-type]
+    yielding = YieldingStorage(storage, log, max_wait_s=30)
+    sst = tmp_path / "000001.sst"
+    sst.write_bytes(b"s" * 1000)
+    order: list[StreamStateHandle] = []
+    try:
+        writer = log.create_writer("op")
+        writer.append(0, b"change")
+        persisted = writer.persist(0)
+        _poll(lambda: blocking.writes == 1)                    # the log upload is running
+        uploader = threading.Thread(
+            target=lambda: order.append(yielding.write_file("m/000001.sst", sst)))
+        uploader.start()
+        assert not log.wait_quiet(0.05)
+        assert order == []                                     # it waits for the log
+        blocking.release.set()
+        persisted.result(timeout=10)
+        uploader.join(timeout=10)
+        assert order and order[0].uri.endswith("m/000001.sst")
+        assert storage.read(order[0]) == b"s" * 1000
+        # A log that never goes quiet delays each file by at most max_wait_s.
+        blocking.release.clear()
+        writer.append(0, b"again")
+        stuck = writer.persist(1)
+        _poll(lambda: blocking.writes == 2)
+        yielding.max_wait_s = 0.05
+        assert yielding.write_file("m/000002.sst", sst).length == 1000
+    finally:
+        blocking.release.set()
+        with contextlib.suppress(Exception):
+            stuck.result(timeout=10)
+        log.close()
+
+
+def _poll(condition: Any, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
