@@ -372,7 +372,8 @@ class ChangelogStorage:
                  clock: Callable[[], float] = time.monotonic,
                  local_dir: Path | None = None) -> None:
         """``local_dir``: task-local recovery keeps a copy of every log file there (until
-        every piece of it was truncated by a materialization)."""
+        no piece of it is named by a checkpoint a restore may read: see
+        :meth:`ChangelogWriter.release_local`)."""
         self.storage = storage
         self.local_dir = local_dir
         #: Local copy file name -> pieces not truncated yet.
@@ -448,12 +449,9 @@ class ChangelogStorage:
 
     def _drop(self, piece: _Piece) -> None:
         """A writer no longer needs ``piece``: its bytes stop counting once no upload
-        holds them."""
+        holds them. Its log file's local copy stays (the writer releases it later)."""
         with self._cond:
-            if piece.handle is not None:
-                self._forget_local(piece)
-                return
-            if piece.dropped:
+            if piece.handle is not None or piece.dropped:
                 return
             piece.dropped = True
             if not piece.queued:
@@ -646,9 +644,22 @@ class ChangelogStorage:
             log.warning("no local copy of state change log %s: %s", name, err)
             return None
 
+    def _release_local(self, pieces: deque[_Piece], before_sequence: int) -> deque[_Piece]:
+        """Forget the local copies of ``pieces`` (truncated, oldest first) that end by
+        ``before_sequence``; returns the others (later ones, and any whose upload has not
+        finished: a checkpoint may still name it once it does)."""
+        kept: deque[_Piece] = deque()
+        with self._cond:
+            for piece in pieces:
+                if piece.end > before_sequence or piece.queued:
+                    kept.append(piece)
+                else:
+                    self._forget_local(piece)
+        return kept
+
     def _forget_local(self, piece: _Piece) -> None:
-        """A materialization covers ``piece``: its log file's local copy goes with the
-        last such piece (task thread, under the lock)."""
+        """No checkpoint a restore may read names ``piece``: its log file's local copy goes
+        with the last such piece (task thread, under the lock)."""
         if piece.local is None or self.local_dir is None:
             return
         key = piece.local.uri.rsplit("/", 1)[-1]
@@ -778,6 +789,9 @@ class ChangelogWriter:
         self._active_first = 0
         #: Sealed pieces, oldest first, until truncated.
         self._pieces: deque[_Piece] = deque()
+        #: Truncated pieces whose log files' local copies the last completed checkpoint
+        #: may still name, oldest first (until :meth:`release_local`).
+        self._truncated: deque[_Piece] = deque()
         self.closed = False
         #: How long the task thread may wait for room under max-in-flight without any
         #: upload completing (None: the storage options' ``stall_timeout_s``).
@@ -821,9 +835,22 @@ class ChangelogWriter:
         return PersistResult(wanted, self.owner)
 
     def truncate(self, before_sequence: int) -> None:
-        """Forget the changes before ``before_sequence`` (a materialization covers them)."""
+        """Forget the changes before ``before_sequence`` (a materialization covers them).
+        Their log files' local copies stay until :meth:`release_local`: until a checkpoint
+        naming that materialization completes, a restore reads the last completed one,
+        which names the log before it."""
         while self._pieces and self._pieces[0].end <= before_sequence:
-            self._storage._drop(self._pieces.popleft())
+            piece = self._pieces.popleft()
+            self._storage._drop(piece)
+            if self._storage.local_dir is not None and not self.closed:
+                self._truncated.append(piece)
+
+    def release_local(self, before_sequence: int) -> None:
+        """A checkpoint that names the log only from ``before_sequence`` on completed
+        (task thread): the local copies of the truncated pieces before it can go, with the
+        last piece of their file."""
+        if self._truncated:
+            self._truncated = self._storage._release_local(self._truncated, before_sequence)
 
     def local_copies(self, result: PersistResult) -> dict[str, StreamStateHandle]:
         """Remote log file name -> its local copy, for the pieces of ``result`` that have
@@ -850,6 +877,7 @@ class ChangelogWriter:
             piece.local = None
         with contextlib.suppress(Exception):
             self.truncate(self._next + 1)
+        self._truncated.clear()
         self._active = []
 
 

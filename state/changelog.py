@@ -406,8 +406,9 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self._local_root = local_root
         #: Local copies of materializations, by id (task-local recovery only).
         self._local_dirs: dict[int, Path] = {}
-        #: The materialization each checkpoint taken but not yet completed builds on.
-        self._checkpoint_bases: dict[int, int] = {}
+        #: The materialization each checkpoint taken but not yet completed builds on, and
+        #: where in the log it ends: (id, sequence).
+        self._checkpoint_bases: dict[int, tuple[int, int]] = {}
         #: The list the last ``_get_mutable`` returned, and its length then.
         self._mutable: tuple[list[Any], int] | None = None
         self.metrics = MaterializationMetrics(job_id, owner)
@@ -604,7 +605,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             mid, sequence, future, _ = self._running
             base = self._base = _Base(mid, sequence, pending=future)
         persist = self.writer.persist(base.sequence)
-        self._checkpoint_bases[checkpoint_id] = base.materialization_id
+        self._checkpoint_bases[checkpoint_id] = (base.materialization_id, base.sequence)
         return _ChangelogAsyncSnapshot(checkpoint_id, self, base, persist,
                                        self.state_kinds())
 
@@ -613,9 +614,13 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         done = [c for c in self._checkpoint_bases if c <= checkpoint_id]
         if not done:
             return
-        confirmed = max(self._checkpoint_bases[c] for c in done)
+        confirmed, sequence = max(self._checkpoint_bases[c] for c in done)
         for c in done:
             del self._checkpoint_bases[c]
+        # Only now may the local copies of what the confirmed base covers go: until a
+        # checkpoint naming a materialization completes, a restore reads an older one,
+        # with the log before it.
+        self.writer.release_local(sequence)
         if self._local_root is not None and confirmed:
             self._prune_local(confirmed)
 

@@ -356,10 +356,6 @@ def test_a_log_storage_that_cannot_be_written_fails_the_task_over_instead_of_han
     finished_exactly_once(cluster, job_id, out, n, no_uncommitted=False)
 
 
-# Slow (`make chaos`), not extended: on a loaded machine one run restored part of a keyed
-# subtask's state remotely (432 KB of 1.2 MB) although its TaskExecutor kept local copies;
-# the cause is not found yet, so CI does not depend on it meanwhile.
-@pytest.mark.slow
 def test_a_restore_on_the_same_taskexecutor_reads_the_materialization_locally(
         cluster_factory, tmp_path: Path) -> None:
     """Task-local recovery with the changelog: a TaskExecutor killed and started again

@@ -387,10 +387,56 @@ def test_task_local_recovery_reads_the_local_copies_of_the_log(tmp_path: Path) -
         # Another TaskExecutor's copy is not used: the missing remote file is named.
         with pytest.raises(MissingStateError, match=f"checkpoint {handle.checkpoint_id}"):
             restore(made.backend(), [handle], RestoreStorage(made.storage, tmp_path / "other"))
-        # A materialization covers the log: its local copies go.
+        # A materialization covers the log: its local copies go once a checkpoint naming
+        # the materialization completed.
         backend.materialize()
         _await_materialization(backend)
+        assert {p.name for p in made.log.local_dir.iterdir()} == set(handle.local.files)
+        made.checkpoint(backend)
         assert not list(made.log.local_dir.iterdir())
+    finally:
+        made.close()
+
+
+def test_the_log_s_local_copies_outlive_a_materialization_until_a_checkpoint_names_it(
+        tmp_path: Path) -> None:
+    # The TaskExecutor dies after a materialization completed and before a checkpoint naming
+    # it completed: the restore reads the last completed checkpoint, which names the log
+    # the materialization covers. Its local copies must still be there.
+    from weir.state.local_recovery import RestoreStorage
+
+    made = Env(tmp_path, "hashmap")
+    local_root = tmp_path / "local"
+    made.log.local_dir = local_root / JOB / "changelog"
+    try:
+        backend = made.backend(local_root=local_root, owner="op-local")
+        _write(backend, KEYS, 3)
+        backend.materialize()
+        _await_materialization(backend)
+        _write(backend, KEYS[:50], 1)
+        first = made.checkpoint(backend)  # names materialization 1 and a log after it
+        _write(backend, KEYS[50:], 2)
+        second = made.checkpoint(backend)  # the same base, a longer log
+        assert isinstance(second, ChangelogStateHandle) and second.local is not None
+        assert second.materialization_id == 1 and len(second.log) > len(first.log) > 0
+        expected = _values(backend, KEYS)
+        backend.materialize()  # completes; no checkpoint names it yet
+        _await_materialization(backend)
+
+        local_storage = RestoreStorage(made.storage, local_root)
+        fresh = made.backend(owner="op-local")
+        restore(fresh, [second], local_storage)
+        assert _values(fresh, KEYS) == expected
+        assert local_storage.remote_bytes == 0, "part of the restore was downloaded"
+        assert local_storage.local_bytes >= second.state_size
+
+        # A checkpoint naming materialization 2 completes: the copies of the log before
+        # it go (nothing a restore would read names them any more); its own stay.
+        _write(backend, KEYS[:10], 1)
+        third = made.checkpoint(backend)
+        assert isinstance(third, ChangelogStateHandle) and third.materialization_id == 2
+        assert third.local is not None
+        assert {p.name for p in made.log.local_dir.glob("*.log")} == set(third.local.files)
     finally:
         made.close()
 

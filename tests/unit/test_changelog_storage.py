@@ -151,6 +151,42 @@ class _BlockingStorage:
         return self.inner.read(handle)
 
 
+def test_local_copies_go_when_released_not_when_truncated(
+        storage: CheckpointStorageAccess, tmp_path: Path) -> None:
+    # Two writers share a log file. A materialization truncates a piece while it is still
+    # uploading (a checkpoint waiting for it names it once it is up): the file's local
+    # copy stays until both writers release it, and not while the upload runs.
+    blocking = _BlockingStorage(storage)
+    local = tmp_path / "local"
+    # The upload starts once both pieces wait (and not before): one file.
+    both = 2 * len(frame_piece(0, [(0, 1, b"a1")]))
+    log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
+                           _options(persist_delay_s=60.0, persist_size_bytes=both),
+                           local_dir=local)
+    try:
+        first, second = log.create_writer("a"), log.create_writer("b")
+        first.append(1, b"a1")
+        second.append(70, b"b1")
+        pending_a, pending_b = first.persist(0), second.persist(0)
+        first.truncate(1)  # uploading: dropped, yet named once up
+        first.release_local(1)  # a checkpoint naming the materialization completed
+        blocking.release.set()
+        handles = pending_a.result(timeout=10)
+        assert pending_b.result(timeout=10)[0].file == handles[0].file
+        name = handles[0].file.uri.rsplit("/", 1)[-1]
+        assert first.local_copies(pending_a) == {name: pending_a._pieces[0].local}
+        assert (local / name).is_file(), "released while its upload ran"
+        first.release_local(1)
+        second.truncate(1)
+        assert (local / name).is_file(), "truncated, but no checkpoint naming the "\
+            "materialization completed"
+        second.release_local(1)
+        assert not (local / name).exists()
+    finally:
+        blocking.release.set()
+        log.close()
+
+
 def test_max_in_flight_backpressures_the_writer(storage: CheckpointStorageAccess) -> None:
     blocking = _BlockingStorage(storage)
     log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
