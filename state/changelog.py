@@ -364,6 +364,10 @@ class _Base:
     sequence: int
     materialized: tuple[KeyedStateHandle, ...] = ()
     restored_log: tuple[LogSegmentHandle, ...] = ()
+    #: Local copies of ``restored_log``'s files in this TaskExecutor's log directory (a
+    #: restore on the TaskExecutor that wrote them): the checkpoints that name that log
+    #: name them too, so a second failover reads them locally as the first did.
+    restored_local: dict[str, StreamStateHandle] = field(default_factory=dict)
     pending: Future[KeyedStateHandle] | None = None
     #: Whether a checkpoint of this subtask already named the materialization.
     reported: bool = False
@@ -675,10 +679,20 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
                 only.key_group_range == self.key_group_range:
             # The job's own snapshot of exactly these key groups: build on it.
             self._base = _Base(only.materialization_id, 0, only.materialized, only.log,
-                               reported=True)
+                               restored_local=self._own_local_copies(only), reported=True)
         elif relevant:
             self._base = None  # the first checkpoint materializes
         return result
+
+    def _own_local_copies(self, handle: ChangelogStateHandle) -> dict[str, StreamStateHandle]:
+        """The local copies ``handle`` names of its log files, if they are in this
+        writer's local directory."""
+        local, directory = handle.local, self.writer.local_dir
+        if local is None or directory is None or \
+                Path(local.directory).resolve() != Path(directory).resolve():
+            return {}
+        names = {segment.file.uri.rsplit("/", 1)[-1] for segment in handle.log}
+        return {name: copy for name, copy in local.files.items() if name in names}
 
     def dispose(self) -> None:
         _LIVE.discard(self)
@@ -710,7 +724,7 @@ class _ChangelogAsyncSnapshot(AsyncSnapshot):
         segments = self._persist.result(check=self._check_cancelled)
         log_segments = (*base.restored_log, *segments)
         writer = self._backend.writer
-        copies = writer.local_copies(self._persist)
+        copies = {**base.restored_local, **writer.local_copies(self._persist)}
         local = LocalCopy(str(writer.local_dir), copies) \
             if copies and writer.local_dir is not None else None
         handle = ChangelogStateHandle(self._backend.key_group_range, self.checkpoint_id,

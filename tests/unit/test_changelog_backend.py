@@ -441,6 +441,45 @@ def test_the_log_s_local_copies_outlive_a_materialization_until_a_checkpoint_nam
         made.close()
 
 
+def test_checkpoints_after_a_local_restore_name_the_restored_log_s_local_copies(
+        tmp_path: Path) -> None:
+    # A failover on the same TaskExecutor builds on the restored checkpoint: the next
+    # checkpoints name its log as well as their own. Without its local copies in them, a
+    # second failover before the next materialization would download that log.
+    from weir.state.local_recovery import RestoreStorage
+
+    made = Env(tmp_path, "hashmap")
+    local_root = tmp_path / "local"
+    made.log.local_dir = local_root / JOB / "changelog"
+    try:
+        backend = made.backend(local_root=local_root, owner="op-local")
+        _write(backend, KEYS, 3)
+        backend.materialize()
+        _await_materialization(backend)
+        _write(backend, KEYS[:50], 1)
+        first = made.checkpoint(backend)
+        assert isinstance(first, ChangelogStateHandle) and first.log and first.local
+
+        again = made.backend(local_root=local_root, owner="op-local")
+        restore(again, [first], RestoreStorage(made.storage, local_root))
+        _write(again, KEYS[50:], 2)
+        second = made.checkpoint(again)
+        assert isinstance(second, ChangelogStateHandle) and second.local is not None
+        assert second.materialization_id == first.materialization_id
+        logged = {segment.file.uri.rsplit("/", 1)[-1] for segment in second.log}
+        assert set(first.local.files) < logged
+        assert logged <= set(second.local.files)
+        expected = _values(again, KEYS)
+
+        local_storage = RestoreStorage(made.storage, local_root)
+        third = made.backend(owner="op-local")
+        restore(third, [second], local_storage)
+        assert _values(third, KEYS) == expected
+        assert local_storage.remote_bytes == 0, "part of the restore was downloaded"
+    finally:
+        made.close()
+
+
 def test_materializations_keep_local_copies_that_a_restore_reads(env: Env,
                                                                   tmp_path: Path) -> None:
     from weir.state.changelog import materialization_local_dir
