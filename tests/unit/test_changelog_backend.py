@@ -398,86 +398,89 @@ def test_task_local_recovery_reads_the_local_copies_of_the_log(tmp_path: Path) -
         made.close()
 
 
+@pytest.fixture
+def local_env(tmp_path: Path) -> Iterator[Env]:
+    """A hashmap Env whose log keeps local copies under ``tmp_path / "local"``."""
+    made = Env(tmp_path, "hashmap")
+    made.log.local_dir = tmp_path / "local" / JOB / "changelog"
+    yield made
+    made.close()
+
+
+def _materialized_then_logged(made: Env, local_root: Path
+                              ) -> tuple[ChangelogKeyedStateBackend, KeyedStateHandle]:
+    """A backend with local copies, materialized once, and a checkpoint naming that
+    materialization and a log after it."""
+    backend = made.backend(local_root=local_root, owner="op-local")
+    _write(backend, KEYS, 3)
+    backend.materialize()
+    _await_materialization(backend)
+    _write(backend, KEYS[:50], 1)
+    return backend, made.checkpoint(backend)
+
+
 def test_the_log_s_local_copies_outlive_a_materialization_until_a_checkpoint_names_it(
-        tmp_path: Path) -> None:
+        local_env: Env, tmp_path: Path) -> None:
     # The TaskExecutor dies after a materialization completed and before a checkpoint naming
     # it completed: the restore reads the last completed checkpoint, which names the log
     # the materialization covers. Its local copies must still be there.
     from weir.state.local_recovery import RestoreStorage
 
-    made = Env(tmp_path, "hashmap")
-    local_root = tmp_path / "local"
-    made.log.local_dir = local_root / JOB / "changelog"
-    try:
-        backend = made.backend(local_root=local_root, owner="op-local")
-        _write(backend, KEYS, 3)
-        backend.materialize()
-        _await_materialization(backend)
-        _write(backend, KEYS[:50], 1)
-        first = made.checkpoint(backend)  # names materialization 1 and a log after it
-        _write(backend, KEYS[50:], 2)
-        second = made.checkpoint(backend)  # the same base, a longer log
-        assert isinstance(second, ChangelogStateHandle) and second.local is not None
-        assert second.materialization_id == 1 and len(second.log) > len(first.log) > 0
-        expected = _values(backend, KEYS)
-        backend.materialize()  # completes; no checkpoint names it yet
-        _await_materialization(backend)
+    made, local_root = local_env, tmp_path / "local"
+    backend, first = _materialized_then_logged(made, local_root)
+    assert isinstance(first, ChangelogStateHandle)
+    _write(backend, KEYS[50:], 2)
+    second = made.checkpoint(backend)  # the same base, a longer log
+    assert isinstance(second, ChangelogStateHandle) and second.local is not None
+    assert second.materialization_id == 1 and len(second.log) > len(first.log) > 0
+    expected = _values(backend, KEYS)
+    backend.materialize()  # completes; no checkpoint names it yet
+    _await_materialization(backend)
 
-        local_storage = RestoreStorage(made.storage, local_root)
-        fresh = made.backend(owner="op-local")
-        restore(fresh, [second], local_storage)
-        assert _values(fresh, KEYS) == expected
-        assert local_storage.remote_bytes == 0, "part of the restore was downloaded"
-        assert local_storage.local_bytes >= second.state_size
+    local_storage = RestoreStorage(made.storage, local_root)
+    fresh = made.backend(owner="op-local")
+    restore(fresh, [second], local_storage)
+    assert _values(fresh, KEYS) == expected
+    assert local_storage.remote_bytes == 0, "part of the restore was downloaded"
+    assert local_storage.local_bytes >= second.state_size
 
-        # A checkpoint naming materialization 2 completes: the copies of the log before
-        # it go (nothing a restore would read names them any more); its own stay.
-        _write(backend, KEYS[:10], 1)
-        third = made.checkpoint(backend)
-        assert isinstance(third, ChangelogStateHandle) and third.materialization_id == 2
-        assert third.local is not None
-        assert {p.name for p in made.log.local_dir.glob("*.log")} == set(third.local.files)
-    finally:
-        made.close()
+    # A checkpoint naming materialization 2 completes: the copies of the log before
+    # it go (nothing a restore would read names them any more); its own stay.
+    _write(backend, KEYS[:10], 1)
+    third = made.checkpoint(backend)
+    assert isinstance(third, ChangelogStateHandle) and third.materialization_id == 2
+    assert third.local is not None
+    assert made.log.local_dir is not None
+    assert {p.name for p in made.log.local_dir.glob("*.log")} == set(third.local.files)
 
 
 def test_checkpoints_after_a_local_restore_name_the_restored_log_s_local_copies(
-        tmp_path: Path) -> None:
+        local_env: Env, tmp_path: Path) -> None:
     # A failover on the same TaskExecutor builds on the restored checkpoint: the next
     # checkpoints name its log as well as their own. Without its local copies in them, a
     # second failover before the next materialization would download that log.
     from weir.state.local_recovery import RestoreStorage
 
-    made = Env(tmp_path, "hashmap")
-    local_root = tmp_path / "local"
-    made.log.local_dir = local_root / JOB / "changelog"
-    try:
-        backend = made.backend(local_root=local_root, owner="op-local")
-        _write(backend, KEYS, 3)
-        backend.materialize()
-        _await_materialization(backend)
-        _write(backend, KEYS[:50], 1)
-        first = made.checkpoint(backend)
-        assert isinstance(first, ChangelogStateHandle) and first.log and first.local
+    made, local_root = local_env, tmp_path / "local"
+    _, first = _materialized_then_logged(made, local_root)
+    assert isinstance(first, ChangelogStateHandle) and first.log and first.local
 
-        again = made.backend(local_root=local_root, owner="op-local")
-        restore(again, [first], RestoreStorage(made.storage, local_root))
-        _write(again, KEYS[50:], 2)
-        second = made.checkpoint(again)
-        assert isinstance(second, ChangelogStateHandle) and second.local is not None
-        assert second.materialization_id == first.materialization_id
-        logged = {segment.file.uri.rsplit("/", 1)[-1] for segment in second.log}
-        assert set(first.local.files) < logged
-        assert logged <= set(second.local.files)
-        expected = _values(again, KEYS)
+    again = made.backend(local_root=local_root, owner="op-local")
+    restore(again, [first], RestoreStorage(made.storage, local_root))
+    _write(again, KEYS[50:], 2)
+    second = made.checkpoint(again)
+    assert isinstance(second, ChangelogStateHandle) and second.local is not None
+    assert second.materialization_id == first.materialization_id
+    logged = {segment.file.uri.rsplit("/", 1)[-1] for segment in second.log}
+    assert set(first.local.files) < logged
+    assert logged <= set(second.local.files)
+    expected = _values(again, KEYS)
 
-        local_storage = RestoreStorage(made.storage, local_root)
-        third = made.backend(owner="op-local")
-        restore(third, [second], local_storage)
-        assert _values(third, KEYS) == expected
-        assert local_storage.remote_bytes == 0, "part of the restore was downloaded"
-    finally:
-        made.close()
+    local_storage = RestoreStorage(made.storage, local_root)
+    third = made.backend(owner="op-local")
+    restore(third, [second], local_storage)
+    assert _values(third, KEYS) == expected
+    assert local_storage.remote_bytes == 0, "part of the restore was downloaded"
 
 
 def test_materializations_keep_local_copies_that_a_restore_reads(env: Env,
