@@ -229,6 +229,7 @@ def job_config(changelog: bool, args: argparse.Namespace, unaligned: bool = Fals
                               "state.backend.local-recovery": "false"}
     if unaligned:
         config["execution.checkpointing.unaligned.enabled"] = "true"
+    config.update(args.extra)
     if changelog:
         config["state.changelog.enabled"] = "true"
         config["state.changelog.periodic-materialize.interval"] = f"{args.materialize:g} s"
@@ -578,6 +579,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="recoveries per configuration (default 2; quick 1)")
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help="which of off,on,on-unaligned to run (default all)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more option for every job (repeatable), e.g. "
+                             "taskmanager.network.memory.buffer-debloat.enabled=true")
     parser.add_argument("--skip-in-process", action="store_true",
                         help="leave out the in-process section")
     parser.add_argument("--keys", type=int, default=200_000,
@@ -608,6 +612,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      "choose from off,on,on-unaligned")
     if args.update_percent <= 0:
         parser.error("--update-percent must be above 0, e.g. 1")
+    args.extra = {}
+    for pair in args.set:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--set {pair!r}: expected KEY=VALUE, e.g. "
+                         "execution.checkpointing.unaligned.enabled=true")
+        args.extra[key.strip()] = value.strip()
     return args
 
 
