@@ -37,6 +37,7 @@ from weir.state.descriptors import (
     StateTtlConfig,
 )
 from weir.state.key_groups import KeyGroupRange, assign_to_key_group
+from weir.state.serializers import encode_key
 
 if TYPE_CHECKING:
     from weir.state.canonical import SegmentView
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from weir.state.snapshot import AsyncSnapshot, SnapshotLocation, SnapshotStrategy
 
 MISSING: Any = object()
+#: No key encoded yet (``None`` is a key like any other).
+_NOT_ENCODED: Any = object()
 
 #: One entry of a snapshot: (state name, key group, key bytes, namespace bytes, value bytes).
 Entry = tuple[str, int, bytes, bytes, bytes]
@@ -84,6 +87,9 @@ class KeyedStateBackend(ABC):
         self._handles: dict[str, Any] = {}
         #: Set by a lazy restore until every key group is loaded (see state/lazy.py).
         self._restore_gate: KeyGroupGate | None = None
+        #: ``encode_key`` of the key it was computed for (see ``_current_key_bytes``).
+        self._encoded_key = b""
+        self._encoded_for: Any = _NOT_ENCODED
         #: ``state.backend.restore.lazy`` and ``...rocksdb.restore.rescale-method``, set by
         #: the factory; ``restore()`` reads them.
         self.lazy_restore = False
@@ -173,6 +179,19 @@ class KeyedStateBackend(ABC):
 
     @abstractmethod
     def _put(self, state: str, namespace: Any, value: Any) -> None: ...
+
+    def _put_serialized(self, state: str, namespace: Any, value: Any, data: bytes) -> None:
+        """``_put``, given ``value`` already serialized as ``data`` (``serialize_value``):
+        a backend that stores bytes stores these instead of serializing ``value`` again."""
+        self._put(state, namespace, value)
+
+    def _current_key_bytes(self) -> bytes:
+        """``encode_key(current_key)``, computed once per key: consecutive writes of one
+        key, and several states of one record, reuse it."""
+        if self._encoded_for is not self.current_key:
+            self._encoded_key = encode_key(self.current_key)
+            self._encoded_for = self.current_key
+        return self._encoded_key
 
     @abstractmethod
     def _delete(self, state: str, namespace: Any) -> None: ...

@@ -439,6 +439,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         delegate = self.delegate
         delegate.current_key, delegate.current_key_group = \
             self.current_key, self.current_key_group
+        # A key's bytes are computed once for the delegate's rows and the log's changes.
+        delegate._encoded_key, delegate._encoded_for = self._encoded_key, self._encoded_for
         return delegate
 
     def _register(self, state: str) -> None:
@@ -456,19 +458,23 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         return value
 
     def _put(self, state: str, namespace: Any, value: Any) -> None:
-        self._sync()._put(state, namespace, value)
+        key, ns = self._current_key_bytes(), encode_key(namespace)
+        delegate = self._sync()
         mutable, self._mutable = self._mutable, None
-        key, ns = encode_key(self.current_key), encode_key(namespace)
         if mutable is not None and mutable[0] is value and len(value) >= mutable[1]:
+            delegate._put(state, namespace, value)
             change = encode_change(_APPEND, state, key, ns, serialize_value(value[mutable[1]:]))
         else:
-            change = encode_change(_PUT, state, key, ns, serialize_value(value))
+            data = serialize_value(value)  # once, for the backend and the log
+            delegate._put_serialized(state, namespace, value, data)
+            change = encode_change(_PUT, state, key, ns, data)
         self._log(self.current_key_group, change)
 
     def _delete(self, state: str, namespace: Any) -> None:
+        key = self._current_key_bytes()
         self._sync()._delete(state, namespace)
-        self._log(self.current_key_group, encode_change(
-            _DELETE, state, encode_key(self.current_key), encode_key(namespace)))
+        self._log(self.current_key_group, encode_change(_DELETE, state, key,
+                                                        encode_key(namespace)))
 
     def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any) -> list[Any]:

@@ -142,8 +142,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._column_handles: dict[str, Any] = {}
         self._local_copies: LocalCopyTracker | None = None
         self._open()
-        self._encoded_key = b""
-        self._encoded_for: Any = MISSING
 
     def _open(self) -> None:
         try:
@@ -199,10 +197,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             raise StateError(msg) from err
 
     def _row(self, namespace: Any) -> bytes:
-        if self._encoded_for is not self.current_key:
-            self._encoded_key = encode_key(self.current_key)
-            self._encoded_for = self.current_key
-        return row_key(self.current_key_group, self._encoded_key, encode_key(namespace))
+        return row_key(self.current_key_group, self._current_key_bytes(), encode_key(namespace))
 
     def _get(self, state: str, namespace: Any) -> Any:
         family = self._families[state]
@@ -212,8 +207,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     _get_mutable = _get  # every read is a fresh copy
 
     def _put(self, state: str, namespace: Any, value: Any) -> None:
-        family = self._families[state]
-        row, data = self._row(namespace), serialize_value(value)
+        self._put_serialized(state, namespace, value, serialize_value(value))
+
+    def _put_serialized(self, state: str, namespace: Any, value: Any, data: bytes) -> None:
+        family, row = self._families[state], self._row(namespace)
         self._guard(state, "write", lambda: family.put(row, data))
 
     def _delete(self, state: str, namespace: Any) -> None:
