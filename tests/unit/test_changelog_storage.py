@@ -3,9 +3,7 @@ persist, backpressure, retries and reading back, on file:// storage."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -590,6 +588,7 @@ def test_a_materialization_s_upload_waits_for_the_log_s(storage: CheckpointStora
     """YieldingStorage: a materialization's file upload starts only once no log upload is
     queued or running (or after its bound), and uploads one file at a time."""
     from weir.checkpoint.changelog_storage import YieldingStorage
+    from weir.testing.cluster import poll
 
     blocking = _BlockingStorage(storage)
     log = ChangelogStorage(blocking, "job/changelog", _options())  # type: ignore[arg-type]
@@ -601,7 +600,7 @@ def test_a_materialization_s_upload_waits_for_the_log_s(storage: CheckpointStora
         writer = log.create_writer("op")
         writer.append(0, b"change")
         persisted = writer.persist(0)
-        _poll(lambda: blocking.writes == 1)                    # the log upload is running
+        poll(lambda: blocking.writes == 1, 10, what="the log upload to start")
         uploader = threading.Thread(
             target=lambda: order.append(yielding.write_file("m/000001.sst", sst)))
         uploader.start()
@@ -615,19 +614,11 @@ def test_a_materialization_s_upload_waits_for_the_log_s(storage: CheckpointStora
         # A log that never goes quiet delays each file by at most max_wait_s.
         blocking.release.clear()
         writer.append(0, b"again")
-        stuck = writer.persist(1)
-        _poll(lambda: blocking.writes == 2)
+        writer.persist(1)
+        poll(lambda: blocking.writes == 2, 10, what="the second log upload to start")
         yielding.max_wait_s = 0.05
         assert yielding.write_file("m/000002.sst", sst).length == 1000
     finally:
         blocking.release.set()
-        with contextlib.suppress(Exception):
-            stuck.result(timeout=10)
         log.close()
 
-
-def _poll(condition: Any, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
