@@ -8,6 +8,8 @@ FileSink (JSON lines):
 * ``["count", key, c]`` from a KeyedProcessFunction with a ValueState per key
   (``key = n % keys``): one record per input record, ``c`` running from 1 to the key's
   number of records — the same set whatever the order records arrive in;
+* ``["reduce", key, c]``: the same running count from a keyed ``reduce`` (whose totals
+  live in a write-back cache between checkpoints);
 * ``["window", key, total]`` from tumbling event-time windows of ``window_ms``, reducing
   the sum of ``n`` per key and window.
 
@@ -77,7 +79,10 @@ windows = (stamped.map(lambda n: (n % KEYS, n)).key_by(lambda t: t[0])
            .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
            .reduce(lambda a, b: (a[0], a[1] + b[1]))
            .map(lambda t: ("window", t[0], t[1])))
-counts.union(windows).sink_to(FileSink(OUT, format=os.environ.get("EXACTLY_ONCE_FORMAT",
+reduced = (stamped.map(lambda n: (n % KEYS, 1)).key_by(lambda t: t[0])
+           .reduce(lambda a, b: (a[0], a[1] + b[1]))
+           .map(lambda t: ("reduce", t[0], t[1])))
+counts.union(windows, reduced).sink_to(FileSink(OUT, format=os.environ.get("EXACTLY_ONCE_FORMAT",
                                                                   "json")))
 env.execute("exactly once")
 '''
@@ -93,7 +98,9 @@ def running_counts(n: int, keys: int) -> Counter[tuple[int, int]]:
 def expected_output(n: int, keys: int, window_ms: int) -> Counter[tuple[Any, ...]]:
     """Every record the job must commit, computed without weir."""
     out: Counter[tuple[Any, ...]] = Counter()
-    out.update(("count", key, c) for key, c in running_counts(n, keys).elements())
+    running = running_counts(n, keys)
+    out.update(("count", key, c) for key, c in running.elements())
+    out.update(("reduce", key, c) for key, c in running.elements())
     windows: Counter[tuple[int, int]] = Counter()
     for i in range(n):
         windows[(i % keys, i // window_ms)] += i

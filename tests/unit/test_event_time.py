@@ -384,6 +384,7 @@ def test_reduce_keeps_its_running_value_in_the_keyed_backend() -> None:
     harness.process([("a", 1), ("b", 2), ("a", 3)], timestamps=[1, 2, 3])
     assert harness.output.records == [("a", 1), ("b", 2), ("a", 4)]
     assert harness.output.timestamps == [1, 2, 3]
+    harness.finish()  # totals are written back to the backend by the end of the input
     names = {entry[0] for entry in operator.backend.entries()}
     assert names == {"reduce"}
 

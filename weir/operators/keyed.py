@@ -8,12 +8,13 @@ job's keyed state backend (``state.backend.type``), so snapshots capture them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.core.records import NO_TIMESTAMP, Elements
 from weir.core.row import Row
 from weir.core.types import TypeInformation
 from weir.datastream.functions import (
+    Function,
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
     ProcessFunction,
@@ -30,8 +31,23 @@ from weir.operators.base import (
     open_functions,
 )
 from weir.operators.keys import KeySpec, key_groups_of_keys
+from weir.state.backend import MISSING
 from weir.state.descriptors import ValueStateDescriptor
 from weir.state.timers import Timer
+
+if TYPE_CHECKING:
+    from taskexecutor.operator import OperatorSnapshot
+    from weir.core.ids import CheckpointId
+    from weir.state.snapshot import SnapshotLocation
+
+#: The keyed state holding each key's running reduction.
+_REDUCE_STATE = "reduce"
+#: Key types whose equality is their serialized form's, so that a batch's keys can be
+#: grouped in a dict exactly as the backend tells them apart (1 == 1.0 == True are one dict
+#: key but three RocksDB keys: mixed batches take the per-record path).
+_BATCHABLE_KEYS = frozenset((str, bytes, int))
+#: Keys a reduce keeps in its write-back cache before it writes them back and starts anew.
+_CACHE_KEYS = 1 << 17
 
 
 class ReduceOperator(KeyedOperator):
@@ -54,16 +70,22 @@ class ReduceOperator(KeyedOperator):
     def open(self) -> None:
         assert self.ctx is not None
         self._reduce = resolve_callable(self.fn, "reduce")
-        self._state = self.open_keyed().get_state(ValueStateDescriptor("reduce"))
+        self._state = self.open_keyed().get_state(ValueStateDescriptor(_REDUCE_STATE))
+        # A function without keyed state of its own needs no current key per call, so a
+        # batch's totals are read and written once per distinct key (see _process_batched).
+        self._batched = not isinstance(self.fn, Function) or type(self.fn).open is Function.open
+        self._cache: dict[Any, Any] = {}
+        self._dirty: dict[Any, None] = {}
         self._final_only = self.final_values_only()
         # A ReduceFunction may keep keyed state of its own, as in PyFlink (where reduce
         # runs as a keyed process function): each call runs under its record's key.
         open_functions(self, self.backend)
 
     def finish(self) -> None:
+        self._write_back(evict=True)
         super().finish()
         if self._final_only:
-            finals = self.final_values("reduce", self._state.value)
+            finals = self.final_values(_REDUCE_STATE, self._state.value)
             if finals:
                 assert self.output is not None
                 self.output.emit(Elements.from_records(finals, self.output_type))
@@ -72,8 +94,75 @@ class ReduceOperator(KeyedOperator):
         assert self.ctx is not None
         records = elements.records()
         keys = self.key.keys(elements)
+        if self._batched and _BATCHABLE_KEYS.issuperset(map(type, keys)):
+            out = self._process_batched(keys, records)
+        else:
+            out = self._process_per_record(keys, records)
+        if self._final_only:
+            return
+        assert self.output is not None
+        self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
+
+    def _process_batched(self, keys: list[Any], records: list[Any]) -> list[Any]:
+        """The per-record loop over totals kept in a dict across batches, a write-back cache
+        of the backend's state: only keys not in it are read (one batched read per batch),
+        and the keys a batch changed are written back before each snapshot, at the end of
+        the input, and when the cache outgrows ``_CACHE_KEYS`` (one batched write). That
+        saves a state access per record, and on RocksDB a serialization per record.
+        Records of one key still reduce in order."""
+        assert self.ctx is not None and self.backend is not None
+        touched = dict.fromkeys(keys)
+        cache = self._cache
+        unknown = [key for key in touched if key not in cache]
+        if unknown:
+            groups = key_groups_of_keys(unknown, self.ctx.max_parallelism)
+            stored = self.backend.get_many(_REDUCE_STATE, groups, unknown)
+            # MISSING and None both mean "no total yet": ValueState.update(None) clears.
+            cache.update(zip(unknown, [None if v is MISSING else v for v in stored],
+                             strict=True))
+        reduce = self._reduce
+        out: list[Any] = []
+        append = out.append
+        for key, record in zip(keys, records, strict=True):
+            total = cache[key]
+            total = record if total is None else reduce(total, record)
+            cache[key] = total
+            append(total)
+        self._dirty.update(touched)
+        if len(cache) > _CACHE_KEYS:
+            self._write_back(evict=True)
+        return out
+
+    def _write_back(self, evict: bool = False) -> None:
+        """Store the totals the cache changed since the last write-back (and with ``evict``,
+        empty the cache)."""
+        assert self.ctx is not None and self.backend is not None
+        if self._dirty:
+            keys = list(self._dirty)
+            totals = [self._cache[key] for key in keys]
+            groups = key_groups_of_keys(keys, self.ctx.max_parallelism)
+            cleared = [i for i, total in enumerate(totals) if total is None]
+            if cleared:
+                kept = [i for i, total in enumerate(totals) if total is not None]
+                self.backend.delete_many(_REDUCE_STATE, groups[cleared],
+                                         [keys[i] for i in cleared])
+                groups, keys, totals = (groups[kept], [keys[i] for i in kept],
+                                        [totals[i] for i in kept])
+            self.backend.put_many(_REDUCE_STATE, groups, keys, None, totals)
+            self._dirty.clear()
+        if evict:
+            self._cache.clear()
+
+    def snapshot_state(self, checkpoint_id: CheckpointId, timestamp_ms: int,
+                       location: SnapshotLocation) -> OperatorSnapshot:
+        self._write_back()
+        return super().snapshot_state(checkpoint_id, timestamp_ms, location)
+
+    def _process_per_record(self, keys: list[Any], records: list[Any]) -> list[Any]:
+        """One state access per record, under its key: for functions with keyed state."""
+        assert self.ctx is not None and self.backend is not None
+        self._write_back(evict=True)  # the backend is read directly from here on
         groups = key_groups_of_keys(keys, self.ctx.max_parallelism).tolist()
-        assert self.backend is not None
         set_current_key = self.backend.set_current_key
         state = self._state
         reduce = self._reduce
@@ -85,10 +174,7 @@ class ReduceOperator(KeyedOperator):
             current = record if current is None else reduce(current, record)
             state.update(current)
             append(current)
-        if self._final_only:
-            return
-        assert self.output is not None
-        self.output.emit(Elements.from_records(out, self.output_type, elements.timestamps))
+        return out
 
 
 def field_value(record: Any, field: str | int) -> Any:
