@@ -36,7 +36,7 @@ from weir.state.descriptors import ValueStateDescriptor
 from weir.state.timers import Timer
 
 if TYPE_CHECKING:
-    from taskexecutor.operator import OperatorSnapshot
+    from weir.taskexecutor.operator import OperatorSnapshot
     from weir.core.ids import CheckpointId
     from weir.state.snapshot import SnapshotLocation
 
