@@ -36,9 +36,9 @@ from weir.state.descriptors import ValueStateDescriptor
 from weir.state.timers import Timer
 
 if TYPE_CHECKING:
-    from weir.taskexecutor.operator import OperatorSnapshot
     from weir.core.ids import CheckpointId
     from weir.state.snapshot import SnapshotLocation
+    from weir.taskexecutor.operator import OperatorSnapshot
 
 #: The keyed state holding each key's running reduction.
 _REDUCE_STATE = "reduce"
