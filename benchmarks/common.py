@@ -9,6 +9,8 @@
 * :class:`Profiler` samples the TaskExecutor processes with py-spy while a job runs and
   :func:`summarise_profile` turns py-spy's raw (collapsed-stack) output into the top
   functions by self and total time.
+* :func:`ensure_venv` makes a virtualenv with other systems' packages (e.g. Bytewax) on first
+  use, or says in one line why it cannot.
 """
 
 from __future__ import annotations
@@ -525,3 +527,60 @@ def profile_thread_names(path: Path) -> dict[int, str]:
             if tid.isdigit():
                 names[int(tid)] = rest.split(";", 1)[0]
     return names
+
+
+# -- other systems, in virtualenvs of their own -----------------------------------------------
+
+
+def ensure_venv(directory: Path, requirements: Sequence[str],
+                timeout: float = 900) -> tuple[Path | None, str]:
+    """A virtualenv at ``directory`` with ``requirements`` pip-installed, made on first use.
+
+    Returns (its python, "") or, when it cannot be made (no network, no wheel for this
+    Python, ...), (None, one line saying why). A virtualenv is reused when its marker file
+    lists the same requirements; a failed attempt is removed, so the next run tries again.
+    """
+    python = directory / "bin" / "python"
+    marker = directory / ".requirements"
+    wanted = "\n".join(requirements) + "\n"
+    if python.exists() and marker.exists() and marker.read_text() == wanted:
+        return python, ""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    # The base interpreter, not this virtualenv's: the new one must not see its packages.
+    base = getattr(sys, "_base_executable", sys.executable)
+    steps = [[base, "-m", "venv", str(directory)],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              *requirements]]
+    for step in steps:
+        try:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=timeout,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            return None, f"{' '.join(step[:3])} failed: {exc}"
+        if done.returncode:
+            shutil.rmtree(directory, ignore_errors=True)
+            errors = [line.strip() for line in (done.stderr or done.stdout).splitlines()
+                      if line.strip() and not line.startswith("WARNING")]
+            reason = errors[-1] if errors else f"exit code {done.returncode}"
+            return None, f"{' '.join(step[:3])} failed: {reason}"
+    marker.write_text(wanted)
+    return python, ""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a process to listen on)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU time of this process's children that have been waited for."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
