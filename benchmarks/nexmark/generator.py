@@ -195,10 +195,20 @@ def _prices(draws: np.ndarray) -> np.ndarray:
 # -- strings ----------------------------------------------------------------------------------
 
 
-#: Made once per process and seed. Plain dicts rather than functools.cache: the functions
-#: of this module travel to the TaskExecutors by value, and a cache wrapper would not.
-_POOLS: dict[int, np.ndarray] = {}
-_CHANNELS: dict[int, tuple[pa.Array, pa.Array]] = {}
+class _Memo(dict):  # type: ignore[type-arg]
+    """A per-process memo that is pickled empty.
+
+    The functions of this module travel to the TaskExecutors by value, with the globals
+    they use: a filled memo (the pool is 1 MiB) would ride along in every job graph, and a
+    ``functools.cache`` wrapper would be pickled by reference to a module they cannot import.
+    """
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return type(self), ()
+
+
+_POOLS: _Memo = _Memo()  #: seed -> pool of letters
+_CHANNELS: _Memo = _Memo()  #: seed -> (channel names, urls)
 
 
 def _pool(seed: int) -> np.ndarray:
