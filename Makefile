@@ -55,6 +55,7 @@ bench: install
 	$(PY) benchmarks/bench_changelog.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_lifecycle.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_dashboard.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_nexmark.py $(BENCH_ARGS)
 
 # The reference tables in docs/ (configuration, metrics, PyFlink names) are generated from
 # the code: `docs` rewrites them, `docs-check` fails when one is stale, `docs-build` checks
