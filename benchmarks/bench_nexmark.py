@@ -32,7 +32,7 @@ checkpoints every 3 minutes, mini-batch on. Those are JVM figures on other hardw
 checkpoints on; they are a reference point, not a like-for-like run.
 
 Bytewax (``bytewax==0.21.1`` from PyPI, installed by this script into
-``build/bench-venv-bytewax``; skipped with a one-line message if that fails) runs q0, q1
+``build/venv-bytewax``; skipped with a one-line message if that fails) runs q0, q1
 and q2 in the same run, one worker in one process, over ``--bytewax-events`` events
 (1,000,000; 200,000 with ``--quick``) from the same generator, in two forms: one dict per
 bid, and one Arrow batch per source poll (``benchmarks/nexmark/bytewax_flows.py``). Its
@@ -73,6 +73,7 @@ from common import (
     LocalCluster,
     Profiler,
     engine_revision,
+    ensure_bytewax,
     format_table,
     machine_info,
     median,
@@ -97,7 +98,6 @@ BYTEWAX_VERSION = "0.21.1"
 
 CLUSTER_DIR = BUILD_DIR / "bench-cluster-nexmark"
 PROFILE_DIR = BUILD_DIR / "bench-profiles"
-BYTEWAX_VENV = BUILD_DIR / "bench-venv-bytewax"
 BYTEWAX_FLOWS = Path(__file__).resolve().parent / "nexmark" / "bytewax_flows.py"
 
 FLINK_SOURCE = "https://github.com/nexmark/nexmark (README, Nexmark Benchmark Result)"
@@ -142,25 +142,6 @@ def run_query(cluster: LocalCluster, name: str, events: int) -> Any:
 
 
 # -- Bytewax ----------------------------------------------------------------------------------
-
-
-def bytewax_python() -> Path | None:
-    """The interpreter of a virtualenv with bytewax (made on first use), or None."""
-    python = BYTEWAX_VENV / "bin" / "python"
-    check = [str(python), "-c", "import bytewax, numpy, pyarrow"]
-    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
-        return python
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(BYTEWAX_VENV)], check=True,
-                       capture_output=True, timeout=300)
-        subprocess.run([str(python), "-m", "pip", "install", "-q",
-                        f"bytewax=={BYTEWAX_VERSION}", "numpy", "pyarrow"],
-                       check=True, capture_output=True, timeout=900)
-    except (OSError, subprocess.SubprocessError) as exc:
-        print(f"Bytewax skipped: bytewax=={BYTEWAX_VERSION} could not be installed into "
-              f"{BYTEWAX_VENV} ({type(exc).__name__})", flush=True)
-        return None
-    return python
 
 
 def run_bytewax(python: Path, events: int) -> list[dict[str, Any]]:
@@ -258,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     bytewax: list[dict[str, Any]] = []
     bytewax_note = "not run (--no-bytewax)"
     if not args.no_bytewax:
-        python = bytewax_python()
-        bytewax_note = f"could not be installed into {BYTEWAX_VENV}"
+        python = ensure_bytewax()
+        bytewax_note = "could not be installed"
         if python is not None:
             print(f"Bytewax {BYTEWAX_VERSION}: {','.join(BYTEWAX_QUERIES)} on "
                   f"{args.bytewax_events:,} events, one worker", flush=True)

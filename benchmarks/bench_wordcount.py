@@ -147,12 +147,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     BUILD_DIR,
+    BYTEWAX_REQUIREMENTS,
     RESULTS_DIR,
     LocalCluster,
     Profiler,
     children_cpu_seconds,
     engine_revision,
-    ensure_venv,
+    ensure_bytewax,
     format_table,
     free_port,
     machine_info,
@@ -185,8 +186,6 @@ KEYS = ("zipf", "uniform")
 DATA_DIR = BUILD_DIR / "bench-data"
 CLUSTER_DIR = BUILD_DIR / "bench-cluster-wordcount"
 PROFILE_DIR = BUILD_DIR / "bench-profiles"
-BYTEWAX_VENV = BUILD_DIR / "venv-bytewax"
-BYTEWAX_REQUIREMENTS = ("bytewax==0.21.1", "pyarrow")
 BYTEWAX_FLOW = Path(__file__).resolve().parent / "bytewax_wordcount.py"
 BYTEWAX_PROCESSES = 2
 BYTEWAX_RUN_DIR = BUILD_DIR / "bench-bytewax"
@@ -423,19 +422,6 @@ def words_of(root: Path) -> int:
 
 
 # -- Bytewax ---------------------------------------------------------------------------------------
-
-
-def ensure_bytewax() -> Path | None:
-    """The Bytewax virtualenv's python (installed on first use), or None, said why."""
-    ready = (BYTEWAX_VENV / ".requirements").exists()
-    if not ready:
-        print(f"installing {' '.join(BYTEWAX_REQUIREMENTS)} into {BYTEWAX_VENV} (once) ...",
-              flush=True)
-    python, why = ensure_venv(BYTEWAX_VENV, BYTEWAX_REQUIREMENTS)
-    if python is None:
-        print(f"bytewax: skipped, it could not be installed ({why}); rerun with network "
-              f"access to PyPI, or leave it out with --forms", flush=True)
-    return python
 
 
 def run_bytewax(python: Path, root: Path, expect: int,

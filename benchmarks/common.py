@@ -569,6 +569,24 @@ def ensure_venv(directory: Path, requirements: Sequence[str],
     return python, ""
 
 
+#: One virtualenv of Bytewax for every benchmark that runs it beside weir.
+BYTEWAX_REQUIREMENTS = ("bytewax==0.21.1", "numpy", "pyarrow")
+
+
+def ensure_bytewax() -> Path | None:
+    """The Bytewax virtualenv's python (``build/venv-bytewax``, installed on first use), or
+    None after one line saying why it could not be installed."""
+    directory = BUILD_DIR / "venv-bytewax"
+    if not (directory / ".requirements").exists():
+        print(f"installing {' '.join(BYTEWAX_REQUIREMENTS)} into {directory} (once) ...",
+              flush=True)
+    python, why = ensure_venv(directory, BYTEWAX_REQUIREMENTS)
+    if python is None:
+        print(f"bytewax: skipped, it could not be installed ({why}); rerun with network "
+              f"access to PyPI, or leave it out", flush=True)
+    return python
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (for a process to listen on)."""
     import socket
