@@ -91,9 +91,10 @@ class Output(ABC):
         """Pass on that this output went idle (no watermarks for now) or is active again."""
 
     def emit_side(self, tag: str, elements: Elements) -> None:  # noqa: B027 - optional
-        """Send a batch to the side output ``tag`` (an OutputTag's id): to the task's
-        partitions for that side output, whichever operator of the chain emits it; a
-        side output nobody reads is dropped."""
+        """Send a batch to the side output ``tag`` (an OutputTag's id) of the operator this
+        output belongs to: to the task's partitions for that side output when the operator
+        is its chain's tail (the only place a read side output can be); a side output
+        nobody reads is dropped, as are those of operators inside a chain."""
 
 
 @dataclass

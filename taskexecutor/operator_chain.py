@@ -8,15 +8,19 @@ from weir.taskexecutor.record_writer import RecordWriter
 
 
 class _ChainedOutput(Output):
-    def __init__(self, operator: StreamOperator, side: Output | None = None) -> None:
+    """The output of an operator that is not the chain's tail: into the next operator.
+
+    Such an operator's side outputs are read by nobody: a side output belongs to the
+    operator that emits it, and the job graph never chains an operator onto one whose side
+    output is read (the side-output edge is a second consumer), so that operator is always
+    its chain's tail. Its side records are dropped here, as an unread side output is in
+    Flink, instead of reaching the task's side-output partitions under the same tag as the
+    tail's (two process functions of one chain may emit to one ``OutputTag``).
+    """
+
+    def __init__(self, operator: StreamOperator) -> None:
         self._operator = operator
         self._slice = operator.max_batch_records
-        # Side outputs skip the rest of the chain: they leave the task (never chained).
-        self._side = side
-
-    def emit_side(self, tag: str, elements: Elements) -> None:
-        if self._side is not None:
-            self._side.emit_side(tag, elements)
 
     def emit_watermark(self, watermark: int) -> None:
         self._operator.process_watermark(watermark)
@@ -87,11 +91,11 @@ class OperatorChain:
         writers_output = _WritersOutput(writers, counters)
         tail: Output = writers_output
         self._head_output = tail
+        # Only the tail writes to the task's partitions, its side outputs included.
         for operator in reversed(operators):
             operator.setup(ctx, tail)
-            tail = _ChainedOutput(operator, writers_output)
-        self._head: _ChainedOutput | None = (
-            _ChainedOutput(operators[0], writers_output) if operators else None)
+            tail = _ChainedOutput(operator)
+        self._head: _ChainedOutput | None = _ChainedOutput(operators[0]) if operators else None
         self._opened: list[StreamOperator] = []
 
     def open(self) -> None:

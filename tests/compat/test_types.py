@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import decimal
 
+import numpy as np
 import pytest
 
 from weir import Row, StreamExecutionEnvironment, Types
@@ -88,3 +89,32 @@ def test_a_row_or_tuple_nested_in_a_declared_type_comes_back_alike() -> None:
     got = _through_an_exchange(records, outer)
     assert sorted(got) == sorted(records)
     assert {r[1].a for r in got} == {"a", "b"}
+
+
+def test_a_decimal_keeps_its_scale_and_digits() -> None:
+    values = [decimal.Decimal("1"), decimal.Decimal("1.50"), decimal.Decimal("-0.000"),
+              decimal.Decimal("1E+3"),
+              decimal.Decimal("12345678901234567890.123456789012345678901")]
+    got = _through_an_exchange(values, Types.BIG_DEC())
+    assert sorted(map(str, got)) == sorted(map(str, values))
+    nested = Types.ROW_NAMED(["prices", "by_name"], [Types.LIST(Types.BIG_DEC()),
+                                                     Types.MAP(Types.STRING(), Types.BIG_DEC())])
+    (row,) = _through_an_exchange([Row(prices=[decimal.Decimal("2.0"), None],
+                                       by_name={"a": decimal.Decimal("0.10")})], nested)
+    assert (list(map(str, row.prices[:1])), row.prices[1], str(row.by_name["a"])) == (
+        ["2.0"], None, "0.10")
+
+
+def test_declared_narrow_values_of_a_collection_are_stored_as_java_stores_them() -> None:
+    # PyFlink's from_collection hands the values to Java (byteValue(), shortValue(),
+    # intValue(), floatValue()): a chained function sees the same as one after an exchange.
+    row = Types.ROW([Types.BYTE(), Types.SHORT(), Types.INT(), Types.LONG(), Types.FLOAT(),
+                     Types.PRIMITIVE_ARRAY(Types.SHORT())])
+    records = [(200, 43878, 9147483648, 9147483648, 0.1, [40000, 1])]
+    expected = (200 - 256, 43878 - 65536, 9147483648 - 2 ** 33, 9147483648,
+                float(np.float32(0.1)), [40000 - 65536, 1])
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    chained = env.from_collection(records, type_info=row).map(tuple)
+    assert [tuple(r) for r in chained.execute_and_collect()] == [expected]
+    assert [tuple(r) for r in _through_an_exchange(records, row)] == [expected]

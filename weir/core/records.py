@@ -52,6 +52,7 @@ from weir.core.types import (
     KIND_SCALAR,
     KIND_TUPLE,
     TypeInformation,
+    arrow_array,
 )
 
 _SCALAR_TYPES = (int, float, str, bytes, bool)
@@ -503,7 +504,7 @@ def _encode_typed(records: Sequence[Any], type_info: TypeInformation) -> pa.Reco
             columns = list(zip(*records, strict=True))
         else:
             columns = [[] for _ in schema.names]
-        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)]
+        arrays = [arrow_array(col, f.type) for col, f in zip(columns, schema, strict=True)]
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, KeyError) as err:
         sample = repr(records[0])[:80] if records else ""
         msg = f"records do not match the declared output_type: {err} (first record: {sample})"

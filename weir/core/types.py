@@ -15,11 +15,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import decimal
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
+
+from weir.core.row import Row, RowKind
 
 #: How a batch's rows map back to Python values; stored in the Arrow schema metadata.
 KIND_KEY = b"weir.kind"
@@ -133,7 +138,7 @@ def _arrow_name(arrow_type: pa.DataType | None) -> str:
     if pa.types.is_map(arrow_type):
         return f"MapTypeInfo<{_arrow_name(arrow_type.key_type)}, " \
                f"{_arrow_name(arrow_type.item_type)}>"
-    if pa.types.is_decimal(arrow_type):
+    if pa.types.is_decimal(arrow_type) or arrow_type == BIG_DECIMAL:
         return "BigDecimal"
     if pa.types.is_timestamp(arrow_type):
         return "Instant" if arrow_type.tz is not None else "TimestampTypeInfo"
@@ -206,8 +211,9 @@ class Types:
 
     @staticmethod
     def BIG_DEC() -> TypeInformation:  # noqa: N802
-        """``decimal.Decimal`` values (38 digits, 18 after the point)."""
-        return _basic(pa.decimal128(38, 18), "BigDecimal")
+        """``decimal.Decimal`` values, each kept as it is: its digits and its scale, of any
+        precision (Java's ``BigDecimal`` in PyFlink). Ints are taken as Decimals."""
+        return _basic(BIG_DECIMAL, "BigDecimal")
 
     @staticmethod
     def SQL_DATE() -> TypeInformation:  # noqa: N802
@@ -308,3 +314,184 @@ def _arrow(type_info: TypeInformation, where: str) -> pa.DataType:
 def _listing(pyflink_class: str, where: str, element_type: TypeInformation) -> TypeInformation:
     return TypeInformation(pa.list_(_arrow(element_type, where)),
                            label=f"{pyflink_class}<{element_type}>")
+
+
+# -- Decimals of any precision and scale -----------------------------------------------------
+
+class _BigDecimalScalar(pa.ExtensionScalar):  # type: ignore[misc]  # pyarrow is untyped
+    def as_py(self, *args: Any, **kwargs: Any) -> decimal.Decimal | None:
+        text = self.value
+        return None if text is None else decimal.Decimal(text.as_py())
+
+
+class BigDecimalType(pa.ExtensionType):  # type: ignore[misc]  # pyarrow is untyped
+    """The Arrow type of ``Types.BIG_DEC()`` values: each Decimal as its text (a string
+    column underneath), so that it comes back with its own scale and digits, as Java's
+    ``BigDecimal`` keeps them in PyFlink. A ``decimal128`` column has one scale for all its
+    values (``Decimal('1')`` would come back as ``Decimal('1.000000000000000000')``) and at
+    most 38 digits."""
+
+    def __init__(self) -> None:
+        super().__init__(pa.string(), "weir.big_decimal")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType,
+                                  serialized: bytes) -> BigDecimalType:
+        return cls()
+
+    def __arrow_ext_scalar_class__(self) -> type[pa.ExtensionScalar]:
+        return _BigDecimalScalar
+
+    def __reduce__(self) -> tuple[type[BigDecimalType], tuple[()]]:
+        return BigDecimalType, ()
+
+    def __hash__(self) -> int:
+        # Arrow's extension types are not hashable; types (and TypeInformation) are keys.
+        return hash(self.extension_name)
+
+
+BIG_DECIMAL = BigDecimalType()
+try:
+    # Batches that cross a process boundary (Arrow IPC) come back with this type.
+    pa.register_extension_type(BIG_DECIMAL)
+except pa.ArrowKeyError:  # registered already (the module was loaded twice)
+    pass
+
+
+def _decimal_text(value: Any) -> str:
+    if isinstance(value, decimal.Decimal) or (type(value) is int):
+        return str(value)
+    msg = f"int or Decimal object expected, got {type(value).__name__}"
+    raise TypeError(msg)
+
+
+@lru_cache(maxsize=256)
+def _storage_encoder(arrow_type: pa.DataType) -> tuple[pa.DataType, Callable[[Any], Any]] | None:
+    """For a type with Decimals in it, its storage type (strings for the Decimals) and the
+    function making a Python value of the type one of the storage type; None otherwise."""
+    if arrow_type == BIG_DECIMAL:
+        return pa.string(), _decimal_text
+    if pa.types.is_list(arrow_type):
+        inner = _storage_encoder(arrow_type.value_type)
+        if inner is None:
+            return None
+        element_storage, element = inner
+        return pa.list_(element_storage), lambda v: [
+            None if e is None else element(e) for e in v]
+    if pa.types.is_map(arrow_type):
+        keys, items = _storage_encoder(arrow_type.key_type), _storage_encoder(arrow_type.item_type)
+        if keys is None and items is None:
+            return None
+        key_storage, key = keys or (arrow_type.key_type, _same)
+        item_storage, item = items or (arrow_type.item_type, _same)
+        return pa.map_(key_storage, item_storage), lambda v: [
+            (key(k), None if x is None else item(x))
+            for k, x in (v.items() if isinstance(v, dict) else v)]
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def arrow_array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
+    """The Arrow array of ``values`` of a declared type: ``pa.array`` but for types with
+    Decimals (:class:`BigDecimalType`), which are built from their storage.
+
+    >>> import decimal
+    >>> arrow_array([decimal.Decimal("1.50"), None], Types.BIG_DEC().arrow_type).to_pylist()
+    [Decimal('1.50'), None]
+    """
+    encoder = _storage_encoder(arrow_type)
+    if encoder is None:
+        return pa.array(values, type=arrow_type)
+    storage, encode = encoder
+    return pa.array([None if v is None else encode(v) for v in values],
+                    type=storage).cast(arrow_type)
+
+
+# -- PyFlink's conversion of declared collection values ----------------------------------------
+
+#: Declared types whose Java values are narrower than a Python number: PyFlink's
+#: ``from_collection`` stores a value as Java's ``byteValue()``, ``shortValue()``,
+#: ``intValue()`` or ``floatValue()`` does (wrapping ints, rounding floats to 32 bits).
+_INT_BITS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32}
+
+
+def _wrap(bits: int) -> Callable[[Any], Any]:
+    half, whole = 1 << (bits - 1), 1 << bits
+
+    def wrap(value: Any) -> Any:
+        if isinstance(value, int | np.integer) and not isinstance(value, bool):
+            return (int(value) + half) % whole - half
+        return value
+    return wrap
+
+
+def _single(value: Any) -> Any:
+    if isinstance(value, float | int | np.number) and not isinstance(value, bool):
+        with np.errstate(over="ignore"):
+            return float(np.float32(value))
+    return value
+
+
+def _arrow_converter(arrow_type: pa.DataType | None) -> Callable[[Any], Any] | None:
+    if arrow_type is None:
+        return None
+    bits = _INT_BITS.get(arrow_type)
+    if bits is not None:
+        return _wrap(bits)
+    if arrow_type == pa.float32():
+        return _single
+    if pa.types.is_list(arrow_type):
+        element = _arrow_converter(arrow_type.value_type)
+        if element is None:
+            return None
+        return lambda v: v if not isinstance(v, list | tuple) else [
+            None if e is None else element(e) for e in v]
+    if pa.types.is_map(arrow_type):
+        key = _arrow_converter(arrow_type.key_type) or _same
+        item = _arrow_converter(arrow_type.item_type) or _same
+        if key is _same and item is _same:
+            return None
+        return lambda v: v if not isinstance(v, dict) else {
+            key(k): None if x is None else item(x) for k, x in v.items()}
+    return None
+
+
+def collection_converter(type_info: TypeInformation) -> Callable[[Any], Any] | None:
+    """What PyFlink's ``from_collection(items, type_info)`` does to each item on its way
+    into Java: a BYTE, SHORT or INT value wraps to 8, 16 or 32 bits (43878 as a SHORT is
+    -21658), a FLOAT value is rounded to 32 bits, in rows, tuples, lists and maps too.
+    None when the type has no such values (the items stay as they are).
+
+    >>> convert = collection_converter(Types.TUPLE([Types.SHORT(), Types.INT(), Types.LONG()]))
+    >>> convert((43878, 9147483648, 9147483648))
+    (-21658, 557549056, 9147483648)
+    """
+    if type_info.kind == KIND_SCALAR:
+        return _arrow_converter(type_info.arrow_type)
+    if type_info.kind not in (KIND_ROW, KIND_TUPLE):
+        return None
+    fields = [_arrow_converter(t.arrow_type) if t.kind == KIND_SCALAR
+              else collection_converter(t) for _, t in type_info.fields]
+    if all(f is None for f in fields):
+        return None
+    converters = [f or _same for f in fields]
+
+    def convert(record: Any) -> Any:
+        if not isinstance(record, tuple | list) or len(record) != len(converters):
+            return record  # not of the type: the encoder names it
+        values = [None if v is None else c(v)
+                  for c, v in zip(converters, record, strict=True)]
+        if isinstance(record, Row):
+            row = Row.from_values(record._fields, record._index, values) if record._fields \
+                else Row(*values)
+            if record._row_kind is not RowKind.INSERT:
+                row.set_row_kind(record._row_kind)
+            return row
+        return values if isinstance(record, list) else tuple(values)
+    return convert

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from weir.core.errors import InvalidJobError
+from weir.core.errors import InternalError, InvalidJobError
 from weir.datastream.code_fingerprint import fingerprint
 from weir.operators.keys import KeySpec
 from weir.operators.sinks.collect import CollectSinkOperator
@@ -172,6 +172,16 @@ def build_job_graph(sinks: list[Transformation], *, job_id: str, job_name: str,
             head_id = vertex_of[chained_to[n.id]]
             vertex_of[n.id] = head_id
             chain_of[head_id].append(n)
+
+    # A side output belongs to the operator that emits it, and a task sends only its tail
+    # operator's side outputs on (taskexecutor/operator_chain.py): nothing may be chained
+    # onto an operator whose side output is read.
+    for n in nodes:
+        for edge in edges[n.id]:
+            producer = edge.node
+            if edge.side_output and chain_of[vertex_of[producer.id]][-1] is not producer:
+                msg = f"the side output of '{producer.name}' is read, yet it is chained on"
+                raise InternalError(msg)
 
     uids = _uids(nodes)
     graph = jobgraph_pb2.JobGraph(job_id=job_id, name=job_name, config=config)

@@ -26,7 +26,7 @@ from weir.core.source import (
     SplitEnumerator,
     StaticSplitEnumerator,
 )
-from weir.core.types import KIND_ROW, TypeInformation
+from weir.core.types import KIND_ROW, TypeInformation, collection_converter
 
 
 class CollectionSource(Source):
@@ -45,6 +45,11 @@ class CollectionSource(Source):
         # error when the job is built, not when it runs.
         self.items = (as_rows(list(items), type_info)
                       if type_info is not None and type_info.kind == KIND_ROW else list(items))
+        # As PyFlink's items on their way into Java: BYTE, SHORT and INT values wrap, FLOAT
+        # values round to 32 bits, so a chained function sees what PyFlink's would.
+        convert = collection_converter(type_info) if type_info is not None else None
+        if convert is not None:
+            self.items = list(map(convert, self.items))
         self.type_info = type_info
 
     def create_enumerator(self, parallelism: int) -> SplitEnumerator:

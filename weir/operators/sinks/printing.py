@@ -44,7 +44,8 @@ def formatter(type_info: TypeInformation | None) -> Callable[[Any], str]:
     if type_info is None or type_info.kind not in (KIND_TUPLE, KIND_ROW, KIND_SCALAR):
         return str
     if type_info.kind == KIND_SCALAR:
-        return _scalar_formatter(type_info.arrow_type)
+        java = _JAVA_SQL_FORMATS.get(type_info.label)
+        return java if java is not None else _scalar_formatter(type_info.arrow_type)
     fields = [formatter(t) for _, t in type_info.fields]
     if type_info.kind == KIND_TUPLE:
         def tuple_string(record: Any) -> str:
@@ -58,6 +59,25 @@ def formatter(type_info: TypeInformation | None) -> Callable[[Any], str]:
         return prefix + "[" + ", ".join(_or_null(f, v) for f, v in
                                         zip(fields, record, strict=True)) + "]"
     return row_string
+
+
+def _sql_timestamp(value: Any) -> str:
+    """Java's ``java.sql.Timestamp.toString``: the fraction without trailing zeros, at least
+    one digit (``2021-01-09 12:00:00.011``, ``2021-01-09 12:00:00.0``)."""
+    if value is None:
+        return "null"
+    fraction = f"{value.microsecond:06d}".rstrip("0") or "0"
+    return f"{value:%Y-%m-%d %H:%M:%S}.{fraction}"
+
+
+def _sql_time(value: Any) -> str:
+    """Java's ``java.sql.Time.toString``: hours, minutes and seconds only."""
+    return "null" if value is None else f"{value:%H:%M:%S}"
+
+
+#: Types PyFlink gives as ``java.sql`` objects, by their label, and how those print.
+_JAVA_SQL_FORMATS: dict[str, Callable[[Any], str]] = {
+    "TimestampTypeInfo": _sql_timestamp, "TimeTypeInfo": _sql_time}
 
 
 def _or_null(format_value: Callable[[Any], str], value: Any) -> str:
