@@ -360,9 +360,16 @@ class _KeyStore:
         return self.array().take(pa.array(slots)), None
 
     def cast(self, key_type: pa.DataType) -> _KeyStore:
+        """The keys as ``key_type``; ArrowInvalid if that would merge two of them (ints
+        beyond 2**53 as floats)."""
         store = _store_for(key_type)
         if self.size:
-            store.append(self.array().cast(key_type))
+            keys = self.array()
+            cast = keys.cast(key_type)
+            if not pc.all(pc.equal(cast.cast(self.key_type), keys)).as_py():
+                msg = f"keys of type {self.key_type} do not all cast to {key_type} exactly"
+                raise pa.ArrowInvalid(msg)
+            store.append(cast)
         return store
 
 
@@ -529,15 +536,19 @@ def _grown(array: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
 
 class KeyedAggregates:
     """One aggregate per key, in columns: a write-back cache of the ValueState ``state`` of
-    ``backend`` (see the module docstring).
+    ``backend`` (see the module docstring). ``restored=False`` promises that the backend
+    holds no value of ``state`` yet (a fresh start): new keys are then not looked up.
 
     ``values[slot]`` is the aggregate and ``has[slot]`` whether there is one (a min/max over
     nulls only has none); both are arrays of at least :meth:`len` entries.
     """
 
-    def __init__(self, backend: KeyedStateBackend, state: str) -> None:
+    def __init__(self, backend: KeyedStateBackend, state: str, restored: bool = True) -> None:
         self.backend = backend
         self.state = state
+        #: Whether the backend may hold keys the columns do not (it was restored, or the
+        #: columns were reset): if not, a new key has no stored value and is not read.
+        self.restored = restored
         self.index = ColumnarKeyIndex(backend.max_parallelism)
         self.values: npt.NDArray[Any] = np.zeros(16, dtype=np.int64)
         self.has = np.zeros(16, dtype=bool)
@@ -563,6 +574,8 @@ class KeyedAggregates:
             self.values[new] = 0
             self.has[new] = False
             self._dirty[new] = False
+            if not self.restored:
+                return slots
             stored = self.backend.get_many(self.state, self.index.key_groups[new],
                                            self.index.keys_at(new).to_pylist())
             present = [i for i, v in enumerate(stored) if v is not MISSING]
@@ -603,6 +616,7 @@ class KeyedAggregates:
     def reset(self) -> None:
         """Flush and forget every key (they are read from the backend again when met)."""
         self.flush()
+        self.restored = True
         self.index = ColumnarKeyIndex(self.backend.max_parallelism)
         self.has[:] = False
 

@@ -116,6 +116,11 @@ def test_keys_of_a_new_type_are_cast_to_the_stored_one_or_widen_it() -> None:
     assert strings.find(pa.array(["y", "x", "z"], pa.large_string())).tolist() == [1, 0, -1]
     with pytest.raises(columnar.KeyTypeMismatchError, match="cannot be compared"):
         strings.find(pa.array([1, 2]))
+    # Ints that floats cannot tell apart are not widened to floats.
+    big = ColumnarKeyIndex(MAX_PAR)
+    big.find_or_add(pa.array([2**60, 2**60 + 1]))
+    with pytest.raises(columnar.KeyTypeMismatchError):
+        big.find(pa.array([2.5]))
 
 
 def test_other_key_types_are_kept_in_chunks() -> None:
@@ -168,3 +173,17 @@ def test_keys_of_another_type_start_the_cache_afresh_from_the_backend() -> None:
     slots = totals.slots(pa.array([1, 2]))  # ints: the strings are flushed, then forgotten
     assert len(totals) == 2 and totals.has[slots].tolist() == [False, False]
     assert _stored(backend, ["1"]) == [3]
+
+
+def test_a_fresh_backend_is_not_read_for_new_keys() -> None:
+    backend = _backend()
+    reads: list[int] = []
+    get_many = backend.get_many
+    backend.get_many = lambda *args: reads.append(1) or get_many(*args)  # type: ignore
+    totals = KeyedAggregates(backend, "total", restored=False)
+    totals.update(totals.slots(pa.array(["a", "b"])), np.array([1, 2]))
+    assert reads == []
+    totals.slots(pa.array([1]))  # another key type: the columns start afresh, reading
+    assert reads == [1]
+    assert KeyedAggregates(backend, "total").slots(pa.array(["a"])).tolist() == [0]
+    assert reads == [1, 1]

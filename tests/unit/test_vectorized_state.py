@@ -261,3 +261,14 @@ def test_long_and_short_groups_of_a_float_sum_and_a_min_in_one_batch() -> None:
         got = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
         assert got == _reference(rows, kind, {})
         operator.close()
+
+
+def test_float_keys_zero_and_minus_zero_are_one_key() -> None:
+    operator = VectorizedAggregateOperator("agg", "k", "count", None)
+    out = CollectingOutput()
+    operator.setup(OperatorContext("agg", 0, 1, MAX_PAR), out)
+    operator.open()
+    operator.process(Elements.from_arrow(pa.record_batch({"k": [0.0, -0.0, 1.5, 0.0]})))
+    operator.process(Elements.from_arrow(pa.record_batch({"k": [-0.0]})))
+    assert [r["count"] for r in out.records] == [1, 2, 1, 3, 4]
+    operator.close()

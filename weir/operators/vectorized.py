@@ -55,6 +55,9 @@ class _Groups(NamedTuple):
 
 
 def _groups(keys: pa.Array | pa.ChunkedArray) -> _Groups:
+    if pa.types.is_floating(keys.type):
+        # -0.0 + 0.0 is 0.0: one group, as they are one key (Arrow's hashing tells them apart).
+        keys = pc.add(keys, 0.0)
     encoded = pc.dictionary_encode(keys, null_encoding="encode")
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()
@@ -281,7 +284,9 @@ class VectorizedAggregateOperator(KeyedOperator):
         backend = self.open_keyed()
         self._state = backend.get_state(ValueStateDescriptor(_STATE))
         # The totals live in columns, written back to the backend before each snapshot.
-        self._totals = KeyedAggregates(backend, _STATE)
+        context = self.state_context
+        restored = context is not None and bool(context.keyed_handles)
+        self._totals = KeyedAggregates(backend, _STATE, restored)
         self._final_only = self.final_values_only()
         self._names: list[str] | None = None
 
