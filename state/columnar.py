@@ -245,55 +245,63 @@ class ColumnarKeyIndex:
         mask = self._table.size - 1
         found = np.full(rows.size, -1, dtype=np.int64)
         ends = np.full(rows.size, -1, dtype=np.int64)
-        pending = np.arange(rows.size)
         pos = self._positions(hashes)
-        floating = pa.types.is_floating(keys.type)
-        width = 1  # most keys sit at their home position: the first round reads only it
+        candidates = self._table[pos]
+        occupied = candidates >= 0
+        hits = np.flatnonzero(occupied & (self._table_hashes[pos] == hashes))
+        if hits.size:
+            equal = self._verify(keys, rows[hits], candidates[hits], distinct=True)
+            found[hits[equal]] = candidates[hits[equal]]
+        ends[~occupied] = pos[~occupied]
+        pending = np.flatnonzero(occupied & (found < 0))
+        pos = (pos[pending] + 1) & mask
         while pending.size:
-            offsets = _WINDOW_OFFSETS[:width]
-            positions = (pos[:, None] + offsets) & mask
+            positions = (pos[:, None] + _WINDOW_OFFSETS) & mask
             window = self._table[positions]
-            occupied = window >= 0
-            has_empty = ~occupied.all(axis=1)
-            first_empty = np.where(has_empty, np.argmin(occupied, axis=1), width)
+            occupied_window = window >= 0
+            has_empty = ~occupied_window.all(axis=1)
+            first_empty = np.where(has_empty, np.argmin(occupied_window, axis=1), _WINDOW)
             # A key is never stored past the first empty position of its probe sequence.
-            reachable = offsets < first_empty[:, None]
+            reachable = _WINDOW_OFFSETS < first_empty[:, None]
             match = reachable & (self._table_hashes[positions] == hashes[pending][:, None])
-            done = has_empty
+            done = has_empty.copy()
             hit_rows, hit_cols = np.nonzero(match)
-            store = self._store
-            assert store is not None
-            if width == 1 and store.contiguous and 2 * hit_rows.size > len(keys):
-                # Most keys have a candidate at home: compare all keys in their own order
-                # (rows without one against slot 0, ignored) rather than copy the asked ones.
-                candidates = np.zeros(len(keys), dtype=np.int64)
-                candidates[rows[pending[hit_rows]]] = window[hit_rows, 0]
-                stored, _ = store.take(candidates)
-                equal = _equal(stored, keys, floating)[rows[pending[hit_rows]]]
-                found[pending[hit_rows[equal]]] = window[hit_rows[equal], 0]
-                done = done.copy()
-                done[hit_rows[equal]] = True
-            elif hit_rows.size:
-                candidates = window[hit_rows, hit_cols]
-                stored, order = store.take(candidates)
-                if order is not None:
-                    hit_rows, candidates = hit_rows[order], candidates[order]
-                asked_rows = rows[pending[hit_rows]]
-                if asked_rows.size == len(keys) and bool((asked_rows == _arange(len(keys))).all()):
-                    asked = keys  # every key asked once, in order: no copy
-                else:
-                    asked = keys.take(pa.array(asked_rows))
-                equal = _equal(stored, asked, floating)
-                found[pending[hit_rows[equal]]] = candidates[equal]
-                done = done.copy()
+            if hit_rows.size:
+                slots = window[hit_rows, hit_cols]
+                equal = self._verify(keys, rows[pending[hit_rows]], slots, distinct=False)
+                found[pending[hit_rows[equal]]] = slots[equal]
                 done[hit_rows[equal]] = True
             absent = has_empty & (found[pending] < 0)
             ends[pending[absent]] = (pos[absent] + first_empty[absent]) & mask
             go_on = ~done
             pending = pending[go_on]
-            pos = (pos[go_on] + width) & mask
-            width = _WINDOW
+            pos = (pos[go_on] + _WINDOW) & mask
         return found, ends
+
+    def _verify(self, keys: pa.Array, rows: npt.NDArray[np.intp], slots: _Slots,
+                distinct: bool) -> npt.NDArray[np.bool_]:
+        """Whether ``keys[rows[i]]`` is the key of ``slots[i]``, for every ``i``
+        (``distinct``: no row is asked twice)."""
+        store = self._store
+        assert store is not None
+        floating = pa.types.is_floating(keys.type)
+        if distinct and store.contiguous and 2 * rows.size > len(keys):
+            # Most keys are asked: compare all of them in their own order (the others
+            # against slot 0, ignored) rather than copy the asked ones out of ``keys``.
+            every = np.zeros(len(keys), dtype=np.int64)
+            every[rows] = slots
+            stored, _ = store.take(every)
+            equal_all: npt.NDArray[np.bool_] = _equal(stored, keys, floating)[rows]
+            return equal_all
+        stored, order = store.take(slots)
+        if order is not None:
+            rows = rows[order]
+        equal = _equal(stored, keys.take(pa.array(rows)), floating)
+        if order is None:
+            return equal
+        unsorted = np.empty_like(equal)
+        unsorted[order] = equal
+        return unsorted
 
     def _reserve(self, size: int) -> None:
         if size <= self._hashes.size:
@@ -506,10 +514,6 @@ def _kind(key_type: pa.DataType) -> object:
     if key_type in _WIDE_TYPES or key_type in (pa.large_string(), pa.large_binary()):
         return "binary" if "binary" in str(key_type) else "string"
     return key_type
-
-
-def _arange(n: int) -> npt.NDArray[np.intp]:
-    return np.arange(n)
 
 
 def _nulls(keys: pa.Array) -> npt.NDArray[np.bool_]:
