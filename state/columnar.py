@@ -262,7 +262,7 @@ class ColumnarKeyIndex:
             has_empty = ~occupied_window.all(axis=1)
             first_empty = np.where(has_empty, np.argmin(occupied_window, axis=1), _WINDOW)
             # A key is never stored past the first empty position of its probe sequence.
-            reachable = _WINDOW_OFFSETS < first_empty[:, None]
+            reachable = first_empty[:, None] > _WINDOW_OFFSETS
             match = reachable & (self._table_hashes[positions] == hashes[pending][:, None])
             done = has_empty.copy()
             hit_rows, hit_cols = np.nonzero(match)

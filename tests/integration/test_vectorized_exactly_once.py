@@ -1,7 +1,8 @@
 """Exactly once for the vectorised keyed aggregations (``key_by("word").count()`` and
 ``.sum("n")``), whose totals live in columns written back to the keyed backend at each
 checkpoint: TaskExecutors are SIGKILLed mid-job, and the committed running counts must be
-exactly 1..total per key, the running sums one per record, all different and ending at each key's total."""
+exactly 1..total per key, the running sums one per record, all different and ending at each
+key's total."""
 
 from __future__ import annotations
 
