@@ -272,3 +272,25 @@ def test_float_keys_zero_and_minus_zero_are_one_key() -> None:
     operator.process(Elements.from_arrow(pa.record_batch({"k": [-0.0]})))
     assert [r["count"] for r in out.records] == [1, 2, 1, 3, 4]
     operator.close()
+
+
+@pytest.mark.parametrize(("keys_", "values"), [
+    ([3, 1, 3, None, 1], [5, 2, 4, 7, None]),                 # int keys
+    ([True, False, None, True, False], [5, 2, 4, 7, None]),  # bool keys (kept in chunks)
+    (["a", "b", "a", "b", "a"], ["x", "b", None, "a", "c"]),  # a min of strings
+])
+def test_keys_and_values_of_other_types(keys_: list[Any], values: list[Any]) -> None:
+    rows = list(zip(keys_, values, strict=True))
+    operator = VectorizedAggregateOperator("agg", "k", "min", "v")
+    out = CollectingOutput()
+    operator.setup(OperatorContext("agg", 0, 1, MAX_PAR), out)
+    operator.open()
+    state: dict[Any, Any] = {}
+    for part in (rows[:2], rows[2:]):
+        out.clear()
+        operator.process(Elements.from_arrow(pa.record_batch({
+            "k": [k for k, _ in part], "v": [v for _, v in part]})))
+        table = out.batches[0].arrow()
+        got = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
+        assert got == _reference(part, "min", state)
+    operator.close()
