@@ -112,6 +112,12 @@ def _running(kind: str, values: npt.NDArray[Any], valid: npt.NDArray[np.bool_] |
     otherwise), and which rows have one (None: all)."""
     order, group_of_row, starts, ends = groups.order, groups.group_of_row, groups.starts, \
         groups.ends
+    if kind == "count":
+        # Row i of a group is its (i + 1)-th: a position less the group's start.
+        if prior.dtype.kind in "iub":
+            prior = prior.astype(np.int64)
+        offset = prior - starts + 1
+        return np.arange(len(order), dtype=np.int64) + offset[group_of_row], None
     sorted_values = values[order]
     if kind in ("count", "sum") and sorted_values.dtype.kind in "iub":
         # Integers are exact: one cumulative sum over all groups, minus what came before.
