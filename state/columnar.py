@@ -609,7 +609,8 @@ class KeyedAggregates:
         size = len(self.index)
         dirty = np.flatnonzero(self._dirty[:size])
         groups = self.index.key_groups[dirty]
-        order = np.argsort(groups, kind="stable")
+        # Key groups are below 2**15: a stable sort of them as 16-bit keys is a radix sort.
+        order = np.argsort(groups.astype(np.uint16), kind="stable")
         dirty, groups = dirty[order], groups[order]
         self.backend.put_many(self.state, groups, self.index.keys_at(dirty).to_pylist(), None,
                               self.values[dirty].tolist())

@@ -187,3 +187,22 @@ def test_a_fresh_backend_is_not_read_for_new_keys() -> None:
     assert reads == [1]
     assert KeyedAggregates(backend, "total").slots(pa.array(["a"])).tolist() == [0]
     assert reads == [1, 1]
+
+
+def test_a_sorted_put_many_into_the_heap_backend_keeps_snapshots_and_the_last_value() -> None:
+    backend = _backend()
+    keys = [f"k{i}" for i in range(300)] + ["k7"]
+    groups = [assign_to_key_group(k, MAX_PAR) for k in keys]
+    order = sorted(range(len(keys)), key=lambda i: groups[i])  # stable: "k7" twice, in order
+    backend.put_many("total", [groups[i] for i in order], [keys[i] for i in order], None,
+                     [1 if i < 300 else 2 for i in order])
+    frozen = backend.snapshot()
+    before = list(frozen.entries())
+    backend.put_many("total", [groups[i] for i in order], [keys[i] for i in order], None,
+                     [5] * len(keys))
+    assert list(frozen.entries()) == before  # copy on write: the snapshot kept its values
+    assert _stored(backend, ["k7", "k0"]) == [5, 5]
+    fresh = _backend()
+    fresh.put_many("total", [groups[i] for i in order], [keys[i] for i in order], None,
+                   [1 if i < 300 else 2 for i in order])
+    assert _stored(fresh, ["k7", "k0"]) == [2, 1]
