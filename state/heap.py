@@ -222,10 +222,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """``_put_many`` of keys sorted by key group (a columnar flush): one dict update
         per key group, its loop in C."""
         bounds = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), len(keys)]
-        for start, end in zip(bounds[:-1], bounds[1:], strict=False):
+        for start, end in itertools.pairwise(bounds):
             table = self._table(state, int(groups[start]), create=True)
             assert table is not None
-            table.data.update(zip(zip(keys[start:end], itertools.repeat(namespace)), values[start:end]))
+            pairs = zip(keys[start:end], itertools.repeat(namespace))
+            table.data.update(zip(pairs, values[start:end], strict=True))
 
     def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                      namespace: Any) -> None:
