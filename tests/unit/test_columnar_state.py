@@ -206,3 +206,12 @@ def test_a_sorted_put_many_into_the_heap_backend_keeps_snapshots_and_the_last_va
     fresh.put_many("total", [groups[i] for i in order], [keys[i] for i in order], None,
                    [1 if i < 300 else 2 for i in order])
     assert _stored(fresh, ["k7", "k0"]) == [2, 1]
+
+
+def test_past_max_keys_the_columns_are_written_back_and_start_afresh() -> None:
+    backend = _backend()
+    totals = KeyedAggregates(backend, "total", restored=False, max_keys=3)
+    totals.update(totals.slots(pa.array(["a", "b", "c", "d"])), np.array([1, 2, 3, 4]))
+    slots = totals.slots(pa.array(["a", "e"]))  # over 3 keys: flushed, then read back
+    assert len(totals) == 2 and totals.values[slots].tolist() == [1, 0]
+    assert _stored(backend, ["a", "b", "c", "d", "e"]) == [1, 2, 3, 4, MISSING]
