@@ -294,3 +294,17 @@ def test_keys_and_values_of_other_types(keys_: list[Any], values: list[Any]) -> 
         got = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
         assert got == _reference(part, "min", state)
     operator.close()
+
+
+@pytest.mark.parametrize("value_type", [pa.int32(), pa.float32(), pa.uint8()])
+def test_a_min_keeps_the_type_of_its_column_across_batches(value_type: pa.DataType) -> None:
+    operator = VectorizedAggregateOperator("agg", "k", "min", "v")
+    out = CollectingOutput()
+    operator.setup(OperatorContext("agg", 0, 1, MAX_PAR), out)
+    operator.open()
+    for values in ([5, 3], [4, None, 1]):
+        operator.process(Elements.from_arrow(pa.record_batch({
+            "k": ["a"] * len(values), "v": pa.array(values, value_type)})))
+    assert [b.arrow().column(1).type for b in out.batches] == [value_type, value_type]
+    assert out.records[-1]["v"] == 1
+    operator.close()

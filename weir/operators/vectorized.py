@@ -143,6 +143,12 @@ def _running(kind: str, values: npt.NDArray[Any], valid: npt.NDArray[np.bool_] |
     running = _segmented_scan(op, sorted_values, starts, ends, group_of_row)
     if prior_has.any():
         start = np.where(prior_has, prior, identity) if not prior_has.all() else prior
+        if start.dtype != running.dtype and start.dtype.kind in "iuf":
+            # The totals came from values of this column's type: keep the output's type
+            # (int32 stays int32, float32 float32) when they fit it exactly.
+            narrowed = start.astype(running.dtype)
+            if np.array_equal(narrowed.astype(start.dtype), start, equal_nan=True):
+                start = narrowed
         running = op(running, start[group_of_row])
     if sorted_valid is None:
         return running, None
