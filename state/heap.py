@@ -42,6 +42,9 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from weir.state.backend import MISSING, Entry, KeyedStateBackend
 from weir.state.canonical import Segment, SegmentView, encode_packed
 from weir.state.key_groups import KeyGroupRange
@@ -104,6 +107,8 @@ class _KeyBlock(NamedTuple):
 
 
 _NO_KEYS = _KeyBlock(0, b"")
+#: A put_many of more keys than this, sorted by key group, updates one dict per key group.
+_RUN_MIN = 64
 
 
 def _prefixes(entries: Iterable[tuple[Any, Any]]) -> list[bytes]:
@@ -197,6 +202,11 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def _put_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any, values: Sequence[Any]) -> None:
+        if len(keys) > _RUN_MIN and key_groups[0] <= key_groups[-1]:
+            groups = np.asarray(key_groups)
+            if bool((groups[1:] >= groups[:-1]).all()):
+                self._put_runs(state, groups, keys, namespace, values)
+                return
         # One copy-on-write check per key group of the batch, not per key.
         writable: dict[int, _Table] = {}
         for key_group, key, value in zip(key_groups, keys, values, strict=True):
@@ -206,6 +216,17 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 assert found is not None
                 table = writable[key_group] = found
             table.data[(key, namespace)] = value
+
+    def _put_runs(self, state: str, groups: npt.NDArray[Any], keys: Sequence[Any],
+                  namespace: Any, values: Sequence[Any]) -> None:
+        """``_put_many`` of keys sorted by key group (a columnar flush): one dict update
+        per key group, its loop in C."""
+        bounds = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), len(keys)]
+        for start, end in itertools.pairwise(bounds):
+            table = self._table(state, int(groups[start]), create=True)
+            assert table is not None
+            pairs = zip(keys[start:end], itertools.repeat(namespace))
+            table.data.update(zip(pairs, values[start:end], strict=True))
 
     def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                      namespace: Any) -> None:

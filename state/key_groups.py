@@ -50,6 +50,7 @@ __all__ = [
     "key_group_range_for_operator",
     "key_groups_of_array",
     "key_groups_of_columns",
+    "key_hashes_of_array",
     "key_to_bytes",
     "murmur3_32",
     "operator_indexes",
@@ -507,6 +508,23 @@ def _key_groups_of_chunk(arr: pa.Array, max_parallelism: int) -> npt.NDArray[np.
         dtype=np.int32,
         count=len(arr),
     )
+
+
+def key_hashes_of_array(values: pa.Array) -> npt.NDArray[np.uint32]:
+    """MurmurHash3 (seed 0) of every value's :func:`key_to_bytes`: what
+    :func:`key_groups_of_array` takes modulo the max parallelism, for callers that need the
+    hash itself too (the columnar keyed state hashes each key once for both). Vectorised for
+    the same types; others take one Python call per element.
+
+    >>> key_hashes_of_array(pa.array(["hello", None])).tolist() == [
+    ...     murmur3_32(key_to_bytes("hello")), 0]
+    True
+    """
+    hashes = _hash_chunk(values)
+    if hashes is not None:
+        return hashes
+    return np.fromiter((murmur3_32(key_to_bytes(_as_key(v))) for v in values.to_pylist()),
+                       dtype=np.uint32, count=len(values))
 
 
 def key_groups_of_array(
