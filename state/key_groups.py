@@ -33,6 +33,7 @@ import functools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, NamedTuple
 
 import mmh3
@@ -49,6 +50,7 @@ __all__ = [
     "compute_operator_index_for_key_group",
     "key_group_range_for_operator",
     "key_groups_of_array",
+    "key_groups_of_strs",
     "key_groups_of_columns",
     "key_hashes_of_array",
     "key_to_bytes",
@@ -525,6 +527,32 @@ def key_hashes_of_array(values: pa.Array) -> npt.NDArray[np.uint32]:
         return hashes
     return np.fromiter((murmur3_32(key_to_bytes(_as_key(v))) for v in values.to_pylist()),
                        dtype=np.uint32, count=len(values))
+
+
+def key_groups_of_strs(keys: Sequence[str], max_parallelism: int) -> npt.NDArray[np.int32]:
+    """Key groups of Python strs (what :func:`assign_to_key_group` gives each), hashed one
+    by one in C.
+
+    For the lists of keys a per-record stream selects this is as fast as converting them to
+    Arrow and hashing the column, and it holds the GIL from start to end: the vectorised
+    path's many short numpy calls each release it, and under a busy task thread each waits
+    up to the interpreter's switch interval to get it back.
+
+    >>> key_groups_of_strs(["hello", "héllo"], 128).tolist() == [
+    ...     assign_to_key_group("hello", 128), assign_to_key_group("héllo", 128)]
+    True
+    """
+    _check_max_parallelism(max_parallelism)
+    n = len(keys)
+    if all(map(str.isascii, keys)):
+        # mmh3 hashes a str as its UTF-8 bytes, and ASCII is UTF-8: no encoding needed.
+        # (Only ASCII: mmh3 crashes on a str holding a lone surrogate.)
+        hashes = np.fromiter(map(mmh3.hash, keys, repeat(0), repeat(False)),
+                             dtype=np.uint32, count=n)
+    else:
+        hashes = np.fromiter((mmh3.hash(key_to_bytes(k), 0, False) for k in keys),
+                             dtype=np.uint32, count=n)
+    return (hashes % max_parallelism).astype(np.int32)
 
 
 def key_groups_of_array(

@@ -29,6 +29,7 @@ from weir.state import (
     murmur3_32,
     operator_indexes,
 )
+from weir.state.key_groups import key_groups_of_strs
 
 # Non-powers of two make the modulo depend on every hash bit; 32768 is the largest allowed.
 MAX_PARALLELISMS = [7, 128, 1000, UPPER_BOUND_MAX_PARALLELISM]
@@ -87,6 +88,16 @@ texts = st.lists(st.none() | st.text(max_size=40), max_size=60)
 def test_strings_match_scalar(values: list[str | None]) -> None:
     for type_ in (pa.string(), pa.large_string(), pa.string_view()):
         assert_matches_scalar(pa.array(values, type_))
+
+
+@FAST
+@given(st.lists(st.text(max_size=20) | st.text(alphabet="abc\ud800\udfff", max_size=5),
+                max_size=60), st.sampled_from(MAX_PARALLELISMS))
+def test_python_strs_match_scalar(values: list[str], max_parallelism: int) -> None:
+    # Lists of Python strs (per-record keys) take a path of their own, ASCII or not, and
+    # lone surrogates included (which mmh3 must never see as a str).
+    assert key_groups_of_strs(values, max_parallelism).tolist() == \
+        scalar_groups(values, max_parallelism)
 
 
 @FAST

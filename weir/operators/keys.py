@@ -19,7 +19,12 @@ import pyarrow as pa
 from weir.core.records import Elements
 from weir.core.types import KIND_KEY, KIND_PICKLE
 from weir.datastream.functions import KeySelector, resolve_callable
-from weir.state.key_groups import assign_to_key_group, key_groups_of_array, key_groups_of_columns
+from weir.state.key_groups import (
+    assign_to_key_group,
+    key_groups_of_array,
+    key_groups_of_columns,
+    key_groups_of_strs,
+)
 
 
 class KeySpec:
@@ -118,6 +123,8 @@ def _is_pickled(batch: pa.RecordBatch) -> bool:
 def key_groups_of_keys(keys: list[Any], max_parallelism: int) -> np.ndarray:
     """Key groups of Python keys: vectorised when they are all str, bytes or int."""
     kinds = set(map(type, keys))
+    if kinds == {str}:
+        return key_groups_of_strs(keys, max_parallelism)
     if len(kinds) == 1 and kinds.pop() in (str, bytes, int):
         try:
             return key_groups_of_array(pa.array(keys), max_parallelism)
