@@ -497,6 +497,77 @@ def ceiling_run(root: Path, use_threads: bool = True,
     return seconds, cpu
 
 
+#: The work of one process of the machine's scaling ceilings (see machine_scaling): it reads
+#: the Parquet files given, prints "ready", waits for a line on stdin, does the work, and
+#: prints the seconds it took. "arrow": read the words and value_counts them; "python": a
+#: per-record Python word count of the lines (split each line, count in a dict).
+_SCALING_WORK = r"""
+import sys, time
+import pyarrow.compute as pc, pyarrow.parquet as pq
+kind, paths = sys.argv[1], sys.argv[2:]
+if kind == "python":
+    lines = [line for p in paths for line in pq.read_table(p)["line"].to_pylist()]
+print("ready", flush=True)
+sys.stdin.readline()
+start = time.perf_counter()
+if kind == "arrow":
+    for p in paths:
+        pc.value_counts(pq.read_table(p, columns=["word"], use_threads=False)["word"])
+else:
+    counts = {}
+    get = counts.get
+    for line in lines:
+        for word in line.split():
+            counts[word] = get(word, 0) + 1
+print(time.perf_counter() - start, flush=True)
+"""
+
+
+def machine_scaling(root: Path, kind: str) -> dict[str, float]:
+    """What this machine gives two processes over one, with no engine involved: the same
+    work (``_SCALING_WORK``) over all 4 files in one process, then over 2 files each in two
+    processes started together. Returns both times and their ratio (1 process / 2).
+
+    Two cores shared with other machines' work, or a memory system two busy cores
+    saturate, give less than 2x; that bounds what any engine's parallelism 1 -> 2 can give
+    here, and is reported beside the scaling targets.
+    """
+    sub = "words" if kind == "arrow" else "lines"
+    parts = sorted(str(p) for p in (root / sub).glob("*.parquet"))
+
+    def together(groups: list[list[str]]) -> float:
+        procs = [subprocess.Popen([sys.executable, "-c", _SCALING_WORK, kind, *group],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for group in groups]
+        try:
+            for proc in procs:
+                assert proc.stdout is not None
+                if proc.stdout.readline().strip() != "ready":
+                    msg = f"a {kind} scaling process failed to start"
+                    raise RuntimeError(msg)
+            for proc in procs:
+                assert proc.stdin is not None
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+            took = []
+            for proc in procs:
+                out, _ = proc.communicate(timeout=600)
+                if proc.returncode:
+                    msg = f"a {kind} scaling process exited with {proc.returncode}"
+                    raise RuntimeError(msg)
+                took.append(float(out.strip()))
+            return max(took)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+    one = median([together([parts]) for _ in range(CEILING_REPEATS)])
+    two = median([together([parts[0::2], parts[1::2]]) for _ in range(CEILING_REPEATS)])
+    return {"one_process_s": one, "two_processes_s": two, "scaling": one / two}
+
+
 def expected_counts(root: Path) -> dict[str, int]:
     counts = pc.value_counts(pq.read_table(root / "words", columns=["word"])["word"])
     return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(),
@@ -633,6 +704,14 @@ def main(argv: list[str] | None = None) -> int:
     profiles: dict[str, Any] = {}
     verified: dict[str, float] = {}
 
+    scaling_ceilings: dict[str, dict[str, float]] = {}
+    if any(FORMS[f].parallelism == 1 for f in forms):
+        for kind in ("arrow", "python"):
+            scaling_ceilings[kind] = machine_scaling(roots["zipf"], kind)
+            found = scaling_ceilings[kind]
+            print(f"machine scaling ceiling ({kind}): 1 process {found['one_process_s']:.2f} s,"
+                  f" 2 processes {found['two_processes_s']:.2f} s: {found['scaling']:.2f}x",
+                  flush=True)
     print(f"starting a local cluster ({TASKEXECUTORS} TaskExecutors x {SLOTS} slot) in "
           f"{CLUSTER_DIR}", flush=True)
     with LocalCluster(CLUSTER_DIR, taskexecutors=TASKEXECUTORS, slots=SLOTS,
@@ -677,7 +756,7 @@ def main(argv: list[str] | None = None) -> int:
                 profiles[form] = summary
                 print_profile(form, summary)
 
-    result = report(args, forms, keys, times, empty, ceiling, ceiling_1t)
+    result = report(args, forms, keys, times, empty, ceiling, ceiling_1t, scaling_ceilings)
     result["verified"] = {"words": VERIFY_WORDS, "seconds": verified} if verified else False
     result["profiles"] = profiles
     result["machine"] = info
@@ -691,7 +770,8 @@ def main(argv: list[str] | None = None) -> int:
 def report(args: argparse.Namespace, forms: list[str], keys: list[str],
            times: dict[str, list[Timing]], empty: dict[str, list[float]],
            ceiling: dict[str, list[tuple[float, float]]],
-           ceiling_1t: dict[str, list[float]]) -> dict[str, Any]:
+           ceiling_1t: dict[str, list[float]],
+           scaling_ceilings: dict[str, dict[str, float]]) -> dict[str, Any]:
     """Print the two tables; the results as a JSON-able dict."""
     words = args.words
     result: dict[str, Any] = {
@@ -781,6 +861,8 @@ def report(args: argparse.Namespace, forms: list[str], keys: list[str],
         # The same by CPU time per word: less sensitive to what else runs on the machine.
         result["per_record_vs_bytewax_cpu"] = (result["bytewax_cpu_ns_per_record"]
                                                / result["per_record_cpu_ns_per_record"])
+    for kind, found in scaling_ceilings.items():
+        result[f"machine_scaling_{kind}"] = found
     targets: dict[str, dict[str, Any]] = {}
     target_rows = []
     for key, (what, target) in TARGETS.items():
@@ -810,6 +892,10 @@ def report(args: argparse.Namespace, forms: list[str], keys: list[str],
         rows + ceiling_rows))
     print()
     print(format_table(["target", "value", "target", ""], target_rows))
+    for kind, form in (("arrow", "vectorised"), ("python", "per-record")):
+        if kind in scaling_ceilings:
+            print(f"{form} scaling beside the machine's: 2 processes doing the same {kind} "
+                  f"word count without weir get {scaling_ceilings[kind]['scaling']:.2f}x of one")
     if "per_record_vs_bytewax_cpu" in result:
         print(f"CPU per word, Bytewax / weir per-record: {result['per_record_vs_bytewax_cpu']:.2f}x"
               f" (Bytewax's includes its processes' start-up)")
