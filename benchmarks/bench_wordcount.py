@@ -78,6 +78,11 @@ fixed cost of a job (submission, scheduling, deployment to the TaskExecutors, te
 for Bytewax the process starts) is measured with the same pipelines over a 40-word input
 ("empty job"); rates net of it are reported too (``*_net_*`` keys).
 
+Machine scaling (with any parallelism-1 form): the same work without an engine, an
+Arrow word count (``read_table`` + ``value_counts``) and a Python one (split lines, count in
+a dict), in one process over the 4 files and in two processes over 2 files each, started
+together: what the machine gives two processes over one, beside the scaling targets.
+
 Ceiling: one Python process reads the same ``words/`` Parquet files
 (``pyarrow.parquet.read_table``) and runs ``pyarrow.compute.value_counts`` on the column:
 the best one process can do for "count every word" with Arrow, reading included (the
