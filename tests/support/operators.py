@@ -111,3 +111,20 @@ class OperatorHarness:
 
     def close(self) -> None:
         self.operator.close()
+
+
+def running_aggregate_reference(rows: list[tuple[Any, Any]], kind: str,
+                                state: dict[Any, Any]
+                                ) -> list[tuple[Any, Any]]:
+    """What a keyed count/sum/min/max emits record by record (Flink's semantics): nulls
+    add nothing to a sum and leave a min or max as it is. Updates ``state``."""
+    out = []
+    for k, v in rows:
+        if kind == "count":
+            state[k] = state.get(k, 0) + 1
+        elif kind == "sum":
+            state[k] = state.get(k, 0) + (0 if v is None else v)
+        elif v is not None:
+            state[k] = v if k not in state else (min if kind == "min" else max)(state[k], v)
+        out.append((k, state.get(k)))
+    return out

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.operators import CollectingOutput
+from tests.support.operators import CollectingOutput, running_aggregate_reference
 from weir.core.errors import StateError
 from weir.core.records import Elements, records_to_arrow
 from weir.core.row import Row
@@ -337,18 +337,6 @@ def test_filter_batches() -> None:
 # --- running_aggregate against a per-record reference ------------------------------------
 
 
-def reference_running(rows, kind, state):
-    """Record by record: nulls add nothing to a sum and leave min/max as they are."""
-    out = []
-    for k, v in rows:
-        if kind == "count":
-            state[k] = state.get(k, 0) + 1
-        elif kind == "sum":
-            state[k] = state.get(k, 0) + (0 if v is None else v)
-        elif v is not None:
-            state[k] = v if k not in state else (min if kind == "min" else max)(state[k], v)
-        out.append((k, state.get(k)))
-    return out
 
 
 keys = st.sampled_from(["a", "b", "c", "dd", "", None])
@@ -378,7 +366,7 @@ def test_running_aggregate_matches_record_by_record(kind, typed_batches) -> None
         assert result.schema.names == ["k", out_name]
         got = list(zip(result.column(0).to_pylist(), result.column(1).to_pylist(),
                        strict=True))
-        assert got == reference_running(rows, kind, expected_state)
+        assert got == running_aggregate_reference(rows, kind, expected_state)
         assert state == expected_state
 
 

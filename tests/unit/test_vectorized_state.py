@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.operators import CollectingOutput
+from tests.support.operators import CollectingOutput, running_aggregate_reference
 from weir.checkpoint.storage import CheckpointStorageAccess, create_storage
 from weir.core.config import Configuration
 from weir.core.ids import CheckpointId, JobId
@@ -116,18 +116,6 @@ class Job:
             operator.close()
 
 
-def _reference(rows: list[tuple[Any, Any]], kind: str, state: dict[Any, Any]
-               ) -> list[tuple[Any, Any]]:
-    out = []
-    for k, v in rows:
-        if kind == "count":
-            state[k] = state.get(k, 0) + 1
-        elif kind == "sum":
-            state[k] = state.get(k, 0) + (0 if v is None else v)
-        elif v is not None:
-            state[k] = v if k not in state else (min if kind == "min" else max)(state[k], v)
-        out.append((k, state.get(k)))
-    return out
 
 
 def _batch(rng: np.random.Generator, kind: str, n: int) -> tuple[pa.RecordBatch, list[Any]]:
@@ -154,7 +142,7 @@ def test_totals_survive_checkpoints_and_rescaling_2_3_2(tmp_path: Path, backend:
         for parallelism in (3, 2):
             for _ in range(3):
                 batch, rows = _batch(rng, kind, 500)
-                assert job.process(batch) == _reference(rows, kind, state)
+                assert job.process(batch) == running_aggregate_reference(rows, kind, state)
             checkpoint_id, handles = job.checkpoint()
             assert job.stored() == state
             # Records after the checkpoint are lost with the failure (and replayed by the
@@ -163,7 +151,7 @@ def test_totals_survive_checkpoints_and_rescaling_2_3_2(tmp_path: Path, backend:
             job.start(parallelism, handles, checkpoint_id)
         for _ in range(2):
             batch, rows = _batch(rng, kind, 500)
-            assert job.process(batch) == _reference(rows, kind, state)
+            assert job.process(batch) == running_aggregate_reference(rows, kind, state)
         job.checkpoint()
         stored = job.stored()
         assert stored == state
@@ -232,7 +220,7 @@ def test_the_operator_matches_record_by_record(kind: str, typed_batches: Any) ->
             "v": pa.array([v for _, v in rows], value_type)})))
         table = out.batches[0].arrow()
         got = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
-        assert got == _reference(rows, kind, state)
+        assert got == running_aggregate_reference(rows, kind, state)
     operator._totals.flush()
     assert operator.backend is not None
     stored = {}
@@ -259,7 +247,7 @@ def test_long_and_short_groups_of_a_float_sum_and_a_min_in_one_batch() -> None:
             "k": [k for k, _ in rows], "v": [v for _, v in rows]})))
         table = out.batches[0].arrow()
         got = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
-        assert got == _reference(rows, kind, {})
+        assert got == running_aggregate_reference(rows, kind, {})
         operator.close()
 
 
@@ -292,7 +280,7 @@ def test_keys_and_values_of_other_types(keys_: list[Any], values: list[Any]) -> 
             "k": [k for k, _ in part], "v": [v for _, v in part]})))
         table = out.batches[0].arrow()
         got = list(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
-        assert got == _reference(part, "min", state)
+        assert got == running_aggregate_reference(part, "min", state)
     operator.close()
 
 
