@@ -79,7 +79,7 @@ windows = (stamped.map(lambda n: (n % KEYS, n)).key_by(lambda t: t[0])
            .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_MS)))
            .reduce(lambda a, b: (a[0], a[1] + b[1]))
            .map(lambda t: ("window", t[0], t[1])))
-reduced = (stamped.map(lambda n: (n % KEYS, 1)).key_by(lambda t: t[0])
+reduced = (stamped.map(lambda n: (n % KEYS, 1)).name("Ones").key_by(lambda t: t[0])
            .reduce(lambda a, b: (a[0], a[1] + b[1]))
            .map(lambda t: ("reduce", t[0], t[1])))
 counts.union(windows, reduced).sink_to(FileSink(OUT, format=os.environ.get("EXACTLY_ONCE_FORMAT",
