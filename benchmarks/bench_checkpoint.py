@@ -361,7 +361,7 @@ def run_overhead(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[d
     profiles: list[dict[str, Any]] = []
     for storage in args.storages:
         flags = ["--with-s3"] if storage == "s3" else []
-        with LocalCluster(CLUSTER_DIR, 2, 2, flags=flags) as cluster:
+        with LocalCluster(CLUSTER_DIR, 2, 2, args.cluster_options, flags=flags) as cluster:
             for backend in args.backends:
                 for form in args.forms:
                     label = f"{storage}/{backend}"
@@ -502,6 +502,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-backpressure", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-recovery", action="store_true")
+    parser.add_argument("-D", dest="cluster_options", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="configuration of every cluster's daemons (repeatable), e.g. "
+                             "-D taskmanager.memory.segment-size=128kb")
     parser.add_argument("--output", type=Path, default=RESULTS_DIR / "checkpoint.json",
                         help="where the JSON results go")
     args = parser.parse_args(argv)
@@ -530,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     table: dict[str, dict[str, Any]] = {}
     if not args.skip_backpressure:
         for debloat in (False, True):
-            options = [DEBLOAT] if debloat else []
+            options = [*args.cluster_options, *([DEBLOAT] if debloat else [])]
             with LocalCluster(CLUSTER_DIR, 2, 2, options) as cluster:
                 for shape in SHAPES if not debloat else ("slow-map",):
                     for mode in MODES:
@@ -557,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
             if (cell["backend"], cell["storage"]) == (args.backends[0], args.storages[0]):
                 result[f"checkpoint_overhead_{cell['form']}"] = cell["overhead"]
     if not args.skip_recovery:
-        with LocalCluster(CLUSTER_DIR, 4, 2) as cluster:
+        with LocalCluster(CLUSTER_DIR, 4, 2, args.cluster_options) as cluster:
             recovery = recovery_run(cluster, args.state_mb)
         print(f"  recovery {recovery}", flush=True)
         result.update(recovery)

@@ -19,7 +19,8 @@ in two shapes:
   each, of 16 row groups (the one-file forms, zipf only).
 
 One local cluster (``weir cluster start``: a JobMaster and 2 TaskExecutors with one slot
-each, all separate OS processes) serves the whole run. One slot per TaskExecutor makes a
+each, all separate OS processes; ``--taskexecutors`` and ``--slots`` change the layout)
+serves the whole run. One slot per TaskExecutor makes a
 job at parallelism 2 run one subtask on each TaskExecutor, and one at parallelism 1 use
 one TaskExecutor; the TaskExecutors each job ran on are recorded
 (``*_taskexecutors``). The forms (``--forms``; the default is marked *):
@@ -653,6 +654,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--forms", default=",".join(DEFAULT_FORMS),
                         help=f"comma-separated forms to time, in this order (default: "
                              f"{','.join(DEFAULT_FORMS)}; all: {','.join(FORMS)})")
+    parser.add_argument("--taskexecutors", type=int, default=TASKEXECUTORS,
+                        help=f"TaskExecutors of the cluster (default {TASKEXECUTORS})")
+    parser.add_argument("--slots", type=int, default=SLOTS,
+                        help=f"slots per TaskExecutor (default {SLOTS}); --taskexecutors 1 "
+                             "--slots 2 runs a job at parallelism 2 in one process")
     parser.add_argument("--no-verify", action="store_true", help="skip the correctness guard")
     parser.add_argument("--profile", action="store_true",
                         help="one extra run per weir form under py-spy (TaskExecutor "
@@ -674,6 +680,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                      f"choose from {', '.join(FORMS)}")
     if args.runs < 1 or not args.forms:
         parser.error("--runs must be at least 1 and --forms must name a form")
+    if args.taskexecutors < 1 or args.slots < 1 or \
+            args.taskexecutors * args.slots < max(FORMS[f].parallelism for f in args.forms):
+        parser.error("--taskexecutors x --slots must hold the forms' parallelism (2)")
     return args
 
 
@@ -717,9 +726,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"machine scaling ceiling ({kind}): 1 process {found['one_process_s']:.2f} s,"
                   f" 2 processes {found['two_processes_s']:.2f} s: {found['scaling']:.2f}x",
                   flush=True)
-    print(f"starting a local cluster ({TASKEXECUTORS} TaskExecutors x {SLOTS} slot) in "
-          f"{CLUSTER_DIR}", flush=True)
-    with LocalCluster(CLUSTER_DIR, taskexecutors=TASKEXECUTORS, slots=SLOTS,
+    print(f"starting a local cluster ({args.taskexecutors} TaskExecutor(s) x {args.slots} "
+          f"slot(s)) in {CLUSTER_DIR}", flush=True)
+    with LocalCluster(CLUSTER_DIR, taskexecutors=args.taskexecutors, slots=args.slots,
                       options=args.cluster_options) as cluster:
         if not args.no_verify:
             print(f"correctness guard on {VERIFY_WORDS:,} words:", flush=True)
@@ -790,7 +799,7 @@ def report(args: argparse.Namespace, forms: list[str], keys: list[str],
         "words_per_line": WORDS_PER_LINE,
         "files": FILES,
         "parallelism": PARALLELISM,
-        "cluster": {"taskexecutors": TASKEXECUTORS, "slots_per_taskexecutor": SLOTS},
+        "cluster": {"taskexecutors": args.taskexecutors, "slots_per_taskexecutor": args.slots},
         "bytewax": {"requirements": list(BYTEWAX_REQUIREMENTS),
                     "processes": BYTEWAX_PROCESSES, "workers_per_process": 1,
                     "timed": "process start to exit of both processes"},
@@ -888,9 +897,9 @@ def report(args: argparse.Namespace, forms: list[str], keys: list[str],
 
     print()
     print(f"word count, {words:,} words ({VOCABULARY:,}-word vocabulary; zipf: s="
-          f"{ZIPF_EXPONENT}, uniform), weir on {TASKEXECUTORS} TaskExecutors x {SLOTS} slot, "
-          f"Bytewax 0.21 as {BYTEWAX_PROCESSES} processes; median of {args.runs} run(s), "
-          f"{os.cpu_count()} CPUs")
+          f"{ZIPF_EXPONENT}, uniform), weir on {args.taskexecutors} TaskExecutor(s) x "
+          f"{args.slots} slot(s), Bytewax 0.21 as {BYTEWAX_PROCESSES} processes; median of "
+          f"{args.runs} run(s), {os.cpu_count()} CPUs")
     print(format_table(
         ["form", "keys", "p", "median s", "records/s", "of ceiling", "empty job s",
          "net records/s", "net of ceiling", "CPU ns/record", "TEs used"],
