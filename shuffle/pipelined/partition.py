@@ -5,10 +5,17 @@ task thread, or the data server's connection thread for a remote consumer) takes
 subpartition holds at most ``capacity`` buffers; the producer checks ``is_available``
 before processing more input, which is how a slow consumer holds its producer back.
 
-A buffer carries at most the segment size of records (or the smaller size a debloating
-consumer announced), one record larger than that alone: the writer cuts larger batches at
-record boundaries. So a capacity in buffers is a capacity in bytes, and so is what an
-unaligned checkpoint can find queued here (``taskexecutor/in_flight.py``).
+Capacities count *segments* (``taskmanager.memory.segment-size`` bytes of records). A
+buffer carries one segment of records, or a piece of a larger batch of up to
+:data:`MAX_SEGMENTS_PER_BUFFER` segments, which counts as that many, or one record larger
+than a segment alone, which counts as one. The writer cuts batches at record boundaries.
+So a capacity is a capacity in bytes, and so is what an unaligned checkpoint can find
+queued here (``taskexecutor/in_flight.py``). A batch travels whole where it can because
+every buffer costs Python work on both sides (a queue entry and a wake-up, an Arrow IPC
+message, its decoding, a call of the consumer's operators), whatever its size: cutting a
+keyed exchange's batches into one-segment buffers cost 2.2x the CPU per GB of cutting
+them into pieces of up to 8 segments (``benchmarks/bench_shuffle.py``). While a consumer
+debloats (announces a smaller buffer size), buffers stay within that size, one each.
 """
 
 from __future__ import annotations
@@ -26,6 +33,11 @@ from weir.core.errors import PartitionNotFoundError, WeirError
 from weir.core.ids import JobId, PartitionId
 from weir.core.records import Elements
 from weir.shuffle.api import Event, OvertakenData, ResultPartitionWriter
+
+#: Segments one buffer of a batch may span (256 KiB at the default segment size): enough
+#: to carry a source's batch for one consumer whole, few enough to keep the in-flight
+#: bound (``taskexecutor/in_flight.py``) within a few times that of one-segment buffers.
+MAX_SEGMENTS_PER_BUFFER = 8
 
 
 @dataclass
@@ -45,6 +57,8 @@ class Buffer:
     #: For a remote consumer: ``elements`` in their wire form, encoded by the producing
     #: task (encoding runs user code, e.g. pickling, whose errors are that task's).
     wire: list[pa.RecordBatch] | None = None
+    #: Segments of the subpartition's capacity it takes (see the module docstring).
+    units: int = 1
 
 
 class ProducerFailedError(WeirError):
@@ -52,11 +66,13 @@ class ProducerFailedError(WeirError):
 
 
 class Subpartition:
-    """Buffers for one consumer. Thread-safe; the only blocking call is ``poll(timeout)``."""
+    """Buffers for one consumer, at most ``capacity`` segments of them (``Buffer.units``).
+    Thread-safe; the only blocking call is ``poll(timeout)``."""
 
     def __init__(self, capacity: int) -> None:
         self._queue: deque[Buffer] = deque()
         self._capacity = capacity
+        self._units = 0
         self._cond = threading.Condition()
         self._consumer_listener: Callable[[], None] | None = None
         self.producer_listener: Callable[[], None] | None = None
@@ -78,6 +94,7 @@ class Subpartition:
             if self.released:
                 return  # nobody will read it: the job ended or the consumer went away
             self._queue.append(buffer)
+            self._units += buffer.units
             self.buffers_out += 1
             self.bytes_out += buffer.size
             self._cond.notify_all()
@@ -100,6 +117,7 @@ class Subpartition:
                 position += 1
             overtaken = [b for b in list(self._queue)[position:] if b.elements is not None]
             self._queue.insert(position, buffer)
+            self._units += buffer.units
             self._cond.notify_all()
             listener = self._consumer_listener
         if listener is not None:
@@ -157,16 +175,24 @@ class Subpartition:
         with self._cond:
             self.released = True
             self._queue.clear()
+            self._units = 0
             self._cond.notify_all()
             listener = self._consumer_listener
         if listener is not None:
             listener()  # a consumer still attached hears it is no longer served
 
     def is_writable(self) -> bool:
-        return len(self._queue) < self._capacity or self.released
+        return self._units < self._capacity or self.released
 
     def backlog(self) -> int:
-        return len(self._queue)
+        """Segments queued (what the consumer needs buffers for)."""
+        return self._units
+
+    def _taken(self, buffer: Buffer) -> bool:
+        """Account for ``buffer`` leaving the queue (lock held); whether that made room."""
+        full = self._units >= self._capacity
+        self._units -= buffer.units
+        return full and self._units < self._capacity
 
     def subscribe(self, listener: Callable[[], None] | None, remote: bool = False) -> bool:
         """Attach the consumer; ``listener`` is called whenever a buffer or failure arrives
@@ -200,7 +226,7 @@ class Subpartition:
             if head is None or head.elements is None or head.size > max_size:
                 return None
             self._queue.popleft()
-            drained = len(self._queue) == self._capacity - 1
+            drained = self._taken(head)
         if drained and self.producer_listener is not None:
             self.producer_listener()
         return head
@@ -219,7 +245,7 @@ class Subpartition:
             if not self._queue:
                 return None
             buffer = self._queue.popleft()
-            drained = len(self._queue) == self._capacity - 1 and buffer.elements is not None
+            drained = self._taken(buffer) and buffer.elements is not None
             if buffer.end_of_partition:
                 self.consumed = True
         if drained and self.producer_listener is not None:
@@ -247,20 +273,33 @@ class PipelinedResultPartition(ResultPartitionWriter):
     def emit(self, subpartition: int, elements: Elements) -> None:
         """Add ``elements`` to the subpartition's pending buffer, handing over every buffer
         that fills up. A buffer holds at most the buffer size (the segment size, or the
-        smaller one a debloating consumer announced) in estimated bytes: a batch larger
-        than the room left is cut at record boundaries and spans several buffers, and a
-        record larger than a buffer travels alone. Order is kept."""
+        smaller one a debloating consumer announced) in estimated bytes, except that a
+        batch larger than a segment travels in pieces of up to
+        :data:`MAX_SEGMENTS_PER_BUFFER` segments, each a buffer of its own (not while
+        debloating: then it is cut into buffers of the announced size). A smaller batch
+        fills the pending buffer and begins the next. A record larger than a buffer
+        travels alone. Order is kept."""
         n = len(elements)
         if not n:
             return
-        limit = self.subpartitions[subpartition].flush_size or self._segment_size
+        sub = self.subpartitions[subpartition]
+        limit = sub.flush_size or self._segment_size
         size = elements.estimated_bytes()
         per_record = size / n
         self.emitted_bytes += size
         if per_record > self.largest_record_bytes:
             self.largest_record_bytes = math.ceil(per_record)
         room = limit - self._pending_bytes[subpartition]
-        pieces = [elements] if size <= room else elements.split_by_bytes(limit, first=room)
+        if size <= room:
+            pieces = [elements]
+        elif size <= limit or sub.flush_size is not None or per_record > limit:
+            pieces = elements.split_by_bytes(limit, first=room)
+        else:
+            # A batch larger than a segment: pieces of up to a span each go out alone (the
+            # first one too, after what is pending); the last, if smaller than a segment,
+            # stays pending.
+            self._flush(subpartition)
+            pieces = elements.split_by_bytes(MAX_SEGMENTS_PER_BUFFER * limit)
         for piece in pieces:
             piece_size = size if piece is elements else piece.estimated_bytes()
             pending = self._pending_bytes[subpartition]
@@ -284,7 +323,11 @@ class PipelinedResultPartition(ResultPartitionWriter):
                 if joined is not None:
                     pending = [joined]
             sub = self.subpartitions[index]
-            buffer = Buffer(pending, self._pending_bytes[index])
+            size = self._pending_bytes[index]
+            # Segments the buffer takes: one for a single record larger than a segment.
+            records = sum(map(len, pending))
+            unit = max(sub.flush_size or self._segment_size, size / max(1, records))
+            buffer = Buffer(pending, size, units=max(1, math.ceil(size / unit)))
             if sub.remote:
                 # Here, on the producing task's thread: the connection's writer thread is
                 # shared by every job, and a record that cannot be encoded is this task's.

@@ -1,6 +1,7 @@
-"""A network buffer carries at most the buffer size: batches are cut at record boundaries,
-in order and with their timestamps; a record larger than a buffer travels alone; a
-debloated size is honoured; a subpartition's capacity in buffers bounds it in bytes."""
+"""A buffer carries at most the buffer size, or a piece of a larger batch of up to
+MAX_SEGMENTS_PER_BUFFER segments: batches are cut at record boundaries, in order and with
+their timestamps; a record larger than a buffer travels alone; a debloated size is
+honoured; a subpartition's capacity in segments bounds it in bytes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from weir.shuffle.api import Event
 from weir.shuffle.pipelined.client import FloatingBufferPool
 from weir.shuffle.pipelined.gate import LocalInputChannel, PipelinedInputGate
 from weir.shuffle.pipelined.partition import (
+    MAX_SEGMENTS_PER_BUFFER,
     Buffer,
     PartitionManager,
     PipelinedResultPartition,
@@ -22,6 +24,7 @@ from weir.shuffle.pipelined.partition import (
 )
 
 SEGMENT = 32 * 1024
+SPAN = MAX_SEGMENTS_PER_BUFFER * SEGMENT
 
 
 def partition(capacity: int = 10_000, segment: int = SEGMENT) -> PipelinedResultPartition:
@@ -40,37 +43,39 @@ def wide_arrow(rows: int, start: int = 0) -> pa.RecordBatch:
                             "s": [f"{i:064d}" for i in range(start, start + rows)]})
 
 
-def test_a_large_arrow_batch_spans_buffers_of_at_most_a_segment_in_order() -> None:
+def test_a_large_arrow_batch_travels_in_pieces_of_at_most_a_span_in_order() -> None:
     p = partition()
     batch = wide_arrow(20_000)                            # 1.5 MB: ~47 segments
     stamps = np.arange(20_000, dtype=np.int64) * 10
     p.emit(0, Elements.from_arrow(batch, stamps))
     p.flush_all()
     got = buffers(p.subpartitions[0])
-    assert len(got) >= batch.nbytes // SEGMENT
-    assert all(b.size <= SEGMENT for b in got)
+    assert len(got) >= batch.nbytes // SPAN
+    assert all(b.size <= SPAN for b in got)
+    # Each counts the segments it spans.
+    assert [b.units for b in got[:-1]] == [MAX_SEGMENTS_PER_BUFFER] * (len(got) - 1)
     pieces = [e for b in got for e in b.elements or ()]
     # Zero-copy slices whose real size is the estimate's, within a few offset bytes.
-    assert all(e.arrow().nbytes + 8 * len(e) <= SEGMENT + 64 for e in pieces)
+    assert all(e.arrow().nbytes + 8 * len(e) <= SPAN + 64 for e in pieces)
     joined = pa.Table.from_batches([e.arrow() for e in pieces]).combine_chunks()
     assert joined.to_batches()[0].equals(batch)
     assert np.array_equal(np.concatenate([e.timestamps for e in pieces]), stamps)
 
 
-def test_a_large_records_batch_spans_buffers_of_at_most_a_segment_in_order() -> None:
+def test_a_large_records_batch_travels_in_pieces_of_at_most_a_span_in_order() -> None:
     p = partition()
-    records = [(i, "x" * 64) for i in range(10_000)]
+    records = [(i, "x" * 64) for i in range(10_000)]       # 760 KB: ~23 segments
     stamps = np.arange(10_000, dtype=np.int64)
     p.emit(0, Elements.from_records(records, timestamps=stamps))
     p.flush_all()
     got = buffers(p.subpartitions[0])
-    assert len(got) > 10
-    assert all(b.size <= SEGMENT for b in got)
+    assert len(got) >= 3
+    assert all(b.size <= SPAN for b in got)
     pieces = [e for b in got for e in b.elements or ()]
     assert [r for e in pieces for r in e.records()] == records
     assert np.array_equal(np.concatenate([e.timestamps for e in pieces]), stamps)
     # The estimate is what the records take in Arrow, with their timestamps.
-    assert all(e.wire_batch().nbytes <= SEGMENT + 64 for e in pieces)
+    assert all(e.wire_batch().nbytes <= SPAN + 64 for e in pieces)
 
 
 def test_batches_fill_a_buffer_before_it_is_handed_over_and_keep_their_order() -> None:

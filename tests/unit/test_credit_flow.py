@@ -14,7 +14,11 @@ from weir.core.records import Elements
 from weir.shuffle.api import Event
 from weir.shuffle.pipelined.client import FloatingBufferPool, RemoteInputChannel
 from weir.shuffle.pipelined.gate import LocalInputChannel
-from weir.shuffle.pipelined.partition import PartitionManager, PipelinedResultPartition
+from weir.shuffle.pipelined.partition import (
+    MAX_SEGMENTS_PER_BUFFER,
+    PartitionManager,
+    PipelinedResultPartition,
+)
 
 
 def test_no_buffer_is_sent_without_credit_and_credits_come_back(plane):
@@ -57,7 +61,7 @@ def test_backlog_borrows_floating_buffers_up_to_the_pool(plane):
     wait_for(lambda: pool.in_use == 0, what="floating buffers to return to the pool")
 
 
-def test_a_large_batch_is_cut_into_segment_sized_buffers_and_a_large_record_spans_them(
+def test_a_large_batch_travels_in_pieces_of_several_segments_and_a_large_record_alone(
         plane):
     partitions, server, connections = plane
     part = PipelinedResultPartition("big", "job", 1, 100, SEGMENT, lambda: None)
@@ -77,14 +81,17 @@ def test_a_large_batch_is_cut_into_segment_sized_buffers_and_a_large_record_span
         if buffer.end_of_partition:
             break
         got.append(buffer.elements[0].arrow())
-    # The batch travelled in buffers of at most a segment, in order; the record larger than
-    # a segment alone, its pieces reassembled while credit kept flowing.
+    # The batch travelled in pieces of up to MAX_SEGMENTS_PER_BUFFER segments, in order, and
+    # the record larger than a segment alone; on the wire each went as network buffers of
+    # at most a segment, reassembled while credit (2 buffers here) kept flowing.
     pieces = got[:-2]
-    assert len(pieces) > 10 and all(p.nbytes <= SEGMENT for p in pieces)
+    span = MAX_SEGMENTS_PER_BUFFER * SEGMENT
+    assert len(pieces) >= payload.nbytes // span
+    assert all(p.nbytes <= span for p in pieces) and max(p.nbytes for p in pieces) > SEGMENT
     assert pa.Table.from_batches(pieces).combine_chunks().to_batches()[0].equals(payload)
     assert got[-2].equals(large)
     assert got[-1].column("i")[0].as_py() == 7
-    assert ch.buffers_in > len(pieces) + 2 and ch.largest_buffer <= SEGMENT
+    assert ch.buffers_in > 2 * len(pieces) + 2 and ch.largest_buffer <= SEGMENT
 
 
 def test_priority_event_overtakes_queued_buffers_which_are_returned(plane):

@@ -10,6 +10,7 @@ import pytest
 from weir.core.errors import PartitionNotFoundError
 from weir.core.records import ESTIMATED_RECORD_BYTES, Elements
 from weir.shuffle.pipelined.partition import (
+    MAX_SEGMENTS_PER_BUFFER,
     PartitionManager,
     PipelinedResultPartition,
     ProducerFailedError,
@@ -130,6 +131,52 @@ def test_overfilled_subpartition_wakes_the_producer_once_below_capacity() -> Non
     sub.poll()
     assert p.is_available()
     assert wakeups.count == 1
+
+
+def test_a_large_batch_travels_in_pieces_of_several_segments_counted_as_segments() -> None:
+    wakeups = Wakeups()
+    span = MAX_SEGMENTS_PER_BUFFER
+    p = partition(n=1, capacity=4, segment_size=10 * RECORD, wakeup=wakeups)
+    p.emit(0, batch(3))                       # pending: 3 records
+    p.emit(0, batch(10 * span + 15, 3))      # a whole span and a piece of 15 records
+    sub = p.subpartitions[0]
+    # The pending 3 records went out first, alone; then a piece of a whole span and one of
+    # 15 records (1.5 segments, so two), and nothing stays pending.
+    sizes = [b.size for b in list(sub._queue)]
+    units = [b.units for b in list(sub._queue)]
+    assert sizes == [3 * RECORD, 10 * span * RECORD, 15 * RECORD]
+    assert units == [1, span, 2]
+    assert sub.backlog() == 1 + span + 2 and not p.is_available()
+    assert drain(sub) == list(range(10 * span + 18))  # in order, nothing lost
+    assert sub.backlog() == 0 and p.is_available() and wakeups.count == 1
+
+
+def test_a_small_rest_of_a_large_batch_waits_for_more() -> None:
+    p = partition(n=1, capacity=100, segment_size=10 * RECORD)
+    p.emit(0, batch(13))  # a piece of 13 records: 2 segments, alone
+    sub = p.subpartitions[0]
+    assert [(b.size, b.units) for b in sub._queue] == [(13 * RECORD, 2)]
+    p.emit(0, batch(10 * MAX_SEGMENTS_PER_BUFFER + 4, 13))  # a span, and 4 left pending
+    assert [b.units for b in sub._queue] == [2, MAX_SEGMENTS_PER_BUFFER]
+    p.flush_all()
+    assert [b.units for b in sub._queue] == [2, MAX_SEGMENTS_PER_BUFFER, 1]
+    assert drain(sub) == list(range(10 * MAX_SEGMENTS_PER_BUFFER + 17))
+
+
+def test_a_record_larger_than_a_segment_counts_as_one_and_debloating_keeps_buffers_small(
+        ) -> None:
+    p = partition(n=1, capacity=100, segment_size=RECORD)
+    big = Elements.from_records(["x" * (5 * RECORD)] * 3)  # records of 5 segments each
+    p.emit(0, big)
+    sub = p.subpartitions[0]
+    assert [b.units for b in sub._queue] == [1, 1, 1]  # one record a buffer, one each
+    drain(sub)
+    q = partition(n=1, capacity=100, segment_size=10 * RECORD)
+    q.subpartitions[0].flush_size = 4 * RECORD  # a debloating consumer asked for 4 records
+    q.emit(0, batch(30))
+    assert [(b.size, b.units) for b in q.subpartitions[0]._queue] == [(4 * RECORD, 1)] * 7
+    q.flush_all()
+    assert drain(q.subpartitions[0]) == list(range(30))
 
 
 def test_consumer_listener_is_called_for_data_and_on_subscribe() -> None:
