@@ -50,7 +50,10 @@ Per job:
 5. **recovery** (``--runs``, 2; 1 quick): SIGKILL of a TaskExecutor running a keyed subtask
    (scenario (d) of ``bench_recovery.py``): the spare takes over, every byte comes from S3;
    time from the SIGKILL to the first record processed by the last keyed subtask of the
-   new attempt. The supervisor restarts the killed TaskExecutor, which becomes the spare.
+   new attempt. With the changelog a restore indexes the log and the task applies it as
+   it runs (state/changelog_replay.py), so beside it: the time from the SIGKILL until
+   every keyed backend applied all of it (``restoredLogRowsPending`` 0 everywhere, read
+   every 0.1 s). The supervisor restarts the killed TaskExecutor, which becomes the spare.
 
 Targets, as ratios of the same run: with the changelog, checkpoint p99 <= 1 s and median
 upload per checkpoint <= 2% of the state; recovery <= 1.3x and total checkpoint size
@@ -174,6 +177,7 @@ SCRAPE_S = 0.5
 HISTORY_S = 5.0
 MATERIALIZED_METRIC = "weir_changelog_numberOfCompletedMaterialization"
 MATERIALIZE_MS_METRIC = "weir_changelog_lastDurationOfMaterialization"
+PENDING_METRIC = "weir_changelog_restoredLogRowsPending"
 TARGET_P99_S = 1.0
 TARGET_UPLOAD_SHARE = 0.02
 TARGET_RECOVERY_RATIO = 1.3
@@ -257,6 +261,27 @@ def submit(cluster: RecoveryCluster, name: str, config: dict[str, Any], state_mb
 
 
 # -- materializations, from the TaskExecutors' metrics ---------------------------------------
+
+
+def wait_log_applied(job_id: str, killed_at: float, timeout: float = 300.0) -> float | None:
+    """Seconds from the SIGKILL until every keyed backend of the job applied the log its
+    restore replayed (``restoredLogRowsPending`` 0 on every TaskExecutor); None without
+    the changelog (no such metric)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        pending: list[float] = []
+        for info in ClusterDirectory(CLUSTER_DIR).taskexecutors().values():
+            with contextlib.suppress(OSError):
+                pending += [s.value for s in scrape_metrics(info.metrics_url, PENDING_METRIC,
+                                                            timeout=2)
+                            if s.name == PENDING_METRIC and s.labels.get("job_id") == job_id]
+        if not pending:
+            return None
+        if not any(pending):
+            return round(time.time() - killed_at, 3)
+        time.sleep(0.1)
+    msg = f"the restored log was not applied within {timeout:.0f} s"
+    raise RuntimeError(msg)
 
 
 class MaterializationWatch:
@@ -454,6 +479,7 @@ def run_config(cluster: RecoveryCluster, name: str, args: argparse.Namespace
             profiler = profiled(f"recovery-{name}-{run + 1}", args.profile)
             with profiler or contextlib.nullcontext():
                 outcome = recover(job, "d", run)
+            outcome["log_applied_s"] = wait_log_applied(job.job_id, outcome["killed_at"])
             if profiler is not None:
                 outcome["profile"] = profile_summary(profiler)
             rows = {r["id"]: r for r in history(job)}
@@ -462,10 +488,14 @@ def run_config(cluster: RecoveryCluster, name: str, args: argparse.Namespace
             outcome["restored_log_bytes"] = restored.get("changelog_size_bytes")
             latest = outcome["restored_checkpoint"]
             runs.append(outcome)
+            applied = outcome["log_applied_s"]
             print(f"  recovery {run + 1}/{args.runs}: {outcome['recovery_s']} s "
-                  f"(first subtask {outcome['first_subtask_s']} s); downloaded "
-                  f"{outcome['remote_bytes'] / 2**20:.0f} MiB", flush=True)
+                  f"(first subtask {outcome['first_subtask_s']} s"
+                  f"{f'; restored log applied after {applied} s' if applied else ''}); "
+                  f"downloaded {outcome['remote_bytes'] / 2**20:.0f} MiB", flush=True)
         result["recovery_s"] = round(median([r["recovery_s"] for r in runs]), 3)
+        applied = [r["log_applied_s"] for r in runs if r["log_applied_s"] is not None]
+        result["log_applied_s"] = round(median(applied), 3) if applied else None
         result["recovery_remote_bytes"] = int(median([r["remote_bytes"] for r in runs]))
         result["recoveries"] = runs
         result["config"] = config
@@ -665,11 +695,11 @@ def print_report(result: dict[str, Any]) -> None:
                      if name != "off" else "-",
                      r["materializations"], r["recovery_s"],
                      mib(median([x["restored_log_bytes"] or 0 for x in r["recoveries"]]))
-                     if name != "off" else "-"])
+                     if name != "off" else "-", r.get("log_applied_s") or "-"])
     print(format_table(["changelog", "updates/s", "checkpoints", "p50 s", "p99 s", "max s",
                         "upload med MiB", "upload p99 MiB", "state MiB",
                         "materialized + log MiB", "materializations", "recovery s",
-                        "log replayed MiB"], rows))
+                        "log replayed MiB", "log applied s"], rows))
     on = result["configs"].get("on")
     if on is not None and on["checkpoints_during_materialization"]:
         print(f"checkpoints during a materialization: "

@@ -586,7 +586,7 @@ def _recover(job: RunningJob, scenario: str, run: int) -> dict[str, Any]:
     last = status["last_restore"]
     keyed = job.keyed_tasks(status)
     result: dict[str, Any] = {
-        "scenario": scenario, "run": run + 1,
+        "scenario": scenario, "run": run + 1, "killed_at": failed_at,
         "recovery_s": round(max(firsts.values()) - failed_at, 3),
         "first_subtask_s": round(min(firsts.values()) - failed_at, 3),
         "per_subtask_s": {str(k): round(v - failed_at, 3) for k, v in sorted(firsts.items())},

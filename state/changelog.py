@@ -62,7 +62,6 @@ import dataclasses
 import logging
 import re
 import shutil
-import struct
 import threading
 import time
 import uuid
@@ -70,11 +69,11 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from weir.checkpoint.changelog_storage import (
-    RECORD,
     ChangelogWriter,
     LogSegmentHandle,
     PersistResult,
@@ -85,11 +84,20 @@ from weir.checkpoint.changelog_storage import (
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle
 from weir.core.errors import CorruptStateError, MissingStateError, StateError
 from weir.core.ids import CheckpointId
-from weir.state.backend import MISSING, Entry, KeyedStateBackend
+from weir.state.backend import Entry, KeyedStateBackend
+from weir.state.changelog_replay import (
+    APPEND,
+    DELETE,
+    PUT,
+    PendingLog,
+    encode_change,
+    replay,
+    row_id,
+)
 from weir.state.handles import KeyedStateHandle, LocalCopy, _range_from, _range_to_list
 from weir.state.incremental import TRANSFER_THREADS
 from weir.state.key_groups import KeyGroupRange
-from weir.state.serializers import decode_key, deserialize_value, encode_key, serialize_value
+from weir.state.serializers import encode_key, serialize_value
 from weir.state.snapshot import SHARED_DIR, AsyncSnapshot, SnapshotLocation
 
 if TYPE_CHECKING:
@@ -100,12 +108,13 @@ log = logging.getLogger(__name__)
 
 KIND_CHANGELOG = "changelog"
 
-_PUT, _DELETE, _APPEND = 1, 2, 3
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
-
 #: Writes between two looks at the materialization clock (a look is cheap, not free).
 _CHECK_EVERY = 256
+
+#: Rows of a restored log applied at each of those looks while some are left (about 2 per
+#: write: a few tenths of a millisecond, so records keep flowing while the rest of the log
+#: is applied).
+DRAIN_ROWS = 512
 
 #: A materialization's local copy directory: ``m<id>-<tag>``.
 _MATERIALIZATION_DIR = re.compile(r"^m(\d+)-")
@@ -220,107 +229,6 @@ def state_size_split(handles: Iterable[KeyedStateHandle]) -> tuple[int, int]:
     return materialized, logged
 
 
-# -- change payloads -------------------------------------------------------------------------
-
-
-def encode_change(op: int, state: str, key: bytes, namespace: bytes, value: bytes = b"") -> bytes:
-    name = state.encode()
-    return b"".join((bytes((op,)), _U16.pack(len(name)), name, _U32.pack(len(key)), key,
-                     _U32.pack(len(namespace)), namespace, value))
-
-
-def decode_change(payload: bytes) -> tuple[int, str, bytes, bytes, bytes]:
-    """(op, state, key bytes, namespace bytes, value bytes) of a logged change."""
-    op = payload[0]
-    (n,) = _U16.unpack_from(payload, 1)
-    position = 3 + n
-    state = payload[3:position].decode()
-    (k,) = _U32.unpack_from(payload, position)
-    key = payload[position + 4:position + 4 + k]
-    position += 4 + k
-    (s,) = _U32.unpack_from(payload, position)
-    namespace = payload[position + 4:position + 4 + s]
-    return op, state, key, namespace, payload[position + 4 + s:]
-
-
-#: Puts replayed in one ``load_entries`` call (one RocksDB write batch): a write per change
-#: made replay most of a restore's time.
-REPLAY_BATCH = 4096
-
-
-def replay(backend: KeyedStateBackend, pieces: Iterable[VerifiedPiece],
-           key_groups: tuple[int, int]) -> int:
-    """Apply the changes of verified log ``pieces`` of key groups ``key_groups`` (first,
-    last) to ``backend`` (a plain one, not the changelog wrapper) in order; returns how
-    many. Consecutive puts go in batches (a batch keeps their order, so a later put of a
-    key wins); an append or a delete first flushes the puts before it.
-
-    A restore replays every change since the last materialization, so this is the one
-    loop of a restore that runs per change: it walks the records in the log file's bytes
-    and slices puts straight into entries (no per-change objects or calls in between:
-    that made replay 2-3x slower)."""
-    first, last = key_groups
-    record, header = RECORD.unpack_from, RECORD.size
-    u16, u32 = _U16.unpack_from, _U32.unpack_from
-    names: dict[bytes, str] = {}
-    puts: list[Entry] = []
-    applied = 0
-    for data, position, count in pieces:
-        for _ in range(count):
-            _sequence, key_group, length = record(data, position)
-            start = position + header
-            position = start + length
-            if key_group < first or key_group > last:
-                continue
-            applied += 1
-            if data[start] != _PUT:
-                if puts:
-                    backend.load_entries(puts)
-                    puts = []
-                apply_change(backend, key_group, data[start:position])
-                continue
-            (n,) = u16(data, start + 1)
-            at = start + 3 + n
-            raw = data[start + 3:at]
-            state = names.get(raw)
-            if state is None:
-                state = names[raw] = raw.decode()
-            (k,) = u32(data, at)
-            key = data[at + 4:at + 4 + k]
-            at += 4 + k
-            (s,) = u32(data, at)
-            at += 4
-            puts.append((state, key_group, key, data[at:at + s], data[at + s:position]))
-            if len(puts) >= REPLAY_BATCH:
-                backend.load_entries(puts)
-                puts = []
-    if puts:
-        backend.load_entries(puts)
-    return applied
-
-
-def apply_change(backend: KeyedStateBackend, key_group: int, payload: bytes) -> None:
-    """Apply one logged change to ``backend`` (a plain one, not the changelog wrapper)."""
-    op, state, key, namespace, value = decode_change(payload)
-    if op == _PUT:
-        backend.load_entries([(state, key_group, key, namespace, value)])
-        return
-    backend._register(state)
-    saved = backend.current_key, backend.current_key_group
-    try:
-        backend.current_key, backend.current_key_group = decode_key(key), key_group
-        if op == _APPEND:
-            ns = decode_key(namespace)
-            current = backend._get_mutable(state, ns)
-            current = [] if current is MISSING else current
-            current.extend(deserialize_value(value))
-            backend._put(state, ns, current)
-        else:
-            backend._delete(state, decode_key(namespace))
-    finally:
-        backend.current_key, backend.current_key_group = saved
-
-
 # -- metrics ---------------------------------------------------------------------------------
 
 
@@ -333,11 +241,14 @@ class MaterializationMetrics:
     last_duration_ms: int = 0
     failed: int = 0
     completed: int = 0
+    #: Rows of the restored log not applied yet (see changelog_replay.PendingLog).
+    restored_log_rows_pending: int = 0
 
     def snapshot(self) -> dict[str, float]:
         return {"lastDurationOfMaterialization": self.last_duration_ms,
                 "numberOfFailedMaterialization": self.failed,
-                "numberOfCompletedMaterialization": self.completed}
+                "numberOfCompletedMaterialization": self.completed,
+                "restoredLogRowsPending": self.restored_log_rows_pending}
 
 
 _LIVE: weakref.WeakSet[ChangelogKeyedStateBackend] = weakref.WeakSet()
@@ -415,6 +326,11 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self._checkpoint_bases: dict[int, tuple[int, int]] = {}
         #: The list the last ``_get_mutable`` returned, and its length then.
         self._mutable: tuple[list[Any], int] | None = None
+        #: The restored log's rows not applied to the delegate yet, and when the restore
+        #: ended (see changelog_replay.PendingLog): a row is applied before it is read or
+        #: written, the rest a few at a time, all before the whole state is read.
+        self._pending: PendingLog | None = None
+        self._pending_since = 0.0
         self.metrics = MaterializationMetrics(job_id, owner)
         _LIVE.add(self)
 
@@ -447,53 +363,66 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self.delegate._register(state)
 
     def _get(self, state: str, namespace: Any) -> Any:
+        if self._pending is not None:
+            self._catch_up(state, encode_key(namespace), True)
         return self._sync()._get(state, namespace)
 
     def _get_mutable(self, state: str, namespace: Any) -> Any:
         # The caller writes the mutated value back with _put (or clears it): logged there.
         # A list is only ever extended in place (ListState.add_all): remembering its length
         # lets _put log the new elements instead of the whole list again.
+        if self._pending is not None:
+            self._catch_up(state, encode_key(namespace), True)
         value = self._sync()._get_mutable(state, namespace)
         self._mutable = (value, len(value)) if type(value) is list else None
         return value
 
     def _put(self, state: str, namespace: Any, value: Any) -> None:
         key, ns = self._current_key_bytes(), encode_key(namespace)
+        if self._pending is not None:  # the whole value is replaced: its log is moot
+            self._catch_up(state, ns, False)
         delegate = self._sync()
         mutable, self._mutable = self._mutable, None
         if mutable is not None and mutable[0] is value and len(value) >= mutable[1]:
             delegate._put(state, namespace, value)
-            change = encode_change(_APPEND, state, key, ns, serialize_value(value[mutable[1]:]))
+            change = encode_change(APPEND, state, key, ns, serialize_value(value[mutable[1]:]))
         else:
             data = serialize_value(value)  # once, for the backend and the log
             delegate._put_serialized(state, namespace, value, data)
-            change = encode_change(_PUT, state, key, ns, data)
+            change = encode_change(PUT, state, key, ns, data)
         self._log(self.current_key_group, change)
 
     def _delete(self, state: str, namespace: Any) -> None:
-        key = self._current_key_bytes()
+        key, ns = self._current_key_bytes(), encode_key(namespace)
+        if self._pending is not None:
+            self._catch_up(state, ns, False)
         self._sync()._delete(state, namespace)
-        self._log(self.current_key_group, encode_change(_DELETE, state, key,
-                                                        encode_key(namespace)))
+        self._log(self.current_key_group, encode_change(DELETE, state, key, ns))
 
     def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any) -> list[Any]:
+        if self._pending is not None:
+            self._catch_up_many(state, keys, namespace, True)
         return self.delegate._get_many(state, key_groups, keys, namespace)
 
     def _put_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any, values: Sequence[Any]) -> None:
+        if self._pending is not None:
+            self._catch_up_many(state, keys, namespace, False)
         self.delegate._put_many(state, key_groups, keys, namespace, values)
         ns = encode_key(namespace)
         for key_group, key, value in zip(key_groups, keys, values, strict=True):
-            self._log(key_group, encode_change(_PUT, state, encode_key(key), ns,
+            self._log(key_group, encode_change(PUT, state, encode_key(key), ns,
                                                serialize_value(value)))
 
     def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                      namespace: Any) -> None:
+        if self._pending is not None:
+            self._catch_up_many(state, keys, namespace, False)
         self.delegate._delete_many(state, key_groups, keys, namespace)
         ns = encode_key(namespace)
         for key_group, key in zip(key_groups, keys, strict=True):
-            self._log(key_group, encode_change(_DELETE, state, encode_key(key), ns))
+            self._log(key_group, encode_change(DELETE, state, encode_key(key), ns))
 
     def _log(self, key_group: int, payload: bytes) -> None:
         self.writer.append(key_group, payload)
@@ -502,12 +431,15 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             self._maintain()
 
     def keys(self, state: str, namespace: Any = None) -> Iterator[Any]:
+        self._apply_pending(state)
         return self.delegate.keys(state, namespace)
 
     def namespaced_keys(self, state: str) -> Iterator[tuple[int, Any, Any]]:
+        self._apply_pending(state)
         return self.delegate.namespaced_keys(state)
 
     def entries(self) -> Iterator[Entry]:
+        self._apply_pending()
         return self.delegate.entries()
 
     def load_entries(self, entries: Iterable[Entry]) -> int:
@@ -517,6 +449,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         return self.delegate.load_segment(segment)
 
     def snapshot(self) -> Any:
+        self._apply_pending()
         return self.delegate.snapshot()
 
     def state_kinds(self) -> dict[str, str]:
@@ -524,9 +457,48 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
 
     # -- materialization ----------------------------------------------------------------------
 
+    # -- the restored log, applied as the task runs (changelog_replay.PendingLog) ------------
+
+    def _catch_up(self, state: str, namespace: bytes, apply: bool) -> None:
+        """Before the current key's row of ``state`` is used: apply its pending changes
+        (``apply``), or forget them (the row is about to be replaced or deleted)."""
+        pending = self._pending
+        assert pending is not None
+        positions = pending.take(state, row_id(self._current_key_bytes(), namespace))
+        if positions is not None and apply:
+            pending.apply(self._sync(), positions)
+
+    def _catch_up_many(self, state: str, keys: Sequence[Any], namespace: Any,
+                       apply: bool) -> None:
+        pending = self._pending
+        assert pending is not None
+        if not pending.tables.get(state):
+            return
+        ns, take = encode_key(namespace), pending.take
+        for key in keys:
+            positions = take(state, row_id(encode_key(key), ns))
+            if positions is not None and apply:
+                pending.apply(self.delegate, positions)
+
+    def _apply_pending(self, state: str | None = None, rows: int | None = None) -> None:
+        """Apply pending rows of the restored log: of ``state`` or all, at most ``rows``."""
+        pending = self._pending
+        if pending is None:
+            return
+        pending.drain(self.delegate, rows, state)
+        left = pending.rows
+        self.metrics.restored_log_rows_pending = left
+        if not left:
+            self._pending = None
+            log.info("%s applied the restored state change log: %d changes, %d rows, "
+                     "%.1f s after its restore", self._owner_dir, pending.changes,
+                     pending.applied, self._mono() - self._pending_since)
+
     def _maintain(self) -> None:
-        """Task thread: take a finished materialization in, fail after too many failures,
-        start a periodic one when due."""
+        """Task thread: apply some of the restored log, take a finished materialization in,
+        fail after too many failures, start a periodic one when due."""
+        if self._pending is not None:
+            self._apply_pending(rows=DRAIN_ROWS)
         self._collect()
         if self._fatal is not None:
             raise StateError(str(self._fatal)) from self._fatal
@@ -543,6 +515,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         its upload runs on a background thread. Returns its future (the running one's, if
         one runs)."""
         self._await_restored()
+        self._apply_pending()
         self._collect()
         if self._running is not None:
             return self._running[2]
@@ -607,6 +580,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         checkpoint may name)."""
         self._maintain()
         if canonical or location.savepoint_format is not None:
+            self._apply_pending()
             return self.delegate.snapshot_to(checkpoint_id, location, canonical=canonical)
         base = self._base
         if base is None:
@@ -671,7 +645,15 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
                         build_on: bool) -> RestoreResult:
         """Restore from any handles (called by ``weir.state.restore.restore``)."""
         self.delegate.owner = self.owner
-        result = restore_into(self.delegate, handles, storage, build_on=build_on)
+        pending = PendingLog()
+        result = restore_into(self.delegate, handles, storage, build_on=build_on,
+                              pending=pending)
+        if pending.rows:
+            self._pending, self._pending_since = pending, self._mono()
+            self.metrics.restored_log_rows_pending = pending.rows
+            log.info("%s restored; %d changes of the state change log touch %d rows, "
+                     "applied as the task runs", self._owner_dir, pending.changes,
+                     pending.rows)
         relevant = [h for h in handles if len(h.overlap(self.key_group_range))]
         for handle in relevant:
             super().expect_state_kinds(getattr(handle, "state_kinds", {}))
@@ -702,6 +684,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
 
     def dispose(self) -> None:
         _LIVE.discard(self)
+        self._pending = None
         self.writer.close()
         self.delegate.dispose()
 
@@ -749,12 +732,17 @@ class _ChangelogAsyncSnapshot(AsyncSnapshot):
 
 def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
                  storage: CheckpointStorageAccess, *, build_on: bool = True,
-                 transfer_threads: int = TRANSFER_THREADS) -> RestoreResult:
+                 transfer_threads: int = TRANSFER_THREADS,
+                 pending: PendingLog | None = None) -> RestoreResult:
     """Restore a plain backend from handles of any kind: the materialized parts first (one
     restore), then every changelog handle's log, in order, for the key groups that handle
     covered and ``backend`` owns. The log files not kept locally download on
     ``transfer_threads`` threads while the materialized part restores, so a restore waits
-    for the slower of the two, not for their sum. Raises CorruptStateError /
+    for the slower of the two, not for their sum.
+
+    With ``pending`` the log is not replayed but indexed into it (the changelog backend
+    applies it as the task runs), on a thread of its own as the files arrive, so that too
+    overlaps the materialized part's restore. Raises CorruptStateError /
     MissingStateError naming the checkpoint and the file."""
     from weir.state.restore import restore
 
@@ -766,7 +754,27 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
     local: dict[str, bytes] = {}
     copies = sum(_read_local_copies(handle, storage, local) for handle in changelog)
     files: dict[str, bytes | Future[bytes]] = dict(local)
-    with ThreadPoolExecutor(transfer_threads, thread_name_prefix="changelog-fetch") as pool:
+
+    def each_log(consume: Callable[[Iterable[VerifiedPiece], tuple[int, int]], int]) -> int:
+        changes = 0
+        for handle in changelog:
+            window = handle.key_group_range.intersection(owned)
+            key_groups = (window.start, window.end)
+            try:
+                changes += consume(read_pieces(storage, handle.log, key_groups, files),
+                                   key_groups)
+            except (CorruptStateError, MissingStateError) as err:
+                kg = handle.key_group_range
+                msg = (f"{err}: it holds the state change log of key groups "
+                       f"{kg.start}-{kg.end} in checkpoint {handle.checkpoint_id}. "
+                       "Restore from another retained checkpoint or a savepoint")
+                raise type(err)(msg) from err
+        return changes
+
+    # The indexer is left (and joined) before the downloads are: a failed restore cancels
+    # the downloads the indexer may be waiting for, so it ends too.
+    with ThreadPoolExecutor(transfer_threads, thread_name_prefix="changelog-fetch") as pool, \
+            ThreadPoolExecutor(1, thread_name_prefix="changelog-index") as indexer:
         try:
             for handle in changelog:
                 window = handle.key_group_range.intersection(owned)
@@ -774,26 +782,19 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
                     uri = segment.file.uri
                     if uri not in files and segment.overlaps(window.start, window.end):
                         files[uri] = pool.submit(storage.read, segment.file)
+            indexed = indexer.submit(each_log, pending.add) if pending is not None else None
             result = restore(backend, materialized, storage, lazy=False, build_on=build_on)
             result.local_copies_used += copies
             for handle in changelog:
                 backend.expect_state_kinds(handle.state_kinds)
-            for handle in changelog:
-                window = handle.key_group_range.intersection(owned)
-                try:
-                    result.entries += replay(
-                        backend, read_pieces(storage, handle.log, (window.start, window.end),
-                                             files), (window.start, window.end))
-                except (CorruptStateError, MissingStateError) as err:
-                    kg = handle.key_group_range
-                    msg = (f"{err}: it holds the state change log of key groups "
-                           f"{kg.start}-{kg.end} in checkpoint {handle.checkpoint_id}. "
-                           "Restore from another retained checkpoint or a savepoint")
-                    raise type(err)(msg) from err
+            if indexed is not None:
+                result.entries += indexed.result()
+            else:
+                result.entries += each_log(partial(replay, backend))
         finally:  # a failed restore does not wait for downloads it no longer needs
-            for pending in files.values():
-                if isinstance(pending, Future):
-                    pending.cancel()
+            for download in files.values():
+                if isinstance(download, Future):
+                    download.cancel()
     result.handles = len(relevant)
     return result
 
@@ -840,6 +841,8 @@ def wrap(delegate: KeyedStateBackend, writer: ChangelogWriter, storage: Checkpoi
     backend = ChangelogKeyedStateBackend(delegate, writer, storage, job_id, owner,
                                          materialize_interval=materialize_interval,
                                          max_failures=max_failures, local_root=local_root)
-    backend.lazy_restore = False  # the log replays after the whole materialized state
+    # Lazy restore loads canonical snapshots by key group; the changelog defers its log by
+    # row instead, after the whole materialized state (changelog_replay.PendingLog).
+    backend.lazy_restore = False
     backend.rescale_method = delegate.rescale_method
     return backend

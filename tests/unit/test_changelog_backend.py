@@ -4,6 +4,7 @@ several materializations, rescaled, NO_CLAIM, into a plain backend), a corrupted
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -543,8 +544,11 @@ def test_a_negative_materialize_interval_says_how_to_disable_it() -> None:
 def test_batched_replay_equals_applying_each_change(kind: str, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from weir.checkpoint.changelog_storage import PIECE_HEADER_SIZE, VerifiedPiece, frame_piece
-    from weir.state import changelog
-    from weir.state.changelog import _APPEND, _DELETE, _PUT, apply_change, replay
+    from weir.state import changelog_replay as changelog
+    from weir.state.changelog_replay import APPEND as _APPEND
+    from weir.state.changelog_replay import DELETE as _DELETE
+    from weir.state.changelog_replay import PUT as _PUT
+    from weir.state.changelog_replay import apply_change, replay
     from weir.state.key_groups import assign_to_key_group
     from weir.state.serializers import encode_key, serialize_value
 
@@ -581,3 +585,142 @@ def test_batched_replay_equals_applying_each_change(kind: str, tmp_path: Path,
         assert _values(batched, ["a", "b", "c", "d"]) == {"a": 3, "b": 7, "c": None, "d": 6}
     finally:
         plain.dispose()
+
+
+def _logged_after_a_materialization(env: Env) -> tuple[KeyedStateHandle, KeyedStateBackend]:
+    """A changelog checkpoint whose log after its materialization holds puts, deletes,
+    list appends and map changes, in two namespaces; and a plain backend that received the
+    same operations (the expected state, computed without the changelog)."""
+    backend, reference = env.backend(), env.plain(env.kind)
+    for target in (backend, reference):
+        _write(target, KEYS, 1)
+    backend.materialize()
+    _await_materialization(backend)
+    for target in (backend, reference):
+        _write(target, KEYS[:150], 2)
+        total = target.get_state(ValueStateDescriptor("total"))
+        items = target.get_state(ListStateDescriptor("items"))
+        tags = target.get_state(MapStateDescriptor("tags"))
+        for i, key in enumerate(KEYS[:60]):
+            target.set_current_key(key)
+            items.set_current_namespace("w" if i % 2 else None)
+            items.add(i)
+            items.add_all([i + 1, i + 2])
+            tags.put("a", key)
+            if i % 3 == 0:
+                total.clear()
+    handle = env.checkpoint(backend)
+    assert isinstance(handle, ChangelogStateHandle) and handle.materialized and handle.log
+    return handle, reference
+
+
+def _state(backend: KeyedStateBackend) -> list[Any]:
+    return sorted(backend.entries())
+
+
+def test_the_restored_log_is_applied_row_by_row_as_the_task_touches_state(env: Env) -> None:
+    handle, reference = _logged_after_a_materialization(env)
+    fresh = env.backend()
+    restore(fresh, [handle], env.storage)
+    pending = fresh._pending
+    assert pending is not None and pending.rows > 150
+    assert fresh.metrics.snapshot()["restoredLogRowsPending"] == pending.rows
+    rows = pending.rows
+    # Reads of rows the log changed see the log's values before anything else is applied.
+    assert _values(fresh, KEYS[:10]) == _values(reference, KEYS[:10])
+    items = fresh.get_state(ListStateDescriptor("items"))
+    for target in (fresh, reference):
+        target.set_current_key(KEYS[1])
+        target.get_state(ListStateDescriptor("items")).set_current_namespace("w")
+    assert items.get() == reference.get_state(ListStateDescriptor("items")).get() == [1, 2, 3]
+    assert pending.rows == rows - 11
+    # Writes: a blind update or clear replaces a pending row, an append builds on it.
+    for target in (fresh, reference):
+        _write(target, KEYS[20:25], 7)
+        total = target.get_state(ValueStateDescriptor("total"))
+        for key in KEYS[40:45]:
+            target.set_current_key(key)
+            total.update(-1)
+        target.set_current_key(KEYS[46])
+        total.clear()
+        target.set_current_key(KEYS[31])
+        target.get_state(ListStateDescriptor("items")).add("new")
+    assert _state(fresh) == _state(reference)  # iterating the whole state applies the rest
+    assert fresh._pending is None and fresh.metrics.restored_log_rows_pending == 0
+
+
+def test_the_rest_of_the_log_is_applied_a_few_rows_at_a_time(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.state import changelog
+
+    monkeypatch.setattr(changelog, "DRAIN_ROWS", 40)
+    handle, reference = _logged_after_a_materialization(env)
+    fresh = env.backend()
+    restore(fresh, [handle], env.storage)
+    assert fresh._pending is not None
+    left = [fresh._pending.rows]
+    while fresh._pending is not None:
+        fresh._maintain()  # what every 256th write does
+        left.append(fresh.metrics.restored_log_rows_pending)
+    steps = [a - b for a, b in itertools.pairwise(left)]
+    assert len(steps) > 2 and set(steps[:-1]) == {40} and 0 < steps[-1] <= 40
+    assert left[-1] == 0
+    assert _state(fresh) == _state(reference)
+
+
+@pytest.mark.parametrize("then", ["checkpoint", "materialize", "keys", "batch"])
+def test_a_restore_with_rows_still_pending_checkpoints_and_restores_again(
+        env: Env, then: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.state import changelog
+
+    monkeypatch.setattr(changelog, "DRAIN_ROWS", 1)
+    handle, reference = _logged_after_a_materialization(env)
+    fresh = env.backend()
+    restore(fresh, [handle], env.storage)
+    assert fresh._pending is not None
+    if then == "materialize":  # a materialization reads the whole state: all applied first
+        fresh.materialize()
+        assert fresh._pending is None
+        _await_materialization(fresh)
+    elif then == "keys":  # timers and windows read every key of a state at restore
+        assert sorted(fresh.keys("total")) == sorted(reference.keys("total"))
+        assert not fresh._pending.tables.get("total")
+        assert fresh._pending.tables.get("items")
+    elif then == "batch":  # vectorised operators read and write many keys at once
+        from weir.state.key_groups import assign_to_key_group
+
+        keys = KEYS[:110]
+        groups = [assign_to_key_group(k, MAX_PAR) for k in keys]
+        fresh.get_state(ValueStateDescriptor("total"))
+        got = fresh.get_many("total", groups[:50], keys[:50])
+        assert got == reference.get_many("total", groups[:50], keys[:50])
+        for target in (fresh, reference):  # blind writes replace pending rows
+            target.put_many("total", groups[50:100], keys[50:100], None, [5] * 50)
+            target.delete_many("total", groups[100:], keys[100:])
+    for target in (fresh, reference):
+        _write(target, KEYS[100:120], 3)
+    # A checkpoint with rows still pending (or not) names the restored log and the new.
+    second = env.checkpoint(fresh)
+    assert isinstance(second, ChangelogStateHandle)
+    again = env.backend()
+    restore(again, [second], env.storage)
+    assert _state(again) == _state(fresh) == _state(reference)
+
+
+def test_a_savepoint_with_rows_pending_holds_them(env: Env, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.proto.checkpoint_pb2 import SAVEPOINT_CANONICAL
+    from weir.state import changelog
+
+    monkeypatch.setattr(changelog, "DRAIN_ROWS", 1)
+
+    handle, reference = _logged_after_a_materialization(env)
+    fresh = env.backend()
+    restore(fresh, [handle], env.storage)
+    assert fresh._pending is not None
+    target = create_storage(str(tmp_path / "savepoint"))
+    savepoint = fresh.snapshot_to(CheckpointId(50), SnapshotLocation.for_savepoint(
+        target, "op", SAVEPOINT_CANONICAL)).run()
+    plain = env.plain(env.kind)
+    restore(plain, [savepoint], target)
+    assert _state(plain) == _state(reference)

@@ -215,12 +215,15 @@ CHANGELOG_STORAGE_METRICS: tuple[MetricSpec, ...] = (
 #: Labels of the materialization metrics: the job and the operator subtask's backend.
 MATERIALIZATION_LABELS = ("job_id", "backend")
 
-#: Materializations of the changelog state backend, per keyed backend, with Flink's names.
+#: Materializations of the changelog state backend, per keyed backend, with Flink's names
+#: (and the restored log's rows still to apply).
 MATERIALIZATION_METRICS: tuple[MetricSpec, ...] = _gauges(
     "changelog", MATERIALIZATION_LABELS, (
         ("lastDurationOfMaterialization", "Duration of the last materialization (ms)."),
         ("numberOfFailedMaterialization", "Materializations that failed."),
         ("numberOfCompletedMaterialization", "Materializations that completed."),
+        ("restoredLogRowsPending", "Rows of the state change log replayed by the last "
+         "restore that are not applied to the backend yet; 0 once applied (weir's own)."),
     ))
 
 #: Every declared metric, by the daemon that serves it: what the reference documents.
