@@ -63,11 +63,21 @@ _U32 = struct.Struct(">I")
 _RECORD_AND_OP = struct.Struct(RECORD.format + "BH")
 
 
+#: ``[op][state name length][name]`` of each (op, state) seen: every change of a state
+#: starts alike, and this runs on the task thread for every change.
+_HEADS: dict[tuple[int, str], bytes] = {}
+
+
 def encode_change(op: int, state: str, key: bytes, namespace: bytes, value: bytes = b"") -> bytes:
     """The payload of a logged change (see the module docstring)."""
-    name = state.encode()
-    return b"".join((bytes((op,)), _U16.pack(len(name)), name, _U32.pack(len(key)), key,
-                     _U32.pack(len(namespace)), namespace, value))
+    head = _HEADS.get((op, state))
+    if head is None:
+        if len(_HEADS) > 4096:  # state names are few; bound it anyway
+            _HEADS.clear()
+        name = state.encode()
+        head = _HEADS[op, state] = bytes((op,)) + _U16.pack(len(name)) + name
+    return b"".join((head, _U32.pack(len(key)), key, _U32.pack(len(namespace)), namespace,
+                     value))
 
 
 def decode_change(payload: bytes) -> tuple[int, str, bytes, bytes, bytes]:

@@ -25,6 +25,7 @@ from weir.core import relocations
 _NONE, _FALSE, _TRUE, _INT, _BIGINT, _FLOAT, _STR, _BYTES, _TUPLE, _DATE, _DATETIME = range(11)
 _PICKLED = 0xFF
 _STR_TAG = bytes((_STR,))
+_NONE_KEY = bytes((_NONE,))
 _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
@@ -35,8 +36,8 @@ def encode_key(key: Any) -> bytes:
     """Canonical bytes of a key or namespace (see the module docstring)."""
     if type(key) is str:  # the most common key, first
         return _STR_TAG + key.encode("utf-8", "surrogatepass")
-    if key is None:
-        return bytes((_NONE,))
+    if key is None:  # the namespace of every state outside windows
+        return _NONE_KEY
     if isinstance(key, bool):
         return bytes((_TRUE if key else _FALSE,))
     if isinstance(key, int):
