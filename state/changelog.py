@@ -60,8 +60,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -259,8 +261,23 @@ def live_materialization_metrics() -> list[MaterializationMetrics]:
     return [backend.metrics for backend in list(_LIVE)]
 
 
+#: The nice value of materialization threads (and the upload threads they start).
+MATERIALIZATION_NICE = 10
+
+
+def _background_priority() -> None:
+    """A materialization is background work: while it uploads hundreds of megabytes the
+    records must go on at their pace, or an aligned barrier waits behind those that queue
+    up. On Linux each thread has its own nice value (threads it starts inherit it), so
+    the operating system runs the task threads first when the cores are short."""
+    if sys.platform.startswith("linux"):  # elsewhere the id would name a process
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MATERIALIZATION_NICE)
+
+
 #: Materializations' asynchronous parts (uploads), shared by the process's backends.
-_MATERIALIZER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="materialization")
+_MATERIALIZER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="materialization",
+                                   initializer=_background_priority)
 
 
 # -- the backend -----------------------------------------------------------------------------

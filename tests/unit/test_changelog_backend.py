@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -724,3 +725,25 @@ def test_a_savepoint_with_rows_pending_holds_them(env: Env, tmp_path: Path,
     plain = env.plain(env.kind)
     restore(plain, [savepoint], target)
     assert _state(plain) == _state(reference)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_materializations_run_at_a_lower_priority_than_the_tasks() -> None:
+    import os
+    import threading
+
+    from weir.state import changelog
+
+    def priorities() -> tuple[int, int]:
+        seen: list[int] = []
+        started = threading.Thread(target=lambda: seen.append(
+            os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+        started.start()
+        started.join(timeout=10)
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), seen[0]
+
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    worker, started_by_it = changelog._MATERIALIZER.submit(priorities).result(timeout=10)
+    # The upload threads a materialization starts (boto3's) inherit its priority.
+    assert worker == started_by_it >= changelog.MATERIALIZATION_NICE
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
