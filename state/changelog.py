@@ -481,6 +481,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         (``apply``), or forget them (the row is about to be replaced or deleted)."""
         pending = self._pending
         assert pending is not None
+        if not pending.tables.get(state):
+            return
         positions = pending.take(state, row_id(self._current_key_bytes(), namespace))
         if positions is not None and apply:
             pending.apply(self._sync(), positions)
