@@ -19,8 +19,10 @@ clears it), and the new value is what the log records.
   keeps a local copy (:func:`materialization_local_dir`), until a checkpoint naming a
   newer one completes.
 * Restore: the delegate is restored from the materialized handles (only this subtask's
-  key groups), then each handle's log is replayed in order for the key groups that handle
-  owned and this subtask owns. A later checkpoint refers to the restored handle only when
+  key groups) while each handle's log, for the key groups that handle owned and this
+  subtask owns, is indexed by row (state/changelog_replay.py); the rows are applied to
+  the delegate as the task touches them, a few between records, and all before the whole
+  state is read. A later checkpoint refers to the restored handle only when
   the snapshot is the job's (CLAIM, or a failover), it is one changelog handle and covers
   exactly this subtask's key groups; otherwise (NO_CLAIM, rescaling, another format) the
   first checkpoint materializes, so it names only files of its own job.
