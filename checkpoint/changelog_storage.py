@@ -713,10 +713,11 @@ class YieldingStorage(CheckpointStorageAccess):
               ) -> StreamStateHandle:
         return self.storage.write(relative_path, data)
 
-    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+    def write_file(self, relative_path: str, local_path: str | Path, *,
+                   background: bool = True) -> StreamStateHandle:
         with self._one_at_a_time:
             self.log.wait_quiet(self.max_wait_s)
-            return self.storage.write_file(relative_path, local_path)
+            return self.storage.write_file(relative_path, local_path, background=True)
 
     def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:
         return self.storage.copy(source, relative_path)

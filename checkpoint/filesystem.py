@@ -129,7 +129,8 @@ class FsCheckpointStorageAccess(CheckpointStorageAccess):
         atomic_local_write(path, lambda f: f.write(view))
         return StreamStateHandle(path.as_uri(), len(view), checksum_of(view))
 
-    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+    def write_file(self, relative_path: str, local_path: str | Path, *,
+                   background: bool = False) -> StreamStateHandle:
         path = self._path(relative_path)
         with open(local_path, "rb") as source:
             def copy(f: BinaryIO) -> Checksum:

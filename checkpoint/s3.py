@@ -166,6 +166,11 @@ class S3CheckpointStorageAccess(CheckpointStorageAccess):
             # The CRT client (when awscrt is installed) reports errors differently; stay on
             # the classic one so the error translation below holds.
             preferred_transfer_client="classic")
+        # One part at a time: a background upload's parts in parallel crowded out the
+        # uploads a checkpoint waits for (the state change log's tail) at the server.
+        self._background = TransferConfig(
+            multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize,
+            max_concurrency=1, preferred_transfer_client="classic")
 
     @classmethod
     def from_uri(cls, uri: str, config: Configuration | None = None) -> S3CheckpointStorageAccess:
@@ -283,7 +288,8 @@ class S3CheckpointStorageAccess(CheckpointStorageAccess):
                 self._client.put_object(Bucket=self.bucket, Key=key, Body=body)
         return StreamStateHandle(uri, len(body), checksum_of(body))
 
-    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
+    def write_file(self, relative_path: str, local_path: str | Path, *,
+                   background: bool = False) -> StreamStateHandle:
         key = self._key(relative_path)
         uri = f"s3://{self.bucket}/{key}"
         # A separate pass: multipart parts are read and retried out of order, so hashing the
@@ -292,7 +298,8 @@ class S3CheckpointStorageAccess(CheckpointStorageAccess):
         with open(local_path, "rb") as f, self._errors(self.bucket, uri):
             # upload_fileobj, not upload_file: the latter wraps every ClientError in
             # S3UploadFailedError, losing the error code we translate.
-            self._client.upload_fileobj(f, self.bucket, key, Config=self._transfer)
+            self._client.upload_fileobj(f, self.bucket, key, Config=self._background
+                                        if background else self._transfer)
         return StreamStateHandle(uri, length, checksum)
 
     def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:

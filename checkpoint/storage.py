@@ -226,8 +226,11 @@ class CheckpointStorageAccess(ABC):
         """Store ``data`` atomically at ``relative_path`` (replacing any previous object)."""
 
     @abstractmethod
-    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
-        """Upload a local file atomically, streaming it (the file must not change meanwhile)."""
+    def write_file(self, relative_path: str, local_path: str | Path, *,
+                   background: bool = False) -> StreamStateHandle:
+        """Upload a local file atomically, streaming it (the file must not change meanwhile).
+        ``background``: an upload nothing waits for soon (a materialization), which may
+        use fewer parallel transfers to leave the link and the server to others."""
 
     def copy(self, source: StreamStateHandle, relative_path: str) -> StreamStateHandle:
         """Store a copy of the object ``source`` names (anywhere, any storage of the same

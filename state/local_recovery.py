@@ -320,8 +320,9 @@ class RestoreStorage(CheckpointStorageAccess):
               ) -> StreamStateHandle:
         return self.remote.write(relative_path, data)
 
-    def write_file(self, relative_path: str, local_path: str | Path) -> StreamStateHandle:
-        return self.remote.write_file(relative_path, local_path)
+    def write_file(self, relative_path: str, local_path: str | Path, *,
+                   background: bool = False) -> StreamStateHandle:
+        return self.remote.write_file(relative_path, local_path, background=background)
 
     def delete(self, target: StreamStateHandle | str) -> None:
         self.remote.delete(target)

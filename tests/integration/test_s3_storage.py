@@ -57,12 +57,13 @@ def test_bytes_round_trip(storage: S3CheckpointStorageAccess, seaweed_s3: Seawee
     assert fresh.read(StreamStateHandle.from_dict(handle.to_dict())) == data
 
 
+@pytest.mark.parametrize("background", [False, True])  # background: one part at a time
 def test_large_file_goes_multipart_and_round_trips(storage: S3CheckpointStorageAccess,
                                                    seaweed_s3: SeaweedS3, s3_bucket: str,
-                                                   tmp_path: Path):
+                                                   tmp_path: Path, background: bool):
     source = tmp_path / "big.sst"
     source.write_bytes(os.urandom(20 * MIB + 12345))
-    handle = storage.write_file("job/chk-1/op/big.sst", source)
+    handle = storage.write_file("job/chk-1/op/big.sst", source, background=background)
     assert handle.length == source.stat().st_size
     assert handle.checksum == checksum_of(source.read_bytes())
 

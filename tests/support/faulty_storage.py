@@ -47,11 +47,12 @@ class FaultyStorage(FsCheckpointStorageAccess):
             raise TimeoutError(msg)
         return super().list(relative_prefix)
 
-    def write_file(self, relative_path: str, local_path: Path | str) -> StreamStateHandle:
+    def write_file(self, relative_path: str, local_path: Path | str, *,
+                   background: bool = False) -> StreamStateHandle:
         if self.fail_on_upload is not None and len(self.uploads) + 1 >= self.fail_on_upload:
             msg = f"injected failure uploading {relative_path}"
             raise StorageError(msg)
-        handle = super().write_file(relative_path, local_path)
+        handle = super().write_file(relative_path, local_path, background=background)
         self.uploads.append(handle)
         return handle
 

@@ -341,7 +341,7 @@ class _FailingStorage:
 
     def __getattr__(self, name: str) -> Any:
         if name in ("write", "write_file"):
-            def fail(*_: Any) -> Any:
+            def fail(*_: Any, **__: Any) -> Any:
                 from weir.core.errors import StorageError
 
                 raise StorageError("storage down")
