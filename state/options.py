@@ -34,7 +34,9 @@ INCREMENTAL = Option(
         "incremental snapshots).")
 ROCKSDB_LOCALDIR = Option(
     "state.backend.rocksdb.localdir", str, default=None,
-    doc="Directory of the RocksDB instances (default: the TaskExecutor's working directory).")
+    doc="Directory of the RocksDB instances: each TaskExecutor uses "
+        "<localdir>/weir-tm-<resource id> and empties it when it starts (default: "
+        "<working directory>/rocksdb).")
 ROCKSDB_MEMORY = Option(
     "state.backend.rocksdb.memory.managed-size", ByteSize, default="64mb",
     validator=positive, doc="Block cache and write buffers of one RocksDB instance.")

@@ -74,6 +74,7 @@ from weir.state.local_recovery import (
     local_state_root,
     remove_job_state,
 )
+from weir.state.options import ROCKSDB_LOCALDIR
 from weir.taskexecutor import options as te_options
 from weir.taskexecutor.checkpointing import UploadPool
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
@@ -81,6 +82,15 @@ from weir.taskexecutor.task import Task
 from weir.taskexecutor.user_metrics import MetricRegistry
 
 log = logging.getLogger(__name__)
+
+
+def rocksdb_dir(configuration: Configuration, working_dir: Path, resource_id: str) -> Path:
+    """Where a TaskExecutor's RocksDB instances go: ``<working dir>/rocksdb``, or with
+    ``state.backend.rocksdb.localdir`` ``<localdir>/weir-tm-<resource id>``. Either is
+    this TaskExecutor's alone and emptied when it starts, so the instances of a killed one
+    do not stay on the disk (a TaskExecutor started again with the same resource id)."""
+    base = configuration.get(ROCKSDB_LOCALDIR)
+    return Path(base) / f"weir-tm-{resource_id}" if base else working_dir / "rocksdb"
 
 TERMINAL = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
 #: Longest a stopping TaskExecutor waits for the JobMaster to take its deregistration.
@@ -143,6 +153,8 @@ class TaskExecutor:
         self._ephemeral_working_dir = not (configuration.get(te_options.WORKING_DIR)
                                            or configuration.get(te_options.RESOURCE_ID))
         self.local_state_dir = local_state_dir(configuration, self.working_dir)
+        #: Where this TaskExecutor's RocksDB instances go (see :func:`rocksdb_dir`).
+        self.rocksdb_dir = rocksdb_dir(configuration, self.working_dir, self.resource_id)
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self._slot_of: dict[ExecutionAttemptId, int] = {}
         self._lock = threading.Lock()
@@ -182,6 +194,9 @@ class TaskExecutor:
         a port cannot be bound."""
         hosts = self.hosts = self._choose_hosts()
         self.working_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Instances an earlier run of this TaskExecutor left (it was killed): a RocksDB
+        # instance is never reopened, a restore starts from a checkpoint.
+        shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
         factory = load_shuffle_service_factory(self.configuration)
         self.shuffle = factory.create_shuffle_environment(ShuffleEnvironmentContext(
             self.configuration, self.resource_id, hosts.advertised, hosts.bind))
@@ -339,6 +354,8 @@ class TaskExecutor:
             msg = f"{self.resource_id} has no slot {slot}"
             raise SlotNotFoundError(msg)
         config = self.configuration.merged(dict(tdd.config))
+        config = config.merged({ROCKSDB_LOCALDIR.key: str(rocksdb_dir(
+            config, self.working_dir, self.resource_id))})
         assert self._gateway is not None, "tasks are deployed once the TaskExecutor started"
         task = Task(tdd, self.shuffle, self._gateway, config, self._on_task_state,
                     self._upload_pool, local_state_root(config, self.working_dir),
