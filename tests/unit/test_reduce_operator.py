@@ -44,9 +44,11 @@ class PerRecord(ReduceFunction):
         return self.fn(value1, value2)
 
 
-def run(fn: Any, batches: list[list[Any]], backend: str) -> tuple[ReduceOperator, list[Any]]:
+def run(fn: Any, batches: list[list[Any]], backend: str, directory: Path
+        ) -> tuple[ReduceOperator, list[Any]]:
     operator = ReduceOperator("r", FunctionKeySpec(lambda r: r[0]), fn)
-    harness = OperatorHarness(operator, config={"state.backend.type": backend})
+    harness = OperatorHarness(operator, config={
+        "state.backend.type": backend, "state.backend.rocksdb.localdir": str(directory)})
     for batch in batches:
         harness.process(batch)
     return operator, harness.output.records
@@ -61,8 +63,8 @@ def stored(operator: ReduceOperator, key: Any) -> Any:
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize("fn", [add, add_until_ten])
 def test_batched_reduce_emits_what_the_per_record_path_emits(backend: str, fn: Any,
-                                                           monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
     monkeypatch.setattr(keyed, "_CACHE_KEYS", 5)  # evict often, with 12 keys
     rng = random.Random(7)
     keys: list[Any] = [f"k{i}" for i in range(8)] + [1, 2, b"x", 10**30]
@@ -70,8 +72,8 @@ def test_batched_reduce_emits_what_the_per_record_path_emits(backend: str, fn: A
     # take the per-record path, in between batched ones.
     batches = [[(rng.choice(keys), rng.randint(1, 4)) for _ in range(rng.randint(1, 30))]
                + ([(True, 1)] if b % 4 == 3 else []) for b in range(40)]
-    batched, out = run(fn, batches, backend)
-    per_record, expected = run(PerRecord(fn), batches, backend)
+    batched, out = run(fn, batches, backend, tmp_path)
+    per_record, expected = run(PerRecord(fn), batches, backend, tmp_path)
     assert batched._batched and not per_record._batched
     assert out == expected
     # Independently: a plain fold per key over the records in order.
@@ -88,7 +90,7 @@ def test_batched_reduce_emits_what_the_per_record_path_emits(backend: str, fn: A
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_a_snapshot_holds_every_total_the_cache_changed(backend: str, tmp_path: Path) -> None:
-    operator, out = run(add, [[("a", 1), ("b", 2)], [("a", 3)]], backend)
+    operator, out = run(add, [[("a", 1), ("b", 2)], [("a", 3)]], backend, tmp_path / "db")
     assert out == [("a", 1), ("b", 2), ("a", 4)]
     assert stored(operator, "a") is None  # still only in the cache
     location = SnapshotLocation.for_checkpoint(create_storage(str(tmp_path)), "job", 1, "r")
