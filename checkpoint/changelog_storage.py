@@ -715,6 +715,7 @@ class YieldingStorage(CheckpointStorageAccess):
 
     def write_file(self, relative_path: str, local_path: str | Path, *,
                    background: bool = True) -> StreamStateHandle:
+        # A materialization's file: in the background whatever the caller says.
         with self._one_at_a_time:
             self.log.wait_quiet(self.max_wait_s)
             return self.storage.write_file(relative_path, local_path, background=True)

@@ -474,8 +474,6 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
     def state_kinds(self) -> dict[str, str]:
         return {**self._restored_kinds, **super().state_kinds()}
 
-    # -- materialization ----------------------------------------------------------------------
-
     # -- the restored log, applied as the task runs (changelog_replay.PendingLog) ------------
 
     def _catch_up(self, state: str, namespace: bytes, apply: bool) -> None:
@@ -514,6 +512,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             log.info("%s applied the restored state change log: %d changes, %d rows, "
                      "%.1f s after its restore", self._owner_dir, pending.changes,
                      pending.applied, self._mono() - self._pending_since)
+
+    # -- materialization ----------------------------------------------------------------------
 
     def _maintain(self) -> None:
         """Task thread: apply some of the restored log, take a finished materialization in,

@@ -92,6 +92,7 @@ def rocksdb_dir(configuration: Configuration, working_dir: Path, resource_id: st
     base = configuration.get(ROCKSDB_LOCALDIR)
     return Path(base) / f"weir-tm-{resource_id}" if base else working_dir / "rocksdb"
 
+
 TERMINAL = {common_pb2.FINISHED, common_pb2.CANCELED, common_pb2.FAILED}
 #: Longest a stopping TaskExecutor waits for the JobMaster to take its deregistration.
 DEREGISTRATION_TIMEOUT_S = 5.0
