@@ -35,8 +35,9 @@ INCREMENTAL = Option(
 ROCKSDB_LOCALDIR = Option(
     "state.backend.rocksdb.localdir", str, default=None,
     doc="Directory of the RocksDB instances: each TaskExecutor uses "
-        "<localdir>/weir-tm-<resource id> and empties it when it starts (default: "
-        "<working directory>/rocksdb).")
+        "<localdir>/weir-tm-<resource id>, locked while it runs, and empties it when it "
+        "starts; that of a random resource id goes at a stop, or after a crash when the "
+        "next TaskExecutor starts on the host (default: <working directory>/rocksdb).")
 ROCKSDB_MEMORY = Option(
     "state.backend.rocksdb.memory.managed-size", ByteSize, default="64mb",
     validator=positive, doc="Block cache and write buffers of one RocksDB instance.")

@@ -78,6 +78,7 @@ from weir.state.options import ROCKSDB_LOCALDIR
 from weir.taskexecutor import options as te_options
 from weir.taskexecutor.checkpointing import UploadPool
 from weir.taskexecutor.jobmaster_gateway import JobMasterGateway
+from weir.taskexecutor.local_dirs import DirectoryLock, empty_directory, sweep_abandoned
 from weir.taskexecutor.task import Task
 from weir.taskexecutor.user_metrics import MetricRegistry
 
@@ -156,6 +157,7 @@ class TaskExecutor:
         self.local_state_dir = local_state_dir(configuration, self.working_dir)
         #: Where this TaskExecutor's RocksDB instances go (see :func:`rocksdb_dir`).
         self.rocksdb_dir = rocksdb_dir(configuration, self.working_dir, self.resource_id)
+        self._directory_locks: list[DirectoryLock] = []
         self._tasks: dict[ExecutionAttemptId, Task] = {}
         self._slot_of: dict[ExecutionAttemptId, int] = {}
         self._lock = threading.Lock()
@@ -192,12 +194,16 @@ class TaskExecutor:
         """Bind the data server, the gRPC server and the metrics endpoint, and start
         registering with the JobMaster (a thread of its own). Raises ConfigError when the
         address to advertise cannot be chosen (see :meth:`_choose_hosts`), UserError when
-        a port cannot be bound."""
+        a port cannot be bound or another process holds this TaskExecutor's directories."""
         hosts = self.hosts = self._choose_hosts()
-        self.working_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # Instances an earlier run of this TaskExecutor left (it was killed): a RocksDB
-        # instance is never reopened, a restore starts from a checkpoint.
-        shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
+        self._claim_directories()
+        try:
+            self._start_serving(hosts)
+        except BaseException:
+            self._release_directories()
+            raise
+
+    def _start_serving(self, hosts: HostChoice) -> None:
         factory = load_shuffle_service_factory(self.configuration)
         self.shuffle = factory.create_shuffle_environment(ShuffleEnvironmentContext(
             self.configuration, self.resource_id, hosts.advertised, hosts.bind))
@@ -223,6 +229,36 @@ class TaskExecutor:
                  "(bound to %s; advertising %s: %s)", self.resource_id, self.rpc_address,
                  self.data_address, self.num_slots, self.metrics_url, hosts.bind,
                  hosts.advertised, hosts.reason)
+
+    def _claim_directories(self) -> None:
+        """Lock this TaskExecutor's directories (see taskexecutor/local_dirs.py), empty its
+        RocksDB directory of what an earlier run left (it was killed: a RocksDB instance is
+        never reopened, a restore starts from a checkpoint), and remove the directories of
+        TaskExecutors with random resource ids that are gone. Raises DirectoryInUseError
+        when another live process holds one of them."""
+        ephemeral_id = not self.configuration.get(te_options.RESOURCE_ID)
+        owned = [(self.working_dir, self._ephemeral_working_dir)]
+        if not self.rocksdb_dir.is_relative_to(self.working_dir):
+            owned.append((self.rocksdb_dir, ephemeral_id))
+        for path, ephemeral in owned:
+            try:
+                self._directory_locks.append(DirectoryLock.acquire(path, ephemeral=ephemeral))
+            except BaseException:
+                self._release_directories()
+                raise
+        if self.rocksdb_dir.is_relative_to(self.working_dir):
+            shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
+        else:
+            empty_directory(self.rocksdb_dir)
+        # Where directories of random resource ids are made (see __init__, rocksdb_dir).
+        sweep_abandoned(Path(tempfile.gettempdir()))
+        if (localdir := self.configuration.get(ROCKSDB_LOCALDIR)):
+            sweep_abandoned(Path(localdir))
+
+    def _release_directories(self) -> None:
+        for lock in self._directory_locks:
+            lock.release()
+        self._directory_locks.clear()
 
     def _choose_hosts(self) -> HostChoice:
         """What to bind and advertise (see weir.core.addresses.taskexecutor_hosts). Raises
@@ -312,8 +348,13 @@ class TaskExecutor:
             self._metrics.stop()
         if self._gateway is not None:
             self._gateway.close()
+        # A random resource id's directories would never be found again.
         if self._ephemeral_working_dir:
             shutil.rmtree(self.working_dir, ignore_errors=True)
+        if not self.configuration.get(te_options.RESOURCE_ID) and \
+                not self.rocksdb_dir.is_relative_to(self.working_dir):
+            shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
+        self._release_directories()
         log.info("TaskExecutor %s stopped", self.resource_id)
 
     def _deregister(self, reason: str) -> None:

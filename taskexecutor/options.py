@@ -32,5 +32,7 @@ WORKING_DIR = Option(
     "process.taskmanager.working-dir", str, default=None,
     doc="The TaskExecutor's working directory (task-local state copies, RocksDB "
         "instances). Kept across restarts: a TaskExecutor started again with the same "
-        "taskmanager.resource-id and directory finds its local state (default: "
-        "<system temp dir>/weir-tm-<resource id>).")
+        "taskmanager.resource-id and directory finds its local state; another process "
+        "may not use it meanwhile. The default, <system temp dir>/weir-tm-<resource id>, "
+        "is removed at a stop, or after a crash when the next TaskExecutor starts on the "
+        "host, when the resource id is random.")
