@@ -357,6 +357,12 @@ class KeyedStateBackend(ABC):
         canonical = canonical or location.canonical_savepoint
         return self._snapshot_strategy(canonical).snapshot(checkpoint_id, location)
 
+    def work_while_idle(self) -> bool:
+        """Do a little deferred work while the task has no input (task thread, about a
+        millisecond); True when some is left. Only the changelog backend has any: the rows
+        of a restored log the task has not touched yet."""
+        return False
+
     def notify_checkpoint_complete(self, checkpoint_id: CheckpointId) -> None:
         """Checkpoint ``checkpoint_id`` completed (every task acknowledged it and its
         metadata is durable): the next incremental snapshot may build on it, and older local

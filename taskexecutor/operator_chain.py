@@ -129,6 +129,16 @@ class OperatorChain:
         else:
             self._head.emit_watermark_status(idle)
 
+    def work_while_idle(self) -> bool:
+        """Deferred work of the operators' keyed backends (see
+        KeyedStateBackend.work_while_idle); True when some is left."""
+        left = False
+        for operator in self._opened:
+            backend = operator.keyed_state_backend()
+            if backend is not None and backend.work_while_idle():
+                left = True
+        return left
+
     def finish(self) -> None:
         for operator in self.operators:
             operator.finish()

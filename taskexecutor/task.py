@@ -541,7 +541,9 @@ class Task:
             status = self._process_input()
             if status == "end":
                 return
-            if status == "more":
+            if status == "more" or (status == "nothing" and not self._input_suspended()
+                                    and self._chain is not None
+                                    and self._chain.work_while_idle()):
                 counters.busy_s += time.monotonic() - started
                 continue
             waited = time.monotonic()

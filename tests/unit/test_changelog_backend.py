@@ -669,6 +669,27 @@ def test_the_rest_of_the_log_is_applied_a_few_rows_at_a_time(
     assert _state(fresh) == _state(reference)
 
 
+def test_a_task_without_input_applies_the_log_while_idle(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Task._run calls work_while_idle when its input is empty: the log of a job whose
+    input stopped is applied at DRAIN_ROWS a call, not only as records and checkpoints
+    come."""
+    from weir.state import changelog
+
+    monkeypatch.setattr(changelog, "DRAIN_ROWS", 40)
+    handle, reference = _logged_after_a_materialization(env)
+    fresh = env.backend()
+    restore(fresh, [handle], env.storage)
+    assert fresh._pending is not None
+    rows, calls = fresh._pending.rows, 1
+    while fresh.work_while_idle():
+        calls += 1
+    assert calls == -(-rows // 40)  # every call applied DRAIN_ROWS rows, the last the rest
+    assert fresh._pending is None and fresh.metrics.restored_log_rows_pending == 0
+    assert not fresh.work_while_idle() and not reference.work_while_idle()
+    assert _state(fresh) == _state(reference)
+
+
 @pytest.mark.parametrize("then", ["checkpoint", "materialize", "keys", "batch"])
 def test_a_restore_with_rows_still_pending_checkpoints_and_restores_again(
         env: Env, then: str, monkeypatch: pytest.MonkeyPatch) -> None:
