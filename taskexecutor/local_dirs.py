@@ -81,11 +81,17 @@ class DirectoryLock:
                    f"this host (pid {holder}): give each TaskExecutor its own "
                    "taskmanager.resource-id or process.taskmanager.working-dir")
             raise DirectoryInUseError(msg) from None
+        except OSError as err:  # a file system without locks (ENOLCK): run unguarded
+            log.warning("cannot lock %s (%s): another TaskExecutor given the same directory "
+                        "would not be noticed", path, err)
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # Only informs the message above: a full disk must not stop a TaskExecutor (the
+        # lock file of a directory used before is there already).
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         if ephemeral:
             (path / EPHEMERAL_MARK).touch(mode=0o600)
         return cls(path, fd)
