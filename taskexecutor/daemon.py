@@ -236,20 +236,21 @@ class TaskExecutor:
         never reopened, a restore starts from a checkpoint), and remove the directories of
         TaskExecutors with random resource ids that are gone. Raises DirectoryInUseError
         when another live process holds one of them."""
-        ephemeral_id = not self.configuration.get(te_options.RESOURCE_ID)
         owned = [(self.working_dir, self._ephemeral_working_dir)]
-        if not self.rocksdb_dir.is_relative_to(self.working_dir):
-            owned.append((self.rocksdb_dir, ephemeral_id))
+        rocksdb_apart = not self.rocksdb_dir.is_relative_to(self.working_dir)
+        if rocksdb_apart:  # under state.backend.rocksdb.localdir, named by the resource id
+            owned.append((self.rocksdb_dir,
+                          not self.configuration.get(te_options.RESOURCE_ID)))
         for path, ephemeral in owned:
             try:
                 self._directory_locks.append(DirectoryLock.acquire(path, ephemeral=ephemeral))
             except BaseException:
                 self._release_directories()
                 raise
-        if self.rocksdb_dir.is_relative_to(self.working_dir):
-            shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
-        else:
+        if rocksdb_apart:
             empty_directory(self.rocksdb_dir)
+        else:
+            shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
         # Where directories of random resource ids are made (see __init__, rocksdb_dir).
         sweep_abandoned(Path(tempfile.gettempdir()))
         if (localdir := self.configuration.get(ROCKSDB_LOCALDIR)):
@@ -348,12 +349,9 @@ class TaskExecutor:
             self._metrics.stop()
         if self._gateway is not None:
             self._gateway.close()
-        # A random resource id's directories would never be found again.
-        if self._ephemeral_working_dir:
-            shutil.rmtree(self.working_dir, ignore_errors=True)
-        if not self.configuration.get(te_options.RESOURCE_ID) and \
-                not self.rocksdb_dir.is_relative_to(self.working_dir):
-            shutil.rmtree(self.rocksdb_dir, ignore_errors=True)
+        for lock in self._directory_locks:
+            if lock.ephemeral:  # a random resource id's: nothing would find it again
+                shutil.rmtree(lock.path, ignore_errors=True)
         self._release_directories()
         log.info("TaskExecutor %s stopped", self.resource_id)
 

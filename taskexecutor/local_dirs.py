@@ -62,8 +62,10 @@ class DirectoryInUseError(UserError):
 class DirectoryLock:
     """An exclusive hold on a TaskExecutor directory for the life of this process."""
 
-    def __init__(self, path: Path, fd: int) -> None:
+    def __init__(self, path: Path, fd: int, ephemeral: bool) -> None:
         self.path = path
+        #: Named after a random resource id: nothing finds it again once this process ends.
+        self.ephemeral = ephemeral
         self._fd: int | None = fd
 
     @classmethod
@@ -94,7 +96,7 @@ class DirectoryLock:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         if ephemeral:
             (path / EPHEMERAL_MARK).touch(mode=0o600)
-        return cls(path, fd)
+        return cls(path, fd, ephemeral)
 
     def release(self) -> None:
         """Let go of the directory (idempotent); its files stay."""
