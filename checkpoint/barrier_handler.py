@@ -176,6 +176,11 @@ class BarrierHandler:
         cp = self._current
         return cp is not None and cp.checkpoint_id == checkpoint_id and cp.snapshot_taken
 
+    @property
+    def inputs_ended(self) -> bool:
+        """Every channel delivered all its data."""
+        return len(self._ended) == self.num_channels
+
     def is_blocked(self, channel: int) -> bool:
         return self._current is not None and channel in self._current.blocked
 

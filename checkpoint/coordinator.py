@@ -250,6 +250,24 @@ class CompletedCheckpoint:
     claimed: bool = False
 
 
+def _producers(tasks: Iterable[TaskInfo], upstream: Mapping[int, list[int]],
+               forward: Mapping[int, Iterable[int]]) -> dict[ExecutionAttemptId,
+                                                           tuple[ExecutionAttemptId, ...]]:
+    """Per attempt, the attempts whose output it reads (see ``on_job_running``)."""
+    by_vertex: dict[int, list[TaskInfo]] = {}
+    for task in tasks:
+        by_vertex.setdefault(task.vertex_id, []).append(task)
+    producers: dict[ExecutionAttemptId, tuple[ExecutionAttemptId, ...]] = {}
+    for vertex, consumers in by_vertex.items():
+        pointwise = set(forward.get(vertex, ()))
+        for consumer in consumers:
+            producers[consumer.attempt_id] = tuple(
+                p.attempt_id for source in upstream.get(vertex, ())
+                for p in by_vertex.get(source, ())
+                if source not in pointwise or p.subtask_index == consumer.subtask_index)
+    return producers
+
+
 class CheckpointCoordinator:
     """Coordinates the checkpoints of one job. Not thread-safe: the JobMaster's main thread
     alone feeds it. Every ``on_*`` method returns the actions to perform, in order."""
@@ -265,6 +283,8 @@ class CheckpointCoordinator:
         self._finished: set[ExecutionAttemptId] = set()
         self._end_of_data: set[ExecutionAttemptId] = set()
         self._upstream: dict[int, list[int]] = {}
+        #: Per attempt, the attempts whose output it reads (FLIP-147's trigger roots).
+        self._producers: dict[ExecutionAttemptId, tuple[ExecutionAttemptId, ...]] = {}
         self._vertices: dict[int, checkpoint_pb2.VertexLayout] = {}
         self._job_running = False
         self._pending: dict[CheckpointId, PendingCheckpoint] = {}
@@ -313,12 +333,16 @@ class CheckpointCoordinator:
         if earlier:
             self._next_id = max(self._next_id, max(s.checkpoint_id for s in earlier) + 1)
 
-    def on_job_running(self, tasks: Iterable[TaskInfo],
-                       upstream: Mapping[int, Iterable[int]]) -> list[Action]:
+    def on_job_running(self, tasks: Iterable[TaskInfo], upstream: Mapping[int, Iterable[int]],
+                       forward: Mapping[int, Iterable[int]] | None = None) -> list[Action]:
         """The job (re)started with these attempts; ``upstream`` maps each vertex to the
-        vertices feeding it. Periodic triggering starts one interval from now."""
+        vertices feeding it, ``forward`` to those of them that feed it through FORWARD
+        edges only (its subtask i reads their subtask i alone; every other edge feeds each
+        subtask from every producer subtask). Periodic triggering starts one interval from
+        now."""
         self._tasks = {t.attempt_id: t for t in tasks}
         self._upstream = {v: list(up) for v, up in upstream.items()}
+        self._producers = _producers(self._tasks.values(), self._upstream, forward or {})
         self._running.clear()
         self._finished.clear()
         self._end_of_data.clear()
@@ -499,11 +523,12 @@ class CheckpointCoordinator:
         return [TriggerCheckpoint(checkpoint_id, now, options, tuple(sorted(roots)))]
 
     def _is_trigger_root(self, attempt_id: ExecutionAttemptId) -> bool:
-        """Sources, and tasks all of whose upstream tasks finished (FLIP-147)."""
-        vertex = self._tasks[attempt_id].vertex_id
-        upstream = set(self._upstream.get(vertex, ()))
-        return all(a in self._finished for a, t in self._tasks.items()
-                   if t.vertex_id in upstream)
+        """Sources, and tasks all of whose producers finished (FLIP-147): no barrier can
+        reach them through their inputs any more. Producers are the subtasks a task reads:
+        over a FORWARD edge one, not the whole upstream vertex (a subtask whose producer
+        finished while the other producer subtasks run would otherwise wait for a barrier
+        forever)."""
+        return all(a in self._finished for a in self._producers.get(attempt_id, ()))
 
     # -- inputs: tasks and storage --------------------------------------------------------
 

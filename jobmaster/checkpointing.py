@@ -185,9 +185,13 @@ class JobCheckpointing:
         """The (re)started job's attempts are deployed (all, or a restarted region's)."""
         tasks = [TaskInfo(ev.attempt_id, ev.job_vertex.id, ev.subtask_index, ev.name)
                  for ev in self._graph.all()]
-        upstream = {v.id: [e.source_vertex for e in v.inputs]
-                    for v in self._graph.job_graph.vertices}
-        self._run(self.coordinator.on_job_running(tasks, upstream))
+        vertices = self._graph.job_graph.vertices
+        upstream = {v.id: sorted({e.source_vertex for e in v.inputs}) for v in vertices}
+        # A producer vertex connected only by FORWARD edges feeds subtask i from subtask i.
+        forward = {v.id: [s for s in upstream[v.id] if all(
+            e.partitioner == common_pb2.FORWARD for e in v.inputs if e.source_vertex == s)]
+            for v in vertices}
+        self._run(self.coordinator.on_job_running(tasks, upstream, forward))
         # After a region restart the other tasks keep running (or finished): say so.
         for ev in self._graph.all():
             if ev.state in (common_pb2.RUNNING, common_pb2.FINISHED):

@@ -164,6 +164,9 @@ class TaskCheckpoints:
         self._stopped = False
         #: Triggers that came while a source awaited splits.
         self._deferred_triggers: list[CheckpointBarrier] = []
+        #: A trigger that came because this task's producers finished, while some of its
+        #: channels still deliver their last data: taken once they all ended.
+        self._trigger_at_end: CheckpointBarrier | None = None
 
     # -- what the task asks -----------------------------------------------------------------
 
@@ -204,12 +207,19 @@ class TaskCheckpoints:
     # -- events -----------------------------------------------------------------------------
 
     def on_trigger(self, barrier: CheckpointBarrier) -> None:
-        """Take checkpoint ``barrier`` now: a source, or a task whose inputs all ended (its
-        input side is complete at once). What the task took and has not processed yet (a
-        source's reader is past it; a finished producer sends it no more) is in-flight data
-        of the checkpoint: persisted as channel state, processed after the snapshot."""
+        """Take checkpoint ``barrier``: a source now; a task whose producers all finished
+        once every one of its channels ended (its input side is complete then). What the
+        task took and has not processed yet (a source's reader is past it) is in-flight
+        data of the checkpoint: persisted as channel state, processed after the snapshot."""
         if self._task.awaiting_splits:
             self._deferred_triggers.append(barrier)
+            return
+        if self._handler is not None and not self._handler.inputs_ended:
+            # Triggered because every producer finished (FLIP-147): what they sent before
+            # their end of partition belongs before this snapshot, as if the barrier came
+            # last on each channel still open (only data of a finished producer is left
+            # there, e.g. what an unaligned barrier overtook).
+            self._trigger_at_end = barrier
             return
         if barrier.options.drain and not self._task.data_finished:
             # stop --drain: the source ends here; event time advances to the end and the
@@ -263,6 +273,10 @@ class TaskCheckpoints:
         """``channel`` delivered all its data: it counts as aligned from now on."""
         if self._handler is not None:
             self._execute(self._handler.on_end_of_partition(channel))
+            waiting = self._trigger_at_end
+            if waiting is not None and self._handler.inputs_ended:
+                self._trigger_at_end = None
+                self.on_trigger(waiting)
 
     def on_notify(self, checkpoint_id: CheckpointId, complete: bool) -> None:
         """The coordinator completed (or aborted) ``checkpoint_id``."""
@@ -277,6 +291,9 @@ class TaskCheckpoints:
                 log.info("task %s stops with savepoint %d", self._name, self._stop_savepoint)
             return
         self._task.notify_operators(checkpoint_id, complete=False)
+        if self._trigger_at_end is not None and \
+                self._trigger_at_end.checkpoint_id <= checkpoint_id:
+            self._trigger_at_end = None
         if self._handler is not None:
             self._execute(self._handler.on_abort(checkpoint_id))
         self.checkpointing.abort(checkpoint_id)

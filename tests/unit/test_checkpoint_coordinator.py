@@ -21,6 +21,7 @@ from weir.checkpoint.coordinator import (
     FinalizeCheckpoint,
     NotifyCheckpointAborted,
     NotifyCheckpointComplete,
+    TaskInfo,
     TriggerCheckpoint,
 )
 from weir.core.clock import ManualClock
@@ -246,6 +247,32 @@ def test_finished_tasks_are_recorded_and_their_consumers_become_trigger_roots() 
     metadata = actions[0].metadata                 # type: ignore[union-attr]
     assert [(s.vertex_id, s.subtask_index, s.finished) for s in metadata.subtasks] == [
         (2, 0, False), (1, 0, True), (1, 1, True)]
+
+
+def test_a_forward_consumer_whose_producer_finished_is_a_trigger_root() -> None:
+    # source (2) -FORWARD-> map (2) -HASH-> sink (1). Source subtask 0 finished; its map
+    # subtask reads nothing else, so no barrier reaches it through its input: it is
+    # triggered directly, while map subtask 1 still gets its barrier from source 1. Left
+    # out, a job hung: source 1 waits for its final checkpoint, which waits for map 0.
+    tasks = [TaskInfo("s0", 1, 0), TaskInfo("s1", 1, 1), TaskInfo("m0", 2, 0),
+             TaskInfo("m1", 2, 1), TaskInfo("k0", 3, 0)]
+
+    def roots_after(*finished: str) -> tuple[str, ...]:
+        clock = ManualClock(0)
+        c = CheckpointCoordinator("job", CheckpointCoordinatorConfiguration(interval_ms=1000),
+                                  clock)
+        c.on_job_running(tasks, upstream={1: [], 2: [1], 3: [2]}, forward={2: [1]})
+        for task in tasks:
+            c.on_task_running(task.attempt_id)
+        for attempt in finished:
+            c.on_task_finished(attempt)
+        return trigger(c, clock).tasks
+
+    assert roots_after() == ("s0", "s1")
+    assert roots_after("s0") == ("m0", "s1")
+    # The sink reads every map subtask: a root only once both finished.
+    assert roots_after("s0", "s1", "m0") == ("m1",)
+    assert roots_after("s0", "s1", "m0", "m1") == ("k0",)
 
 
 def test_a_task_that_finishes_before_acknowledging_declines_the_checkpoint() -> None:

@@ -479,6 +479,28 @@ def test_a_checkpoint_after_end_of_input_is_final(tmp_path: Path) -> None:
     assert h.checkpoints.final_checkpoint_done and h.task.woken == 1
 
 
+def test_a_trigger_waits_for_the_last_data_of_finished_producers(tmp_path: Path) -> None:
+    # Triggered because its producers finished, while a channel still delivers what an
+    # unaligned barrier overtook: the snapshot comes after that data and its end.
+    h = Harness(tmp_path, channels=2)
+    h.checkpoints.on_end_of_partition(0)
+    h.checkpoints.on_trigger(barrier(3))
+    assert h.writer.events == [] and h.responder.acks == {}
+    h.task.data_finished = True
+    h.checkpoints.on_end_of_partition(1)
+    assert h.barriers_out() == [(3, False)] and set(h.responder.acks) == {3}
+    h.checkpoints.on_notify(3, complete=True)
+    assert h.checkpoints.final_checkpoint_done
+
+
+def test_an_aborted_trigger_waiting_for_the_end_of_input_is_dropped(tmp_path: Path) -> None:
+    h = Harness(tmp_path, channels=1)
+    h.checkpoints.on_trigger(barrier(3))
+    h.checkpoints.on_notify(3, complete=False)
+    h.checkpoints.on_end_of_partition(0)
+    assert h.writer.events == [] and h.responder.acks == {}
+
+
 def test_a_completed_newer_checkpoint_covers_a_final_one(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     h.task.data_finished = True
