@@ -30,7 +30,7 @@ Example:
     >>> settings = CheckpointCoordinatorConfiguration(interval_ms=1000)
     >>> c = CheckpointCoordinator("job", settings, clock)
     >>> c.on_job_running([TaskInfo("a1", vertex_id=1, subtask_index=0, name="src")],
-    ...                  upstream={1: []})
+    ...                  inputs={(1, 0): []})
     []
     >>> c.on_task_running("a1")
     []
@@ -250,24 +250,6 @@ class CompletedCheckpoint:
     claimed: bool = False
 
 
-def _producers(tasks: Iterable[TaskInfo], upstream: Mapping[int, list[int]],
-               forward: Mapping[int, Iterable[int]]) -> dict[ExecutionAttemptId,
-                                                           tuple[ExecutionAttemptId, ...]]:
-    """Per attempt, the attempts whose output it reads (see ``on_job_running``)."""
-    by_vertex: dict[int, list[TaskInfo]] = {}
-    for task in tasks:
-        by_vertex.setdefault(task.vertex_id, []).append(task)
-    producers: dict[ExecutionAttemptId, tuple[ExecutionAttemptId, ...]] = {}
-    for vertex, consumers in by_vertex.items():
-        pointwise = set(forward.get(vertex, ()))
-        for consumer in consumers:
-            producers[consumer.attempt_id] = tuple(
-                p.attempt_id for source in upstream.get(vertex, ())
-                for p in by_vertex.get(source, ())
-                if source not in pointwise or p.subtask_index == consumer.subtask_index)
-    return producers
-
-
 class CheckpointCoordinator:
     """Coordinates the checkpoints of one job. Not thread-safe: the JobMaster's main thread
     alone feeds it. Every ``on_*`` method returns the actions to perform, in order."""
@@ -282,7 +264,6 @@ class CheckpointCoordinator:
         self._running: set[ExecutionAttemptId] = set()
         self._finished: set[ExecutionAttemptId] = set()
         self._end_of_data: set[ExecutionAttemptId] = set()
-        self._upstream: dict[int, list[int]] = {}
         #: Per attempt, the attempts whose output it reads (FLIP-147's trigger roots).
         self._producers: dict[ExecutionAttemptId, tuple[ExecutionAttemptId, ...]] = {}
         self._vertices: dict[int, checkpoint_pb2.VertexLayout] = {}
@@ -333,16 +314,18 @@ class CheckpointCoordinator:
         if earlier:
             self._next_id = max(self._next_id, max(s.checkpoint_id for s in earlier) + 1)
 
-    def on_job_running(self, tasks: Iterable[TaskInfo], upstream: Mapping[int, Iterable[int]],
-                       forward: Mapping[int, Iterable[int]] | None = None) -> list[Action]:
-        """The job (re)started with these attempts; ``upstream`` maps each vertex to the
-        vertices feeding it, ``forward`` to those of them that feed it through FORWARD
-        edges only (its subtask i reads their subtask i alone; every other edge feeds each
-        subtask from every producer subtask). Periodic triggering starts one interval from
-        now."""
+    def on_job_running(self, tasks: Iterable[TaskInfo],
+                       inputs: Mapping[tuple[int, int], Iterable[tuple[int, int]]]
+                       ) -> list[Action]:
+        """The job (re)started with these attempts; ``inputs`` maps each subtask (vertex
+        id, subtask index) to the subtasks whose output it reads (over a FORWARD edge
+        subtask i of the producer alone, over any other every producer subtask; a source:
+        none). Periodic triggering starts one interval from now."""
         self._tasks = {t.attempt_id: t for t in tasks}
-        self._upstream = {v: list(up) for v, up in upstream.items()}
-        self._producers = _producers(self._tasks.values(), self._upstream, forward or {})
+        attempts = {(t.vertex_id, t.subtask_index): t.attempt_id for t in self._tasks.values()}
+        self._producers = {
+            attempt: tuple(attempts[p] for p in inputs.get(task, ()) if p in attempts)
+            for task, attempt in attempts.items()}
         self._running.clear()
         self._finished.clear()
         self._end_of_data.clear()
@@ -371,7 +354,7 @@ class CheckpointCoordinator:
 
     def _sources_ended(self) -> bool:
         """Every source read all its input (or finished): the job is ending."""
-        sources = [a for a, t in self._tasks.items() if not self._upstream.get(t.vertex_id)]
+        sources = [a for a in self._tasks if not self._producers.get(a)]
         return all(a in self._end_of_data or a in self._finished for a in sources)
 
     def on_task_finished(self, attempt_id: ExecutionAttemptId) -> list[Action]:

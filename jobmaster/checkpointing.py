@@ -62,6 +62,7 @@ from weir.core.ids import CheckpointId, ExecutionAttemptId, JobId, ResourceId
 from weir.core.rpc import keep_until_done
 from weir.jobmaster import options as jm_options
 from weir.jobmaster.execution_graph import ExecutionGraph
+from weir.jobmaster.failover import subtask_inputs
 from weir.jobmaster.main_thread import MainThreadExecutor
 from weir.jobmaster.resource_manager import ResourceManager
 from weir.jobmaster.source_coordinator import SourceCoordinator
@@ -185,13 +186,7 @@ class JobCheckpointing:
         """The (re)started job's attempts are deployed (all, or a restarted region's)."""
         tasks = [TaskInfo(ev.attempt_id, ev.job_vertex.id, ev.subtask_index, ev.name)
                  for ev in self._graph.all()]
-        vertices = self._graph.job_graph.vertices
-        upstream = {v.id: sorted({e.source_vertex for e in v.inputs}) for v in vertices}
-        # A producer vertex connected only by FORWARD edges feeds subtask i from subtask i.
-        forward = {v.id: [s for s in upstream[v.id] if all(
-            e.partitioner == common_pb2.FORWARD for e in v.inputs if e.source_vertex == s)]
-            for v in vertices}
-        self._run(self.coordinator.on_job_running(tasks, upstream, forward))
+        self._run(self.coordinator.on_job_running(tasks, subtask_inputs(self._graph.job_graph)))
         # After a region restart the other tasks keep running (or finished): say so.
         for ev in self._graph.all():
             if ev.state in (common_pb2.RUNNING, common_pb2.FINISHED):

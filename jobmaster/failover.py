@@ -37,7 +37,7 @@ Example:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,6 +79,29 @@ def _channels(consumer: jobgraph_pb2.JobVertex, edge: jobgraph_pb2.JobEdge,
                 yield (source, i), (consumer.id, j)
 
 
+def subtask_inputs(job_graph: jobgraph_pb2.JobGraph) -> dict[TaskId, frozenset[TaskId]]:
+    """Every subtask of the job, with the subtasks whose output it reads (see the module
+    docstring: FORWARD feeds subtask ``i`` from subtask ``i`` only).
+
+    Example:
+        >>> from weir.proto import common_pb2, jobgraph_pb2
+        >>> forward = jobgraph_pb2.JobEdge(source_vertex=1, partitioner=common_pb2.FORWARD)
+        >>> inputs = subtask_inputs(jobgraph_pb2.JobGraph(vertices=[
+        ...     jobgraph_pb2.JobVertex(id=1, parallelism=2),
+        ...     jobgraph_pb2.JobVertex(id=2, parallelism=2, inputs=[forward])]))
+        >>> sorted(inputs[(2, 1)]), sorted(inputs[(1, 1)])
+        ([(1, 1)], [])
+    """
+    parallelism = {v.id: v.parallelism for v in job_graph.vertices}
+    inputs: dict[TaskId, set[TaskId]] = {
+        (vid, i): set() for vid, p in parallelism.items() for i in range(p)}
+    for vertex in job_graph.vertices:
+        for edge in vertex.inputs:
+            for producer, consumer in _channels(vertex, edge, parallelism):
+                inputs[consumer].add(producer)
+    return {task: frozenset(feeding) for task, feeding in inputs.items()}
+
+
 class RegionTopology:
     """The pipelined regions of a job and the result-partition dependencies between them.
 
@@ -94,15 +117,9 @@ class RegionTopology:
     """
 
     def __init__(self, job_graph: jobgraph_pb2.JobGraph, *, batch: bool) -> None:
-        parallelism = {v.id: v.parallelism for v in job_graph.vertices}
-        self.tasks: frozenset[TaskId] = frozenset(
-            (vid, i) for vid, p in parallelism.items() for i in range(p))
-        inputs: dict[TaskId, set[TaskId]] = {task: set() for task in self.tasks}
-        for vertex in job_graph.vertices:
-            for edge in vertex.inputs:
-                for producer, consumer in _channels(vertex, edge, parallelism):
-                    inputs[consumer].add(producer)
-        self._inputs = {task: frozenset(feeding) for task, feeding in inputs.items()}
+        inputs = subtask_inputs(job_graph)
+        self.tasks: frozenset[TaskId] = frozenset(inputs)
+        self._inputs = inputs
         #: Tasks whose output other tasks read.
         self.producers: frozenset[TaskId] = frozenset(
             producer for feeding in inputs.values() for producer in feeding)
@@ -148,7 +165,8 @@ class RegionTopology:
         return frozenset(self._blocking_inputs[region.index])
 
 
-def _components(inputs: dict[TaskId, set[TaskId]], *, pipelined: bool) -> tuple[Region, ...]:
+def _components(inputs: Mapping[TaskId, Collection[TaskId]], *, pipelined: bool
+                ) -> tuple[Region, ...]:
     """Connected components over the exchanges (none when no exchange is pipelined)."""
     neighbours: dict[TaskId, set[TaskId]] = {task: set() for task in inputs}
     if pipelined:

@@ -17,13 +17,14 @@ from weir.proto.checkpoint_pb2 import CheckpointTaskMetrics, TaskStateSnapshot
 SOURCE = [TaskInfo("s0", 1, 0, "source (1/2)"), TaskInfo("s1", 1, 1, "source (2/2)")]
 SINK = [TaskInfo("k0", 2, 0, "sink (1/1)")]
 TASKS = SOURCE + SINK
-UPSTREAM = {1: [], 2: [1]}
+#: Subtask -> the subtasks it reads (the sources read none).
+INPUTS = {(2, 0): [(1, 0), (1, 1)]}
 
 
 def coordinator(clock: ManualClock, **config: object) -> CheckpointCoordinator:
     settings: dict[str, object] = {"interval_ms": 1000, **config}
     c = CheckpointCoordinator("job", CheckpointCoordinatorConfiguration(**settings), clock)  # type: ignore[arg-type]
-    c.on_job_running(TASKS, UPSTREAM)
+    c.on_job_running(TASKS, INPUTS)
     for task in TASKS:
         c.on_task_running(task.attempt_id)
     return c

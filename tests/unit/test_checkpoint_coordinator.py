@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.checkpoint_coordinator import (
+    INPUTS,
     TASKS,
-    UPSTREAM,
     ack_all,
     complete,
     coordinator,
@@ -25,8 +25,11 @@ from weir.checkpoint.coordinator import (
     TriggerCheckpoint,
 )
 from weir.core.clock import ManualClock
+from weir.jobmaster.failover import subtask_inputs
 from weir.proto import checkpoint_pb2
 from weir.proto.checkpoint_pb2 import CheckpointMetadata, CheckpointTaskMetrics, TaskStateSnapshot
+from weir.proto.common_pb2 import FORWARD, HASH
+from weir.proto.jobgraph_pb2 import JobEdge, JobGraph, JobVertex
 
 
 def test_triggers_only_sources_after_one_interval() -> None:
@@ -44,7 +47,7 @@ def test_triggers_only_sources_after_one_interval() -> None:
 def test_no_trigger_until_every_task_runs() -> None:
     clock = ManualClock(0)
     c = CheckpointCoordinator("job", CheckpointCoordinatorConfiguration(interval_ms=1000), clock)
-    c.on_job_running(TASKS, UPSTREAM)
+    c.on_job_running(TASKS, INPUTS)
     c.on_task_running("s0")
     clock.advance(5000)
     assert c.on_tick() == []
@@ -124,7 +127,7 @@ def test_uncounted_reasons_never_fail_the_job() -> None:
     assert DiscardCheckpoint(1, False) in actions
     assert c.pending_ids() == []
     assert c.on_tick() == []                       # the job is not running: no trigger
-    c.on_job_running(TASKS, UPSTREAM)
+    c.on_job_running(TASKS, INPUTS)
     for task in TASKS:
         c.on_task_running(task.attempt_id)
     assert trigger(c, clock).checkpoint_id == 2    # ids go on after a restart
@@ -157,7 +160,7 @@ def test_next_wakeup_is_never_in_the_past_while_nothing_can_happen() -> None:
     c.on_finalized(1, "file:///c/job/chk-1")
     assert c.next_wakeup_ms() == clock()           # the trigger is due now
     c.on_task_failed("k0")
-    c.on_job_running(TASKS, UPSTREAM)
+    c.on_job_running(TASKS, INPUTS)
     c.on_task_running("s0")
     assert c.next_wakeup_ms() is None              # waits for the other tasks
     for task in TASKS:
@@ -256,12 +259,16 @@ def test_a_forward_consumer_whose_producer_finished_is_a_trigger_root() -> None:
     # out, a job hung: source 1 waits for its final checkpoint, which waits for map 0.
     tasks = [TaskInfo("s0", 1, 0), TaskInfo("s1", 1, 1), TaskInfo("m0", 2, 0),
              TaskInfo("m1", 2, 1), TaskInfo("k0", 3, 0)]
+    inputs = subtask_inputs(JobGraph(vertices=[
+        JobVertex(id=1, parallelism=2),
+        JobVertex(id=2, parallelism=2, inputs=[JobEdge(source_vertex=1, partitioner=FORWARD)]),
+        JobVertex(id=3, parallelism=1, inputs=[JobEdge(source_vertex=2, partitioner=HASH)])]))
 
     def roots_after(*finished: str) -> tuple[str, ...]:
         clock = ManualClock(0)
         c = CheckpointCoordinator("job", CheckpointCoordinatorConfiguration(interval_ms=1000),
                                   clock)
-        c.on_job_running(tasks, upstream={1: [], 2: [1], 3: [2]}, forward={2: [1]})
+        c.on_job_running(tasks, inputs)
         for task in tasks:
             c.on_task_running(task.attempt_id)
         for attempt in finished:

@@ -4,8 +4,8 @@ network, no storage."""
 from __future__ import annotations
 
 from tests.support.checkpoint_coordinator import (
+    INPUTS,
     TASKS,
-    UPSTREAM,
     ack_all,
     complete,
     coordinator,
@@ -194,7 +194,7 @@ def test_a_job_failing_after_its_stop_savepoint_restores_it_and_checkpoints_agai
     discard = only(actions, DiscardCheckpoint)  # the older checkpoint is subsumed
     assert isinstance(discard, DiscardCheckpoint) and discard.checkpoint_id == 1
     c.on_job_not_running()
-    c.on_job_running(TASKS, UPSTREAM)
+    c.on_job_running(TASKS, INPUTS)
     for task in TASKS:
         c.on_task_running(task.attempt_id)
     assert isinstance(trigger(c, clock), TriggerCheckpoint)
