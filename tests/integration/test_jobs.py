@@ -118,8 +118,10 @@ def test_json_file_sink_and_continuous_file_source(shared_cluster: LocalCluster,
         stream = env.from_source(str(incoming), format="parquet", monitor_interval=0.2)
         results = stream.map(lambda r: (r.user, r["n"])).execute_and_collect()
         first = [next(results) for _ in range(3)]
-        # A file that appears while the job runs is picked up.
-        pq.write_table(pa.table({"user": ["c"], "n": [4]}), incoming / "2.parquet")
+        # A file that appears while the job runs is picked up. It must appear whole, as
+        # the docs ask: written under a hidden name, then renamed into the directory.
+        pq.write_table(pa.table({"user": ["c"], "n": [4]}), incoming / ".2.parquet")
+        (incoming / ".2.parquet").rename(incoming / "2.parquet")
         fourth = next(results)
         results.close()
     assert first == [("a", 1), ("b", 2), ("a", 3)]

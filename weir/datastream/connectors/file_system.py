@@ -17,7 +17,9 @@ already read from it, so a reader restored from a checkpoint skips exactly those
 (whole Parquet row groups without reading them) and replay is exact. The columns of every
 CSV split take the types inferred from the start of its file (so do JSON-lines splits),
 and a CSV file large enough to split must not have line breaks inside quoted fields.
-Records are Arrow batches whose rows read as :class:`weir.Row`.
+Records are Arrow batches whose rows read as :class:`weir.Row`. A monitored directory reads
+each new file once, as it is when listed: files must appear whole (written under a hidden
+``.``/``_`` name, then renamed), as in Flink and Spark; S3 objects always do.
 
 Paths are local (or ``file://``) paths that the JobMaster and every TaskExecutor can read
 (a shared file system on a real cluster), or ``s3://bucket/prefix`` URIs. A relative path
