@@ -817,6 +817,15 @@ class ChangelogWriter:
         if self._active_bytes >= self._storage.options.preemptive_persist_bytes:
             self._storage._submit([self._seal()])
 
+    def seal(self) -> None:
+        """End the active piece at the next sequence number (task thread; the piece is
+        uploaded with the next persist). A materialization starts with this: a piece
+        holding changes from both sides of it would be replayed whole onto materialized
+        state that already holds the first part, and an append (``ListState.add``) would
+        then be applied twice."""
+        if self._active:
+            self._seal()
+
     def _seal(self) -> _Piece:
         records = self._active
         data = frame_piece(self._active_first, records)

@@ -550,6 +550,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             return self._running[2]
         self._materialization_id += 1
         mid = self._materialization_id
+        self.writer.seal()  # the log its checkpoints name starts at a piece's start
         sequence = self.writer.next_sequence
         tag = f"m{mid}-{uuid.uuid4().hex[:8]}"
         local_dir = None

@@ -181,6 +181,27 @@ def test_periodic_materialization_on_the_injected_clock(env: Env) -> None:
     assert backend._running is None and backend.metrics.completed == 2
 
 
+def test_a_materialization_between_two_appends_restores_each_element_once(env: Env) -> None:
+    backend = env.backend()
+    items = backend.get_state(ListStateDescriptor("items"))
+    backend.set_current_key("k")
+    items.add(1)                # logged as a put of [1]
+    env.checkpoint(backend)     # ends the log's piece
+    backend.set_current_key("k")
+    items.add(2)                # an append, in the next piece
+    backend.materialize()       # holds [1, 2]
+    _await_materialization(backend)
+    backend.set_current_key("k")
+    items.add(3)
+    handle = env.checkpoint(backend)
+    # The log the checkpoint names starts after the materialization: replaying the append
+    # of 2 onto [1, 2] would give [1, 2, 2, 3].
+    for target in (env.backend(), env.plain(env.kind)):
+        restore(target, [handle], env.storage)
+        target.set_current_key("k")
+        assert target.get_state(ListStateDescriptor("items")).get() == [1, 2, 3]
+
+
 @pytest.mark.parametrize("materializations", [0, 1, 3])
 def test_restore_after_materializations(env: Env, materializations: int) -> None:
     backend = env.backend()
