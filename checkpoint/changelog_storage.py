@@ -21,8 +21,11 @@ Every upload attempt writes a file of its own. An attempt that timed out is neve
 to by a handle; when it finishes after all, its file is deleted.
 
 A piece on storage: ``WCLG`` | version (u8) | first sequence (u64) | count (u32) | body
-length (u32) | body | CRC-32C of all before (u32); the body is records of sequence (u64),
-key group (u16), payload length (u32), payload. :func:`read_changes` verifies each piece.
+length (u32) | body | directory | CRC-32C of all before (u32); the body is records of
+sequence (u64), key group (u16), payload length (u32), payload, grouped by key group, and
+the directory says where each group starts: number of groups (u16), then key group (u16),
+start in the piece (u32), records (u32) of each. (Version 1 pieces, written before, hold
+the records in sequence order and no directory.) :func:`read_changes` verifies each piece.
 
 Log files are shared between checkpoints (a handle's ``shared_state``): the JobMaster's
 shared state registry deletes a file when no retained checkpoint refers to it.
@@ -64,10 +67,18 @@ from weir.core.errors import CorruptStateError, StateError, StorageError
 log = logging.getLogger(__name__)
 
 MAGIC = b"WCLG"
-VERSION = 1
+#: Version 2 groups a piece's records by key group and ends the body with a directory of
+#: the groups; version 1 (records in sequence order, no directory) is still read.
+VERSION = 2
 _HEADER = struct.Struct(">4sBQII")
 _RECORD = struct.Struct(">QHI")
+_GROUPS = struct.Struct(">H")
+#: A directory entry: key group, where its records start in the piece, how many.
+_GROUP = struct.Struct(">HII")
 _CRC = struct.Struct(">I")
+
+#: (key group, start, records) of each key group's run of records in a piece.
+Groups = tuple[tuple[int, int, int], ...]
 
 
 #: After the last attempt's timeout the attempts still running are not abandoned: the
@@ -159,35 +170,70 @@ class StateChange(NamedTuple):
 # -- framing -------------------------------------------------------------------------------
 
 
-def frame_piece(first_sequence: int, records: list[tuple[int, int, bytes]]) -> bytes:
-    """The bytes of a piece holding ``records`` of (sequence, key group, payload)."""
-    body = b"".join(_RECORD.pack(seq, kg, len(payload)) + payload
-                    for seq, kg, payload in records)
-    head = _HEADER.pack(MAGIC, VERSION, first_sequence, len(records), len(body)) + body
+def frame_piece(first_sequence: int, records: list[tuple[int, int, bytes]],
+                version: int = VERSION) -> bytes:
+    """The bytes of a piece holding ``records`` of (sequence, key group, payload).
+
+    In version 2 the records are grouped by key group (each group in sequence order: a
+    row's changes never cross key groups, so their order is kept) and a directory of the
+    groups follows them, so that a restore can index one key group's changes without
+    reading the others' (see :class:`weir.state.changelog_replay.PendingLog`)."""
+    if version == 1:
+        body = b"".join(_RECORD.pack(seq, kg, len(payload)) + payload
+                        for seq, kg, payload in records)
+        head = _HEADER.pack(MAGIC, 1, first_sequence, len(records), len(body)) + body
+        return head + _CRC.pack(_crc(head))
+    parts: list[bytes] = []
+    directory = [_GROUPS.pack(0)]
+    start = _HEADER.size
+    for kg, group in itertools.groupby(sorted(records, key=_key_group), _key_group):
+        changes = [_RECORD.pack(seq, kg, len(payload)) + payload for seq, _, payload in group]
+        directory.append(_GROUP.pack(kg, start, len(changes)))
+        start += sum(map(len, changes))
+        parts.extend(changes)
+    directory[0] = _GROUPS.pack(len(directory) - 1)
+    body = b"".join(parts)
+    head = b"".join((_HEADER.pack(MAGIC, VERSION, first_sequence, len(records), len(body)),
+                     body, *directory))
     return head + _CRC.pack(_crc(head))
+
+
+def _key_group(record: tuple[int, int, bytes]) -> int:
+    return record[1]
 
 
 def _crc(data: bytes | memoryview) -> int:
     return int(checksum_of(data, "crc32c:").split(":", 1)[1] or "0", 16)
 
 
-def verify_piece(data: bytes | memoryview, where: str) -> int:
+def verify_piece(data: bytes | memoryview, where: str) -> tuple[int, Groups | None]:
     """Verify one piece's framing and checksum; returns its number of records (which start
-    at ``PIECE_HEADER_SIZE``). Raises CorruptStateError naming ``where``."""
+    at ``PIECE_HEADER_SIZE``) and its key groups' runs of records (positions in ``data``;
+    None for a version 1 piece). Raises CorruptStateError naming ``where``."""
     view = memoryview(data)
     if len(view) < _HEADER.size + _CRC.size:
         msg = f"state change log {where} is corrupt: a piece of {len(view)} bytes is too short"
         raise CorruptStateError(msg)
     magic, version, _first, count, body_length = _HEADER.unpack_from(view, 0)
-    if magic != MAGIC or version != VERSION or \
-            _HEADER.size + body_length + _CRC.size != len(view):
+    end = _HEADER.size + body_length  # of the records
+    groups: Groups | None = None
+    if magic == MAGIC and version == 2 and end + _GROUPS.size <= len(view):
+        (n,) = _GROUPS.unpack_from(view, end)
+        if end + _GROUPS.size + n * _GROUP.size + _CRC.size == len(view):
+            groups = tuple(_GROUP.iter_unpack(view[end + _GROUPS.size:len(view) - _CRC.size]))
+            end = len(view) - _CRC.size
+    if magic != MAGIC or version not in (1, 2) or (version == 2 and groups is None) or \
+            end + _CRC.size != len(view):
         msg = f"state change log {where} is corrupt: bad piece header"
         raise CorruptStateError(msg)
     (expected,) = _CRC.unpack_from(view, len(view) - _CRC.size)
     if _crc(view[:len(view) - _CRC.size]) != expected:
         msg = f"state change log {where} is corrupt: checksum mismatch"
         raise CorruptStateError(msg)
-    return int(count)
+    if groups is not None and sum(g[2] for g in groups) != count:
+        msg = f"state change log {where} is corrupt: its key groups do not add up"
+        raise CorruptStateError(msg)
+    return int(count), groups
 
 
 #: Where a piece's first record starts; a record is ``RECORD`` (sequence, key group,
@@ -199,7 +245,7 @@ RECORD = _RECORD
 def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
     """The changes of one piece, after verifying its framing and checksum; raises
     CorruptStateError naming ``where``."""
-    count = verify_piece(data, where)
+    count, _groups = verify_piece(data, where)
     view = memoryview(data)
     position = _HEADER.size
     for _ in range(count):
@@ -211,11 +257,20 @@ def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
 
 class VerifiedPiece(NamedTuple):
     """A verified piece inside the bytes of its log file: ``records`` records starting at
-    ``start`` (see :data:`RECORD`)."""
+    ``start`` (see :data:`RECORD`), and where each key group's run of them starts
+    (positions in ``file``; None for a version 1 piece, whose records are in sequence
+    order)."""
 
     file: bytes
     start: int
     records: int
+    groups: Groups | None = None
+
+    @classmethod
+    def of(cls, data: bytes, where: str = "piece") -> VerifiedPiece:
+        """``data`` holding one piece, verified."""
+        count, groups = verify_piece(data, where)
+        return cls(data, _HEADER.size, count, groups)
 
 
 def read_pieces(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
@@ -238,14 +293,18 @@ def read_pieces(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHa
                 known = known.result()
             data = cache[uri] = known if known is not None else storage.read(handle.file)
         view = memoryview(data)[handle.offset:handle.offset + handle.length]
-        yield VerifiedPiece(data, handle.offset + _HEADER.size, verify_piece(view, uri))
+        count, groups = verify_piece(view, uri)
+        if groups is not None:
+            groups = tuple((kg, handle.offset + start, n) for kg, start, n in groups)
+        yield VerifiedPiece(data, handle.offset + _HEADER.size, count, groups)
 
 
 def read_changes(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
                  key_groups: tuple[int, int] | None = None,
                  files: dict[str, bytes] | None = None) -> Iterator[StateChange]:
-    """The changes of ``handles`` in order (of the handles, then of sequence), only those
-    of ``key_groups`` (first, last) when given. Each log file is read (and verified) once;
+    """The changes of ``handles`` in order: of the handles, then within a piece by key
+    group, each key group's in sequence order (a version 1 piece: in sequence order); only
+    those of ``key_groups`` (first, last) when given. Each log file is read (and verified) once;
     ``files`` caches them across calls. Raises CorruptStateError or MissingStateError
     naming the file."""
     cache = files if files is not None else {}

@@ -421,13 +421,13 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
     def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any) -> list[Any]:
         if self._pending is not None:
-            self._catch_up_many(state, keys, namespace, True)
+            self._catch_up_many(state, key_groups, keys, namespace, True)
         return self.delegate._get_many(state, key_groups, keys, namespace)
 
     def _put_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any, values: Sequence[Any]) -> None:
         if self._pending is not None:
-            self._catch_up_many(state, keys, namespace, False)
+            self._catch_up_many(state, key_groups, keys, namespace, False)
         self.delegate._put_many(state, key_groups, keys, namespace, values)
         ns = encode_key(namespace)
         for key_group, key, value in zip(key_groups, keys, values, strict=True):
@@ -437,7 +437,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
     def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                      namespace: Any) -> None:
         if self._pending is not None:
-            self._catch_up_many(state, keys, namespace, False)
+            self._catch_up_many(state, key_groups, keys, namespace, False)
         self.delegate._delete_many(state, key_groups, keys, namespace)
         ns = encode_key(namespace)
         for key_group, key in zip(key_groups, keys, strict=True):
@@ -481,21 +481,23 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         (``apply``), or forget them (the row is about to be replaced or deleted)."""
         pending = self._pending
         assert pending is not None
-        if not pending.tables.get(state):
+        key_group = self.current_key_group
+        if not pending.holds(state, key_group):
             return
-        positions = pending.take(state, row_id(self._current_key_bytes(), namespace))
+        positions = pending.take(state, row_id(self._current_key_bytes(), namespace),
+                                 key_group)
         if positions is not None and apply:
             pending.apply(self._sync(), positions)
 
-    def _catch_up_many(self, state: str, keys: Sequence[Any], namespace: Any,
-                       apply: bool) -> None:
+    def _catch_up_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
+                       namespace: Any, apply: bool) -> None:
         pending = self._pending
         assert pending is not None
-        if not pending.tables.get(state):
-            return
-        ns, take = encode_key(namespace), pending.take
-        for key in keys:
-            positions = take(state, row_id(encode_key(key), ns))
+        ns, take, holds = encode_key(namespace), pending.take, pending.holds
+        for key_group, key in zip(key_groups, keys, strict=True):
+            if not holds(state, key_group):
+                continue
+            positions = take(state, row_id(encode_key(key), ns), key_group)
             if positions is not None and apply:
                 pending.apply(self.delegate, positions)
 
@@ -681,9 +683,8 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         if pending.rows:
             self._pending, self._pending_since = pending, self._mono()
             self.metrics.restored_log_rows_pending = pending.rows
-            log.info("%s restored; %d changes of the state change log touch %d rows, "
-                     "applied as the task runs", self._owner_dir, pending.changes,
-                     pending.rows)
+            log.info("%s restored; %d changes of the state change log, indexed and "
+                     "applied as the task runs", self._owner_dir, pending.changes)
         relevant = [h for h in handles if len(h.overlap(self.key_group_range))]
         for handle in relevant:
             super().expect_state_kinds(getattr(handle, "state_kinds", {}))

@@ -10,20 +10,23 @@ materialization:
 
 * :func:`replay` applies every change in order, before the restore returns. A restore
   into a plain backend (the changelog switched off since the checkpoint) does this.
-* :class:`PendingLog` only *indexes* the changes by row (state, key, namespace) while the
-  materialized state downloads; the changelog backend then applies a row's changes when
-  the task first touches that row, and the rest a few hundred rows at a time between
-  records, all of it before anything reads the whole state (a materialization, a
-  savepoint, iterating keys). A replay applies each change in Python at about 2 µs
-  (RocksDB's write and its binding are most of it); indexing costs a quarter of that and
-  overlaps the download, so the task takes records again about when a restore without
-  the changelog would, and pays the rest while it runs.
+* :class:`PendingLog` only *indexes* the changes by row (state, key, namespace); the
+  changelog backend then applies a row's changes when the task first touches that row,
+  and the rest a few hundred rows at a time between records, all of it before anything
+  reads the whole state (a materialization, a savepoint, iterating keys). A replay
+  applies each change in Python at about 2 µs (RocksDB's write and its binding are most
+  of it); indexing costs a third of that. The pieces of the log group their changes by
+  key group (checkpoint/changelog_storage.py), so a key group is indexed when the task
+  first touches it, or between records: the task takes records again once the log has
+  downloaded, about when a restore without the changelog would, and pays for the index
+  and the replay while it runs. (Pieces written before they had key groups are indexed
+  at once, while the materialized state downloads.)
 
 Only the last put or delete of a row matters, with the appends after it; a row whose log
 starts with appends is applied onto its materialized value.
 
 Example:
-    >>> from weir.checkpoint.changelog_storage import PIECE_HEADER_SIZE, VerifiedPiece, frame_piece
+    >>> from weir.checkpoint.changelog_storage import VerifiedPiece, frame_piece
     >>> from weir.state.descriptors import ValueStateDescriptor
     >>> from weir.state.heap import HeapKeyedStateBackend
     >>> from weir.state.key_groups import KeyGroupRange, assign_to_key_group
@@ -33,10 +36,10 @@ Example:
     ...                             serialize_value(value))
     ...     return n, assign_to_key_group(key, 128), payload
     >>> records = [put(0, "ann", 1), put(1, "bob", 7), put(2, "ann", 2)]
-    >>> piece = VerifiedPiece(frame_piece(0, records), PIECE_HEADER_SIZE, len(records))
+    >>> piece = VerifiedPiece.of(frame_piece(0, records))
     >>> pending = PendingLog()
-    >>> pending.add([piece], (0, 127)), pending.rows
-    (3, 2)
+    >>> pending.add([piece], (0, 127)), pending.rows   # not indexed yet: at most 3 rows
+    (3, 3)
     >>> backend = HeapKeyedStateBackend(128, KeyGroupRange(0, 127))
     >>> count = backend.get_state(ValueStateDescriptor("count"))
     >>> pending.drain(backend, 10), pending.rows
@@ -121,7 +124,7 @@ def replay(backend: KeyedStateBackend, pieces: Iterable[VerifiedPiece],
     names: dict[bytes, str] = {}
     puts: list[Entry] = []
     applied = 0
-    for data, position, count in pieces:
+    for data, position, count, _groups in pieces:
         for _ in range(count):
             _sequence, key_group, length = record(data, position)
             start = position + header
@@ -197,63 +200,100 @@ class PendingLog:
     def __init__(self) -> None:
         self._files: list[bytes] = []
         self._numbers: dict[int, int] = {}  # id(file bytes) -> number (files stay alive)
-        #: State name -> row id (:func:`row_id`) -> positions.
+        #: State name -> row id (:func:`row_id`) -> positions, of the indexed key groups.
         self.tables: dict[str, dict[bytes, Positions]] = {}
-        #: Changes indexed, rows applied so far.
+        #: Key group -> its runs of records not indexed yet, in log order: (file number,
+        #: start, records).
+        self._unindexed: dict[int, list[tuple[int, int, int]]] = {}
+        self._unindexed_changes = 0
+        #: Changes added, rows applied so far.
         self.changes = 0
         self.applied = 0
 
     @property
     def rows(self) -> int:
-        """Rows not applied yet."""
-        return sum(map(len, self.tables.values()))
+        """Rows not applied yet: those indexed, and at most one a change not indexed yet
+        (0 once everything is applied)."""
+        return sum(map(len, self.tables.values())) + self._unindexed_changes
 
     def add(self, pieces: Iterable[VerifiedPiece], key_groups: tuple[int, int]) -> int:
-        """Index the changes of verified ``pieces`` of key groups ``key_groups`` (first,
-        last), after those indexed before; returns how many. The loop of a restore that
-        runs per change, as in :func:`replay`."""
+        """Add the changes of verified ``pieces`` of key groups ``key_groups`` (first, last),
+        after those added before; returns how many. A piece's key groups are indexed later
+        (:meth:`index`); a piece without them (version 1) at once."""
         first, last = key_groups
-        head, header = _RECORD_AND_OP.unpack_from, RECORD.size
-        u32 = _U32.unpack_from
-        by_name: dict[bytes, dict[bytes, Positions]] = {}
-        indexed = 0
-        for data, position, count in pieces:
+        added = 0
+        for data, start, count, groups in pieces:
             number = self._numbers.get(id(data))
             if number is None:
                 number = self._numbers[id(data)] = len(self._files)
                 self._files.append(data)
-            base = number << _SHIFT
-            for _ in range(count):
-                at_record = position
-                # One unpack for the record's framing and the payload's op and name length.
-                _sequence, key_group, length, op, n = head(data, position)
-                position += header + length
-                if key_group < first or key_group > last:
-                    continue
-                indexed += 1
-                at = at_record + header + 3 + n
-                raw = data[at - n:at]
-                table = by_name.get(raw)
-                if table is None:
-                    table = by_name[raw] = self.tables.setdefault(raw.decode(), {})
-                (k,) = u32(data, at)
-                (s,) = u32(data, at + 4 + k)
-                row = data[at:at + 8 + k + s]
-                if op == APPEND:
-                    known = table.get(row)
-                    if known is None:
-                        table[row] = [base | at_record]
-                    elif isinstance(known, int):
-                        table[row] = [known, base | at_record]
-                    else:
-                        known.append(base | at_record)
+            if groups is None:
+                self.index()  # the key groups held back come first in the log
+                added += self._index(number, start, count, first, last)
+                continue
+            for key_group, run, records in groups:
+                if first <= key_group <= last:
+                    self._unindexed.setdefault(key_group, []).append((number, run, records))
+                    self._unindexed_changes += records
+                    added += records
+        self.changes += added
+        return added
+
+    def index(self, key_group: int | None = None) -> None:
+        """Index the changes held back of ``key_group`` (default: of every key group)."""
+        for kg in list(self._unindexed) if key_group is None else (key_group,):
+            runs = self._unindexed.pop(kg, None)
+            for number, start, records in runs or ():
+                self._unindexed_changes -= records
+                self._index(number, start, records, kg, kg)
+
+    def _index(self, number: int, position: int, count: int, first: int, last: int) -> int:
+        """Index ``count`` records of file ``number`` from ``position`` on, those of key
+        groups ``first..last``; returns how many. The loop of a restore that runs per
+        change, as in :func:`replay`."""
+        head, header = _RECORD_AND_OP.unpack_from, RECORD.size
+        u32 = _U32.unpack_from
+        data = self._files[number]
+        base = number << _SHIFT
+        by_name: dict[bytes, dict[bytes, Positions]] = {}
+        indexed = 0
+        for _ in range(count):
+            at_record = position
+            # One unpack for the record's framing and the payload's op and name length.
+            _sequence, key_group, length, op, n = head(data, position)
+            position += header + length
+            if key_group < first or key_group > last:
+                continue
+            indexed += 1
+            at = at_record + header + 3 + n
+            raw = data[at - n:at]
+            table = by_name.get(raw)
+            if table is None:
+                table = by_name[raw] = self.tables.setdefault(raw.decode(), {})
+            (k,) = u32(data, at)
+            (s,) = u32(data, at + 4 + k)
+            row = data[at:at + 8 + k + s]
+            if op == APPEND:
+                known = table.get(row)
+                if known is None:
+                    table[row] = [base | at_record]
+                elif isinstance(known, int):
+                    table[row] = [known, base | at_record]
                 else:
-                    table[row] = base | at_record
-        self.changes += indexed
+                    known.append(base | at_record)
+            else:
+                table[row] = base | at_record
         return indexed
 
-    def take(self, state: str, row: bytes) -> Positions | None:
-        """Remove ``row`` of ``state`` from the index; its positions, if it was there."""
+    def holds(self, state: str, key_group: int) -> bool:
+        """Whether rows of ``state`` in ``key_group`` may still be pending."""
+        return key_group in self._unindexed or bool(self.tables.get(state))
+
+    def take(self, state: str, row: bytes, key_group: int) -> Positions | None:
+        """Remove ``row`` of ``state`` (in ``key_group``) from the index; its positions, if
+        it was there. Indexes ``key_group`` first if it was not."""
+        if key_group in self._unindexed:
+            self.index(key_group)
         table = self.tables.get(state)
         if not table:
             return None
@@ -272,8 +312,14 @@ class PendingLog:
         """Apply up to ``rows`` rows (default: all; of ``state`` only, if given) to
         ``backend`` (a plain one), in no particular order: a row's changes never depend on
         another's. Rows that are a single put go to the backend in batches (one RocksDB
-        write batch each). Returns how many."""
-        limit = self.rows if rows is None else rows
+        write batch each). Key groups not indexed yet are indexed first: all of them for
+        all rows or for one state, else as many as give ``rows`` rows. Returns how many."""
+        if rows is None or state is not None:
+            self.index()
+        else:
+            while self._unindexed and sum(map(len, self.tables.values())) < rows:
+                self.index(next(iter(self._unindexed)))
+        limit = sum(map(len, self.tables.values())) if rows is None else rows
         head, header, u32 = _RECORD_AND_OP.unpack_from, RECORD.size, _U32.unpack_from
         files = self._files
         puts: list[Entry] = []

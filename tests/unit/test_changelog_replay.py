@@ -11,9 +11,17 @@ from typing import Any
 import pytest
 
 from tests.support.state_backends import ALL, KINDS, MAX_PAR, Backends
-from weir.checkpoint.changelog_storage import PIECE_HEADER_SIZE, VerifiedPiece, frame_piece
+from weir.checkpoint.changelog_storage import VerifiedPiece, frame_piece
 from weir.state.backend import KeyedStateBackend
-from weir.state.changelog_replay import APPEND, DELETE, PUT, PendingLog, encode_change, replay
+from weir.state.changelog_replay import (
+    APPEND,
+    DELETE,
+    PUT,
+    PendingLog,
+    encode_change,
+    replay,
+    row_id,
+)
 from weir.state.descriptors import ListStateDescriptor, ValueStateDescriptor
 from weir.state.key_groups import assign_to_key_group
 from weir.state.serializers import encode_key, serialize_value
@@ -43,13 +51,22 @@ def _random_log(rng: random.Random, changes: int) -> list[tuple[int, bytes]]:
     return out
 
 
-def _pieces(log: list[tuple[int, bytes]], size: int) -> list[VerifiedPiece]:
+def _pieces(log: list[tuple[int, bytes]], size: int,
+            versions: tuple[int, ...] = (2,)) -> list[VerifiedPiece]:
+    """The log in pieces of ``size`` changes; the first pieces in the first ``versions``,
+    the rest in the last (a log written before and after an upgrade)."""
     pieces = []
-    for first in range(0, len(log), size):
+    for number, first in enumerate(range(0, len(log), size)):
         part = log[first:first + size]
-        data = frame_piece(first, [(first + n, kg, p) for n, (kg, p) in enumerate(part)])
-        pieces.append(VerifiedPiece(data, PIECE_HEADER_SIZE, len(part)))
+        version = versions[min(number, len(versions) - 1)]
+        pieces.append(VerifiedPiece.of(frame_piece(
+            first, [(first + n, kg, p) for n, (kg, p) in enumerate(part)], version)))
     return pieces
+
+
+#: Every row the random log may change: (state, row id, key group).
+ROWS = [(state, row_id(encode_key(key), encode_key(namespace)), assign_to_key_group(key, MAX_PAR))
+        for state in ("total", "seen") for key in KEYS for namespace in NAMESPACES]
 
 
 def _with_base(backend: KeyedStateBackend) -> KeyedStateBackend:
@@ -68,7 +85,9 @@ def _with_base(backend: KeyedStateBackend) -> KeyedStateBackend:
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("seed", range(4))
-def test_rows_applied_in_any_order_equal_the_replay(kind: str, seed: int, tmp_path: Path,
+@pytest.mark.parametrize("versions", [(2,), (1,), (1, 1, 2)], ids=["v2", "v1", "v1-then-v2"])
+def test_rows_applied_in_any_order_equal_the_replay(kind: str, seed: int,
+                                                    versions: tuple[int, ...], tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import weir.state.changelog_replay as changelog_replay
 
@@ -78,31 +97,41 @@ def test_rows_applied_in_any_order_equal_the_replay(kind: str, seed: int, tmp_pa
     backends = Backends(tmp_path)
     try:
         replayed = _with_base(backends(kind))
-        assert replay(replayed, _pieces(log, 64), (0, MAX_PAR - 1)) == len(log)
+        assert replay(replayed, _pieces(log, 64, versions), (0, MAX_PAR - 1)) == len(log)
         expected = sorted(replayed.entries())
 
-        # All rows in chunks.
+        # All rows in chunks, key groups indexed as the chunks need them.
         chunked = _with_base(backends(kind))
         pending = PendingLog()
-        assert pending.add(_pieces(log, 64), (0, MAX_PAR - 1)) == len(log)
-        rows = pending.rows
-        assert 0 < rows <= len(KEYS) * len(NAMESPACES) * 2
+        assert pending.add(_pieces(log, 64, versions), (0, MAX_PAR - 1)) == len(log)
+        assert pending.rows >= len(log) if versions == (2,) else pending.rows > 0
+        chunks = 0
         while pending.rows:
-            before = pending.rows
-            assert pending.drain(chunked, 5) == min(5, before)
-        assert pending.applied == rows
+            assert pending.drain(chunked, 5) <= 5
+            chunks += 1
+        # A row of an old piece may be applied, and then its key group's later changes.
+        assert chunks > 1 and 0 < pending.applied <= len(ROWS) * len(set(versions))
         assert sorted(chunked.entries()) == expected
+
+        # Indexed at once, the log names each row it changes once.
+        pending = PendingLog()
+        pending.add(_pieces(log, 64, versions), (0, MAX_PAR - 1))
+        pending.index()
+        assert pending.rows == len({(state, row) for state, row, _ in ROWS
+                                    if row in pending.tables.get(state, {})}) > 0
 
         # Some rows taken one by one first (as the task touches them), then the rest.
         touched = _with_base(backends(kind))
         pending = PendingLog()
-        pending.add(_pieces(log, 50), (0, MAX_PAR - 1))
-        for state, table in pending.tables.items():
-            for row in rng.sample(sorted(table), len(table) // 2):
-                positions = pending.take(state, row)
-                assert positions is not None
+        pending.add(_pieces(log, 50, versions), (0, MAX_PAR - 1))
+        taken = 0
+        for state, row, key_group in rng.sample(ROWS, len(ROWS) // 2):
+            positions = pending.take(state, row, key_group)
+            if positions is not None:
+                taken += 1
                 pending.apply(touched, positions)
-                assert pending.take(state, row) is None  # once only
+            assert pending.take(state, row, key_group) is None  # once only
+        assert taken > 0
         pending.drain(touched)
         assert pending.rows == 0
         assert sorted(touched.entries()) == expected
@@ -117,9 +146,32 @@ def test_only_the_key_groups_of_the_window_are_indexed() -> None:
             encode_change(PUT, "total", encode_key(key), encode_key(None), serialize_value(1)))
            for key in (inside, outside, inside)]
     assert assign_to_key_group(inside, MAX_PAR) < MAX_PAR - 1
+    for versions in ((1,), (2,)):
+        pending = PendingLog()
+        assert pending.add(_pieces(log, 2, versions), (0, MAX_PAR - 2)) == 2
+        pending.index()
+        assert pending.rows == 1 and pending.changes == 2
+
+
+def test_a_key_group_is_indexed_when_first_touched() -> None:
+    first, second = KEYS[0], next(k for k in KEYS if assign_to_key_group(k, MAX_PAR) !=
+                                  assign_to_key_group(KEYS[0], MAX_PAR))
+    groups = {key: assign_to_key_group(key, MAX_PAR) for key in (first, second)}
+    log = [(groups[key], encode_change(PUT, "total", encode_key(key), encode_key(None),
+                                       serialize_value(n)))
+           for n, key in enumerate([first, second, first, second, second])]
     pending = PendingLog()
-    assert pending.add(_pieces(log, 2), (0, MAX_PAR - 2)) == 2
-    assert pending.rows == 1 and pending.changes == 2
+    pending.add(_pieces(log, 3), (0, MAX_PAR - 1))
+    assert pending.tables == {} and pending.rows == 5
+    assert pending.holds("total", groups[first]) and pending.holds("total", groups[second])
+    row = row_id(encode_key(first), encode_key(None))
+    assert isinstance(pending.take("total", row, groups[first]), int)  # its last put
+    # Only the touched key group was indexed: the other's 3 changes wait.
+    assert pending.rows == 3 and not pending.holds("other state", groups[first])
+    assert pending.holds("total", groups[second])
+    assert pending.take("total", row_id(encode_key(second), encode_key(None)),
+                        groups[second]) is not None
+    assert pending.rows == 0
 
 
 def test_a_row_whose_log_starts_with_appends_builds_on_the_materialized_list(
@@ -135,7 +187,7 @@ def test_a_row_whose_log_starts_with_appends_builds_on_the_materialized_list(
                                      serialize_value([n]))) for n in (1, 2, 3)]
         pending = PendingLog()
         pending.add(_pieces(log, 2), (0, MAX_PAR - 1))
-        positions: Any = pending.take("seen", next(iter(pending.tables["seen"])))
+        positions: Any = pending.take("seen", row_id(encode_key("k1"), encode_key(None)), group)
         assert isinstance(positions, list) and len(positions) == 3
         pending.apply(backend, positions)
         backend.set_current_key("k1")

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from weir.checkpoint.changelog_storage import (
+    RECORD,
     ChangelogStorage,
     ChangelogStorageOptions,
     LogSegmentHandle,
+    VerifiedPiece,
     frame_piece,
     parse_piece,
     read_changes,
@@ -20,6 +22,8 @@ from weir.checkpoint.changelog_storage import (
 from weir.checkpoint.storage import CheckpointStorageAccess, StreamStateHandle, create_storage
 from weir.core.errors import CorruptStateError, StateError, StorageError
 
+#: The bytes of a piece of one change of 60 bytes (the room tests count in these).
+PIECE = len(frame_piece(0, [(0, 0, b"x" * 60)]))
 
 def _options(**overrides: float) -> ChangelogStorageOptions:
     # No grace after the last attempt unless a test asks: a timed-out upload fails at once.
@@ -35,9 +39,22 @@ def storage(tmp_path: Path) -> CheckpointStorageAccess:
 
 
 def test_framing_round_trip() -> None:
-    records = [(7, 3, b"a"), (8, 120, b""), (9, 3, b"x" * 1000)]
+    records = [(7, 3, b"a"), (8, 120, b""), (9, 3, b"x" * 1000), (10, 0, b"z")]
+    # Version 2 groups the records by key group, each group in sequence order, and says
+    # where each group starts.
     piece = frame_piece(7, records)
-    assert [tuple(c) for c in parse_piece(piece, "f")] == records
+    grouped = [(10, 0, b"z"), (7, 3, b"a"), (9, 3, b"x" * 1000), (8, 120, b"")]
+    assert [tuple(c) for c in parse_piece(piece, "f")] == grouped
+    verified = VerifiedPiece.of(piece)
+    assert verified.records == 4 and verified.groups is not None
+    assert [(kg, n) for kg, _, n in verified.groups] == [(0, 1), (3, 2), (120, 1)]
+    assert verified.groups[0][1] == verified.start
+    assert [RECORD.unpack_from(piece, start)[:2] for _, start, _ in verified.groups] == \
+        [(10, 0), (7, 3), (8, 120)]
+    # Version 1, written before: sequence order, no groups; still read.
+    old = frame_piece(7, records, version=1)
+    assert [tuple(c) for c in parse_piece(old, "f")] == records
+    assert VerifiedPiece.of(old).groups is None
 
 
 def test_a_corrupt_piece_is_named() -> None:
@@ -100,11 +117,14 @@ def test_preemptive_persist_and_replay_order(storage: CheckpointStorageAccess) -
         assert len(writer._pieces) >= 5
         handles = writer.persist(0).result(timeout=10)
         changes = list(read_changes(storage, handles))
-        assert [c.sequence for c in changes] == list(range(50))
-        assert [c.payload for c in changes] == [f"change {i}".encode() for i in range(50)]
+        # In order of the pieces, each grouped by key group; a key group's in sequence order.
+        assert sorted(c.sequence for c in changes) == list(range(50))
+        assert [c.payload for c in changes] == [f"change {c.sequence}".encode() for c in changes]
+        for kg in range(4):
+            assert [c.sequence for c in changes if c.key_group == kg] == list(range(kg, 50, 4))
         # Only the changes of key groups 1..2.
         clipped = list(read_changes(storage, handles, (1, 2)))
-        assert [c.sequence for c in clipped] == [i for i in range(50) if i % 4 in (1, 2)]
+        assert sorted(c.sequence for c in clipped) == [i for i in range(50) if i % 4 in (1, 2)]
         # From a later position: only the pieces that hold it.
         later = writer.persist(40).result(timeout=10)
         assert later[0].first_sequence <= 40 < later[-1].end_sequence == 50
@@ -188,16 +208,16 @@ def test_local_copies_go_when_released_not_when_truncated(
 def test_max_in_flight_backpressures_the_writer(storage: CheckpointStorageAccess) -> None:
     blocking = _BlockingStorage(storage)
     log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
-                           _options(max_in_flight_bytes=300, preemptive_persist_bytes=50))
+                           _options(max_in_flight_bytes=3 * PIECE, preemptive_persist_bytes=50))
     try:
         writer = log.create_writer("op")
         writer.backpressure_timeout = 0.2
         for _ in range(3):
-            writer.append(0, b"x" * 60)  # each change seals a piece of 99 bytes
-        assert log.in_flight_bytes <= 300
+            writer.append(0, b"x" * 60)  # each change seals a piece of PIECE bytes
+        assert log.in_flight_bytes <= 3 * PIECE
         with pytest.raises(StateError, match="max-in-flight"):
             writer.append(0, b"x" * 60)
-        assert log.in_flight_bytes <= 300
+        assert log.in_flight_bytes <= 3 * PIECE
         # Uploads complete: room again, and the writer goes on.
         blocking.release.set()
         writer.backpressure_timeout = 10
@@ -292,7 +312,7 @@ def test_a_storage_that_makes_no_room_fails_the_writer_naming_the_cause(
         storage: CheckpointStorageAccess) -> None:
     failing = _BlockingStorage(storage)
     failing.failing.set()
-    options = _options(max_in_flight_bytes=300, preemptive_persist_bytes=50,
+    options = _options(max_in_flight_bytes=3 * PIECE, preemptive_persist_bytes=50,
                        upload_timeout_s=1.0, max_attempts=2)
     # The bound comes from the upload options: two uploads of two 1 s attempts each.
     assert options.stall_timeout_s == pytest.approx(4.0)
@@ -301,7 +321,7 @@ def test_a_storage_that_makes_no_room_fails_the_writer_naming_the_cause(
     try:
         writer = log.create_writer("op")
         for _ in range(3):
-            writer.append(0, b"x" * 60)  # each change seals a piece of 99 bytes
+            writer.append(0, b"x" * 60)  # each change seals a piece of PIECE bytes
         with pytest.raises(StorageError, match="storage down"):
             writer.persist(0).result(timeout=10)
         # Failed pieces stay with the writer and keep their room: nothing frees it.
@@ -320,7 +340,7 @@ def test_room_made_by_an_upload_restarts_the_wait(storage: CheckpointStorageAcce
     blocking = _BlockingStorage(storage)
     clock = _JumpingClock(0.0)
     log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
-                           _options(max_in_flight_bytes=200, preemptive_persist_bytes=50,
+                           _options(max_in_flight_bytes=2 * PIECE, preemptive_persist_bytes=50,
                                     upload_timeout_s=30.0), clock=clock)
     try:
         writer = log.create_writer("op")
@@ -353,7 +373,7 @@ def test_a_writer_waiting_for_room_ends_when_its_task_is_cancelled(
         storage: CheckpointStorageAccess) -> None:
     blocking = _BlockingStorage(storage)
     log = ChangelogStorage(blocking, "job/changelog",  # type: ignore[arg-type]
-                           _options(max_in_flight_bytes=200, preemptive_persist_bytes=50,
+                           _options(max_in_flight_bytes=2 * PIECE, preemptive_persist_bytes=50,
                                     upload_timeout_s=60.0))
     try:
         writer = log.create_writer("op")
