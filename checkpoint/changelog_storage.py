@@ -22,10 +22,12 @@ to by a handle; when it finishes after all, its file is deleted.
 
 A piece on storage: ``WCLG`` | version (u8) | first sequence (u64) | count (u32) | body
 length (u32) | body | directory | CRC-32C of all before (u32); the body is records of
-sequence (u64), key group (u16), payload length (u32), payload, grouped by key group, and
-the directory says where each group starts: number of groups (u16), then key group (u16),
-start in the piece (u32), records (u32) of each. (Version 1 pieces, written before, hold
-the records in sequence order and no directory.) :func:`read_changes` verifies each piece.
+sequence (u64), key group (u16), payload length (u32), payload, grouped by state (named
+at the start of the payload, :func:`state_of`) and key group, and the directory says where
+each group starts: number of state names (u16), each name's length (u16) and UTF-8 bytes,
+number of groups (u32), then state name number (u16), key group (u16), start in the piece
+(u32) and records (u32) of each. (Version 1 pieces, written before, hold the records in
+sequence order and no directory.) :func:`read_changes` verifies each piece.
 
 Log files are shared between checkpoints (a handle's ``shared_state``): the JobMaster's
 shared state registry deletes a file when no retained checkpoint refers to it.
@@ -67,18 +69,21 @@ from weir.core.errors import CorruptStateError, StateError, StorageError
 log = logging.getLogger(__name__)
 
 MAGIC = b"WCLG"
-#: Version 2 groups a piece's records by key group and ends the body with a directory of
-#: the groups; version 1 (records in sequence order, no directory) is still read.
+#: Version 2 groups a piece's records by state and key group and ends the body with a
+#: directory of the groups; version 1 (records in sequence order, no directory) is still
+#: read.
 VERSION = 2
 _HEADER = struct.Struct(">4sBQII")
 _RECORD = struct.Struct(">QHI")
-_GROUPS = struct.Struct(">H")
-#: A directory entry: key group, where its records start in the piece, how many.
-_GROUP = struct.Struct(">HII")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+#: A directory entry: state (its number in the directory's names), key group, where its
+#: records start in the piece, how many.
+_GROUP = struct.Struct(">HHII")
 _CRC = struct.Struct(">I")
 
-#: (key group, start, records) of each key group's run of records in a piece.
-Groups = tuple[tuple[int, int, int], ...]
+#: (state, key group, start, records) of each run of records of one state and key group.
+Groups = tuple[tuple[str, int, int, int], ...]
 
 
 #: After the last attempt's timeout the attempts still running are not abandoned: the
@@ -174,32 +179,60 @@ def frame_piece(first_sequence: int, records: list[tuple[int, int, bytes]],
                 version: int = VERSION) -> bytes:
     """The bytes of a piece holding ``records`` of (sequence, key group, payload).
 
-    In version 2 the records are grouped by key group (each group in sequence order: a
-    row's changes never cross key groups, so their order is kept) and a directory of the
-    groups follows them, so that a restore can index one key group's changes without
-    reading the others' (see :class:`weir.state.changelog_replay.PendingLog`)."""
+    In version 2 the records are grouped by state and key group (each group in sequence
+    order: a row's changes never cross groups, so their order is kept), and a directory of
+    the groups follows them, so that a restore can index the changes of one state and key
+    group without reading the others' (see :class:`weir.state.changelog_replay.PendingLog`).
+    A payload names its state as a change does (:func:`state_of`)."""
     if version == 1:
         body = b"".join(_RECORD.pack(seq, kg, len(payload)) + payload
                         for seq, kg, payload in records)
         head = _HEADER.pack(MAGIC, 1, first_sequence, len(records), len(body)) + body
         return head + _CRC.pack(_crc(head))
+    # Within a group by sequence number (unique: payloads are never compared).
+    keyed = sorted(((state_of(payload), kg), seq, payload) for seq, kg, payload in records)
+    names: dict[bytes, int] = {}
     parts: list[bytes] = []
-    directory = [_GROUPS.pack(0)]
+    entries: list[bytes] = []
     start = _HEADER.size
-    for kg, group in itertools.groupby(sorted(records, key=_key_group), _key_group):
-        changes = [_RECORD.pack(seq, kg, len(payload)) + payload for seq, _, payload in group]
-        directory.append(_GROUP.pack(kg, start, len(changes)))
+    for (name, kg), group in itertools.groupby(keyed, lambda r: r[0]):
+        changes = [_RECORD.pack(seq, kg, len(payload)) + payload for _, seq, payload in group]
+        entries.append(_GROUP.pack(names.setdefault(name, len(names)), kg, start,
+                                   len(changes)))
         start += sum(map(len, changes))
         parts.extend(changes)
-    directory[0] = _GROUPS.pack(len(directory) - 1)
     body = b"".join(parts)
+    directory = [_U16.pack(len(names)), *(_U16.pack(len(n)) + n for n in names),
+                 _U32.pack(len(entries)), *entries]
     head = b"".join((_HEADER.pack(MAGIC, VERSION, first_sequence, len(records), len(body)),
                      body, *directory))
     return head + _CRC.pack(_crc(head))
 
 
-def _key_group(record: tuple[int, int, bytes]) -> int:
-    return record[1]
+def state_of(payload: bytes) -> bytes:
+    """The state name a change's payload starts with: op (u8), name length (u16), name
+    (the payload of :mod:`weir.state.changelog_replay`); empty for a shorter payload."""
+    return payload[3:3 + int.from_bytes(payload[1:3], "big")]
+
+
+def _directory(view: memoryview, at: int, end: int) -> Groups | None:
+    """The groups of a version 2 directory at ``view[at:end]``, None if it is not one."""
+    try:
+        (count,) = _U16.unpack_from(view, at)
+        at += _U16.size
+        names = []
+        for _ in range(count):
+            (n,) = _U16.unpack_from(view, at)
+            names.append(bytes(view[at + _U16.size:at + _U16.size + n]).decode())
+            at += _U16.size + n
+        (groups,) = _U32.unpack_from(view, at)
+        at += _U32.size
+        if at + groups * _GROUP.size != end:
+            return None
+        return tuple((names[i], kg, start, n)
+                     for i, kg, start, n in _GROUP.iter_unpack(view[at:end]))
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
 
 
 def _crc(data: bytes | memoryview) -> int:
@@ -217,10 +250,9 @@ def verify_piece(data: bytes | memoryview, where: str) -> tuple[int, Groups | No
     magic, version, _first, count, body_length = _HEADER.unpack_from(view, 0)
     end = _HEADER.size + body_length  # of the records
     groups: Groups | None = None
-    if magic == MAGIC and version == 2 and end + _GROUPS.size <= len(view):
-        (n,) = _GROUPS.unpack_from(view, end)
-        if end + _GROUPS.size + n * _GROUP.size + _CRC.size == len(view):
-            groups = tuple(_GROUP.iter_unpack(view[end + _GROUPS.size:len(view) - _CRC.size]))
+    if magic == MAGIC and version == 2 and end + _CRC.size <= len(view):
+        groups = _directory(view, end, len(view) - _CRC.size)
+        if groups is not None:
             end = len(view) - _CRC.size
     if magic != MAGIC or version not in (1, 2) or (version == 2 and groups is None) or \
             end + _CRC.size != len(view):
@@ -230,7 +262,7 @@ def verify_piece(data: bytes | memoryview, where: str) -> tuple[int, Groups | No
     if _crc(view[:len(view) - _CRC.size]) != expected:
         msg = f"state change log {where} is corrupt: checksum mismatch"
         raise CorruptStateError(msg)
-    if groups is not None and sum(g[2] for g in groups) != count:
+    if groups is not None and sum(g[3] for g in groups) != count:
         msg = f"state change log {where} is corrupt: its key groups do not add up"
         raise CorruptStateError(msg)
     return int(count), groups
@@ -257,7 +289,7 @@ def parse_piece(data: bytes | memoryview, where: str) -> Iterator[StateChange]:
 
 class VerifiedPiece(NamedTuple):
     """A verified piece inside the bytes of its log file: ``records`` records starting at
-    ``start`` (see :data:`RECORD`), and where each key group's run of them starts
+    ``start`` (see :data:`RECORD`), and the runs of them of each state and key group
     (positions in ``file``; None for a version 1 piece, whose records are in sequence
     order)."""
 
@@ -295,15 +327,16 @@ def read_pieces(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHa
         view = memoryview(data)[handle.offset:handle.offset + handle.length]
         count, groups = verify_piece(view, uri)
         if groups is not None:
-            groups = tuple((kg, handle.offset + start, n) for kg, start, n in groups)
+            groups = tuple((state, kg, handle.offset + start, n)
+                           for state, kg, start, n in groups)
         yield VerifiedPiece(data, handle.offset + _HEADER.size, count, groups)
 
 
 def read_changes(storage: CheckpointStorageAccess, handles: Iterable[LogSegmentHandle],
                  key_groups: tuple[int, int] | None = None,
                  files: dict[str, bytes] | None = None) -> Iterator[StateChange]:
-    """The changes of ``handles`` in order: of the handles, then within a piece by key
-    group, each key group's in sequence order (a version 1 piece: in sequence order); only
+    """The changes of ``handles`` in order: of the handles, then within a piece by state
+    and key group, each group's in sequence order (a version 1 piece: in sequence order); only
     those of ``key_groups`` (first, last) when given. Each log file is read (and verified) once;
     ``files`` caches them across calls. Raises CorruptStateError or MissingStateError
     naming the file."""

@@ -804,6 +804,7 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
 
     # The indexer is left (and joined) before the downloads are: a failed restore cancels
     # the downloads the indexer may be waiting for, so it ends too.
+    started = time.monotonic()
     with ThreadPoolExecutor(transfer_threads, thread_name_prefix="changelog-fetch") as pool, \
             ThreadPoolExecutor(1, thread_name_prefix="changelog-index") as indexer:
         try:
@@ -815,6 +816,7 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
                         files[uri] = pool.submit(storage.read, segment.file)
             indexed = indexer.submit(each_log, pending.add) if pending is not None else None
             result = restore(backend, materialized, storage, lazy=False, build_on=build_on)
+            materialized_s = time.monotonic() - started
             result.local_copies_used += copies
             for handle in changelog:
                 backend.expect_state_kinds(handle.state_kinds)
@@ -822,6 +824,13 @@ def restore_into(backend: KeyedStateBackend, handles: list[KeyedStateHandle],
                 result.entries += indexed.result()
             else:
                 result.entries += each_log(partial(replay, backend))
+            if changelog:
+                log.info("%s: materialized state restored after %.2f s, the log (%.1f MiB "
+                         "in %d files) %s after %.2f s", backend.owner, materialized_s,
+                         sum(s.length for h in changelog for s in h.log) / 2**20,
+                         len({s.file.uri for h in changelog for s in h.log}),
+                         "added" if indexed is not None else "replayed",
+                         time.monotonic() - started)
         finally:  # a failed restore does not wait for downloads it no longer needs
             for download in files.values():
                 if isinstance(download, Future):

@@ -16,11 +16,12 @@ materialization:
   reads the whole state (a materialization, a savepoint, iterating keys). A replay
   applies each change in Python at about 2 µs (RocksDB's write and its binding are most
   of it); indexing costs a third of that. The pieces of the log group their changes by
-  key group (checkpoint/changelog_storage.py), so a key group is indexed when the task
-  first touches it, or between records: the task takes records again once the log has
-  downloaded, about when a restore without the changelog would, and pays for the index
-  and the replay while it runs. (Pieces written before they had key groups are indexed
-  at once, while the materialized state downloads.)
+  state and key group (checkpoint/changelog_storage.py), so a state's key group is
+  indexed when the task first touches it, or between records, and whatever reads a whole
+  state (the timers at restore) indexes that state alone: the task takes records again
+  once the log has downloaded, about when a restore without the changelog would, and
+  pays for the index and the replay while it runs. (Pieces written before they had
+  groups are indexed at once, while the materialized state downloads.)
 
 Only the last put or delete of a row matters, with the appends after it; a row whose log
 starts with appends is applied onto its materialized value.
@@ -202,9 +203,9 @@ class PendingLog:
         self._numbers: dict[int, int] = {}  # id(file bytes) -> number (files stay alive)
         #: State name -> row id (:func:`row_id`) -> positions, of the indexed key groups.
         self.tables: dict[str, dict[bytes, Positions]] = {}
-        #: Key group -> its runs of records not indexed yet, in log order: (file number,
-        #: start, records).
-        self._unindexed: dict[int, list[tuple[int, int, int]]] = {}
+        #: (state, key group) -> its runs of records not indexed yet, in log order: (file
+        #: number, start, records).
+        self._unindexed: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
         self._unindexed_changes = 0
         #: Changes added, rows applied so far.
         self.changes = 0
@@ -218,7 +219,7 @@ class PendingLog:
 
     def add(self, pieces: Iterable[VerifiedPiece], key_groups: tuple[int, int]) -> int:
         """Add the changes of verified ``pieces`` of key groups ``key_groups`` (first, last),
-        after those added before; returns how many. A piece's key groups are indexed later
+        after those added before; returns how many. A piece's groups are indexed later
         (:meth:`index`); a piece without them (version 1) at once."""
         first, last = key_groups
         added = 0
@@ -231,21 +232,27 @@ class PendingLog:
                 self.index()  # the key groups held back come first in the log
                 added += self._index(number, start, count, first, last)
                 continue
-            for key_group, run, records in groups:
+            for state, key_group, run, records in groups:
                 if first <= key_group <= last:
-                    self._unindexed.setdefault(key_group, []).append((number, run, records))
+                    self._unindexed.setdefault((state, key_group), []).append(
+                        (number, run, records))
                     self._unindexed_changes += records
                     added += records
         self.changes += added
         return added
 
-    def index(self, key_group: int | None = None) -> None:
-        """Index the changes held back of ``key_group`` (default: of every key group)."""
-        for kg in list(self._unindexed) if key_group is None else (key_group,):
-            runs = self._unindexed.pop(kg, None)
+    def index(self, state: str | None = None, key_group: int | None = None) -> None:
+        """Index the changes held back of ``state`` and ``key_group`` (default: of every
+        state, of every key group)."""
+        if state is not None and key_group is not None:
+            groups: Iterable[tuple[str, int]] = ((state, key_group),)
+        else:
+            groups = [g for g in self._unindexed if state is None or g[0] == state]
+        for group in groups:
+            runs = self._unindexed.pop(group, None)
             for number, start, records in runs or ():
                 self._unindexed_changes -= records
-                self._index(number, start, records, kg, kg)
+                self._index(number, start, records, group[1], group[1])
 
     def _index(self, number: int, position: int, count: int, first: int, last: int) -> int:
         """Index ``count`` records of file ``number`` from ``position`` on, those of key
@@ -287,13 +294,13 @@ class PendingLog:
 
     def holds(self, state: str, key_group: int) -> bool:
         """Whether rows of ``state`` in ``key_group`` may still be pending."""
-        return key_group in self._unindexed or bool(self.tables.get(state))
+        return (state, key_group) in self._unindexed or bool(self.tables.get(state))
 
     def take(self, state: str, row: bytes, key_group: int) -> Positions | None:
         """Remove ``row`` of ``state`` (in ``key_group``) from the index; its positions, if
-        it was there. Indexes ``key_group`` first if it was not."""
-        if key_group in self._unindexed:
-            self.index(key_group)
+        it was there. Indexes the state's ``key_group`` first if it was not."""
+        if (state, key_group) in self._unindexed:
+            self.index(state, key_group)
         table = self.tables.get(state)
         if not table:
             return None
@@ -312,13 +319,14 @@ class PendingLog:
         """Apply up to ``rows`` rows (default: all; of ``state`` only, if given) to
         ``backend`` (a plain one), in no particular order: a row's changes never depend on
         another's. Rows that are a single put go to the backend in batches (one RocksDB
-        write batch each). Key groups not indexed yet are indexed first: all of them for
-        all rows or for one state, else as many as give ``rows`` rows. Returns how many."""
+        write batch each). Groups not indexed yet are indexed first: all of them (of
+        ``state``) for all rows or for one state, else as many as give ``rows`` rows.
+        Returns how many."""
         if rows is None or state is not None:
-            self.index()
+            self.index(state)
         else:
             while self._unindexed and sum(map(len, self.tables.values())) < rows:
-                self.index(next(iter(self._unindexed)))
+                self.index(*next(iter(self._unindexed)))
         limit = sum(map(len, self.tables.values())) if rows is None else rows
         head, header, u32 = _RECORD_AND_OP.unpack_from, RECORD.size, _U32.unpack_from
         files = self._files

@@ -39,22 +39,32 @@ def storage(tmp_path: Path) -> CheckpointStorageAccess:
 
 
 def test_framing_round_trip() -> None:
-    records = [(7, 3, b"a"), (8, 120, b""), (9, 3, b"x" * 1000), (10, 0, b"z")]
-    # Version 2 groups the records by key group, each group in sequence order, and says
-    # where each group starts.
+    from weir.state.changelog_replay import PUT, encode_change
+
+    def change(state: str, n: int) -> bytes:
+        return encode_change(PUT, state, str(n).encode(), b"", b"x" * n)
+
+    records = [(7, 3, change("b", 1)), (8, 120, change("b", 0)), (9, 3, change("a", 1000)),
+               (10, 0, change("b", 2)), (11, 3, change("b", 3))]
+    # Version 2 groups the records by state and key group, each group in sequence order,
+    # and says where each group starts.
     piece = frame_piece(7, records)
-    grouped = [(10, 0, b"z"), (7, 3, b"a"), (9, 3, b"x" * 1000), (8, 120, b"")]
-    assert [tuple(c) for c in parse_piece(piece, "f")] == grouped
+    assert [c.sequence for c in parse_piece(piece, "f")] == [9, 10, 7, 11, 8]
+    assert sorted(tuple(c) for c in parse_piece(piece, "f")) == records
     verified = VerifiedPiece.of(piece)
-    assert verified.records == 4 and verified.groups is not None
-    assert [(kg, n) for kg, _, n in verified.groups] == [(0, 1), (3, 2), (120, 1)]
-    assert verified.groups[0][1] == verified.start
-    assert [RECORD.unpack_from(piece, start)[:2] for _, start, _ in verified.groups] == \
-        [(10, 0), (7, 3), (8, 120)]
+    assert verified.records == 5 and verified.groups is not None
+    assert [(state, kg, n) for state, kg, _, n in verified.groups] == \
+        [("a", 3, 1), ("b", 0, 1), ("b", 3, 2), ("b", 120, 1)]
+    assert verified.groups[0][2] == verified.start
+    assert [RECORD.unpack_from(piece, start)[:2] for _, _, start, _ in verified.groups] == \
+        [(9, 3), (10, 0), (7, 3), (8, 120)]
     # Version 1, written before: sequence order, no groups; still read.
     old = frame_piece(7, records, version=1)
     assert [tuple(c) for c in parse_piece(old, "f")] == records
     assert VerifiedPiece.of(old).groups is None
+    # Any payload frames (one that names no state is in the group of the empty name).
+    odd = [(0, 1, b""), (1, 1, b"x" * 70)]
+    assert sorted(tuple(c) for c in parse_piece(frame_piece(0, odd), "f")) == odd
 
 
 def test_a_corrupt_piece_is_named() -> None:
