@@ -189,22 +189,33 @@ def frame_piece(first_sequence: int, records: list[tuple[int, int, bytes]],
                         for seq, kg, payload in records)
         head = _HEADER.pack(MAGIC, 1, first_sequence, len(records), len(body)) + body
         return head + _CRC.pack(_crc(head))
-    # Within a group by sequence number (unique: payloads are never compared).
-    keyed = sorted(((state_of(payload), kg), seq, payload) for seq, kg, payload in records)
-    names: dict[bytes, int] = {}
+    groups: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    for seq, kg, payload in records:
+        groups.setdefault((state_of(payload).decode(), kg), []).append((seq, payload))
+    return frame_groups(first_sequence, len(records), groups)
+
+
+def frame_groups(first_sequence: int, count: int,
+                 groups: Mapping[tuple[str, int], list[tuple[int, bytes]]]) -> bytes:
+    """The bytes of a version 2 piece of ``count`` records, given grouped: (state, key
+    group) -> (sequence, payload) of its changes in sequence order. The writer groups the
+    changes as they come (cheaper on the task thread than sorting them here)."""
+    pack = _RECORD.pack
+    names: dict[str, int] = {}
     parts: list[bytes] = []
     entries: list[bytes] = []
     start = _HEADER.size
-    for (name, kg), group in itertools.groupby(keyed, lambda r: r[0]):
-        changes = [_RECORD.pack(seq, kg, len(payload)) + payload for _, seq, payload in group]
-        entries.append(_GROUP.pack(names.setdefault(name, len(names)), kg, start,
-                                   len(changes)))
-        start += sum(map(len, changes))
-        parts.extend(changes)
+    for state, kg in sorted(groups):
+        run = groups[state, kg]
+        entries.append(_GROUP.pack(names.setdefault(state, len(names)), kg, start, len(run)))
+        part = b"".join([pack(seq, kg, len(payload)) + payload for seq, payload in run])
+        start += len(part)
+        parts.append(part)
     body = b"".join(parts)
-    directory = [_U16.pack(len(names)), *(_U16.pack(len(n)) + n for n in names),
+    encoded = [n.encode() for n in names]
+    directory = [_U16.pack(len(names)), *(_U16.pack(len(n)) + n for n in encoded),
                  _U32.pack(len(entries)), *entries]
-    head = b"".join((_HEADER.pack(MAGIC, VERSION, first_sequence, len(records), len(body)),
+    head = b"".join((_HEADER.pack(MAGIC, VERSION, first_sequence, count, len(body)),
                      body, *directory))
     return head + _CRC.pack(_crc(head))
 
@@ -878,7 +889,8 @@ class ChangelogWriter:
         self._storage = storage
         self.owner = owner
         self._next = 0
-        self._active: list[tuple[int, int, bytes]] = []
+        #: Changes not sealed into a piece yet: (state, key group) -> (sequence, payload).
+        self._active: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
         self._active_bytes = 0
         self._active_first = 0
         #: Sealed pieces, oldest first, until truncated.
@@ -898,12 +910,19 @@ class ChangelogWriter:
         """The sequence number of the next change (a position in the log)."""
         return self._next
 
-    def append(self, key_group: int, payload: bytes) -> None:
+    def append(self, key_group: int, payload: bytes, state: str | None = None) -> None:
         """Log one change of ``key_group``; may wait (backpressure) and upload early.
-        Raises StateError when the wait ends without room (see ``ChangelogStorage._reserve``)."""
+        ``state`` is the state the payload names (:func:`state_of`; found in the payload
+        when not given). Raises StateError when the wait ends without room (see
+        ``ChangelogStorage._reserve``)."""
         if not self._active:
             self._active_first = self._next
-        self._active.append((self._next, key_group, payload))
+        group = (state_of(payload).decode() if state is None else state, key_group)
+        changes = self._active.get(group)
+        if changes is None:
+            self._active[group] = [(self._next, payload)]
+        else:
+            changes.append((self._next, payload))
         self._next += 1
         self._active_bytes += len(payload) + _RECORD.size
         if self._active_bytes >= self._storage.options.preemptive_persist_bytes:
@@ -919,13 +938,13 @@ class ChangelogWriter:
             self._seal()
 
     def _seal(self) -> _Piece:
-        records = self._active
-        data = frame_piece(self._active_first, records)
+        groups = self._active
+        data = frame_groups(self._active_first, self._next - self._active_first, groups)
         self._storage._reserve(len(data), self.backpressure_timeout, self.cancelled)
-        kgs = [kg for _, kg, _ in records]
+        kgs = [kg for _, kg in groups]
         piece = _Piece(self._active_first, self._next, min(kgs), max(kgs), data)
         self._pieces.append(piece)
-        self._active, self._active_bytes = [], 0
+        self._active, self._active_bytes = {}, 0
         return piece
 
     def persist(self, from_sequence: int) -> PersistResult:
@@ -981,7 +1000,7 @@ class ChangelogWriter:
         with contextlib.suppress(Exception):
             self.truncate(self._next + 1)
         self._truncated.clear()
-        self._active = []
+        self._active = {}
 
 
 # -- one storage per TaskExecutor and location ---------------------------------------------

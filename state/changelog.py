@@ -409,14 +409,14 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
             data = serialize_value(value)  # once, for the backend and the log
             delegate._put_serialized(state, namespace, value, data)
             change = encode_change(PUT, state, key, ns, data)
-        self._log(self.current_key_group, change)
+        self._log(self.current_key_group, change, state)
 
     def _delete(self, state: str, namespace: Any) -> None:
         key, ns = self._current_key_bytes(), encode_key(namespace)
         if self._pending is not None:
             self._catch_up(state, ns, False)
         self._sync()._delete(state, namespace)
-        self._log(self.current_key_group, encode_change(DELETE, state, key, ns))
+        self._log(self.current_key_group, encode_change(DELETE, state, key, ns), state)
 
     def _get_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                   namespace: Any) -> list[Any]:
@@ -432,7 +432,7 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         ns = encode_key(namespace)
         for key_group, key, value in zip(key_groups, keys, values, strict=True):
             self._log(key_group, encode_change(PUT, state, encode_key(key), ns,
-                                               serialize_value(value)))
+                                               serialize_value(value)), state)
 
     def _delete_many(self, state: str, key_groups: list[int], keys: Sequence[Any],
                      namespace: Any) -> None:
@@ -441,10 +441,10 @@ class ChangelogKeyedStateBackend(KeyedStateBackend):
         self.delegate._delete_many(state, key_groups, keys, namespace)
         ns = encode_key(namespace)
         for key_group, key in zip(key_groups, keys, strict=True):
-            self._log(key_group, encode_change(DELETE, state, encode_key(key), ns))
+            self._log(key_group, encode_change(DELETE, state, encode_key(key), ns), state)
 
-    def _log(self, key_group: int, payload: bytes) -> None:
-        self.writer.append(key_group, payload)
+    def _log(self, key_group: int, payload: bytes, state: str) -> None:
+        self.writer.append(key_group, payload, state)
         self._writes += 1
         if self._writes % _CHECK_EVERY == 0:
             self._maintain()

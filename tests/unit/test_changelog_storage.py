@@ -652,3 +652,32 @@ def test_a_materialization_s_upload_waits_for_the_log_s(storage: CheckpointStora
         blocking.release.set()
         log.close()
 
+
+
+def test_a_writer_groups_the_changes_of_a_piece_by_the_state_they_name(
+        storage: CheckpointStorageAccess) -> None:
+    from weir.checkpoint.changelog_storage import read_pieces, state_of
+    from weir.state.changelog_replay import PUT, encode_change
+
+    log = ChangelogStorage(storage, "job/changelog", _options())
+    try:
+        writer = log.create_writer("op")
+        for n in range(12):
+            state = ("count", "seen", "_timers/w/event")[n % 3]
+            change = encode_change(PUT, state, str(n).encode(), b"", b"v")
+            # The backend names the state (no parsing on the task thread); others need not.
+            writer.append(n % 2, change, state if n % 4 else None)
+        handles = writer.persist(0).result(timeout=10)
+        pieces = list(read_pieces(storage, handles))
+        assert len(pieces) == 1 and pieces[0].groups is not None
+        data, runs = pieces[0].file, pieces[0].groups
+        assert [(state, kg, n) for state, kg, _, n in runs] == \
+            [(s, kg, 2) for s in ("_timers/w/event", "count", "seen") for kg in (0, 1)]
+        for state, kg, start, n in runs:
+            for _ in range(n):
+                _seq, key_group, length = RECORD.unpack_from(data, start)
+                payload = data[start + RECORD.size:start + RECORD.size + length]
+                assert (state_of(payload).decode(), key_group) == (state, kg)
+                start += RECORD.size + length
+    finally:
+        log.close()
